@@ -1,0 +1,59 @@
+// gpusel: the --gpu option for any CLI11 program, in one line:
+//
+//   std::vector<std::string> gpus;
+//   gpusel::add_gpu_option(app, gpus);                 // a list: --gpu 0,1 or --gpu
+//   GPU-8f3a,GPU-1c std::string gpu; gpusel::add_single_gpu_option(app, gpu);           // exactly
+//   one GPU
+//
+// The value is parsed by gpusel::parse_gpu_spec; a bad value fails CLI11's parse with gpusel's
+// message. Header-only; needs CLI11 in the including program, not in libgpusel.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+#include <vector>
+
+#include "gpusel/error.hpp"
+#include "gpusel/spec.hpp"
+
+namespace gpusel {
+
+inline CLI::Option* add_gpu_option(CLI::App& app, std::vector<std::string>& entries,
+                                   const std::string& name = "--gpu",
+                                   const std::string& help =
+                                       "GPUs by nvidia-smi index or UUID "
+                                       "(prefix), comma-separated") {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&entries](const std::string& value) {
+            try {
+              entries = parse_gpu_spec(value);
+            } catch (const Error& e) {
+              throw CLI::ValidationError(e.what());
+            }
+          },
+          help)
+      ->type_name("SPEC");
+}
+
+inline CLI::Option* add_single_gpu_option(CLI::App& app, std::string& entry,
+                                          const std::string& name = "--gpu",
+                                          const std::string& help =
+                                              "one GPU by nvidia-smi index "
+                                              "or UUID (prefix)") {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&entry](const std::string& value) {
+            try {
+              entry = parse_single_gpu(value);
+            } catch (const Error& e) {
+              throw CLI::ValidationError(e.what());
+            }
+          },
+          help)
+      ->type_name("ENTRY");
+}
+
+}  // namespace gpusel

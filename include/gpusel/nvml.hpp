@@ -1,0 +1,24 @@
+// gpusel: one enumeration of the physical GPUs through NVML, loaded at run time.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpusel/visible.hpp"
+
+namespace gpusel {
+
+struct NvmlSnapshot {
+  bool available = false;
+  std::string reason;  // why NVML is unavailable, for messages
+  std::string driver_version;
+  int cuda_driver_version = 0;  // 1000 * major + 10 * minor, 0 when unknown
+  std::vector<GpuInfo> gpus;    // nvidia-smi order
+};
+
+// Opens libnvidia-ml.so.1 (or the file named by GPUSEL_NVML_LIBRARY) once per process, then
+// initialises NVML, reads every GPU and shuts NVML down again. Never throws for a missing or
+// broken library: the snapshot says NVML is unavailable and why. Thread-safe.
+NvmlSnapshot query_nvml();
+
+}  // namespace gpusel

@@ -1,0 +1,26 @@
+// gpusel: --gpu entries to full GPU UUIDs, one per rank (pure, no I/O).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpusel/visible.hpp"
+
+namespace gpusel {
+
+// Resolves canonical entries (from parse_gpu_spec) against the physical GPUs NVML reported.
+// Without a preset CUDA_VISIBLE_DEVICES an index is an nvidia-smi index and a UUID prefix must
+// name exactly one GPU. With a preset, an index counts within the devices the driver exposes and
+// a UUID must name one of the preset's UUID entries. Throws Error(BadInput) with a message naming
+// the entry, the preset and the remedy.
+std::vector<std::string> resolve_entries(const std::vector<std::string>& entries,
+                                         const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                                         const std::vector<int>* cuda_order = nullptr);
+
+// Quotes a value for a message: "value" with control characters escaped.
+std::string quote_value(std::string_view value);
+
+// Describes the preset for messages: CUDA_VISIBLE_DEVICES="..." or "unset".
+std::string describe_preset(const CudaEnv& env);
+
+}  // namespace gpusel

@@ -1,0 +1,34 @@
+// gpusel: parsing of a --gpu value (pure, no I/O).
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gpusel {
+
+// "GPU-" in any letter case at the start.
+bool is_gpu_uuid(std::string_view entry) noexcept;
+// One or more ASCII decimal digits and nothing else.
+bool is_gpu_index(std::string_view entry) noexcept;
+
+// The form the driver compares: a UUID gets an upper-case "GPU-" (the rest kept as typed); an
+// index is returned as it is. Throws Error(BadInput) for anything else.
+std::string canonical_entry(std::string_view entry);
+
+// True when two canonical entries certainly name the same GPU: equal index values ("1" and "01"),
+// or UUIDs equal apart from letter case.
+bool same_entry(std::string_view a, std::string_view b) noexcept;
+
+// Splits a --gpu value on commas. Blank entries are skipped and blanks around entries ignored.
+// Throws Error(BadInput) when no entry is left, an entry is neither an index nor a UUID, indices
+// and UUIDs are mixed, or one GPU is named twice.
+std::vector<std::string> parse_gpu_spec(std::string_view value);
+
+// As parse_gpu_spec, but the value must hold exactly one entry.
+std::string parse_single_gpu(std::string_view value);
+
+// Joins entries with commas (for messages).
+std::string join_entries(const std::vector<std::string>& entries);
+
+}  // namespace gpusel

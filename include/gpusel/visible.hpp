@@ -1,0 +1,87 @@
+// gpusel: the model of which devices CUDA exposes under CUDA_VISIBLE_DEVICES and
+// CUDA_DEVICE_ORDER (pure, no I/O). The rules are those of shared/reference/driver-rules.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace gpusel {
+
+struct MigDevice {
+  std::string uuid;  // MIG-xxxxxxxx-...
+  unsigned gpu_instance = 0;
+  unsigned compute_instance = 0;
+  std::string name;
+  std::uint64_t memory_total = 0;
+};
+
+// One physical GPU as NVML describes it. Fields NVML could not give stay empty / -1 / 0.
+struct GpuInfo {
+  unsigned index = 0;  // nvidia-smi index (PCI order)
+  std::string uuid;    // GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+  std::string name;
+  std::string pci_bus_id;  // 00000000:18:00.0
+  int cc_major = -1;
+  int cc_minor = -1;
+  std::uint64_t memory_total = 0;
+  std::optional<int> numa_node;
+  std::vector<int> cpus;  // CPUs near the GPU, when NVML reports them
+  bool mig_enabled = false;
+  std::vector<MigDevice> migs;
+};
+
+// What the process environment says; nullopt means the variable is unset.
+struct CudaEnv {
+  std::optional<std::string> visible_devices;
+  std::optional<std::string> device_order;
+};
+
+enum class MigRule {
+  R570,    // driver R570 / CUDA 12.8 and later: several MIG devices, non-MIG GPUs alongside
+  Legacy,  // older drivers: at most one MIG device, and then nothing else
+};
+
+enum class VisibleMode { All, Indices, GpuUuids, MigUuids };
+
+struct VisibleDevice {
+  int gpu = 0;   // position in the GpuInfo list
+  int mig = -1;  // position in that GPU's MIG list, or -1 for the whole GPU
+  bool operator==(const VisibleDevice&) const = default;
+};
+
+struct VisibleSet {
+  // False when the answer depends on CUDA's FASTEST_FIRST heuristic on a machine of mixed models;
+  // `unknown_reason` then says why and `devices` is empty.
+  bool known = true;
+  std::string unknown_reason;
+  bool pci_order = false;  // the order in force is PCI bus order (nvidia-smi order)
+  VisibleMode mode = VisibleMode::All;
+  std::vector<std::string> entries;          // the preset split on commas, untouched
+  std::size_t used_entries = 0;              // entries read before the first invalid one
+  std::optional<std::string> invalid_entry;  // the entry that ended the list
+  bool duplicate = false;  // a device named twice: the driver then exposes nothing
+  std::vector<std::string> notes;
+  std::vector<VisibleDevice> devices;  // CUDA ordinal order
+};
+
+// Reads one CUDA_VISIBLE_DEVICES integer entry the way C's strtoul starts: blanks, optional sign,
+// digits, anything after ignored. nullopt when no digits or negative.
+std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcept;
+
+// True when CUDA_DEVICE_ORDER=PCI_BUS_ID is in force.
+bool pci_bus_order(const CudaEnv& env) noexcept;
+
+// True when every GPU is the same model (name and compute capability), so that FASTEST_FIRST is
+// PCI order.
+bool homogeneous(const std::vector<GpuInfo>& gpus) noexcept;
+
+// The devices CUDA will expose, in ordinal order. `cuda_order`, when given, is CUDA's own
+// enumeration order of the physical GPUs (positions into `gpus`) before filtering, as a probe of
+// CUDA or the simulator knows it; without it the order is derived from NVML alone when it can be.
+VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                         const std::vector<int>* cuda_order = nullptr,
+                         MigRule mig_rule = MigRule::R570);
+
+}  // namespace gpusel

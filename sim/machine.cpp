@@ -1,0 +1,269 @@
+#include "machine.hpp"
+
+#include <toml++/toml.h>
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <numeric>
+#include <sstream>
+
+#include "gpusel/units.hpp"
+
+namespace gpusel::sim {
+namespace {
+
+struct Reader {
+  std::string path;
+
+  [[noreturn]] void fail(const toml::source_region& where, const std::string& what) const {
+    throw MachineError(path + ":" + std::to_string(where.begin.line) + ": " + what);
+  }
+
+  const toml::node& need(const toml::table& t, const std::string& key,
+                         const std::string& ctx) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) fail(t.source(), "missing required key '" + key + "'" + ctx);
+    return *n;
+  }
+
+  std::string text(const toml::node& n, const std::string& key) const {
+    if (auto v = n.value<std::string>()) return *v;
+    fail(n.source(), "key '" + key + "' must be a string");
+  }
+
+  double number(const toml::node& n, const std::string& key) const {
+    if (auto v = n.value<double>()) return *v;  // integers convert too
+    fail(n.source(), "key '" + key + "' must be a number");
+  }
+
+  long long integer(const toml::node& n, const std::string& key) const {
+    if (auto v = n.value<long long>()) return *v;
+    fail(n.source(), "key '" + key + "' must be an integer");
+  }
+
+  std::uint64_t bytes(const toml::node& n, const std::string& key) const {
+    if (auto v = n.value<long long>(); v && n.is_integer()) {
+      if (*v > 0) return static_cast<std::uint64_t>(*v);
+    } else if (auto s = n.value<std::string>()) {
+      if (auto b = parse_byte_size(*s)) return *b;
+    }
+    fail(n.source(), "key '" + key + "' must be a byte count or a size such as \"80GiB\"");
+  }
+
+  bool flag(const toml::table& t, const std::string& key) const {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return false;
+    if (auto v = n->value<bool>()) return *v;
+    fail(n->source(), "key '" + key + "' must be true or false");
+  }
+};
+
+bool is_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// "GPU-" or "MIG-" then 8-4-4-4-12 hex digits.
+bool well_formed_uuid(const std::string& u, const char* head) {
+  if (u.size() != 40 || u.compare(0, 4, head) != 0) return false;
+  for (std::size_t i = 4; i < u.size(); ++i) {
+    const std::size_t k = i - 4;
+    const bool dash = k == 8 || k == 13 || k == 18 || k == 23;
+    if (dash ? u[i] != '-' : !is_hex(u[i])) return false;
+  }
+  return true;
+}
+
+void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimGpu& g) {
+  const std::string ctx = " in [[gpu]] number " + std::to_string(position + 1);
+  g.uuid = r.text(r.need(t, "uuid", ctx), "uuid");
+  if (!well_formed_uuid(g.uuid, "GPU-")) {
+    r.fail(t["uuid"].node()->source(),
+           "key 'uuid' must look like GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
+  }
+  g.name = r.text(r.need(t, "name", ctx), "name");
+  const auto& bus = r.need(t, "pci_bus_id", ctx);
+  const std::string bus_text = r.text(bus, "pci_bus_id");
+  unsigned dom = 0, b = 0, d = 0, f = 0;
+  char tail = 0;
+  if (std::sscanf(bus_text.c_str(), "%8x:%2x:%2x.%1x%c", &dom, &b, &d, &f, &tail) != 4 ||
+      bus_text.size() != 16) {
+    r.fail(bus.source(), "key 'pci_bus_id' must look like 00000000:18:00.0");
+  }
+  g.pci_domain = dom;
+  g.pci_bus = b;
+  g.pci_device = d;
+  g.pci_function = f;
+  char canon[32];
+  std::snprintf(canon, sizeof canon, "%08X:%02X:%02X.%X", dom, b, d, f);
+  g.pci_bus_id = canon;
+  g.memory_total = r.bytes(r.need(t, "memory_total", ctx), "memory_total");
+  const auto& ccn = r.need(t, "compute_capability", ctx);
+  const std::string cc = r.text(ccn, "compute_capability");
+  if (std::sscanf(cc.c_str(), "%d.%d%c", &g.cc_major, &g.cc_minor, &tail) != 2 || g.cc_major < 1) {
+    r.fail(ccn.source(), "key 'compute_capability' must look like \"9.0\"");
+  }
+  g.sm_count = static_cast<int>(r.integer(r.need(t, "sm_count", ctx), "sm_count"));
+  g.numa_node = static_cast<int>(r.integer(r.need(t, "numa_node", ctx), "numa_node"));
+  const auto& cpus = r.need(t, "cpus", ctx);
+  auto list = parse_cpu_list(r.text(cpus, "cpus"));
+  if (!list) r.fail(cpus.source(), "key 'cpus' must be a CPU list such as \"0-55,112-167\"");
+  g.cpus = *list;
+  g.pcie_h2d_gbps = r.number(r.need(t, "pcie_h2d_gbps", ctx), "pcie_h2d_gbps");
+  g.pcie_d2h_gbps = r.number(r.need(t, "pcie_d2h_gbps", ctx), "pcie_d2h_gbps");
+  g.memory_bandwidth_gbps =
+      r.number(r.need(t, "memory_bandwidth_gbps", ctx), "memory_bandwidth_gbps");
+  for (const char* key : {"pcie_h2d_gbps", "pcie_d2h_gbps", "memory_bandwidth_gbps"}) {
+    if (!(r.number(*t.get(key), key) > 0))
+      r.fail(t.get(key)->source(), std::string("key '") + key + "' must be positive");
+  }
+  if (const auto* n = t.get("pcie_link_gbps")) g.pcie_link_gbps = r.number(*n, "pcie_link_gbps");
+  if (const auto* n = t.get("l2_cache")) g.l2_cache_bytes = r.bytes(*n, "l2_cache");
+  if (const auto* n = t.get("pci_device_id"))
+    g.pci_device_id = static_cast<unsigned>(r.integer(*n, "pci_device_id"));
+  g.pci_device_id = (g.pci_device_id << 16) | 0x10deu;
+  if (const auto* n = t.get("speed")) {
+    g.speed = r.number(*n, "speed");
+    g.speed_given = true;
+  } else {
+    g.speed = derived_speed(g.cc_major, g.cc_minor, g.sm_count);
+  }
+  g.lost = r.flag(t, "lost");
+  if (const auto* n = t.get("utilization_gpu"))
+    g.utilization_gpu = static_cast<unsigned>(r.integer(*n, "utilization_gpu"));
+  if (const auto* n = t.get("utilization_memory"))
+    g.utilization_memory = static_cast<unsigned>(r.integer(*n, "utilization_memory"));
+  if (const auto* procs = t.get("processes")) {
+    const auto* arr = procs->as_array();
+    if (arr == nullptr)
+      r.fail(procs->source(), "key 'processes' must be an array of {pid, used_memory} tables");
+    for (const auto& p : *arr) {
+      const auto* pt = p.as_table();
+      if (pt == nullptr) r.fail(p.source(), "key 'processes' must hold tables");
+      SimProcess sp;
+      sp.pid = static_cast<unsigned>(r.integer(r.need(*pt, "pid", ctx), "pid"));
+      sp.used_memory = r.bytes(r.need(*pt, "used_memory", ctx), "used_memory");
+      g.processes.push_back(sp);
+    }
+  }
+  if (const auto* mig = t.get("mig")) {
+    const auto* arr = mig->as_array();
+    if (arr == nullptr) r.fail(mig->source(), "key 'mig' must be an array of [[gpu.mig]] tables");
+    g.mig_enabled = true;
+    for (const auto& m : *arr) {
+      const auto* mt = m.as_table();
+      if (mt == nullptr) r.fail(m.source(), "key 'mig' must hold [[gpu.mig]] tables");
+      const std::string mctx = ctx + ", [[gpu.mig]] number " + std::to_string(g.migs.size() + 1);
+      SimMig sm;
+      sm.uuid = r.text(r.need(*mt, "uuid", mctx), "uuid");
+      if (!well_formed_uuid(sm.uuid, "MIG-")) {
+        r.fail(mt->get("uuid")->source(),
+               "key 'uuid' must look like MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
+      }
+      sm.gpu_instance =
+          static_cast<unsigned>(r.integer(r.need(*mt, "gpu_instance", mctx), "gpu_instance"));
+      sm.compute_instance = static_cast<unsigned>(
+          r.integer(r.need(*mt, "compute_instance", mctx), "compute_instance"));
+      sm.name = r.text(r.need(*mt, "name", mctx), "name");
+      sm.memory_total = r.bytes(r.need(*mt, "memory_total", mctx), "memory_total");
+      sm.sm_count = static_cast<int>(r.integer(r.need(*mt, "sm_count", mctx), "sm_count"));
+      g.migs.push_back(sm);
+    }
+  }
+}
+
+}  // namespace
+
+double derived_speed(int cc_major, int cc_minor, int sm_count) {
+  return 1000.0 * (10 * cc_major + cc_minor) + sm_count;
+}
+
+SimMachine load_machine(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) throw MachineError(path + ": cannot open the machine file");
+  std::stringstream content;
+  content << in.rdbuf();
+  toml::table root;
+  try {
+    root = toml::parse(content.str(), path);
+  } catch (const toml::parse_error& e) {
+    throw MachineError(path + ":" + std::to_string(e.source().begin.line) + ": " +
+                       std::string(e.description()));
+  }
+  Reader r{path};
+  SimMachine m;
+  m.path = path;
+  m.name = r.text(r.need(root, "name", ""), "name");
+  if (const auto* n = root.get("description")) m.description = r.text(*n, "description");
+  m.driver_version = r.text(r.need(root, "driver_version", ""), "driver_version");
+  m.cuda_driver_version =
+      static_cast<int>(r.integer(r.need(root, "cuda_driver_version", ""), "cuda_driver_version"));
+  if (const auto* n = root.get("mig_rule")) {
+    m.mig_rule = r.text(*n, "mig_rule");
+    if (m.mig_rule != "r570" && m.mig_rule != "legacy")
+      r.fail(n->source(), "key 'mig_rule' must be \"r570\" or \"legacy\"");
+  }
+  if (const auto* f = root.get("faults")) {
+    const auto* ft = f->as_table();
+    if (ft == nullptr) r.fail(f->source(), "key 'faults' must be a table");
+    if (const auto* n = ft->get("nvml")) {
+      m.faults.nvml = r.text(*n, "nvml");
+      if (m.faults.nvml != "missing" && m.faults.nvml != "no_v2" && m.faults.nvml != "init_fails") {
+        r.fail(n->source(), "key 'faults.nvml' must be \"missing\", \"no_v2\" or \"init_fails\"");
+      }
+    }
+    if (const auto* n = ft->get("cuda")) {
+      m.faults.cuda = r.text(*n, "cuda");
+      if (m.faults.cuda != "missing" && m.faults.cuda != "init_fails") {
+        r.fail(n->source(), "key 'faults.cuda' must be \"missing\" or \"init_fails\"");
+      }
+    }
+    m.faults.corrupt_copies = r.flag(*ft, "corrupt_copies");
+  }
+  const toml::node* gpus = root.get("gpu");
+  if (gpus == nullptr || !gpus->is_array_of_tables()) {
+    throw MachineError(path +
+                       ":1: missing required key 'gpu' (one [[gpu]] table per physical GPU)");
+  }
+  std::size_t n = 0;
+  for (const auto& node : *gpus->as_array()) {
+    SimGpu g;
+    parse_gpu(r, *node.as_table(), n++, g);
+    for (const SimGpu& other : m.gpus) {
+      if (other.pci_bus_id == g.pci_bus_id || other.uuid == g.uuid) {
+        r.fail(node.source(),
+               "two GPUs share " +
+                   (other.uuid == g.uuid ? "uuid " + g.uuid : "pci_bus_id " + g.pci_bus_id));
+      }
+    }
+    m.gpus.push_back(std::move(g));
+  }
+  std::stable_sort(m.gpus.begin(), m.gpus.end(),
+                   [](const SimGpu& a, const SimGpu& b) { return a.pci_bus_id < b.pci_bus_id; });
+  return m;
+}
+
+std::string find_machine(const std::string& spec, const std::vector<std::string>& dirs) {
+  const bool is_path = spec.find('/') != std::string::npos ||
+                       (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".toml") == 0);
+  if (is_path) return spec;
+  for (const std::string& dir : dirs) {
+    std::string candidate = dir + "/" + spec + ".toml";
+    if (std::ifstream(candidate).good()) return candidate;
+  }
+  std::string where;
+  for (const std::string& dir : dirs) where += (where.empty() ? "" : ", ") + dir;
+  throw MachineError("no bundled machine named '" + spec + "' (looked in " +
+                     (where.empty() ? "no folder" : where) +
+                     "); run `gpusel sim list` to see them, or give a path to a machine file");
+}
+
+std::vector<int> fastest_first_order(const SimMachine& m) {
+  std::vector<int> order(m.gpus.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+    return m.gpus[static_cast<std::size_t>(a)].speed > m.gpus[static_cast<std::size_t>(b)].speed;
+  });  // stable: ties keep PCI order
+  return order;
+}
+
+}  // namespace gpusel::sim

@@ -1,0 +1,85 @@
+// A simulated GPU machine, read from a TOML machine file. Used by the two driver doubles and by
+// `gpusel sim`. Never linked into libgpusel.
+#pragma once
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace gpusel::sim {
+
+struct SimMig {
+  std::string uuid;  // MIG-...
+  unsigned gpu_instance = 0;
+  unsigned compute_instance = 0;
+  std::string name;
+  std::uint64_t memory_total = 0;
+  int sm_count = 0;
+};
+
+struct SimProcess {
+  unsigned pid = 0;
+  std::uint64_t used_memory = 0;
+};
+
+struct SimGpu {
+  std::string uuid;
+  std::string name;
+  std::string pci_bus_id;  // canonical: 00000000:18:00.0, upper-case hex
+  unsigned pci_domain = 0, pci_bus = 0, pci_device = 0, pci_function = 0;
+  unsigned pci_device_id = 0;  // device id << 16 | 0x10de
+  std::uint64_t memory_total = 0;
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;
+  int numa_node = -1;
+  std::vector<int> cpus;
+  double pcie_h2d_gbps = 0, pcie_d2h_gbps = 0, memory_bandwidth_gbps = 0;
+  double pcie_link_gbps = 0;         // theoretical per-direction figure of the link, 0 when unknown
+  std::uint64_t l2_cache_bytes = 0;  // 0 when unknown
+  double speed = 0;                  // FASTEST_FIRST key, highest first
+  bool speed_given = false;
+  bool mig_enabled = false;
+  std::vector<SimMig> migs;
+  bool lost = false;
+  unsigned utilization_gpu = 0, utilization_memory = 0;
+  std::vector<SimProcess> processes;
+};
+
+struct SimFaults {
+  std::string nvml;             // "", "missing", "no_v2", "init_fails"
+  std::string cuda;             // "", "missing", "init_fails"
+  bool corrupt_copies = false;  // device-to-host copies flip a byte (a broken copy path)
+};
+
+struct SimMachine {
+  std::string path;
+  std::string name;
+  std::string description;
+  std::string driver_version;
+  int cuda_driver_version = 0;
+  std::string mig_rule = "r570";  // "r570" or "legacy"
+  std::vector<SimGpu> gpus;       // sorted by PCI bus id: NVML order
+  SimFaults faults;
+};
+
+class MachineError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Reads and checks a machine file. Throws MachineError naming the file, the line and the key.
+SimMachine load_machine(const std::string& path);
+
+// A bundled machine's name or a path -> the file. A spec holding '/' or ending in ".toml" is a
+// path; otherwise "<dir>/<spec>.toml" for the first dir that has it. Throws MachineError.
+std::string find_machine(const std::string& spec, const std::vector<std::string>& dirs);
+
+// The default FASTEST_FIRST key when a file gives none: 1000 * (10 * major + minor) + SM count.
+double derived_speed(int cc_major, int cc_minor, int sm_count);
+
+// CUDA's enumeration order under FASTEST_FIRST: positions into gpus, by speed (highest first),
+// ties by PCI bus id.
+std::vector<int> fastest_first_order(const SimMachine& m);
+
+}  // namespace gpusel::sim

@@ -1,0 +1,209 @@
+// Resolution of --gpu entries to full GPU UUIDs.
+#include "gpusel/resolve.hpp"
+
+#include <cstdio>
+
+#include "gpusel/error.hpp"
+#include "gpusel/spec.hpp"
+
+namespace gpusel {
+namespace {
+
+char upper(char c) noexcept {
+  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
+}
+
+bool prefix_ci(std::string_view full, std::string_view head) noexcept {
+  if (full.size() < head.size()) return false;
+  for (std::size_t i = 0; i < head.size(); ++i) {
+    if (upper(full[i]) != upper(head[i])) return false;
+  }
+  return true;
+}
+
+constexpr const char* kListHint = "run `gpusel list` to see the GPUs and how CUDA numbers them";
+
+std::string count_gpus(std::size_t n, const char* what = "GPU") {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+// Positions of the GPUs whose UUID starts with `prefix`.
+std::vector<std::size_t> uuid_hits(const std::vector<GpuInfo>& gpus, const std::string& prefix) {
+  std::vector<std::size_t> hits;
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    if (prefix_ci(gpus[i].uuid, prefix)) hits.push_back(i);
+  }
+  return hits;
+}
+
+std::string list_uuids(const std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& which) {
+  std::string out;
+  for (std::size_t i : which) out += (out.empty() ? "" : ", ") + gpus[i].uuid;
+  return out;
+}
+
+void refuse_mig(const GpuInfo& gpu, const std::string& entry) {
+  if (!gpu.mig_enabled) return;
+  throw bad_input("--gpu entry " + quote_value(entry) + " names GPU " + std::to_string(gpu.index) +
+                  " (" + gpu.uuid +
+                  "), which has MIG enabled: CUDA exposes only its MIG devices, and gpusel "
+                  "assigns whole GPUs; pick a GPU without MIG (" +
+                  kListHint + ")");
+}
+
+// An index with no preset: the nvidia-smi index.
+std::size_t physical_index(const std::vector<GpuInfo>& gpus, const std::string& entry) {
+  std::string_view digits = entry;
+  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+  if (digits.size() > 9 || std::stoul(std::string(digits)) >= gpus.size()) {
+    throw bad_input(
+        "--gpu entry " + quote_value(entry) + " is out of range: this machine has " +
+        count_gpus(gpus.size()) +
+        (gpus.empty() ? std::string() : ", indices 0 to " + std::to_string(gpus.size() - 1)) +
+        "; " + kListHint);
+  }
+  return std::stoul(std::string(digits));
+}
+
+std::size_t physical_uuid(const std::vector<GpuInfo>& gpus, const std::string& entry) {
+  auto hits = uuid_hits(gpus, entry);
+  if (hits.empty()) {
+    throw bad_input("--gpu entry " + quote_value(entry) + " matches no GPU on this machine (" +
+                    count_gpus(gpus.size()) + "); check for a typo, " + kListHint);
+  }
+  if (hits.size() > 1) {
+    throw bad_input("--gpu entry " + quote_value(entry) + " is a prefix of " +
+                    std::to_string(hits.size()) + " GPUs (" + list_uuids(gpus, hits) +
+                    "); give enough characters to name one");
+  }
+  return hits.front();
+}
+
+std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
+                         const std::string& entry, const std::string& preset) {
+  if (!vs.known) {
+    throw bad_input("--gpu entry " + quote_value(entry) + " counts within " + preset + ", but " +
+                    vs.unknown_reason +
+                    "; give --gpu as GPU UUIDs, or set CUDA_DEVICE_ORDER=PCI_BUS_ID (" + kListHint +
+                    ")");
+  }
+  std::string_view digits = entry;
+  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+  if (digits.size() > 9 || std::stoul(std::string(digits)) >= vs.devices.size()) {
+    std::string why;
+    if (vs.invalid_entry) {
+      why =
+          " (the driver stops reading at the invalid entry " + quote_value(*vs.invalid_entry) + ")";
+    }
+    throw bad_input("--gpu entry " + quote_value(entry) + " is out of range: " + preset +
+                    " exposes " + count_gpus(vs.devices.size(), "device") + why +
+                    "; with a preset, indices count within that list (0 is its first device); " +
+                    kListHint);
+  }
+  const VisibleDevice& d = vs.devices[std::stoul(std::string(digits))];
+  const GpuInfo& gpu = gpus[static_cast<std::size_t>(d.gpu)];
+  if (d.mig >= 0) refuse_mig(gpu, entry);
+  return static_cast<std::size_t>(d.gpu);
+}
+
+std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
+                        const std::string& entry, const std::string& preset) {
+  if (vs.mode == VisibleMode::Indices) {
+    throw bad_input("--gpu entry " + quote_value(entry) + " is a UUID, but " + preset +
+                    " lists GPUs by index; give --gpu as positions in that list (0 is its first "
+                    "device), or set CUDA_VISIBLE_DEVICES to GPU UUIDs");
+  }
+  // The whole GPUs the preset exposes, matched by full UUID, so both a short preset entry and a
+  // short --gpu entry work, and only GPUs the driver really exposes count.
+  std::vector<std::size_t> visible_hits;
+  for (const VisibleDevice& d : vs.devices) {
+    const auto g = static_cast<std::size_t>(d.gpu);
+    if (d.mig < 0 && prefix_ci(gpus[g].uuid, entry)) visible_hits.push_back(g);
+  }
+  if (visible_hits.size() == 1) return visible_hits.front();
+  if (visible_hits.size() > 1) {
+    throw bad_input("--gpu entry " + quote_value(entry) + " is a prefix of " +
+                    std::to_string(visible_hits.size()) + " GPUs exposed by " + preset + " (" +
+                    list_uuids(gpus, visible_hits) + "); give enough characters to name one");
+  }
+  auto anywhere = uuid_hits(gpus, entry);
+  if (anywhere.size() == 1) refuse_mig(gpus[anywhere.front()], entry);
+  std::string why;
+  if (anywhere.size() == 1 && vs.invalid_entry) {
+    why = "; the driver stops reading it at the invalid entry " + quote_value(*vs.invalid_entry);
+  }
+  throw bad_input("--gpu entry " + quote_value(entry) + " is not one of the GPUs " + preset +
+                  " lets this process use" +
+                  (anywhere.size() == 1 ? " (GPU " + std::to_string(gpus[anywhere.front()].index) +
+                                              " exists, outside that list" + why + ")"
+                                        : std::string(" (it matches no GPU on this machine)")) +
+                  "; pick from that list, or change CUDA_VISIBLE_DEVICES (" + kListHint + ")");
+}
+
+}  // namespace
+
+std::string quote_value(std::string_view value) {
+  std::string out = "\"";
+  for (unsigned char c : value) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string describe_preset(const CudaEnv& env) {
+  if (!env.visible_devices) return "CUDA_VISIBLE_DEVICES (unset)";
+  return "CUDA_VISIBLE_DEVICES=" + quote_value(*env.visible_devices);
+}
+
+std::vector<std::string> resolve_entries(const std::vector<std::string>& entries,
+                                         const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                                         const std::vector<int>* cuda_order) {
+  std::vector<std::size_t> picked;
+  if (!env.visible_devices) {
+    for (const std::string& entry : entries) {
+      std::size_t g = is_gpu_uuid(entry) ? physical_uuid(gpus, entry) : physical_index(gpus, entry);
+      refuse_mig(gpus[g], entry);
+      picked.push_back(g);
+    }
+  } else {
+    const std::string preset = describe_preset(env);
+    VisibleSet vs = model_visible(gpus, env, cuda_order);
+    if (vs.mode == VisibleMode::MigUuids) {
+      throw bad_input(preset +
+                      " selects MIG devices; gpusel assigns whole GPUs, so --gpu cannot choose "
+                      "among them; run without MIG devices in CUDA_VISIBLE_DEVICES, or unset it");
+    }
+    if (vs.duplicate) {
+      throw bad_input(preset +
+                      " names one GPU twice, so CUDA exposes no device at all; remove the repeated "
+                      "entry from CUDA_VISIBLE_DEVICES");
+    }
+    for (const std::string& entry : entries) {
+      picked.push_back(is_gpu_uuid(entry) ? preset_uuid(gpus, vs, entry, preset)
+                                          : preset_index(gpus, vs, entry, preset));
+    }
+  }
+  std::vector<std::string> out;
+  for (std::size_t i = 0; i < picked.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (picked[i] == picked[j]) {
+        throw bad_input("--gpu entries " + quote_value(entries[j]) + " and " +
+                        quote_value(entries[i]) + " both name GPU " + gpus[picked[i]].uuid +
+                        "; each rank needs a GPU of its own");
+      }
+    }
+    out.push_back(gpus[picked[i]].uuid);
+  }
+  return out;
+}
+
+}  // namespace gpusel

@@ -1,0 +1,104 @@
+#include "gpusel/units.hpp"
+
+#include <cmath>
+#include <cstdio>
+
+namespace gpusel {
+
+std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
+  std::size_t i = 0;
+  while (i < text.size() && text[i] == ' ') ++i;
+  std::size_t start = i;
+  bool dot = false;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || (text[i] == '.' && !dot))) {
+    dot = dot || text[i] == '.';
+    ++i;
+  }
+  if (i == start || (i == start + 1 && dot)) return std::nullopt;
+  const std::string number(text.substr(start, i - start));
+  while (i < text.size() && text[i] == ' ') ++i;
+  std::string unit(text.substr(i));
+  while (!unit.empty() && unit.back() == ' ') unit.pop_back();
+  struct Unit {
+    const char* name;
+    double factor;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1},
+      {"B", 1},
+      {"KiB", 1024.0},
+      {"MiB", 1048576.0},
+      {"GiB", 1073741824.0},
+      {"TiB", 1099511627776.0},
+      {"kB", 1e3},
+      {"KB", 1e3},
+      {"MB", 1e6},
+      {"GB", 1e9},
+      {"TB", 1e12},
+  };
+  for (const Unit& u : kUnits) {
+    if (unit != u.name) continue;
+    const double value = std::stod(number) * u.factor;
+    if (!(value >= 1.0) || value > 1.8e19 || value != std::floor(value)) return std::nullopt;
+    return static_cast<std::uint64_t>(value);
+  }
+  return std::nullopt;
+}
+
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {
+  std::vector<int> out;
+  std::size_t i = 0;
+  auto number = [&](int& v) {
+    std::size_t s = i;
+    long long acc = 0;
+    while (i < text.size() && text[i] >= '0' && text[i] <= '9' && acc < 1000000)
+      acc = acc * 10 + (text[i++] - '0');
+    v = static_cast<int>(acc);
+    return i > s && acc < 1000000;
+  };
+  if (text.empty()) return out;
+  while (true) {
+    int lo = 0, hi = 0;
+    if (!number(lo)) return std::nullopt;
+    hi = lo;
+    if (i < text.size() && text[i] == '-') {
+      ++i;
+      if (!number(hi) || hi < lo) return std::nullopt;
+    }
+    for (int c = lo; c <= hi; ++c) out.push_back(c);
+    if (i == text.size()) return out;
+    if (text[i++] != ',') return std::nullopt;
+  }
+}
+
+std::string format_cpu_list(const std::vector<int>& cpus) {
+  std::string out;
+  for (std::size_t i = 0; i < cpus.size();) {
+    std::size_t j = i;
+    while (j + 1 < cpus.size() && cpus[j + 1] == cpus[j] + 1) ++j;
+    if (!out.empty()) out += ',';
+    out += std::to_string(cpus[i]);
+    if (j > i) out += "-" + std::to_string(cpus[j]);
+    i = j + 1;
+  }
+  return out;
+}
+
+std::string format_bytes(std::uint64_t bytes) {
+  static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(bytes);
+  int u = 0;
+  while (v >= 1024.0 && u < 4) {
+    v /= 1024.0;
+    ++u;
+  }
+  char buf[32];
+  if (v == std::floor(v)) {
+    std::snprintf(buf, sizeof buf, "%.0f %s", v, kNames[u]);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.1f %s", v, kNames[u]);
+  }
+  return buf;
+}
+
+}  // namespace gpusel

@@ -1,0 +1,227 @@
+// The CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER model. Each rule cites driver-rules.md's tag:
+// [NV] documented by NVIDIA, [DRV] observed behaviour of released drivers, [OPEN] our reading.
+#include "gpusel/visible.hpp"
+
+#include <algorithm>
+#include <limits>
+
+namespace gpusel {
+namespace {
+
+char upper(char c) noexcept {
+  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
+}
+
+bool starts_with_ci(std::string_view s, std::string_view head) noexcept {
+  if (s.size() < head.size()) return false;
+  for (std::size_t i = 0; i < head.size(); ++i) {
+    if (upper(s[i]) != upper(head[i])) return false;
+  }
+  return true;
+}
+
+std::vector<std::string> split_commas(const std::string& value) {
+  std::vector<std::string> out;
+  std::size_t start = 0;
+  while (true) {
+    std::size_t comma = value.find(',', start);
+    out.push_back(
+        value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
+}
+
+// [NV] A MIG-enabled GPU exposes its MIG devices, not itself.
+void expand(const std::vector<GpuInfo>& gpus, int gpu, std::vector<VisibleDevice>& out) {
+  const GpuInfo& g = gpus[static_cast<std::size_t>(gpu)];
+  if (!g.mig_enabled) {
+    out.push_back({gpu, -1});
+    return;
+  }
+  for (std::size_t m = 0; m < g.migs.size(); ++m) out.push_back({gpu, static_cast<int>(m)});
+}
+
+// A UUID-prefix entry names exactly one item, else it is invalid ([NV], [DRV]).
+template <typename Candidates>
+std::optional<VisibleDevice> match_unique(const std::string& entry, const Candidates& candidates) {
+  std::optional<VisibleDevice> hit;
+  for (const auto& [text, device] : candidates) {
+    if (!starts_with_ci(text, entry)) continue;
+    if (hit) return std::nullopt;
+    hit = device;
+  }
+  return hit;
+}
+
+}  // namespace
+
+std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcept {
+  std::size_t i = 0;
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (i < entry.size() && space(entry[i])) ++i;
+  bool negative = false;
+  if (i < entry.size() && (entry[i] == '+' || entry[i] == '-')) negative = entry[i++] == '-';
+  std::size_t first_digit = i;
+  std::uint64_t value = 0;
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  while (i < entry.size() && entry[i] >= '0' && entry[i] <= '9') {
+    const auto digit = static_cast<std::uint64_t>(entry[i] - '0');
+    value = (value > (kMax - digit) / 10) ? kMax : value * 10 + digit;
+    ++i;
+  }
+  if (i == first_digit) return std::nullopt;        // [DRV] no digits: invalid
+  if (negative && value != 0) return std::nullopt;  // [DRV] negative: invalid; "-0" reads as 0
+  return value;
+}
+
+bool pci_bus_order(const CudaEnv& env) noexcept {
+  return env.device_order && *env.device_order == "PCI_BUS_ID";
+}
+
+bool homogeneous(const std::vector<GpuInfo>& gpus) noexcept {
+  return std::all_of(gpus.begin(), gpus.end(), [&](const GpuInfo& g) {
+    return g.name == gpus.front().name && g.cc_major == gpus.front().cc_major &&
+           g.cc_minor == gpus.front().cc_minor;
+  });
+}
+
+VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                         const std::vector<int>* cuda_order, MigRule mig_rule) {
+  VisibleSet vs;
+
+  // [OPEN] An unknown CUDA_DEVICE_ORDER value is read as the default, FASTEST_FIRST.
+  if (env.device_order && *env.device_order != "PCI_BUS_ID" &&
+      *env.device_order != "FASTEST_FIRST") {
+    vs.notes.push_back("CUDA_DEVICE_ORDER=\"" + *env.device_order +
+                       "\" is not PCI_BUS_ID or FASTEST_FIRST; it is read as FASTEST_FIRST");
+  }
+
+  // Order first: CUDA's enumeration order of the physical GPUs, before any filter.
+  std::vector<int> order;
+  bool order_known = true;
+  std::vector<int> pci(gpus.size());
+  for (std::size_t i = 0; i < gpus.size(); ++i)
+    pci[i] = static_cast<int>(i);  // NVML order is PCI order
+  if (cuda_order != nullptr) {
+    order = *cuda_order;
+  } else if (pci_bus_order(env) || homogeneous(gpus)) {
+    order = pci;  // [NV] PCI_BUS_ID; [NV] one model: FASTEST_FIRST equals PCI order
+  } else {
+    order_known = false;  // [NV] mixed models under FASTEST_FIRST: only CUDA knows
+  }
+  vs.pci_order = order_known && order == pci;
+  const std::string unknown_reason =
+      "this machine has GPUs of different models and CUDA_DEVICE_ORDER is " +
+      (env.device_order ? "\"" + *env.device_order + "\"" : std::string("unset")) +
+      " (FASTEST_FIRST), so CUDA's device order cannot be read from NVML";
+
+  if (!env.visible_devices) {  // [NV] unset: everything, in CUDA order
+    vs.mode = VisibleMode::All;
+    if (!order_known) {
+      vs.known = false;
+      vs.unknown_reason = unknown_reason;
+      return vs;
+    }
+    for (int g : order) expand(gpus, g, vs.devices);
+  } else {
+    const std::string& value = *env.visible_devices;
+    vs.entries = split_commas(value);
+    // [DRV] The first entry decides the kind of the whole list. [OPEN] compared without regard
+    // to letter case, as gpusel compares UUIDs.
+    if (starts_with_ci(value, "GPU-")) {
+      vs.mode = VisibleMode::GpuUuids;
+    } else if (starts_with_ci(value, "MIG-")) {
+      vs.mode = VisibleMode::MigUuids;
+    } else {
+      vs.mode = VisibleMode::Indices;
+    }
+    if (value.empty())
+      vs.notes.push_back("CUDA_VISIBLE_DEVICES is set but empty: CUDA sees no device");
+
+    std::vector<std::pair<std::string, VisibleDevice>> candidates;
+    if (vs.mode == VisibleMode::GpuUuids) {
+      for (std::size_t g = 0; g < gpus.size(); ++g)
+        candidates.push_back({gpus[g].uuid, {static_cast<int>(g), -1}});
+    } else if (vs.mode == VisibleMode::MigUuids) {
+      for (std::size_t g = 0; g < gpus.size(); ++g) {
+        for (std::size_t m = 0; m < gpus[g].migs.size(); ++m) {
+          const MigDevice& mig = gpus[g].migs[m];
+          VisibleDevice d{static_cast<int>(g), static_cast<int>(m)};
+          candidates.push_back({mig.uuid, d});
+        }
+      }
+    }
+
+    std::vector<VisibleDevice> named;  // physical device named by each valid entry
+    for (const std::string& entry : vs.entries) {
+      std::optional<VisibleDevice> device;
+      if (vs.mode == VisibleMode::Indices) {
+        auto n = read_driver_integer(entry);  // [DRV] strtoul-like reading
+        if (n && *n < gpus.size()) device = VisibleDevice{static_cast<int>(*n), -1};
+      } else if (vs.mode == VisibleMode::GpuUuids) {
+        // [DRV] an entry of another kind ends the list; [DRV] blanks are not stripped
+        if (starts_with_ci(entry, "GPU-")) device = match_unique(entry, candidates);
+      } else if (starts_with_ci(entry, "MIG-")) {
+        device = match_unique(entry, candidates);
+        if (!device) {  // [NV] the pre-R470 form MIG-GPU-<gpu uuid>/<gi>/<ci>, whole
+          for (const auto& [text, d] : candidates) {
+            const GpuInfo& g = gpus[static_cast<std::size_t>(d.gpu)];
+            const MigDevice& m = g.migs[static_cast<std::size_t>(d.mig)];
+            std::string legacy = "MIG-" + g.uuid + "/" + std::to_string(m.gpu_instance) + "/" +
+                                 std::to_string(m.compute_instance);
+            if (legacy.size() == entry.size() && starts_with_ci(legacy, entry)) device = d;
+          }
+        }
+      }
+      if (!device) {  // [NV] the first invalid entry ends the list
+        vs.invalid_entry = entry;
+        break;
+      }
+      named.push_back(*device);
+      ++vs.used_entries;
+    }
+
+    // [DRV] A device named twice hides every device.
+    for (std::size_t i = 0; i < named.size() && !vs.duplicate; ++i) {
+      for (std::size_t j = 0; j < i; ++j) {
+        if (named[i] == named[j]) vs.duplicate = true;
+      }
+    }
+    if (vs.duplicate) {
+      vs.notes.push_back("CUDA_VISIBLE_DEVICES names one device twice: CUDA sees no device at all");
+      return vs;
+    }
+
+    if (vs.mode == VisibleMode::Indices) {
+      // [NV] integers are positions in CUDA's order, which must be known to place them (unless
+      // no entry was valid: then nothing is visible in any order).
+      if (!order_known && !named.empty()) {
+        vs.known = false;
+        vs.unknown_reason = unknown_reason;
+        return vs;
+      }
+      for (const VisibleDevice& d : named)
+        expand(gpus, order[static_cast<std::size_t>(d.gpu)], vs.devices);
+    } else {
+      for (const VisibleDevice& d : named) {
+        if (d.mig >= 0) {
+          vs.devices.push_back(d);
+        } else {
+          expand(gpus, d.gpu, vs.devices);
+        }
+      }
+    }
+  }
+
+  if (mig_rule == MigRule::Legacy) {
+    // [NV] before R570 a process sees at most one MIG device, and nothing beside it.
+    auto first_mig = std::find_if(vs.devices.begin(), vs.devices.end(),
+                                  [](const VisibleDevice& d) { return d.mig >= 0; });
+    if (first_mig != vs.devices.end()) vs.devices = {*first_mig};
+  }
+  return vs;
+}
+
+}  // namespace gpusel

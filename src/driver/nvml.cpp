@@ -1,0 +1,212 @@
+// NVML loader: dlopen once, look up every symbol of nvml.def, never dlclose.
+#include "gpusel/nvml.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "nvml_abi.hpp"
+
+namespace gpusel {
+namespace {
+
+struct NvmlApi {
+#define GPUSEL_NVML(name, required, ret, params) ret(*name) params = nullptr;
+#include "nvml.def"
+#undef GPUSEL_NVML
+};
+
+struct NvmlLibrary {
+  NvmlApi api;
+  bool usable = false;
+  std::string reason;
+};
+
+NvmlLibrary open_library() {
+  NvmlLibrary lib;
+  const char* override_path = secure_getenv("GPUSEL_NVML_LIBRARY");
+  const char* path =
+      (override_path != nullptr && *override_path != '\0') ? override_path : "libnvidia-ml.so.1";
+  dlerror();
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    lib.reason = std::string("cannot load ") + path + " (" + (why ? why : "unknown reason") +
+                 "); is the NVIDIA driver installed?";
+    return lib;
+  }
+  std::string missing;
+#define GPUSEL_NVML(name, required, ret, params)                        \
+  lib.api.name = reinterpret_cast<ret(*) params>(dlsym(handle, #name)); \
+  if (required && lib.api.name == nullptr)                              \
+    missing += (missing.empty() ? "" : ", ") + std::string(#name);
+#include "nvml.def"
+#undef GPUSEL_NVML
+  if (!missing.empty()) {
+    lib.reason = std::string(path) + " lacks " + missing +
+                 " (a driver too old for gpusel, or not a real NVML library)";
+    return lib;  // the handle stays open: never dlclose a driver library
+  }
+  lib.usable = true;
+  return lib;
+}
+
+const NvmlLibrary& library() {
+  static const NvmlLibrary lib = open_library();  // thread-safe initialisation
+  return lib;
+}
+
+std::mutex nvml_mutex;  // NVML calls are serialised, init through shutdown
+
+std::string error_text(const NvmlApi& api, nvmlReturn_t rc) {
+  std::string text = "NVML error " + std::to_string(rc);
+  if (api.nvmlErrorString != nullptr) {
+    const char* s = api.nvmlErrorString(rc);
+    if (s != nullptr) text += " (" + std::string(s) + ")";
+  }
+  return text;
+}
+
+std::string read_string(nvmlReturn_t rc, const char* buf) {
+  return rc == NVML_SUCCESS ? std::string(buf, strnlen(buf, 96)) : std::string();
+}
+
+void read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
+  char buf[abi::kNvmlNameBuffer] = {};
+  if (api.nvmlDeviceGetName)
+    gpu.name = read_string(api.nvmlDeviceGetName(dev, buf, sizeof buf), buf);
+  if (api.nvmlDeviceGetPciInfo_v3) {
+    nvmlPciInfo_t pci{};
+    if (api.nvmlDeviceGetPciInfo_v3(dev, &pci) == NVML_SUCCESS) {
+      gpu.pci_bus_id.assign(pci.busId, strnlen(pci.busId, sizeof pci.busId));
+    }
+  }
+  nvmlMemory_v2_t mem2{};
+  mem2.version = abi::kNvmlMemoryV2Version;
+  nvmlMemory_t mem1{};
+  if (api.nvmlDeviceGetMemoryInfo_v2 &&
+      api.nvmlDeviceGetMemoryInfo_v2(dev, &mem2) == NVML_SUCCESS) {
+    gpu.memory_total = mem2.total;
+  } else if (api.nvmlDeviceGetMemoryInfo &&
+             api.nvmlDeviceGetMemoryInfo(dev, &mem1) == NVML_SUCCESS) {
+    gpu.memory_total = mem1.total;
+  }
+  int major = -1, minor = -1;
+  if (api.nvmlDeviceGetCudaComputeCapability &&
+      api.nvmlDeviceGetCudaComputeCapability(dev, &major, &minor) == NVML_SUCCESS) {
+    gpu.cc_major = major;
+    gpu.cc_minor = minor;
+  }
+  constexpr unsigned kWords = 16;  // 1024 CPUs or NUMA nodes
+  unsigned long mask[kWords] = {};
+  constexpr unsigned kBits = sizeof(unsigned long) * 8;
+  if (api.nvmlDeviceGetCpuAffinity &&
+      api.nvmlDeviceGetCpuAffinity(dev, kWords, mask) == NVML_SUCCESS) {
+    for (unsigned i = 0; i < kWords * kBits; ++i) {
+      if (mask[i / kBits] >> (i % kBits) & 1UL) gpu.cpus.push_back(static_cast<int>(i));
+    }
+  }
+  std::memset(mask, 0, sizeof mask);
+  if (api.nvmlDeviceGetMemoryAffinity &&
+      api.nvmlDeviceGetMemoryAffinity(dev, kWords, mask, 0) == NVML_SUCCESS) {
+    for (unsigned i = 0; i < kWords * kBits; ++i) {
+      if (mask[i / kBits] >> (i % kBits) & 1UL) {
+        gpu.numa_node = static_cast<int>(i);
+        break;
+      }
+    }
+  }
+  unsigned current = 0, pending = 0, slots = 0;
+  if (api.nvmlDeviceGetMigMode &&
+      api.nvmlDeviceGetMigMode(dev, &current, &pending) == NVML_SUCCESS &&
+      current == abi::kNvmlDeviceMigEnable) {
+    gpu.mig_enabled = true;
+    if (api.nvmlDeviceGetMaxMigDeviceCount && api.nvmlDeviceGetMigDeviceHandleByIndex &&
+        api.nvmlDeviceGetMaxMigDeviceCount(dev, &slots) == NVML_SUCCESS) {
+      for (unsigned s = 0; s < slots; ++s) {
+        nvmlDevice_t mdev = nullptr;
+        if (api.nvmlDeviceGetMigDeviceHandleByIndex(dev, s, &mdev) != NVML_SUCCESS) continue;
+        MigDevice mig;
+        char ubuf[abi::kNvmlUuidBuffer] = {};
+        mig.uuid = read_string(api.nvmlDeviceGetUUID(mdev, ubuf, sizeof ubuf), ubuf);
+        char nbuf[abi::kNvmlNameBuffer] = {};
+        if (api.nvmlDeviceGetName)
+          mig.name = read_string(api.nvmlDeviceGetName(mdev, nbuf, sizeof nbuf), nbuf);
+        if (api.nvmlDeviceGetGpuInstanceId) api.nvmlDeviceGetGpuInstanceId(mdev, &mig.gpu_instance);
+        if (api.nvmlDeviceGetComputeInstanceId)
+          api.nvmlDeviceGetComputeInstanceId(mdev, &mig.compute_instance);
+        nvmlMemory_t mm{};
+        if (api.nvmlDeviceGetMemoryInfo && api.nvmlDeviceGetMemoryInfo(mdev, &mm) == NVML_SUCCESS) {
+          mig.memory_total = mm.total;
+        }
+        if (!mig.uuid.empty()) gpu.migs.push_back(std::move(mig));
+      }
+    }
+  }
+}
+
+// Everything between a successful init and its shutdown.
+void enumerate(const NvmlApi& api, NvmlSnapshot& snap) {
+  unsigned count = 0;
+  nvmlReturn_t rc = api.nvmlDeviceGetCount_v2(&count);
+  if (rc != NVML_SUCCESS) {
+    snap.reason = "nvmlDeviceGetCount_v2 failed: " + error_text(api, rc);
+    return;
+  }
+  for (unsigned i = 0; i < count; ++i) {
+    nvmlDevice_t dev = nullptr;
+    rc = api.nvmlDeviceGetHandleByIndex_v2(i, &dev);
+    if (rc != NVML_SUCCESS) {
+      snap.reason = "nvmlDeviceGetHandleByIndex_v2 failed for GPU " + std::to_string(i) + ": " +
+                    error_text(api, rc);
+      snap.gpus.clear();
+      return;
+    }
+    char buf[abi::kNvmlUuidBuffer] = {};
+    rc = api.nvmlDeviceGetUUID(dev, buf, sizeof buf);
+    if (rc != NVML_SUCCESS) {
+      snap.reason =
+          "nvmlDeviceGetUUID failed for GPU " + std::to_string(i) + ": " + error_text(api, rc);
+      snap.gpus.clear();
+      return;
+    }
+    GpuInfo gpu;
+    gpu.index = i;
+    gpu.uuid = read_string(rc, buf);
+    read_optional(api, dev, gpu);
+    snap.gpus.push_back(std::move(gpu));
+  }
+  char ver[abi::kNvmlDriverVersionBuffer] = {};
+  if (api.nvmlSystemGetDriverVersion) {
+    snap.driver_version = read_string(api.nvmlSystemGetDriverVersion(ver, sizeof ver), ver);
+  }
+  if (api.nvmlSystemGetCudaDriverVersion_v2) {
+    int v = 0;
+    if (api.nvmlSystemGetCudaDriverVersion_v2(&v) == NVML_SUCCESS) snap.cuda_driver_version = v;
+  }
+  snap.available = true;
+}
+
+}  // namespace
+
+NvmlSnapshot query_nvml() {
+  NvmlSnapshot snap;
+  const NvmlLibrary& lib = library();
+  if (!lib.usable) {
+    snap.reason = lib.reason;
+    return snap;
+  }
+  std::lock_guard<std::mutex> lock(nvml_mutex);
+  nvmlReturn_t rc = lib.api.nvmlInit_v2();
+  if (rc != NVML_SUCCESS) {
+    snap.reason = "nvmlInit_v2 failed: " + error_text(lib.api, rc);
+    return snap;
+  }
+  enumerate(lib.api, snap);
+  lib.api.nvmlShutdown();
+  return snap;
+}
+
+}  // namespace gpusel

@@ -1,0 +1,115 @@
+#include <gtest/gtest.h>
+
+#include "gpusel/error.hpp"
+#include "gpusel/spec.hpp"
+
+using gpusel::parse_gpu_spec;
+using gpusel::parse_single_gpu;
+using Entries = std::vector<std::string>;
+
+namespace {
+
+// The message of the Error(BadInput) that `f` throws; fails the test if it throws nothing.
+template <typename F>
+std::string bad_input_message(F&& f) {
+  try {
+    f();
+  } catch (const gpusel::Error& e) {
+    EXPECT_EQ(e.kind(), gpusel::ErrorKind::BadInput);
+    EXPECT_EQ(e.exit_code(), 2);
+    return e.what();
+  }
+  ADD_FAILURE() << "no error thrown";
+  return "";
+}
+
+}  // namespace
+
+TEST(Spec, IndicesAndBlanks) {
+  EXPECT_EQ(parse_gpu_spec("0,1,2"), (Entries{"0", "1", "2"}));
+  EXPECT_EQ(parse_gpu_spec(" 3 , ,\t1 ,"), (Entries{"3", "1"}));
+  EXPECT_EQ(parse_gpu_spec("7"), (Entries{"7"}));
+  EXPECT_EQ(parse_gpu_spec("007"), (Entries{"007"}));
+}
+
+TEST(Spec, UuidsAreCanonicalised) {
+  EXPECT_EQ(parse_gpu_spec("gpu-8f3a"), (Entries{"GPU-8f3a"}));
+  EXPECT_EQ(parse_gpu_spec("Gpu-ABcd, GPU-12"), (Entries{"GPU-ABcd", "GPU-12"}));
+}
+
+TEST(Spec, IsUuidIsIndex) {
+  EXPECT_TRUE(gpusel::is_gpu_uuid("gPu-"));
+  EXPECT_FALSE(gpusel::is_gpu_uuid("GPU"));
+  EXPECT_FALSE(gpusel::is_gpu_uuid("MIG-GPU-1"));
+  EXPECT_TRUE(gpusel::is_gpu_index("0123"));
+  EXPECT_FALSE(gpusel::is_gpu_index(""));
+  EXPECT_FALSE(gpusel::is_gpu_index("+1"));
+  EXPECT_FALSE(gpusel::is_gpu_index("\xc2\xb2"));      // superscript two
+  EXPECT_FALSE(gpusel::is_gpu_index("\xef\xbc\x91"));  // fullwidth one
+}
+
+TEST(Spec, RejectsWhatIsNeither) {
+  struct Case {
+    const char* value;
+    const char* hint;
+  };
+  const Case cases[] = {
+      {"abc", "neither"},
+      {"-1", "neither"},
+      {"1.5", "neither"},
+      {"\xc2\xb2", "neither"},
+      {"0-3", "ranges are not accepted"},
+      {"MIG-5b2c", "MIG devices cannot be given"},
+      {"0,cuda:1", "\"cuda:1\""},
+  };
+  for (const Case& c : cases) {
+    std::string msg = bad_input_message([&] { parse_gpu_spec(c.value); });
+    EXPECT_NE(msg.find(c.hint), std::string::npos) << c.value << ": " << msg;
+    EXPECT_NE(msg.find("gpusel list"), std::string::npos) << msg;
+  }
+}
+
+TEST(Spec, RejectsEmpty) {
+  for (const char* value : {"", " ", ",", " , ,"}) {
+    std::string msg = bad_input_message([&] { parse_gpu_spec(value); });
+    EXPECT_NE(msg.find("names no GPU"), std::string::npos) << msg;
+  }
+}
+
+TEST(Spec, RejectsMix) {
+  std::string msg = bad_input_message([] { parse_gpu_spec("0,GPU-8f3a"); });
+  EXPECT_NE(msg.find("mixes UUIDs (\"GPU-8f3a\") and indices (\"0\")"), std::string::npos) << msg;
+  msg = bad_input_message([] { parse_gpu_spec("gpu-1,2"); });
+  EXPECT_NE(msg.find("mixes"), std::string::npos) << msg;
+}
+
+TEST(Spec, RejectsTheSameGpuTwice) {
+  for (const char* value : {"1,1", "1,01", "0,2,000", "GPU-ab,gpu-AB", "GPU-abc,GPU-ABC"}) {
+    std::string msg = bad_input_message([&] { parse_gpu_spec(value); });
+    EXPECT_NE(msg.find("same GPU twice"), std::string::npos) << value << ": " << msg;
+  }
+  // Different prefixes are not provably the same GPU here; resolution decides.
+  EXPECT_EQ(parse_gpu_spec("GPU-ab,GPU-abc").size(), 2u);
+}
+
+TEST(Spec, SingleGpu) {
+  EXPECT_EQ(parse_single_gpu(" 3 "), "3");
+  EXPECT_EQ(parse_single_gpu("gpu-ab,"), "GPU-ab");
+  std::string msg = bad_input_message([] { parse_single_gpu("0,1"); });
+  EXPECT_NE(msg.find("holds 2 GPUs"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("exactly one"), std::string::npos) << msg;
+}
+
+TEST(Spec, SameEntry) {
+  EXPECT_TRUE(gpusel::same_entry("1", "0001"));
+  EXPECT_TRUE(gpusel::same_entry("0", "00"));
+  EXPECT_FALSE(gpusel::same_entry("10", "1"));
+  EXPECT_TRUE(gpusel::same_entry("GPU-Ab", "GPU-aB"));
+  EXPECT_FALSE(gpusel::same_entry("GPU-ab", "GPU-abc"));
+}
+
+TEST(Spec, MessagesEscapeControlCharacters) {
+  std::string msg = bad_input_message([] { parse_gpu_spec("x\x1b[31m"); });
+  EXPECT_EQ(msg.find('\x1b'), std::string::npos);
+  EXPECT_NE(msg.find("\\x1b"), std::string::npos) << msg;
+}

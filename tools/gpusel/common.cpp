@@ -1,0 +1,88 @@
+#include "common.hpp"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+
+#include "gpusel/error.hpp"
+#include "machine.hpp"
+
+namespace gpusel::cli {
+
+namespace fs = std::filesystem;
+
+std::optional<std::string> env_value(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::nullopt : std::optional<std::string>(v);
+}
+
+CudaEnv cuda_env_from_process() {
+  return CudaEnv{env_value("CUDA_VISIBLE_DEVICES"), env_value("CUDA_DEVICE_ORDER")};
+}
+
+std::string sim_root() {
+  if (auto root = env_value("GPUSEL_SIM_ROOT"); root && !root->empty()) return *root;
+  std::error_code ec;
+  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec) return "lib/gpusel/sim";
+  return (exe.parent_path().parent_path() / "lib" / "gpusel" / "sim").lexically_normal().string();
+}
+
+SimSetup sim_setup(const std::string& machine) {
+  const std::string root = sim_root();
+  SimSetup setup;
+  sim::SimMachine m;
+  try {
+    setup.machine_path = sim::find_machine(machine, {root + "/machines"});
+    m = sim::load_machine(setup.machine_path);
+  } catch (const sim::MachineError& e) {
+    throw bad_input(std::string("--sim ") + machine + ": " + e.what());
+  }
+  std::error_code ec;
+  fs::path absolute = fs::canonical(setup.machine_path, ec);
+  if (!ec) setup.machine_path = absolute.string();
+  if (!fs::exists(root + "/libnvidia-ml.so.1") || !fs::exists(root + "/libcuda.so.1")) {
+    throw failure("the simulator's libraries are not in " + root +
+                  " (a partial build or installation?); build the gpusel_sim target, or set "
+                  "GPUSEL_SIM_ROOT to the folder that holds libnvidia-ml.so.1 and libcuda.so.1");
+  }
+  std::string dir = root;
+  if (m.faults.nvml == "missing") {
+    dir = root + "/no-nvml";
+  } else if (m.faults.nvml == "no_v2") {
+    dir = root + "/nvml-no-v2";
+  } else if (m.faults.cuda == "missing") {
+    dir = root + "/no-cuda";
+  }
+  setup.machine_name = m.name;
+  std::string path = dir;
+  if (auto old = env_value("LD_LIBRARY_PATH"); old && !old->empty()) path += ":" + *old;
+  setup.env["LD_LIBRARY_PATH"] = path;
+  setup.env["GPUSEL_SIM_MACHINE"] = setup.machine_path;
+  // gpusel loads the libraries by these paths, so a missing one stays missing even on a machine
+  // that has the real driver installed.
+  setup.env["GPUSEL_NVML_LIBRARY"] = dir + "/libnvidia-ml.so.1";
+  setup.env["GPUSEL_CUDA_LIBRARY"] = dir + "/libcuda.so.1";
+  return setup;
+}
+
+void apply_sim(const SimSetup& setup) {
+  for (const auto& [key, value] : setup.env) setenv(key.c_str(), value.c_str(), 1);
+}
+
+std::optional<std::string> simulated_machine() {
+  auto path = env_value("GPUSEL_SIM_MACHINE");
+  if (!path || path->empty()) return std::nullopt;
+  return fs::path(*path).stem().string();
+}
+
+void print_error(const std::string& message) {
+  std::cerr << "gpusel: " << message << std::endl;
+}
+void print_warning(const std::string& message) {
+  std::cerr << "gpusel: warning: " << message << std::endl;
+}
+
+}  // namespace gpusel::cli

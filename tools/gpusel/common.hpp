@@ -1,0 +1,42 @@
+// Helpers shared by gpusel's subcommands.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+#include "gpusel/visible.hpp"
+
+namespace gpusel::cli {
+
+std::optional<std::string> env_value(const char* name);
+
+// CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as this process sees them.
+CudaEnv cuda_env_from_process();
+
+// The folder holding the simulator's libraries and machines/: GPUSEL_SIM_ROOT, else
+// <folder of this executable>/../lib/gpusel/sim.
+std::string sim_root();
+
+// What puts a process on a simulated machine: the environment variables, in order.
+struct SimSetup {
+  std::string machine_path;
+  std::string machine_name;
+  std::map<std::string, std::string> env;
+};
+
+// Finds and checks a machine (bundled name or path). Throws Error(BadInput) naming the file,
+// line and key of a bad machine file.
+SimSetup sim_setup(const std::string& machine);
+
+// Sets the variables in this process, so that gpusel and every child it starts use the machine.
+void apply_sim(const SimSetup& setup);
+
+// The simulated machine's name when GPUSEL_SIM_MACHINE is set, else nullopt.
+std::optional<std::string> simulated_machine();
+
+// "gpusel: <message>" on stderr.
+void print_error(const std::string& message);
+void print_warning(const std::string& message);
+
+}  // namespace gpusel::cli

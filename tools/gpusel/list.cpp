@@ -1,0 +1,199 @@
+// gpusel list: every physical GPU with its nvidia-smi index and its CUDA ordinal here.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/resolve.hpp"
+#include "gpusel/units.hpp"
+
+namespace gpusel::cli {
+namespace {
+
+enum class Visibility { Visible, Hidden, Unknown };
+
+struct Row {
+  Visibility visibility = Visibility::Hidden;
+  int ordinal = -1;
+  std::vector<int> mig_ordinals;  // per MIG device, -1 when hidden
+};
+
+std::string cuda_version_text(int v) {
+  if (v <= 0) return "unknown";
+  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
+
+// Where each GPU lands in CUDA's numbering, and the notes that explain it.
+std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const VisibleSet& vs,
+                       std::vector<std::string>& notes) {
+  std::vector<Row> rows(snap.gpus.size());
+  for (std::size_t g = 0; g < rows.size(); ++g) {
+    rows[g].mig_ordinals.assign(snap.gpus[g].migs.size(), -1);
+    if (!vs.known) rows[g].visibility = Visibility::Unknown;
+  }
+  for (std::size_t k = 0; k < vs.devices.size(); ++k) {
+    const VisibleDevice& d = vs.devices[k];
+    Row& row = rows[static_cast<std::size_t>(d.gpu)];
+    if (d.mig < 0) {
+      row.visibility = Visibility::Visible;
+      row.ordinal = static_cast<int>(k);
+    } else {
+      row.mig_ordinals[static_cast<std::size_t>(d.mig)] = static_cast<int>(k);
+    }
+  }
+  notes = vs.notes;
+  if (!vs.known) {
+    notes.push_back("'?': " + vs.unknown_reason +
+                    ". To use CUDA ordinals here, set CUDA_DEVICE_ORDER=PCI_BUS_ID; gpusel's --gpu "
+                    "takes nvidia-smi indices or UUIDs, which never depend on CUDA's order.");
+  }
+  bool hidden = false;
+  bool reordered = false;
+  for (std::size_t g = 0; g < rows.size(); ++g) {
+    if (rows[g].visibility == Visibility::Hidden && !snap.gpus[g].mig_enabled) hidden = true;
+    if (rows[g].visibility == Visibility::Visible && rows[g].ordinal != static_cast<int>(g))
+      reordered = true;
+    if (snap.gpus[g].mig_enabled) {
+      notes.push_back(fmt::format(
+          "GPU {} has MIG enabled: CUDA sees its MIG devices (listed under it), not the "
+          "GPU itself; gpusel assigns whole GPUs, so --gpu cannot name it.",
+          g));
+    }
+  }
+  if (hidden) {
+    std::string why = vs.invalid_entry
+                          ? fmt::format(" (the driver stops reading it at the invalid entry {})",
+                                        quote_value(*vs.invalid_entry))
+                          : std::string();
+    notes.push_back(
+        "'-': hidden from CUDA by " + describe_preset(env) + why +
+        ". With this preset, --gpu indices count within the devices CUDA sees (the CUDA "
+        "column); to use another GPU, change or unset CUDA_VISIBLE_DEVICES.");
+  }
+  if (reordered) {
+    const std::string cause = env.visible_devices ? "under " + describe_preset(env)
+                              : !vs.pci_order     ? std::string("in CUDA's FASTEST_FIRST order")
+                                                  : std::string("because MIG devices come first");
+    notes.push_back("CUDA ordinals differ from nvidia-smi indices here (" + cause +
+                    "); --gpu takes " +
+                    (env.visible_devices
+                         ? std::string("positions in the CUDA column while the preset is set")
+                         : std::string("nvidia-smi indices, so `--gpu 0` is the GPU in row 0")) +
+                    ", or UUIDs.");
+  }
+  return rows;
+}
+
+std::string ordinal_text(Visibility v, int ordinal) {
+  if (v == Visibility::Unknown) return "?";
+  return ordinal < 0 ? "-" : std::to_string(ordinal);
+}
+
+nlohmann::json ordinal_json(int ordinal) {
+  return ordinal < 0 ? nlohmann::json(nullptr) : nlohmann::json(ordinal);
+}
+
+}  // namespace
+
+CLI::App* setup_list(CLI::App& app, ListOptions& options) {
+  CLI::App* cmd =
+      app.add_subcommand("list", "list the GPUs: nvidia-smi index, CUDA ordinal here, UUID, ...");
+  cmd->add_flag("--json", options.json, "print one JSON object");
+  return cmd;
+}
+
+int run_list(const ListOptions& options) {
+  const NvmlSnapshot snap = query_nvml();
+  const auto simulated = simulated_machine();
+  if (!snap.available) {
+    print_error("cannot list GPUs: NVML is unavailable: " + snap.reason +
+                ". To try gpusel on a machine without GPUs, use a simulated one: "
+                "`gpusel --sim dgx-h100 list` (`gpusel sim list` shows all of them).");
+    return 1;
+  }
+  const CudaEnv env = cuda_env_from_process();
+  const VisibleSet vs = model_visible(snap.gpus, env);
+  std::vector<std::string> notes;
+  const std::vector<Row> rows = place(snap, env, vs, notes);
+  const std::string order = pci_bus_order(env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
+
+  if (options.json) {
+    nlohmann::json out;
+    out["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
+    out["driver_version"] = snap.driver_version;
+    out["cuda_driver_version"] = cuda_version_text(snap.cuda_driver_version);
+    out["cuda_visible_devices"] =
+        env.visible_devices ? nlohmann::json(*env.visible_devices) : nlohmann::json(nullptr);
+    out["cuda_device_order"] = order;
+    out["notes"] = notes;
+    out["gpus"] = nlohmann::json::array();
+    for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
+      const GpuInfo& gpu = snap.gpus[g];
+      nlohmann::json j;
+      j["index"] = gpu.index;
+      j["cuda_ordinal"] = ordinal_json(rows[g].ordinal);
+      j["cuda_visibility"] = rows[g].visibility == Visibility::Visible  ? "visible"
+                             : rows[g].visibility == Visibility::Hidden ? "hidden"
+                                                                        : "unknown";
+      j["uuid"] = gpu.uuid;
+      j["name"] = gpu.name;
+      j["memory_total_bytes"] = gpu.memory_total;
+      j["pci_bus_id"] = gpu.pci_bus_id;
+      j["numa_node"] = gpu.numa_node ? nlohmann::json(*gpu.numa_node) : nlohmann::json(nullptr);
+      j["compute_capability"] =
+          gpu.cc_major < 0 ? nlohmann::json(nullptr)
+                           : nlohmann::json(fmt::format("{}.{}", gpu.cc_major, gpu.cc_minor));
+      j["cpus"] = format_cpu_list(gpu.cpus);
+      j["mig_enabled"] = gpu.mig_enabled;
+      j["mig_devices"] = nlohmann::json::array();
+      for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
+        j["mig_devices"].push_back({{"uuid", gpu.migs[m].uuid},
+                                    {"name", gpu.migs[m].name},
+                                    {"memory_total_bytes", gpu.migs[m].memory_total},
+                                    {"gpu_instance", gpu.migs[m].gpu_instance},
+                                    {"compute_instance", gpu.migs[m].compute_instance},
+                                    {"cuda_ordinal", ordinal_json(rows[g].mig_ordinals[m])}});
+      }
+      out["gpus"].push_back(j);
+    }
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+
+  if (simulated) fmt::print("simulated machine: {}\n", *simulated);
+  fmt::print("driver {}, CUDA {}; {}; CUDA_DEVICE_ORDER {}\n",
+             snap.driver_version.empty() ? "unknown" : snap.driver_version,
+             cuda_version_text(snap.cuda_driver_version), describe_preset(env),
+             env.device_order ? "=" + quote_value(*env.device_order)
+                              : std::string("unset (FASTEST_FIRST)"));
+  std::size_t name_width = 4;
+  for (const GpuInfo& gpu : snap.gpus) name_width = std::max(name_width, gpu.name.size());
+  fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {}\n", "INDEX", "CUDA", "UUID", "NAME",
+             name_width, "MEMORY", "PCI BUS ID", "NUMA");
+  for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
+    const GpuInfo& gpu = snap.gpus[g];
+    fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {}\n", gpu.index,
+               ordinal_text(rows[g].visibility, rows[g].ordinal), gpu.uuid, gpu.name, name_width,
+               gpu.memory_total ? format_bytes(gpu.memory_total) : "?", gpu.pci_bus_id,
+               gpu.numa_node ? std::to_string(*gpu.numa_node) : "-");
+    for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
+      const int ord = rows[g].mig_ordinals[m];
+      fmt::print("  MIG {:<4} {:<40} {:<{}} {:>10}  (GPU instance {}, compute instance {})\n",
+                 ordinal_text(rows[g].visibility == Visibility::Unknown ? Visibility::Unknown
+                                                                        : Visibility::Visible,
+                              ord),
+                 gpu.migs[m].uuid, gpu.migs[m].name, name_width,
+                 format_bytes(gpu.migs[m].memory_total), gpu.migs[m].gpu_instance,
+                 gpu.migs[m].compute_instance);
+    }
+  }
+  if (snap.gpus.empty()) fmt::print("(no GPUs)\n");
+  for (const std::string& note : notes) fmt::print("note: {}\n", note);
+  return 0;
+}
+
+}  // namespace gpusel::cli

@@ -1,0 +1,53 @@
+// gpusel: put every process of a multi-GPU program on the right NVIDIA GPU.
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpusel/error.hpp"
+
+#ifndef GPUSEL_VERSION
+#define GPUSEL_VERSION "0.1.0"
+#endif
+
+int main(int argc, char** argv) {
+  using namespace gpusel::cli;
+  CLI::App app{"gpusel: resolve --gpu lists to GPU UUIDs and bind each process to its GPU"};
+  app.name("gpusel");
+  app.require_subcommand(1);
+  app.set_version_flag("--version", GPUSEL_VERSION);
+  std::string sim;
+  app.add_option("--sim", sim,
+                 "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine file")
+      ->type_name("MACHINE");
+
+  ListOptions list_options;
+  ResolveOptions resolve_options;
+  SimOptions sim_options;
+  CLI::App* list = setup_list(app, list_options);
+  CLI::App* resolve = setup_resolve(app, resolve_options);
+  CLI::App* sim_cmd = setup_sim(app, sim_options);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::Success& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    print_error(std::string(e.what()) + "; run `gpusel --help` for usage");
+    return 2;
+  }
+
+  try {
+    if (!sim.empty()) apply_sim(sim_setup(sim));
+    if (list->parsed()) return run_list(list_options);
+    if (resolve->parsed()) return run_resolve(resolve_options);
+    if (sim_cmd->parsed()) return run_sim(sim_options);
+  } catch (const gpusel::Error& e) {
+    print_error(e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 1;
+  }
+  return 1;
+}

@@ -1,0 +1,47 @@
+// gpusel resolve: a --gpu list to full GPU UUIDs, one per rank, as a launcher would pass them on.
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpusel/cli11.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/resolve.hpp"
+
+namespace gpusel::cli {
+
+CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "resolve", "resolve a --gpu list to full GPU UUIDs, one per line in rank order");
+  add_gpu_option(*cmd, options.gpus)->required();
+  cmd->add_flag("--json", options.json, "print {\"resolved\": ..., \"gpus\": [...]}");
+  return cmd;
+}
+
+int run_resolve(const ResolveOptions& options) {
+  const NvmlSnapshot snap = query_nvml();
+  std::vector<std::string> out = options.gpus;
+  bool resolved = false;
+  if (snap.available) {
+    out = resolve_entries(options.gpus, snap.gpus, cuda_env_from_process());
+    resolved = true;
+  } else {
+    print_warning("NVML is unavailable (" + snap.reason +
+                  "); the entries are passed on unresolved, and each worker will match its entry "
+                  "against CUDA's own devices when it binds");
+  }
+  if (auto sim = simulated_machine(); sim && !options.json) {
+    std::cerr << "gpusel: simulated machine: " << *sim << "\n";
+  }
+  if (options.json) {
+    nlohmann::json j;
+    j["resolved"] = resolved;
+    j["gpus"] = out;
+    std::cout << j.dump() << "\n";
+  } else {
+    for (const std::string& u : out) std::cout << u << "\n";
+  }
+  return 0;
+}
+
+}  // namespace gpusel::cli
