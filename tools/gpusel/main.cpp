@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::Success& e) {
     return app.exit(e);
+  } catch (const CLI::ValidationError& e) {
+    print_error(e.what());  // gpusel's own message, with its remedy
+    return 2;
   } catch (const CLI::ParseError& e) {
     print_error(std::string(e.what()) + "; run `gpusel --help` for usage");
     return 2;

@@ -1,0 +1,103 @@
+"""Shared helpers for gpusel's integration tests (standard library only).
+
+Paths come from the environment ctest sets: GPUSEL_BIN (the gpusel executable), GPUSEL_SIM_ROOT
+(the simulator's folder), GPUSEL_SOURCE_DIR, GPUSEL_CUDA_USER (tests/integration/cuda_user.c built
+against the CUDA double) and GPUSEL_SHARED_DIR (the shared/ folder beside the repository).
+"""
+
+import json
+import os
+import subprocess
+import tomllib
+import unittest
+
+BIN = os.environ.get("GPUSEL_BIN", "build/bin/gpusel")
+SIM_ROOT = os.environ.get("GPUSEL_SIM_ROOT", "build/lib/gpusel/sim")
+SOURCE = os.environ.get("GPUSEL_SOURCE_DIR", ".")
+CUDA_USER = os.environ.get("GPUSEL_CUDA_USER", "build/bin/cuda_user")
+SHARED = os.environ.get("GPUSEL_SHARED_DIR", os.path.join(SOURCE, "..", "shared"))
+MACHINES = os.path.join(SOURCE, "sim", "machines")
+
+# Variables a test must not inherit from whoever runs it.
+_SCRUB = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUSEL_SIM_MACHINE", "GPUSEL_NVML_LIBRARY",
+          "GPUSEL_CUDA_LIBRARY", "LOCAL_RANK", "SLURM_LOCALID", "GPUSEL_GPUS", "GPUSEL_GPU")
+
+
+def base_env(**extra):
+    """The environment for a child process: the test's own, scrubbed, plus `extra` (None unsets).
+
+    Under the sanitizer build the test runner itself runs with the sanitizer runtimes preloaded
+    (it loads the instrumented doubles through ctypes); children are instrumented programs of
+    their own, so the preload and its relaxed options are dropped for them.
+    """
+    env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    if "GPUSEL_TEST_PRELOAD" in env:
+        env.pop("LD_PRELOAD", None)
+        env.pop("ASAN_OPTIONS", None)
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def machine(name):
+    """A bundled machine file, read with Python's own TOML parser, GPUs in PCI order."""
+    with open(os.path.join(MACHINES, name + ".toml"), "rb") as f:
+        data = tomllib.load(f)
+    data["gpu"].sort(key=lambda g: g["pci_bus_id"].upper())
+    return data
+
+
+def uuids(name):
+    return [g["uuid"] for g in machine(name)["gpu"]]
+
+
+def sim_env(name, **extra):
+    """The variables `gpusel sim env NAME` prints, as a dict, merged over base_env()."""
+    out = subprocess.run([BIN, "sim", "env", name], capture_output=True, text=True, env=base_env(), check=True).stdout
+    env = base_env()
+    for line in out.splitlines():
+        if line.startswith("export "):
+            key, _, value = line[len("export "):].partition("=")
+            env[key] = value.strip("'")
+    for key, value in extra.items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def for_python(env):
+    """`env` for a Python child that loads the doubles itself: under the sanitizer build it needs the
+    runtimes the test runner was given."""
+    env = dict(env)
+    for key in ("LD_PRELOAD", "ASAN_OPTIONS"):
+        if "GPUSEL_TEST_PRELOAD" in os.environ and key in os.environ:
+            env[key] = os.environ[key]
+    return env
+
+
+def gpusel(*args, env=None, **extra):
+    """Runs gpusel; returns the CompletedProcess (text mode)."""
+    return subprocess.run([BIN, *args], capture_output=True, text=True, env=env or base_env(**extra), timeout=60)
+
+
+def gpusel_json(*args, **kw):
+    r = gpusel(*args, **kw)
+    if r.returncode != 0:
+        raise AssertionError(f"gpusel {' '.join(args)} exited {r.returncode}: {r.stderr}")
+    return json.loads(r.stdout)
+
+
+class Case(unittest.TestCase):
+    def assertFailsWith(self, result, code, *pieces):
+        """The command exited `code` with every piece in its stderr, which starts with 'gpusel: '."""
+        self.assertEqual(result.returncode, code, f"stdout={result.stdout!r} stderr={result.stderr!r}")
+        self.assertTrue(result.stderr.startswith("gpusel: "), result.stderr)
+        for piece in pieces:
+            self.assertIn(piece, result.stderr)
+        self.assertNotIn("Traceback", result.stderr)
+        self.assertNotIn("terminate called", result.stderr)

@@ -1,0 +1,122 @@
+"""`gpusel resolve` on the simulated machines, including every NVML fault."""
+
+import unittest
+
+from support import Case, gpusel, gpusel_json, uuids
+
+DGX = uuids("dgx-h100")
+MIXED = uuids("workstation-mixed")
+
+
+class ResolveTest(Case):
+    def resolve(self, spec, machine="dgx-h100", **env):
+        r = gpusel("--sim", machine, "resolve", "--gpu", spec, **env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout.split()
+
+    def test_indices_and_prefixes(self):
+        self.assertEqual(self.resolve("0,3"), [DGX[0], DGX[3]])
+        self.assertEqual(self.resolve("7, 1"), [DGX[7], DGX[1]])
+        self.assertEqual(self.resolve(DGX[5][:10].lower()), [DGX[5]])
+        self.assertEqual(self.resolve(f"{DGX[2]},{DGX[6][:8]}"), [DGX[2], DGX[6]])
+
+    def test_simulated_is_said(self):
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0")
+        self.assertIn("simulated machine: dgx-h100", r.stderr)
+
+    def test_json(self):
+        j = gpusel_json("--sim", "dgx-h100", "resolve", "--gpu", "1,2", "--json")
+        self.assertEqual(j, {"resolved": True, "gpus": [DGX[1], DGX[2]]})
+
+    def test_preset_quota(self):
+        self.assertEqual(self.resolve("0,1", CUDA_VISIBLE_DEVICES="6,4"), [DGX[6], DGX[4]])
+        self.assertEqual(self.resolve("1", CUDA_VISIBLE_DEVICES="0,2,-1,1"), [DGX[2]])
+        self.assertEqual(self.resolve(DGX[4][:9], CUDA_VISIBLE_DEVICES=f"{DGX[4]},{DGX[1]}"), [DGX[4]])
+        self.assertEqual(self.resolve("1", CUDA_VISIBLE_DEVICES=f"{DGX[4][:12]},{DGX[1][:12]}"), [DGX[1]])
+
+    def test_mixed_machine(self):
+        self.assertEqual(self.resolve("0", "workstation-mixed"), [MIXED[0]])
+        self.assertEqual(self.resolve("0", "workstation-mixed", CUDA_VISIBLE_DEVICES="2",
+                                      CUDA_DEVICE_ORDER="PCI_BUS_ID"), [MIXED[2]])
+        r = gpusel("--sim", "workstation-mixed", "resolve", "--gpu", "0", CUDA_VISIBLE_DEVICES="2")
+        self.assertFailsWith(r, 2, '--gpu entry "0"', 'CUDA_VISIBLE_DEVICES="2"', "CUDA_DEVICE_ORDER=PCI_BUS_ID",
+                             "UUIDs")
+
+    def test_bad_entries_exit_2(self):
+        cases = [
+            ("8", {}, ['"8"', "out of range", "8 GPUs", "gpusel list"]),
+            ("GPU-ffff", {}, ['"GPU-ffff"', "matches no GPU"]),
+            ("GPU-", {}, ["prefix of 8 GPUs"]),
+            ("0,GPU-1", {}, ["mixes"]),
+            ("1,01", {}, ["same GPU twice"]),
+            ("", {}, ["names no GPU"]),
+            ("cuda:0", {}, ['"cuda:0"', "neither"]),
+            ("2", {"CUDA_VISIBLE_DEVICES": "3,5"}, ['CUDA_VISIBLE_DEVICES="3,5"', "exposes 2 devices"]),
+            ("2", {"CUDA_VISIBLE_DEVICES": "0,1,-1,2"}, ['invalid entry "-1"']),
+            (DGX[0][:10], {"CUDA_VISIBLE_DEVICES": "1,2"}, ["lists GPUs by index"]),
+            (DGX[0][:10], {"CUDA_VISIBLE_DEVICES": DGX[1]}, ["not one of the GPUs", "GPU 0 exists"]),
+            ("0", {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}, ["selects MIG devices"]),
+            ("0", {"CUDA_VISIBLE_DEVICES": "1,1"}, ["names one GPU twice"]),
+        ]
+        for spec, env, pieces in cases:
+            with self.subTest(spec=spec, env=env):
+                self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", spec, **env), 2, *pieces)
+
+    def test_mig_gpu_refused(self):
+        r = gpusel("--sim", "mig-a100", "resolve", "--gpu", "0")
+        self.assertFailsWith(r, 2, "MIG enabled")
+        self.assertEqual(self.resolve("1", "mig-a100"), [uuids("mig-a100")[1]])
+
+    def test_missing_gpu_option(self):
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve"), 2, "--gpu")
+
+    def test_without_nvml_passes_entries_on(self):
+        for name in ("nvml-missing", "nvml-no-v2", "nvml-init-fails", "lost-gpu"):
+            with self.subTest(machine=name):
+                r = gpusel("--sim", name, "resolve", "--gpu", "gpu-ab12, GPU-cd")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout.split(), ["GPU-ab12", "GPU-cd"])
+                self.assertIn("NVML is unavailable", r.stderr)
+                self.assertIn("CUDA's own devices", r.stderr)
+                j = gpusel_json("--sim", name, "resolve", "--gpu", "1,0", "--json")
+                self.assertEqual(j, {"resolved": False, "gpus": ["1", "0"]})
+        # Bad input is still bad without NVML.
+        self.assertFailsWith(gpusel("--sim", "nvml-missing", "resolve", "--gpu", "1,001"), 2, "same GPU twice")
+
+
+class SimOptionTest(Case):
+    def test_unknown_machine(self):
+        self.assertFailsWith(gpusel("--sim", "dgx-h1000", "list"), 2, "no bundled machine named 'dgx-h1000'",
+                             "gpusel sim list")
+
+    def test_broken_machine_file_names_file_line_key(self):
+        import os
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".toml", delete=False) as f:
+            f.write('name = "x"\ndriver_version = "1"\ncuda_driver_version = 12000\n\n[[gpu]]\nuuid = "GPU-1"\n')
+        try:
+            r = gpusel("--sim", f.name, "list")
+            self.assertFailsWith(r, 2, f.name + ":6:", "'uuid'")
+        finally:
+            os.unlink(f.name)
+
+    def test_sim_list(self):
+        r = gpusel("sim", "list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = [l.split()[0] for l in r.stdout.splitlines()]
+        for want in ("dgx-h100", "workstation-mixed", "mig-a100", "single-l4", "nvml-missing", "nvml-no-v2",
+                     "nvml-init-fails", "cuda-missing", "cuda-init-fails", "lost-gpu"):
+            self.assertIn(want, names)
+        self.assertTrue(all(len(l.split()) > 2 for l in r.stdout.splitlines()), "every line has a description")
+
+    def test_sim_env(self):
+        r = gpusel("sim", "env", "single-l4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"export LD_LIBRARY_PATH='[^']*/lib/gpusel/sim")
+        self.assertRegex(r.stdout, r"export GPUSEL_SIM_MACHINE='[^']*/single-l4\.toml'")
+        self.assertFailsWith(gpusel("sim", "env"), 2)
+        self.assertFailsWith(gpusel("sim", "env", "nope"), 2, "no bundled machine")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,57 @@
+"""The doubles export every symbol gpusel's loaders list (src/driver/*.def), and nothing else."""
+
+import os
+import re
+import subprocess
+import unittest
+
+from support import SIM_ROOT, SOURCE, Case
+
+
+def listed(def_file, macro):
+    with open(os.path.join(SOURCE, "src", "driver", def_file)) as f:
+        text = f.read()
+    out = []
+    for m in re.finditer(rf"^{macro}\((.*)$", text, re.M):
+        args = [a.strip() for a in m.group(1).split(",")]
+        out.append(args[1] if macro == "GPUSEL_CUDA" else args[0])
+    return out
+
+
+def exported(path):
+    out = subprocess.run(["nm", "-D", "--defined-only", path], capture_output=True, text=True, check=True).stdout
+    return {line.split()[-1] for line in out.splitlines() if line.split()[1] in "TtWi"}
+
+
+class ExportsTest(Case):
+    def test_nvml(self):
+        names = listed("nvml.def", "GPUSEL_NVML")
+        self.assertIn("nvmlDeviceGetUUID", names)
+        symbols = exported(os.path.join(SIM_ROOT, "libnvidia-ml.so.1"))
+        self.assertEqual(set(names) - symbols, set())
+        self.assertTrue(all(s.startswith("nvml") for s in symbols), sorted(symbols))
+        # The reference module calls the unversioned nvmlInit.
+        self.assertIn("nvmlInit", symbols)
+
+    def test_nvml_no_v2_variant(self):
+        symbols = exported(os.path.join(SIM_ROOT, "nvml-no-v2", "libnvidia-ml.so.1"))
+        self.assertNotIn("nvmlInit_v2", symbols)
+        self.assertNotIn("nvmlDeviceGetCount_v2", symbols)
+        self.assertIn("nvmlInit", symbols)
+
+    def test_cuda(self):
+        names = listed("cuda.def", "GPUSEL_CUDA")
+        self.assertIn("cuDeviceGetUuid_v2", names)
+        symbols = exported(os.path.join(SIM_ROOT, "libcuda.so.1"))
+        self.assertEqual(set(names) - symbols, set())
+        self.assertTrue(all(s.startswith("cu") for s in symbols), sorted(symbols))
+
+    def test_sonames(self):
+        for lib, soname in (("libnvidia-ml.so.1", "libnvidia-ml.so.1"), ("libcuda.so.1", "libcuda.so.1")):
+            out = subprocess.run(["readelf", "-d", os.path.join(SIM_ROOT, lib)], capture_output=True, text=True).stdout
+            self.assertIn(f"[{soname}]", out)
+            self.assertNotIn("gpusel", re.sub(r"\[lib.*?\]", "", " ".join(l for l in out.splitlines() if "NEEDED" in l)))
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,253 @@
+"""The NVML double, driven through ctypes as a Python user would, and the reference module on it."""
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+from support import BIN, SHARED, SIM_ROOT, Case, for_python, gpusel_json, machine, sim_env, uuids
+
+SUCCESS, UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE = 0, 1, 2, 3, 6, 7
+GPU_IS_LOST = 15
+
+
+class PciInfo(ctypes.Structure):
+    _fields_ = [("busIdLegacy", ctypes.c_char * 16), ("domain", ctypes.c_uint), ("bus", ctypes.c_uint),
+                ("device", ctypes.c_uint), ("pciDeviceId", ctypes.c_uint), ("pciSubSystemId", ctypes.c_uint),
+                ("busId", ctypes.c_char * 32)]
+
+
+class Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class MemoryV2(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint), ("total", ctypes.c_ulonglong), ("reserved", ctypes.c_ulonglong),
+                ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+
+
+class ProcessInfo(ctypes.Structure):
+    _fields_ = [("pid", ctypes.c_uint), ("usedGpuMemory", ctypes.c_ulonglong), ("gpuInstanceId", ctypes.c_uint),
+                ("computeInstanceId", ctypes.c_uint)]
+
+
+# A child process per machine: the library reads GPUSEL_SIM_MACHINE once, at first use.
+PROBE = r'''
+import ctypes, json, os, sys
+sys.path.insert(0, os.environ["GPUSEL_TEST_DIR"])
+from test_sim_nvml import PciInfo, Memory, MemoryV2, ProcessInfo
+lib = ctypes.CDLL(os.path.join(os.environ["GPUSEL_SIM_ROOT"], "libnvidia-ml.so.1"))
+lib.nvmlErrorString.restype = ctypes.c_char_p
+out = {}
+count = ctypes.c_uint()
+out["count_before_init"] = lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
+out["shutdown_before_init"] = lib.nvmlShutdown()
+out["init"] = [lib.nvmlInit_v2(), lib.nvmlInit()]
+out["count"] = [lib.nvmlDeviceGetCount_v2(ctypes.byref(count)), count.value]
+gpus = []
+for i in range(count.value):
+    h = ctypes.c_void_p()
+    g = {"handle": lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))}
+    if g["handle"] == 0:
+        buf = ctypes.create_string_buffer(96)
+        g["uuid"] = [lib.nvmlDeviceGetUUID(h, buf, 96), buf.value.decode()]
+        small = ctypes.create_string_buffer(8)
+        g["uuid_small"] = lib.nvmlDeviceGetUUID(h, small, 8)
+        g["name"] = [lib.nvmlDeviceGetName(h, buf, 96), buf.value.decode()]
+        pci = PciInfo()
+        g["pci"] = [lib.nvmlDeviceGetPciInfo_v3(h, ctypes.byref(pci)), pci.busId.decode(), pci.bus, pci.pciDeviceId]
+        mem, mem2 = Memory(), MemoryV2(version=0x02000028)
+        g["mem"] = [lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(mem)), mem.total, mem.used]
+        g["mem2"] = [lib.nvmlDeviceGetMemoryInfo_v2(h, ctypes.byref(mem2)), mem2.total]
+        g["mem2_badversion"] = lib.nvmlDeviceGetMemoryInfo_v2(h, ctypes.byref(MemoryV2(version=1)))
+        major, minor = ctypes.c_int(), ctypes.c_int()
+        g["cc"] = [lib.nvmlDeviceGetCudaComputeCapability(h, ctypes.byref(major), ctypes.byref(minor)), major.value, minor.value]
+        mask = (ctypes.c_ulong * 4)()
+        g["cpus"] = [lib.nvmlDeviceGetCpuAffinity(h, 4, mask), [m for m in mask]]
+        nodes = (ctypes.c_ulong * 1)()
+        g["numa"] = [lib.nvmlDeviceGetMemoryAffinity(h, 1, nodes, 0), nodes[0]]
+        idx = ctypes.c_uint()
+        g["index"] = [lib.nvmlDeviceGetIndex(h, ctypes.byref(idx)), idx.value]
+        cur, pend, slots = ctypes.c_uint(), ctypes.c_uint(), ctypes.c_uint()
+        g["mig"] = [lib.nvmlDeviceGetMigMode(h, ctypes.byref(cur), ctypes.byref(pend)), cur.value,
+                    lib.nvmlDeviceGetMaxMigDeviceCount(h, ctypes.byref(slots)), slots.value]
+        migs = []
+        for s in range(slots.value):
+            mh = ctypes.c_void_p()
+            rc = lib.nvmlDeviceGetMigDeviceHandleByIndex(h, s, ctypes.byref(mh))
+            if rc != 0:
+                migs.append(rc)
+                continue
+            is_mig, parent, gi = ctypes.c_uint(), ctypes.c_void_p(), ctypes.c_uint()
+            lib.nvmlDeviceIsMigDeviceHandle(mh, ctypes.byref(is_mig))
+            lib.nvmlDeviceGetDeviceHandleFromMigDeviceHandle(mh, ctypes.byref(parent))
+            lib.nvmlDeviceGetGpuInstanceId(mh, ctypes.byref(gi))
+            lib.nvmlDeviceGetUUID(mh, buf, 96)
+            migs.append([buf.value.decode(), is_mig.value, parent.value == h.value, gi.value])
+        g["migs"] = migs
+        n = ctypes.c_uint(0)
+        rc = lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), None)
+        procs = (ProcessInfo * max(n.value, 1))()
+        rc2 = lib.nvmlDeviceGetComputeRunningProcesses_v3(h, ctypes.byref(n), procs)
+        g["procs"] = [rc, n.value, rc2, [[p.pid, p.usedGpuMemory] for p in procs][: n.value]]
+        by_uuid = ctypes.c_void_p()
+        g["by_uuid"] = [lib.nvmlDeviceGetHandleByUUID(g["uuid"][1].encode(), ctypes.byref(by_uuid)), by_uuid.value == h.value]
+    gpus.append(g)
+out["gpus"] = gpus
+h = ctypes.c_void_p()
+out["index_out_of_range"] = lib.nvmlDeviceGetHandleByIndex_v2(count.value, ctypes.byref(h))
+out["bad_handle"] = lib.nvmlDeviceGetUUID(ctypes.c_void_p(0x1234), ctypes.create_string_buffer(96), 96)
+out["uuid_unknown"] = lib.nvmlDeviceGetHandleByUUID(b"GPU-00000000-0000-0000-0000-000000000000", ctypes.byref(h))
+ver = ctypes.create_string_buffer(80)
+cuda = ctypes.c_int()
+out["driver"] = [lib.nvmlSystemGetDriverVersion(ver, 80), ver.value.decode(),
+                 lib.nvmlSystemGetCudaDriverVersion_v2(ctypes.byref(cuda)), cuda.value]
+out["error_string"] = lib.nvmlErrorString(15).decode()
+out["shutdown"] = [lib.nvmlShutdown(), lib.nvmlDeviceGetCount_v2(ctypes.byref(count)), lib.nvmlShutdown(),
+                   lib.nvmlDeviceGetCount_v2(ctypes.byref(count)), lib.nvmlShutdown()]
+print(json.dumps(out))
+'''
+
+
+def probe(name):
+    env = sim_env(name, GPUSEL_TEST_DIR=os.path.dirname(os.path.abspath(__file__)), GPUSEL_SIM_ROOT=SIM_ROOT)
+    r = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, env=for_python(env), timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(r.stderr)
+    return json.loads(r.stdout)
+
+
+class NvmlDoubleTest(Case):
+    def test_structure_layouts(self):
+        self.assertEqual(ctypes.sizeof(PciInfo), 68)
+        self.assertEqual(PciInfo.busId.offset, 36)
+        self.assertEqual(ctypes.sizeof(MemoryV2), 40)
+        self.assertEqual(MemoryV2.free.offset, 24)
+        self.assertEqual(ctypes.sizeof(ProcessInfo), 24)
+
+    def test_dgx(self):
+        out = probe("dgx-h100")
+        m = machine("dgx-h100")
+        self.assertEqual(out["count_before_init"], UNINITIALIZED)
+        self.assertEqual(out["shutdown_before_init"], UNINITIALIZED)
+        self.assertEqual(out["init"], [SUCCESS, SUCCESS])
+        self.assertEqual(out["count"], [SUCCESS, 8])
+        for i, g in enumerate(out["gpus"]):
+            want = m["gpu"][i]
+            self.assertEqual(g["uuid"], [SUCCESS, want["uuid"]])
+            self.assertEqual(g["uuid_small"], INSUFFICIENT_SIZE)
+            self.assertEqual(g["name"], [SUCCESS, want["name"]])
+            self.assertEqual(g["pci"], [SUCCESS, want["pci_bus_id"], int(want["pci_bus_id"][9:11], 16),
+                                        (0x2330 << 16) | 0x10DE])
+            self.assertEqual(g["mem"], [SUCCESS, 80 << 30, 0])
+            self.assertEqual(g["mem2"], [SUCCESS, 80 << 30])
+            self.assertEqual(g["mem2_badversion"], INVALID_ARGUMENT)
+            self.assertEqual(g["cc"], [SUCCESS, 9, 0])
+            low = (1 << 56) - 1 if i < 4 else ((1 << 64) - 1) ^ ((1 << 56) - 1)
+            self.assertEqual(g["cpus"][0], SUCCESS)
+            self.assertEqual(g["cpus"][1][0], low)
+            self.assertEqual(g["numa"], [SUCCESS, 1 if i < 4 else 2])
+            self.assertEqual(g["index"], [SUCCESS, i])
+            self.assertEqual(g["mig"], [SUCCESS, 0, SUCCESS, 0])
+            self.assertEqual(g["procs"], [SUCCESS, 0, SUCCESS, []])
+            self.assertEqual(g["by_uuid"], [SUCCESS, True])
+        self.assertEqual(out["index_out_of_range"], INVALID_ARGUMENT)
+        self.assertEqual(out["bad_handle"], INVALID_ARGUMENT)
+        self.assertEqual(out["uuid_unknown"], NOT_FOUND)
+        self.assertEqual(out["driver"], [SUCCESS, "570.124.06", SUCCESS, 12080])
+        self.assertEqual(out["error_string"], "GPU is lost")
+        # Two inits need two shutdowns; after that, calls are uninitialised again.
+        self.assertEqual(out["shutdown"], [SUCCESS, SUCCESS, SUCCESS, UNINITIALIZED, UNINITIALIZED])
+
+    def test_mig(self):
+        out = probe("mig-a100")
+        g0, g1 = out["gpus"]
+        self.assertEqual(g0["mig"], [SUCCESS, 1, SUCCESS, 7])
+        mig_uuids = [m["uuid"] for m in machine("mig-a100")["gpu"][0]["mig"]]
+        self.assertEqual(g0["migs"][:3], [[u, 1, True, gi] for u, gi in zip(mig_uuids, (3, 4, 5))])
+        self.assertEqual(g0["migs"][3:], [NOT_FOUND] * 4)
+        self.assertEqual(g1["mig"], [SUCCESS, 0, SUCCESS, 0])
+
+    def test_lost_gpu(self):
+        out = probe("lost-gpu")
+        self.assertEqual(out["count"], [SUCCESS, 4])
+        self.assertEqual([g["handle"] for g in out["gpus"]], [SUCCESS, SUCCESS, GPU_IS_LOST, SUCCESS])
+
+    def test_init_fails(self):
+        out = probe("nvml-init-fails")
+        self.assertEqual(out["init"], [9, 9])  # DRIVER_NOT_LOADED
+        self.assertEqual(out["count"], [UNINITIALIZED, 0])
+
+
+REFERENCE = r'''
+import json, os, sys
+sys.path.insert(0, os.environ["GPUSEL_SHARED_SEED"])
+import gpu_select
+out = {"uuids": gpu_select._nvml_uuids(), "resolved": {}}
+for spec in json.loads(os.environ["SPECS"]):
+    try:
+        r = gpu_select.resolve_gpu_uuids([spec])
+        out["resolved"][spec] = list(r) if r is not None else None
+    except ValueError as e:
+        out["resolved"][spec] = "error"
+print(json.dumps(out))
+'''
+
+
+def reference(name, specs, **env_extra):
+    env = sim_env(name, GPUSEL_SHARED_SEED=os.path.join(SHARED, "seed"), SPECS=json.dumps(specs), **env_extra)
+    r = subprocess.run([sys.executable, "-c", REFERENCE], capture_output=True, text=True, env=for_python(env),
+                       timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(r.stderr)
+    return json.loads(r.stdout)
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(SHARED, "seed", "gpu_select.py")), "the reference module is absent")
+class ReferenceModuleTest(Case):
+    def test_same_uuids_as_gpusel_list(self):
+        for name in ("dgx-h100", "workstation-mixed", "single-l4", "mig-a100"):
+            with self.subTest(machine=name):
+                ref = reference(name, [])
+                ours = gpusel_json("list", "--json", env=sim_env(name))
+                self.assertEqual(ref["uuids"], [g["uuid"] for g in ours["gpus"]])
+                self.assertEqual(ref["uuids"], uuids(name))
+
+    def test_nvml_faults_give_none(self):
+        for name in ("nvml-missing", "nvml-no-v2", "nvml-init-fails", "lost-gpu"):
+            with self.subTest(machine=name):
+                self.assertIsNone(reference(name, [])["uuids"])
+
+    def test_same_resolution_where_the_module_is_right(self):
+        u = uuids("dgx-h100")
+        specs = ["0", "7", "3", u[4][:10], u[6], "8", "GPU-ffff"]
+        cases = [({}, specs), ({"CUDA_VISIBLE_DEVICES": "5,1,3"}, ["0", "2", "3"]),
+                 ({"CUDA_VISIBLE_DEVICES": f"{u[2]},{u[0][:12]}"}, [u[0][:8], u[2], "1", "2", u[5]])]
+        for env, specs_here in cases:
+            ref = reference("dgx-h100", specs_here, **env)
+            for spec in specs_here:
+                with self.subTest(env=env, spec=spec):
+                    r = subprocess.run([BIN, "resolve", "--gpu", spec], capture_output=True, text=True,
+                                       env=sim_env("dgx-h100", **env))
+                    want = ref["resolved"][spec]
+                    if want == "error":
+                        self.assertEqual(r.returncode, 2, r.stdout)
+                    else:
+                        self.assertEqual(r.returncode, 0, r.stderr)
+                        self.assertEqual(r.stdout.split(), want)
+
+    def test_deviation_one_fails_fast(self):
+        # The module indexes the raw list and resolves --gpu 2 to physical GPU 2, which the driver
+        # never exposes under 0,-1,2; gpusel refuses in the parent (shared/seed/NOTES.md, 1).
+        ref = reference("dgx-h100", ["2"], CUDA_VISIBLE_DEVICES="0,-1,2")
+        self.assertEqual(ref["resolved"]["2"], [uuids("dgx-h100")[2]])
+        r = subprocess.run([BIN, "resolve", "--gpu", "2"], capture_output=True, text=True,
+                           env=sim_env("dgx-h100", CUDA_VISIBLE_DEVICES="0,-1,2"))
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("exposes 1 device", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
