@@ -33,7 +33,8 @@ BENCHMARK(BM_ParseUuids);
 void BM_ModelVisibleUuidPreset(benchmark::State& state) {
   const auto gpus = eight();
   gpusel::CudaEnv env;
-  env.visible_devices = gpus[5].uuid.substr(0, 10) + "," + gpus[2].uuid + "," + gpus[7].uuid.substr(0, 12);
+  env.visible_devices =
+      gpus[5].uuid.substr(0, 10) + "," + gpus[2].uuid + "," + gpus[7].uuid.substr(0, 12);
   for (auto _ : state) benchmark::DoNotOptimize(gpusel::model_visible(gpus, env));
 }
 BENCHMARK(BM_ModelVisibleUuidPreset);
@@ -41,7 +42,8 @@ BENCHMARK(BM_ModelVisibleUuidPreset);
 void BM_ResolveEightIndices(benchmark::State& state) {
   const auto gpus = eight();
   const auto entries = gpusel::parse_gpu_spec("7,6,5,4,3,2,1,0");
-  for (auto _ : state) benchmark::DoNotOptimize(gpusel::resolve_entries(entries, gpus, gpusel::CudaEnv{}));
+  for (auto _ : state)
+    benchmark::DoNotOptimize(gpusel::resolve_entries(entries, gpus, gpusel::CudaEnv{}));
 }
 BENCHMARK(BM_ResolveEightIndices);
 

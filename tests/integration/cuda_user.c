@@ -24,8 +24,9 @@ CUresult cuGetErrorName(CUresult result, const char** name);
 
 static void format_uuid(const CUuuid* u, const char* head, char out[41]) {
   const unsigned char* b = (const unsigned char*)u->bytes;
-  sprintf(out, "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", head, b[0], b[1], b[2],
-          b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  sprintf(out, "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", head, b[0],
+          b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+          b[15]);
 }
 
 static int check(CUresult rc, const char* what) {
@@ -54,9 +55,12 @@ int main(void) {
     size_t total = 0;
     int major = 0, minor = 0, sms = 0;
     if (check(cuDeviceGet(&dev, i), "get") || check(cuDeviceGetUuid_v2(&v2, dev), "uuid_v2") ||
-        check(cuDeviceGetUuid(&v1, dev), "uuid") || check(cuDeviceGetName(name, sizeof name, dev), "name") ||
-        check(cuDeviceGetPCIBusId(bus, sizeof bus, dev), "bus") || check(cuDeviceTotalMem_v2(&total, dev), "mem") ||
-        check(cuDeviceGetAttribute(&major, 75, dev), "major") || check(cuDeviceGetAttribute(&minor, 76, dev), "minor") ||
+        check(cuDeviceGetUuid(&v1, dev), "uuid") ||
+        check(cuDeviceGetName(name, sizeof name, dev), "name") ||
+        check(cuDeviceGetPCIBusId(bus, sizeof bus, dev), "bus") ||
+        check(cuDeviceTotalMem_v2(&total, dev), "mem") ||
+        check(cuDeviceGetAttribute(&major, 75, dev), "major") ||
+        check(cuDeviceGetAttribute(&minor, 76, dev), "minor") ||
         check(cuDeviceGetAttribute(&sms, 16, dev), "sms")) {
       return 1;
     }
