@@ -10,6 +10,7 @@ namespace gpusel::cli {
 
 struct ListOptions {
   bool json = false;
+  bool probe = false;
 };
 CLI::App* setup_list(CLI::App& app, ListOptions& options);
 int run_list(const ListOptions& options);
@@ -29,5 +30,26 @@ struct SimOptions {
 };
 CLI::App* setup_sim(CLI::App& app, SimOptions& options);
 int run_sim(const SimOptions& options);
+
+struct BindOptions {
+  std::string gpu;
+  bool json = false;
+};
+CLI::App* setup_bind(CLI::App& app, BindOptions& options);
+int run_bind(const BindOptions& options);
+
+struct RunOptions {
+  std::vector<std::string> gpus;
+  std::vector<std::string> command;
+  bool tag_output = false;
+  double grace = 10;
+  std::string bind_cpu = "none";
+};
+CLI::App* setup_run(CLI::App& app, RunOptions& options);
+int run_run(const RunOptions& options);
+
+// Hidden: what CUDA enumerates in this process, for the parent's probe.
+CLI::App* setup_probe(CLI::App& app);
+int run_probe();
 
 }  // namespace gpusel::cli

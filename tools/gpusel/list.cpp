@@ -8,6 +8,7 @@
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
+#include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/units.hpp"
 
@@ -47,9 +48,11 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
   }
   notes = vs.notes;
   if (!vs.known) {
-    notes.push_back("'?': " + vs.unknown_reason +
-                    ". To use CUDA ordinals here, set CUDA_DEVICE_ORDER=PCI_BUS_ID; gpusel's --gpu "
-                    "takes nvidia-smi indices or UUIDs, which never depend on CUDA's order.");
+    notes.push_back(
+        "'?': " + vs.unknown_reason +
+        ". `gpusel list --probe` asks CUDA itself; to make CUDA ordinals follow this table, set "
+        "CUDA_DEVICE_ORDER=PCI_BUS_ID. gpusel's --gpu "
+        "takes nvidia-smi indices or UUIDs, which never depend on CUDA's order.");
   }
   bool hidden = false;
   bool reordered = false;
@@ -103,6 +106,9 @@ CLI::App* setup_list(CLI::App& app, ListOptions& options) {
   CLI::App* cmd =
       app.add_subcommand("list", "list the GPUs: nvidia-smi index, CUDA ordinal here, UUID, ...");
   cmd->add_flag("--json", options.json, "print one JSON object");
+  cmd->add_flag("--probe", options.probe,
+                "also ask CUDA, in a child process, how it numbers the GPUs, and flag any "
+                "difference from NVML's reading");
   return cmd;
 }
 
@@ -116,9 +122,48 @@ int run_list(const ListOptions& options) {
     return 1;
   }
   const CudaEnv env = cuda_env_from_process();
-  const VisibleSet vs = model_visible(snap.gpus, env);
+  VisibleSet vs = model_visible(snap.gpus, env);
+  ProbeResult probe;  // CUDA's own view under this environment
+  std::vector<std::string> probe_notes;
+  if (options.probe) {
+    const std::string helper = default_probe_helper();
+    if (!vs.known) {  // CUDA's order fills in what NVML cannot tell
+      ProbeResult all = probe_cuda(helper, true);
+      if (auto order = all.ok ? cuda_order_from(snap.gpus, all.devices) : std::nullopt) {
+        vs = model_visible(snap.gpus, env, &*order);
+        probe_notes.push_back(
+            "CUDA ordinals come from asking CUDA (--probe), not from NVML alone.");
+      }
+    }
+    probe = probe_cuda(helper, false);
+    if (!probe.ok) {
+      probe_notes.push_back("--probe: asking CUDA failed: " + probe.reason);
+    } else if (vs.known) {
+      std::vector<std::string> predicted;
+      for (const VisibleDevice& d : vs.devices) {
+        const GpuInfo& g = snap.gpus[static_cast<std::size_t>(d.gpu)];
+        predicted.push_back(d.mig < 0 ? g.uuid : g.migs[static_cast<std::size_t>(d.mig)].uuid);
+      }
+      std::vector<std::string> actual;
+      for (const CudaDevice& d : probe.devices) actual.push_back(d.uuid);
+      if (predicted != actual) {
+        probe_notes.push_back(
+            "--probe: CUDA's numbering DIFFERS from gpusel's reading of NVML and the "
+            "environment; trust the CUDA map, and please report this machine");
+      } else {
+        probe_notes.push_back("--probe: CUDA's numbering matches gpusel's reading.");
+      }
+    }
+  }
   std::vector<std::string> notes;
   const std::vector<Row> rows = place(snap, env, vs, notes);
+  notes.insert(notes.end(), probe_notes.begin(), probe_notes.end());
+  auto nvml_index = [&](const CudaDevice& d) -> std::optional<unsigned> {
+    for (const GpuInfo& g : snap.gpus) {
+      if (g.uuid == d.parent_uuid) return g.index;
+    }
+    return std::nullopt;
+  };
   const std::string order = pci_bus_order(env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
 
   if (options.json) {
@@ -160,6 +205,20 @@ int run_list(const ListOptions& options) {
       }
       out["gpus"].push_back(j);
     }
+    if (options.probe) {
+      nlohmann::json p;
+      p["ok"] = probe.ok;
+      p["reason"] = probe.ok ? nlohmann::json(nullptr) : nlohmann::json(probe.reason);
+      p["devices"] = nlohmann::json::array();
+      for (const CudaDevice& d : probe.devices) {
+        auto idx = nvml_index(d);
+        p["devices"].push_back({{"cuda_ordinal", d.ordinal},
+                                {"uuid", d.uuid},
+                                {"name", d.name},
+                                {"index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)}});
+      }
+      out["probe"] = p;
+    }
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -192,6 +251,14 @@ int run_list(const ListOptions& options) {
     }
   }
   if (snap.gpus.empty()) fmt::print("(no GPUs)\n");
+  if (options.probe && probe.ok) {
+    fmt::print("CUDA's own view (--probe):\n");
+    for (const CudaDevice& d : probe.devices) {
+      auto idx = nvml_index(d);
+      fmt::print("  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.ordinal, d.uuid,
+                 idx ? std::to_string(*idx) : "?", d.name);
+    }
+  }
   for (const std::string& note : notes) fmt::print("note: {}\n", note);
   return 0;
 }

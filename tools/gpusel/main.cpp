@@ -24,9 +24,14 @@ int main(int argc, char** argv) {
   ListOptions list_options;
   ResolveOptions resolve_options;
   SimOptions sim_options;
+  BindOptions bind_options;
+  RunOptions run_options;
   CLI::App* list = setup_list(app, list_options);
   CLI::App* resolve = setup_resolve(app, resolve_options);
+  CLI::App* bind = setup_bind(app, bind_options);
+  CLI::App* run = setup_run(app, run_options);
   CLI::App* sim_cmd = setup_sim(app, sim_options);
+  CLI::App* probe = setup_probe(app);
 
   try {
     app.parse(argc, argv);
@@ -45,6 +50,9 @@ int main(int argc, char** argv) {
     if (list->parsed()) return run_list(list_options);
     if (resolve->parsed()) return run_resolve(resolve_options);
     if (sim_cmd->parsed()) return run_sim(sim_options);
+    if (bind->parsed()) return run_bind(bind_options);
+    if (run->parsed()) return run_run(run_options);
+    if (probe->parsed()) return run_probe();
   } catch (const gpusel::Error& e) {
     print_error(e.what());
     return e.exit_code();

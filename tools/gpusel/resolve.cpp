@@ -5,8 +5,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/cli11.hpp"
-#include "gpusel/nvml.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/probe.hpp"
 
 namespace gpusel::cli {
 
@@ -19,14 +18,11 @@ CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
 }
 
 int run_resolve(const ResolveOptions& options) {
-  const NvmlSnapshot snap = query_nvml();
-  std::vector<std::string> out = options.gpus;
-  bool resolved = false;
-  if (snap.available) {
-    out = resolve_entries(options.gpus, snap.gpus, cuda_env_from_process());
-    resolved = true;
-  } else {
-    print_warning("NVML is unavailable (" + snap.reason +
+  const Resolution r = resolve_gpus(options.gpus, cuda_env_from_process(), default_probe_helper());
+  const std::vector<std::string>& out = r.gpus;
+  const bool resolved = r.resolved;
+  if (!resolved) {
+    print_warning("NVML is unavailable (" + r.reason +
                   "); the entries are passed on unresolved, and each worker will match its entry "
                   "against CUDA's own devices when it binds");
   }

@@ -1,0 +1,41 @@
+// gpusel: one process per GPU on this machine, supervised.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpusel/visible.hpp"
+
+namespace gpusel {
+
+enum class CpuBinding { None, Node, Exclusive };
+
+struct LaunchOptions {
+  std::vector<std::string> command;    // program and arguments
+  std::vector<std::string> gpus;       // one entry per rank (resolved UUIDs, or raw entries)
+  std::vector<std::vector<int>> cpus;  // per rank; empty: leave the affinity alone
+  bool tag_output = false;             // prefix each line with "[rank N] "
+  double grace_seconds = 10;           // SIGTERM, then SIGKILL after this long
+};
+
+// The path execvp would run for `name`. Throws Error(BadInput) when it is not found or not an
+// executable file.
+std::string find_program(const std::string& name);
+
+// Starts one worker per entry and supervises them: signals INT, TERM, HUP and QUIT are forwarded
+// to every worker; when one fails the others get SIGTERM, then SIGKILL after the grace period;
+// no worker outlives this process, even when it is killed. Returns 0 when all succeed, else the
+// first failing worker's status (128 + N for signal N), after a one-line summary on stderr.
+int launch_workers(const LaunchOptions& options);
+
+// The CPUs each rank should run on: those near its GPU (NVML's CPU affinity, else the PCI device's
+// NUMA node from sysfs), within `allowed` (this process's own affinity). With Exclusive, ranks
+// whose GPUs share CPUs split them evenly. Throws Error(Failure) when a GPU's CPUs are unknown or
+// all outside `allowed`.
+std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, CpuBinding mode,
+                                        const std::vector<int>& allowed);
+
+// This process's CPU affinity.
+std::vector<int> own_cpus();
+
+}  // namespace gpusel

@@ -1,0 +1,52 @@
+// gpusel: asking CUDA how it numbers the GPUs, from a short-lived child process, so that the
+// caller never initialises CUDA itself.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpusel/cuda.hpp"
+#include "gpusel/visible.hpp"
+
+namespace gpusel {
+
+struct ProbeResult {
+  bool ok = false;
+  std::string reason;  // why the probe failed
+  std::vector<CudaDevice> devices;
+};
+
+// Runs `helper internal-probe-cuda` (the gpusel executable) and reads what CUDA enumerates in it.
+// With `unfiltered`, the child runs without CUDA_VISIBLE_DEVICES, so it sees every device in
+// CUDA's own order; otherwise it inherits this process's environment.
+ProbeResult probe_cuda(const std::string& helper, bool unfiltered);
+
+// The lines the child prints for `devices`, and their parser (one device a line, tab-separated).
+std::string serialise_devices(const std::vector<CudaDevice>& devices);
+std::optional<std::vector<CudaDevice>> parse_devices(const std::string& text);
+
+// CUDA's enumeration order of the physical GPUs (positions into `gpus`), from an unfiltered probe;
+// nullopt when the probe does not account for every GPU exactly once.
+std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus,
+                                                const std::vector<CudaDevice>& devices);
+
+// The gpusel executable to use as the probe's helper: GPUSEL_PROBE_HELPER, else this process's
+// own executable when it is gpusel, else empty (no probe).
+std::string default_probe_helper();
+
+struct Resolution {
+  bool resolved = false;  // false: NVML unavailable, entries passed on as given
+  std::string reason;     // why NVML is unavailable
+  bool probed = false;    // CUDA's order came from a probe
+  std::vector<std::string> gpus;
+  std::vector<GpuInfo> machine;  // NVML's GPUs, from the same enumeration
+};
+
+// The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place
+// an integer preset (GPUs of mixed models under FASTEST_FIRST). Throws Error(BadInput) for an
+// entry that cannot be resolved.
+Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+                        const std::string& probe_helper);
+
+}  // namespace gpusel

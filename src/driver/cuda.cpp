@@ -1,0 +1,156 @@
+// CUDA driver loader: dlopen once, look up every symbol of cuda.def, never dlclose.
+#include "gpusel/cuda.hpp"
+
+#include <dlfcn.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "cuda_abi.hpp"
+#include "cuda_api.hpp"
+#include "gpusel/error.hpp"
+
+namespace gpusel {
+namespace {
+
+CudaLibrary open_library() {
+  CudaLibrary lib;
+  const char* override_path = secure_getenv("GPUSEL_CUDA_LIBRARY");
+  const char* path =
+      (override_path != nullptr && *override_path != '\0') ? override_path : "libcuda.so.1";
+  dlerror();
+  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* why = dlerror();
+    lib.reason = std::string("cannot load ") + path + " (" + (why ? why : "unknown reason") +
+                 "); is the NVIDIA driver installed?";
+    return lib;
+  }
+  std::string missing;
+#define GPUSEL_CUDA(name, symbol, required, params)                            \
+  lib.api.name = reinterpret_cast<CUresult(*) params>(dlsym(handle, #symbol)); \
+  if (required && lib.api.name == nullptr) {                                   \
+    missing += (missing.empty() ? "" : ", ") + std::string(#symbol);           \
+  }
+#include "cuda.def"
+#undef GPUSEL_CUDA
+  if (!missing.empty()) {
+    lib.reason = std::string(path) + " lacks " + missing +
+                 " (a driver too old for gpusel, or not the CUDA driver library)";
+    return lib;
+  }
+  lib.usable = true;
+  return lib;
+}
+
+}  // namespace
+
+const CudaLibrary& cuda_library() {
+  static const CudaLibrary lib = open_library();
+  return lib;
+}
+
+std::string cuda_error_text(const CudaApi& api, CUresult rc) {
+  std::string text = "CUDA error " + std::to_string(rc);
+  const char* name = nullptr;
+  const char* desc = nullptr;
+  if (api.cuGetErrorName != nullptr && api.cuGetErrorName(rc, &name) == CUDA_SUCCESS && name) {
+    text = std::string(name);
+  }
+  if (api.cuGetErrorString != nullptr && api.cuGetErrorString(rc, &desc) == CUDA_SUCCESS && desc) {
+    text += " (" + std::string(desc) + ")";
+  }
+  return text;
+}
+
+const CudaApi& cuda_initialised() {
+  const CudaLibrary& lib = cuda_library();
+  if (!lib.usable) throw failure("CUDA is unavailable: " + lib.reason);
+  static std::once_flag once;
+  static CUresult init_rc = CUDA_SUCCESS;
+  std::call_once(once, [&] { init_rc = lib.api.cuInit(0); });
+  if (init_rc == CUDA_ERROR_STUB_LIBRARY) {
+    throw failure(
+        "CUDA is unavailable: the libcuda.so.1 found is the CUDA toolkit's link stub, not the "
+        "driver; remove the toolkit's stubs folder from LD_LIBRARY_PATH");
+  }
+  if (init_rc == CUDA_ERROR_NO_DEVICE) {
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    throw failure(std::string("CUDA sees no device (CUDA_ERROR_NO_DEVICE) with ") +
+                  (cvd ? "CUDA_VISIBLE_DEVICES=\"" + std::string(cvd) + "\""
+                       : std::string("CUDA_VISIBLE_DEVICES unset")) +
+                  "; run `gpusel list` to see which GPUs it exposes");
+  }
+  if (init_rc != CUDA_SUCCESS) {
+    throw failure("cuInit failed: " + cuda_error_text(lib.api, init_rc));
+  }
+  return lib.api;
+}
+
+std::string format_uuid(const unsigned char b[16], const char* prefix) {
+  char out[64];
+  std::snprintf(out, sizeof out,
+                "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix,
+                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12],
+                b[13], b[14], b[15]);
+  return out;
+}
+
+std::string normalise_bus_id(const std::string& bus) {
+  unsigned domain = 0, b = 0, d = 0, f = 0;
+  if (std::sscanf(bus.c_str(), "%x:%x:%x.%x", &domain, &b, &d, &f) != 4) return bus;
+  char out[32];
+  std::snprintf(out, sizeof out, "%08X:%02X:%02X.%X", domain, b, d, f);
+  return out;
+}
+
+std::vector<CudaDevice> cuda_devices() {
+  const CudaApi& api = cuda_initialised();
+  auto check = [&](CUresult rc, const char* what) {
+    if (rc != CUDA_SUCCESS)
+      throw failure(std::string(what) + " failed: " + cuda_error_text(api, rc));
+  };
+  int count = 0;
+  check(api.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  std::vector<CudaDevice> out;
+  for (int i = 0; i < count; ++i) {
+    CUdevice dev = 0;
+    check(api.cuDeviceGet(&dev, i), "cuDeviceGet");
+    CudaDevice d;
+    d.ordinal = i;
+    CUuuid uuid{};
+    check(api.cuDeviceGetUuid(&uuid, dev), "cuDeviceGetUuid_v2");
+    const auto* raw = reinterpret_cast<const unsigned char*>(uuid.bytes);
+    d.uuid = d.parent_uuid = format_uuid(raw);
+    CUuuid parent{};
+    if (api.cuDeviceGetUuidV1 != nullptr && api.cuDeviceGetUuidV1(&parent, dev) == CUDA_SUCCESS &&
+        std::memcmp(parent.bytes, uuid.bytes, sizeof uuid.bytes) != 0) {
+      d.uuid = format_uuid(raw, "MIG-");
+      d.parent_uuid = format_uuid(reinterpret_cast<const unsigned char*>(parent.bytes));
+    }
+    char name[256] = {};
+    check(api.cuDeviceGetName(name, sizeof name - 1, dev), "cuDeviceGetName");
+    d.name = name;
+    std::size_t total = 0;
+    check(api.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem_v2");
+    d.total_bytes = total;
+    check(api.cuDeviceGetAttribute(&d.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+          "cuDeviceGetAttribute");
+    check(api.cuDeviceGetAttribute(&d.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+          "cuDeviceGetAttribute");
+    check(api.cuDeviceGetAttribute(&d.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+          "cuDeviceGetAttribute");
+    if (api.cuDeviceGetPCIBusId != nullptr) {
+      char bus[32] = {};
+      if (api.cuDeviceGetPCIBusId(bus, sizeof bus, dev) == CUDA_SUCCESS) {
+        d.pci_bus_id = normalise_bus_id(bus);
+      }
+    }
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+}  // namespace gpusel

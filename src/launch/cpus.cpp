@@ -1,0 +1,90 @@
+// CPU placement of workers near their GPUs.
+#include <sched.h>
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+
+#include "gpusel/error.hpp"
+#include "gpusel/launch.hpp"
+#include "gpusel/units.hpp"
+
+namespace gpusel {
+namespace {
+
+std::string read_line(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::getline(in, line);
+  return line;
+}
+
+// The CPUs of the NUMA node of a PCI device, from sysfs; empty when unknown.
+std::vector<int> sysfs_cpus(const std::string& nvml_bus_id) {
+  if (nvml_bus_id.size() < 16) return {};
+  std::string bus = nvml_bus_id.substr(4);  // 00000000:18:00.0 -> 0000:18:00.0
+  std::transform(bus.begin(), bus.end(), bus.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  const std::string node = read_line("/sys/bus/pci/devices/" + bus + "/numa_node");
+  if (node.empty() || node[0] == '-') return {};
+  auto cpus = parse_cpu_list(read_line("/sys/devices/system/node/node" + node + "/cpulist"));
+  return cpus ? *cpus : std::vector<int>{};
+}
+
+}  // namespace
+
+std::vector<int> own_cpus() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  std::vector<int> out;
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
+  for (int c = 0; c < CPU_SETSIZE; ++c) {
+    if (CPU_ISSET(c, &set)) out.push_back(c);
+  }
+  return out;
+}
+
+std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, CpuBinding mode,
+                                        const std::vector<int>& allowed) {
+  std::vector<std::vector<int>> near(rank_gpus.size());
+  if (mode == CpuBinding::None) return near;
+  for (std::size_t r = 0; r < rank_gpus.size(); ++r) {
+    const GpuInfo& g = rank_gpus[r];
+    std::vector<int> cpus = !g.cpus.empty() ? g.cpus : sysfs_cpus(g.pci_bus_id);
+    if (cpus.empty()) {
+      throw failure("--bind-cpu: the CPUs near GPU " + g.uuid +
+                    " are unknown (NVML reports no CPU affinity and sysfs no NUMA node); run with "
+                    "--bind-cpu none");
+    }
+    std::vector<int> inside;
+    std::set_intersection(cpus.begin(), cpus.end(), allowed.begin(), allowed.end(),
+                          std::back_inserter(inside));
+    if (inside.empty()) {
+      throw failure("--bind-cpu: the CPUs near GPU " + g.uuid + " (" + format_cpu_list(cpus) +
+                    ") are all outside this process's CPUs (" + format_cpu_list(allowed) +
+                    "); run with --bind-cpu none, or allow those CPUs");
+    }
+    near[r] = inside;
+  }
+  if (mode == CpuBinding::Node) return near;
+  // Exclusive: ranks with the same CPU set split it into contiguous, even shares.
+  std::vector<std::vector<int>> out(near.size());
+  for (std::size_t r = 0; r < near.size(); ++r) {
+    std::vector<std::size_t> group;
+    for (std::size_t q = 0; q < near.size(); ++q) {
+      if (near[q] == near[r]) group.push_back(q);
+    }
+    const std::size_t k =
+        static_cast<std::size_t>(std::find(group.begin(), group.end(), r) - group.begin());
+    const std::size_t m = group.size(), n = near[r].size();
+    if (n < m) {
+      out[r] = {near[r][k % n]};
+    } else {
+      out[r].assign(near[r].begin() + static_cast<std::ptrdiff_t>(k * n / m),
+                    near[r].begin() + static_cast<std::ptrdiff_t>((k + 1) * n / m));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpusel

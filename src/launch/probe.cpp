@@ -1,0 +1,196 @@
+// The CUDA probe: a child process enumerates CUDA and reports back through a pipe.
+#include "gpusel/probe.hpp"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <sstream>
+
+#include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/resolve.hpp"
+#include "gpusel/spec.hpp"
+
+extern char** environ;
+
+namespace gpusel {
+namespace {
+
+std::string field_safe(std::string s) {
+  for (char& c : s) {
+    if (c == '\t' || c == '\n') c = ' ';
+  }
+  return s;
+}
+
+}  // namespace
+
+std::string serialise_devices(const std::vector<CudaDevice>& devices) {
+  std::ostringstream out;
+  for (const CudaDevice& d : devices) {
+    out << d.ordinal << '\t' << d.uuid << '\t' << d.parent_uuid << '\t' << d.pci_bus_id << '\t'
+        << d.total_bytes << '\t' << d.cc_major << '\t' << d.cc_minor << '\t' << d.sm_count << '\t'
+        << field_safe(d.name) << '\n';
+  }
+  return out.str();
+}
+
+std::optional<std::vector<CudaDevice>> parse_devices(const std::string& text) {
+  std::vector<CudaDevice> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::size_t start = 0;
+    for (std::size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1) {
+      f.push_back(line.substr(start, tab - start));
+    }
+    f.push_back(line.substr(start));
+    if (f.size() != 9) return std::nullopt;
+    CudaDevice d;
+    try {
+      d.ordinal = std::stoi(f[0]);
+      d.total_bytes = std::stoull(f[4]);
+      d.cc_major = std::stoi(f[5]);
+      d.cc_minor = std::stoi(f[6]);
+      d.sm_count = std::stoi(f[7]);
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+    d.uuid = f[1];
+    d.parent_uuid = f[2];
+    d.pci_bus_id = f[3];
+    d.name = f[8];
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
+  ProbeResult result;
+  if (helper.empty()) {
+    result.reason = "no gpusel executable to run the probe (set GPUSEL_PROBE_HELPER)";
+    return result;
+  }
+  int out[2];
+  if (pipe2(out, O_CLOEXEC) != 0) {
+    result.reason = std::string("pipe: ") + std::strerror(errno);
+    return result;
+  }
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (unfiltered && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
+    env_strings.emplace_back(*e);
+  }
+  std::vector<char*> envp;
+  for (auto& s : env_strings) envp.push_back(s.data());
+  envp.push_back(nullptr);
+  std::string arg0 = helper, arg1 = "internal-probe-cuda";
+  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv, envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  if (rc != 0) {
+    close(out[0]);
+    result.reason = "cannot start " + helper + ": " + std::strerror(rc);
+    return result;
+  }
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+  }
+  close(out[0]);
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    result.reason = text.rfind("error\t", 0) == 0 ? text.substr(6) : "the CUDA probe failed";
+    while (!result.reason.empty() && result.reason.back() == '\n') result.reason.pop_back();
+    return result;
+  }
+  auto devices = parse_devices(text);
+  if (!devices) {
+    result.reason = "the CUDA probe printed something unexpected";
+    return result;
+  }
+  result.ok = true;
+  result.devices = std::move(*devices);
+  return result;
+}
+
+std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus,
+                                                const std::vector<CudaDevice>& devices) {
+  std::vector<int> order;
+  for (const CudaDevice& d : devices) {
+    int found = -1;
+    for (std::size_t g = 0; g < gpus.size(); ++g) {
+      if (same_entry(gpus[g].uuid, d.parent_uuid)) found = static_cast<int>(g);
+    }
+    if (found < 0) return std::nullopt;
+    // MIG devices of one GPU come together: the GPU takes one place.
+    if (!order.empty() && order.back() == found) continue;
+    for (int seen : order) {
+      if (seen == found) return std::nullopt;
+    }
+    order.push_back(found);
+  }
+  if (order.size() != gpus.size()) return std::nullopt;
+  return order;
+}
+
+std::string default_probe_helper() {
+  if (const char* h = std::getenv("GPUSEL_PROBE_HELPER"); h != nullptr && *h != '\0') return h;
+  std::error_code ec;
+  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (!ec && exe.filename() == "gpusel") return exe.string();
+  return "";
+}
+
+Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+                        const std::string& probe_helper) {
+  Resolution r;
+  const NvmlSnapshot snap = query_nvml();
+  if (!snap.available) {
+    r.reason = snap.reason;
+    r.gpus = entries;
+    return r;
+  }
+  r.resolved = true;
+  r.machine = snap.gpus;
+  const bool indices = !entries.empty() && is_gpu_index(entries.front());
+  if (indices && env.visible_devices && !model_visible(snap.gpus, env).known) {
+    ProbeResult probe = probe_cuda(probe_helper, true);
+    std::optional<std::vector<int>> order;
+    if (probe.ok) order = cuda_order_from(snap.gpus, probe.devices);
+    if (!order) {
+      try {
+        resolve_entries(entries, snap.gpus, env);
+      } catch (const Error& e) {
+        throw bad_input(std::string(e.what()) + " (asking CUDA for its order did not help: " +
+                        (probe.ok ? "its devices did not match NVML's" : probe.reason) + ")");
+      }
+      throw failure("CUDA's device order is unknown and could not be probed");
+    }
+    r.probed = true;
+    r.gpus = resolve_entries(entries, snap.gpus, env, &*order);
+    return r;
+  }
+  r.gpus = resolve_entries(entries, snap.gpus, env);
+  return r;
+}
+
+}  // namespace gpusel

@@ -1,0 +1,66 @@
+// gpusel bind: assign a GPU as a worker would, bind it, and show the worker's view.
+#include <fmt/format.h>
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpusel/cli11.hpp"
+#include "gpusel/launch.hpp"
+#include "gpusel/units.hpp"
+#include "gpusel/worker.hpp"
+
+namespace gpusel::cli {
+
+CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
+  CLI::App* cmd = app.add_subcommand("bind",
+                                     "bind this process's GPU as a worker does (from --gpu, else "
+                                     "GPUSEL_GPUS and the local rank) and show it");
+  add_single_gpu_option(*cmd, options.gpu);
+  cmd->add_flag("--json", options.json, "print one JSON object");
+  return cmd;
+}
+
+int run_bind(const BindOptions& options) {
+  std::optional<LocalRank> rank;
+  if (!options.gpu.empty()) {
+    assign_gpu(options.gpu);
+    rank = local_rank();
+  } else {
+    rank = assign_from_environment();
+  }
+  const int ordinal = bind_assigned_gpu();
+  const GpuIdentity id = gpu_identity(ordinal);
+  const std::string cpus = format_cpu_list(own_cpus());
+  const std::string cc = fmt::format("{}.{}", id.cc_major, id.cc_minor);
+  if (options.json) {
+    nlohmann::json j;
+    j["rank"] = rank ? nlohmann::json(rank->rank) : nlohmann::json(nullptr);
+    j["rank_variable"] = rank ? nlohmann::json(rank->variable) : nlohmann::json(nullptr);
+    j["uuid"] = id.uuid;
+    j["index"] = id.index ? nlohmann::json(*id.index) : nlohmann::json(nullptr);
+    j["cuda_ordinal"] = id.cuda_ordinal;
+    j["name"] = id.name;
+    j["total_bytes"] = id.total_bytes;
+    j["compute_capability"] = cc;
+    j["pci_bus_id"] = id.pci_bus_id;
+    j["cpus"] = cpus;
+    j["simulated"] =
+        simulated_machine() ? nlohmann::json(*simulated_machine()) : nlohmann::json(nullptr);
+    std::cout << j.dump() << std::endl;
+    return 0;
+  }
+  const std::string who =
+      rank ? fmt::format("rank {} ({}={})", rank->rank, rank->variable, rank->rank)
+           : std::string("this process");
+  fmt::print("{}{}: CUDA ordinal {} = {}\n", simulated_machine() ? "[simulated] " : "", who,
+             id.cuda_ordinal, id.uuid);
+  fmt::print("  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
+             id.index ? std::to_string(*id.index) : std::string("unknown (no NVML)"), id.name,
+             format_bytes(id.total_bytes), cc, id.pci_bus_id.empty() ? "unknown" : id.pci_bus_id);
+  fmt::print("  CPUs {}\n", cpus);
+  return 0;
+}
+
+}  // namespace gpusel::cli

@@ -1,0 +1,59 @@
+// gpusel run: one process per GPU, each told its GPU, supervised as one job.
+#include <map>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpusel/cli11.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/launch.hpp"
+#include "gpusel/probe.hpp"
+
+namespace gpusel::cli {
+
+CLI::App* setup_run(CLI::App& app, RunOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "run", "start one process per GPU: gpusel run --gpu SPEC [options] -- COMMAND [ARGS...]");
+  add_gpu_option(*cmd, options.gpus)->required();
+  cmd->add_flag("--tag-output", options.tag_output,
+                "prefix each line of a worker's output with [rank N]");
+  cmd->add_option("--grace", options.grace,
+                  "seconds between SIGTERM and SIGKILL when stopping workers (default 10)")
+      ->check(CLI::Range(0.0, 86400.0));
+  cmd->add_option("--bind-cpu", options.bind_cpu,
+                  "none (default), node: the CPUs near each GPU, exclusive: split them")
+      ->check(CLI::IsMember({"none", "node", "exclusive"}));
+  cmd->add_option("COMMAND", options.command, "the program to run, and its arguments (after --)")
+      ->required();
+  return cmd;
+}
+
+int run_run(const RunOptions& options) {
+  find_program(options.command.front());  // fail before any worker starts
+  const Resolution r = resolve_gpus(options.gpus, cuda_env_from_process(), default_probe_helper());
+  if (!r.resolved) {
+    print_warning("NVML is unavailable (" + r.reason +
+                  "); workers get the entries as given and match them against CUDA's own devices");
+  }
+  LaunchOptions launch;
+  launch.command = options.command;
+  launch.gpus = r.gpus;
+  launch.tag_output = options.tag_output;
+  launch.grace_seconds = options.grace;
+  if (options.bind_cpu != "none") {
+    if (!r.resolved)
+      throw failure("--bind-cpu " + options.bind_cpu +
+                    " needs NVML to find the CPUs near each GPU");
+    std::vector<GpuInfo> rank_gpus;
+    for (const std::string& uuid : r.gpus) {
+      for (const GpuInfo& g : r.machine) {
+        if (g.uuid == uuid) rank_gpus.push_back(g);
+      }
+    }
+    launch.cpus =
+        plan_cpus(rank_gpus, options.bind_cpu == "node" ? CpuBinding::Node : CpuBinding::Exclusive,
+                  own_cpus());
+  }
+  return launch_workers(launch);
+}
+
+}  // namespace gpusel::cli
