@@ -165,9 +165,16 @@ int launch_workers(const LaunchOptions& options) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  // A signal this process was started with ignored (nohup, a background job of a script) stays
+  // ignored for the workers too, and is not forwarded.
   sigset_t mask, old_mask;
   sigemptyset(&mask);
-  for (int s : {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&mask, s);
+  sigaddset(&mask, SIGCHLD);
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    struct sigaction current {};
+    sigaction(s, nullptr, &current);
+    if (current.sa_handler != SIG_IGN) sigaddset(&mask, s);
+  }
   sigprocmask(SIG_BLOCK, &mask, &old_mask);
   const int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
   if (sfd < 0) throw failure(std::string("signalfd: ") + std::strerror(errno));

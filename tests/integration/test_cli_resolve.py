@@ -38,9 +38,10 @@ class ResolveTest(Case):
         self.assertEqual(self.resolve("0", "workstation-mixed"), [MIXED[0]])
         self.assertEqual(self.resolve("0", "workstation-mixed", CUDA_VISIBLE_DEVICES="2",
                                       CUDA_DEVICE_ORDER="PCI_BUS_ID"), [MIXED[2]])
-        r = gpusel("--sim", "workstation-mixed", "resolve", "--gpu", "0", CUDA_VISIBLE_DEVICES="2")
-        self.assertFailsWith(r, 2, '--gpu entry "0"', 'CUDA_VISIBLE_DEVICES="2"', "CUDA_DEVICE_ORDER=PCI_BUS_ID",
-                             "UUIDs")
+        # NVML alone cannot place an integer preset here; gpusel asks CUDA in a child process: under
+        # FASTEST_FIRST (4090, A6000, A4000), CUDA's device 2 is the A4000, nvidia-smi index 0.
+        self.assertEqual(self.resolve("0", "workstation-mixed", CUDA_VISIBLE_DEVICES="2"), [MIXED[0]])
+        self.assertEqual(self.resolve("1,0", "workstation-mixed", CUDA_VISIBLE_DEVICES="0,1"), [MIXED[2], MIXED[1]])
 
     def test_bad_entries_exit_2(self):
         cases = [
