@@ -43,6 +43,15 @@ class RunTest(Case):
         self.assertEqual([b[k]["uuid"] for k in range(3)], [DGX[3], DGX[1], DGX[6]])
         self.assertEqual([b[k]["cuda_ordinal"] for k in range(3)], [3, 1, 6])
 
+    def test_readme_worker_example(self):
+        example = os.environ.get("GPUSEL_WORKER_EXAMPLE", "build/bin/worker_example")
+        r = run("workstation-mixed", "--tag-output", "--gpu", "2,1", "--", example)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(r.stdout.splitlines()), [
+            f"[rank 0] rank 0: CUDA device 1, {MIX[2]} (NVIDIA RTX A6000), fp8 e4m3 no",
+            f"[rank 1] rank 1: CUDA device 0, {MIX[1]} (NVIDIA GeForce RTX 4090), fp8 e4m3 yes",
+        ])
+
     def test_sim_option_reaches_the_workers(self):
         r = subprocess.run([BIN, "--sim", "single-l4", "run", "--gpu", "0", "--", BIN, "bind", "--json"],
                            capture_output=True, text=True, env=base_env(), timeout=60)

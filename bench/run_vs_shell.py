@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Times `gpusel run --gpu 0,...,7 -- true` on the simulated dgx-h100 against a plain shell that
+starts the same eight `true` processes and waits for them, side by side, and prints the ratio.
+
+Usage: bench/run_vs_shell.py [--runs N] [--build DIR]
+The simulated machine is set through the environment, as after `eval "$(gpusel sim env dgx-h100)"`.
+Both commands are started the same way, alternately, N times each; medians are compared.
+Target: gpusel within 1.5x of the shell.
+"""
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import time
+
+root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+parser = argparse.ArgumentParser()
+parser.add_argument("--runs", type=int, default=100)
+parser.add_argument("--build", default=os.path.join(root, "build"))
+args = parser.parse_args()
+
+gpusel = os.path.join(args.build, "bin", "gpusel")
+out = subprocess.run([gpusel, "sim", "env", "dgx-h100"], capture_output=True, text=True, check=True).stdout
+env = dict(os.environ)
+for line in out.splitlines():
+    if line.startswith("export "):
+        key, _, value = line[7:].partition("=")
+        env[key] = value.strip("'")
+
+# The same executable for both (not the shell's builtin `true`, which would skip the exec).
+true = shutil.which("true")
+commands = {
+    "gpusel run": [gpusel, "run", "--gpu", "0,1,2,3,4,5,6,7", "--", true],
+    "sh: 8x true & wait": ["sh", "-c", " ".join([f"{true} &"] * 8) + " wait"],
+}
+times = {name: [] for name in commands}
+for _ in range(args.runs):
+    for name, cmd in commands.items():
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True)
+        times[name].append(time.perf_counter() - t0)
+
+print(f"8 workers running {true} on the simulated dgx-h100, {args.runs} runs each")
+for name, ts in times.items():
+    print(f"  {name:<20} median {statistics.median(ts) * 1e3:7.2f} ms   "
+          f"min {min(ts) * 1e3:7.2f} ms   max {max(ts) * 1e3:7.2f} ms")
+ratio = statistics.median(times["gpusel run"]) / statistics.median(times["sh: 8x true & wait"])
+print(f"  gpusel run takes {ratio:.2f}x the shell's time (target: at most 1.5x)")
