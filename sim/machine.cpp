@@ -118,6 +118,20 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
   }
   if (const auto* n = t.get("pcie_link_gbps")) g.pcie_link_gbps = r.number(*n, "pcie_link_gbps");
   if (const auto* n = t.get("l2_cache")) g.l2_cache_bytes = r.bytes(*n, "l2_cache");
+  auto small = [&](const char* key, unsigned& field) {
+    if (const auto* n = t.get(key)) {
+      const long long v = r.integer(*n, key);
+      if (v < 1 || v > 64)
+        r.fail(n->source(), std::string("key '") + key + "' must be between 1 and 64");
+      field = static_cast<unsigned>(v);
+    }
+  };
+  small("pcie_generation", g.pcie_generation);
+  small("pcie_width", g.pcie_width);
+  small("pcie_max_generation", g.pcie_max_generation);
+  small("pcie_max_width", g.pcie_max_width);
+  if (g.pcie_max_generation == 0) g.pcie_max_generation = g.pcie_generation;
+  if (g.pcie_max_width == 0) g.pcie_max_width = g.pcie_width;
   if (const auto* n = t.get("pci_device_id"))
     g.pci_device_id = static_cast<unsigned>(r.integer(*n, "pci_device_id"));
   g.pci_device_id = (g.pci_device_id << 16) | 0x10deu;

@@ -35,9 +35,11 @@ struct SimGpu {
   int numa_node = -1;
   std::vector<int> cpus;
   double pcie_h2d_gbps = 0, pcie_d2h_gbps = 0, memory_bandwidth_gbps = 0;
-  double pcie_link_gbps = 0;         // theoretical per-direction figure of the link, 0 when unknown
-  std::uint64_t l2_cache_bytes = 0;  // 0 when unknown
-  double speed = 0;                  // FASTEST_FIRST key, highest first
+  double pcie_link_gbps = 0;  // theoretical per-direction figure of the link, 0 when unknown
+  unsigned pcie_generation = 0, pcie_width = 0;          // as trained now; 0: not reported
+  unsigned pcie_max_generation = 0, pcie_max_width = 0;  // 0: the same as now
+  std::uint64_t l2_cache_bytes = 0;                      // 0 when unknown
+  double speed = 0;                                      // FASTEST_FIRST key, highest first
   bool speed_given = false;
   bool mig_enabled = false;
   std::vector<SimMig> migs;

@@ -476,6 +476,32 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nv
   return NVML_SUCCESS;
 }
 
+namespace {
+nvmlReturn_t link_value(nvmlDevice_t device, unsigned int* out, unsigned SimGpu::*field) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (out == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (box->mig >= 0 || gpu->*field == 0) return NVML_ERROR_NOT_SUPPORTED;
+  *out = gpu->*field;
+  return NVML_SUCCESS;
+}
+}  // namespace
+
+NVML_SIM_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device,
+                                                              unsigned int* v) {
+  return link_value(device, v, &SimGpu::pcie_generation);
+}
+NVML_SIM_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int* v) {
+  return link_value(device, v, &SimGpu::pcie_width);
+}
+NVML_SIM_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int* v) {
+  return link_value(device, v, &SimGpu::pcie_max_generation);
+}
+NVML_SIM_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int* v) {
+  return link_value(device, v, &SimGpu::pcie_max_width);
+}
+
 // Each exported function of nvml.def has exactly the prototype gpusel's loader expects.
 #define GPUSEL_NVML(name, required, ret, params) \
   static_assert(std::is_same_v<decltype(&::name), ret(*) params>, #name " prototype");

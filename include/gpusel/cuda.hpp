@@ -17,7 +17,8 @@ struct CudaDevice {
   int cc_major = 0;
   int cc_minor = 0;
   int sm_count = 0;
-  std::string pci_bus_id;  // NVML's form: 00000000:18:00.0
+  std::string pci_bus_id;            // NVML's form: 00000000:18:00.0
+  std::uint64_t l2_cache_bytes = 0;  // 0 when unknown (not carried by the probe)
 };
 
 // What CUDA sees in this process: cuInit, then every device. Throws Error(Failure) when the

@@ -27,7 +27,9 @@ struct GpuInfo {
   int cc_minor = -1;
   std::uint64_t memory_total = 0;
   std::optional<int> numa_node;
-  std::vector<int> cpus;  // CPUs near the GPU, when NVML reports them
+  std::vector<int> cpus;                         // CPUs near the GPU, when NVML reports them
+  unsigned pcie_generation = 0, pcie_width = 0;  // the link as trained now; 0: unknown
+  unsigned pcie_max_generation = 0, pcie_max_width = 0;  // what the link can do
   bool mig_enabled = false;
   std::vector<MigDevice> migs;
 };

@@ -63,6 +63,7 @@ struct GpuIdentity {
   int cc_major = 0;
   int cc_minor = 0;
   std::string pci_bus_id;
+  std::uint64_t l2_cache_bytes = 0;  // 0 when unknown
 };
 GpuIdentity gpu_identity(int cuda_ordinal);
 

@@ -142,6 +142,11 @@ std::vector<CudaDevice> cuda_devices() {
           "cuDeviceGetAttribute");
     check(api.cuDeviceGetAttribute(&d.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
           "cuDeviceGetAttribute");
+    int l2 = 0;
+    if (api.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev) == CUDA_SUCCESS &&
+        l2 > 0) {
+      d.l2_cache_bytes = static_cast<std::uint64_t>(l2);
+    }
     if (api.cuDeviceGetPCIBusId != nullptr) {
       char bus[32] = {};
       if (api.cuDeviceGetPCIBusId(bus, sizeof bus, dev) == CUDA_SUCCESS) {

@@ -118,6 +118,14 @@ void read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
       }
     }
   }
+  auto link = [&](auto fn, unsigned& field) {
+    unsigned v = 0;
+    if (fn != nullptr && fn(dev, &v) == NVML_SUCCESS) field = v;
+  };
+  link(api.nvmlDeviceGetCurrPcieLinkGeneration, gpu.pcie_generation);
+  link(api.nvmlDeviceGetCurrPcieLinkWidth, gpu.pcie_width);
+  link(api.nvmlDeviceGetMaxPcieLinkGeneration, gpu.pcie_max_generation);
+  link(api.nvmlDeviceGetMaxPcieLinkWidth, gpu.pcie_max_width);
   unsigned current = 0, pending = 0, slots = 0;
   if (api.nvmlDeviceGetMigMode &&
       api.nvmlDeviceGetMigMode(dev, &current, &pending) == NVML_SUCCESS &&

@@ -52,17 +52,15 @@ std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, C
     const GpuInfo& g = rank_gpus[r];
     std::vector<int> cpus = !g.cpus.empty() ? g.cpus : sysfs_cpus(g.pci_bus_id);
     if (cpus.empty()) {
-      throw failure("--bind-cpu: the CPUs near GPU " + g.uuid +
-                    " are unknown (NVML reports no CPU affinity and sysfs no NUMA node); run with "
-                    "--bind-cpu none");
+      throw failure("the CPUs near GPU " + g.uuid +
+                    " are unknown (NVML reports no CPU affinity and sysfs no NUMA node)");
     }
     std::vector<int> inside;
     std::set_intersection(cpus.begin(), cpus.end(), allowed.begin(), allowed.end(),
                           std::back_inserter(inside));
     if (inside.empty()) {
-      throw failure("--bind-cpu: the CPUs near GPU " + g.uuid + " (" + format_cpu_list(cpus) +
-                    ") are all outside this process's CPUs (" + format_cpu_list(allowed) +
-                    "); run with --bind-cpu none, or allow those CPUs");
+      throw failure("the CPUs near GPU " + g.uuid + " (" + format_cpu_list(cpus) +
+                    ") are all outside this process's CPUs (" + format_cpu_list(allowed) + ")");
     }
     near[r] = inside;
   }

@@ -195,6 +195,7 @@ GpuIdentity gpu_identity(int cuda_ordinal) {
   id.cc_major = d.cc_major;
   id.cc_minor = d.cc_minor;
   id.pci_bus_id = d.pci_bus_id;
+  id.l2_cache_bytes = d.l2_cache_bytes;
   const NvmlSnapshot snap = query_nvml();
   for (const GpuInfo& g : snap.gpus) {
     if (same_entry(g.uuid, d.parent_uuid)) id.index = g.index;

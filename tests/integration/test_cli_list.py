@@ -37,6 +37,8 @@ class ListTest(Case):
             self.assertEqual(g["numa_node"], 0 if i < 4 else 1)
             self.assertEqual(g["compute_capability"], "9.0")
             self.assertEqual(g["cpus"], "0-55,112-167" if i < 4 else "56-111,168-223")
+            self.assertEqual(g["pcie_link"], {"generation": 5, "width": 16, "max_generation": 5, "max_width": 16,
+                                              "max_gbps": 63.008})
 
     def test_preset_hides_and_renumbers(self):
         j = gpusel_json("--sim", "dgx-h100", "list", "--json", CUDA_VISIBLE_DEVICES="5,2")

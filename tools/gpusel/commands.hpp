@@ -48,6 +48,21 @@ struct RunOptions {
 CLI::App* setup_run(CLI::App& app, RunOptions& options);
 int run_run(const RunOptions& options);
 
+struct BenchOptions {
+  std::vector<std::string> gpus;
+  std::string tests = "h2d,d2h,d2d";
+  std::string size = "512MiB";
+  int copies = 16;
+  int samples = 3;
+  bool parallel = false;
+  bool json = false;
+  std::string out;  // the worker's folder for its figures
+};
+CLI::App* setup_bench(CLI::App& app, BenchOptions& options);
+int run_bench(const BenchOptions& options);
+CLI::App* setup_bench_worker(CLI::App& app, BenchOptions& options);
+int run_bench_worker(const BenchOptions& options);
+
 // Hidden: what CUDA enumerates in this process, for the parent's probe.
 CLI::App* setup_probe(CLI::App& app);
 int run_probe();

@@ -6,6 +6,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpusel/bandwidth.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
@@ -193,6 +194,15 @@ int run_list(const ListOptions& options) {
           gpu.cc_major < 0 ? nlohmann::json(nullptr)
                            : nlohmann::json(fmt::format("{}.{}", gpu.cc_major, gpu.cc_minor));
       j["cpus"] = format_cpu_list(gpu.cpus);
+      j["pcie_link"] =
+          gpu.pcie_generation == 0
+              ? nlohmann::json(nullptr)
+              : nlohmann::json(
+                    {{"generation", gpu.pcie_generation},
+                     {"width", gpu.pcie_width},
+                     {"max_generation", gpu.pcie_max_generation},
+                     {"max_width", gpu.pcie_max_width},
+                     {"max_gbps", pcie_link_gbps(gpu.pcie_max_generation, gpu.pcie_max_width)}});
       j["mig_enabled"] = gpu.mig_enabled;
       j["mig_devices"] = nlohmann::json::array();
       for (std::size_t m = 0; m < gpu.migs.size(); ++m) {

@@ -32,6 +32,9 @@ int main(int argc, char** argv) {
   CLI::App* run = setup_run(app, run_options);
   CLI::App* sim_cmd = setup_sim(app, sim_options);
   CLI::App* probe = setup_probe(app);
+  BenchOptions bench_options, bench_worker_options;
+  CLI::App* bench = setup_bench(app, bench_options);
+  CLI::App* bench_worker = setup_bench_worker(app, bench_worker_options);
 
   try {
     app.parse(argc, argv);
@@ -53,6 +56,8 @@ int main(int argc, char** argv) {
     if (bind->parsed()) return run_bind(bind_options);
     if (run->parsed()) return run_run(run_options);
     if (probe->parsed()) return run_probe();
+    if (bench->parsed()) return run_bench(bench_options);
+    if (bench_worker->parsed()) return run_bench_worker(bench_worker_options);
   } catch (const gpusel::Error& e) {
     print_error(e.what());
     return e.exit_code();

@@ -49,9 +49,15 @@ int run_run(const RunOptions& options) {
         if (g.uuid == uuid) rank_gpus.push_back(g);
       }
     }
-    launch.cpus =
-        plan_cpus(rank_gpus, options.bind_cpu == "node" ? CpuBinding::Node : CpuBinding::Exclusive,
-                  own_cpus());
+    try {
+      launch.cpus = plan_cpus(rank_gpus,
+                              options.bind_cpu == "node" ? CpuBinding::Node : CpuBinding::Exclusive,
+                              own_cpus());
+    } catch (const Error& e) {
+      throw failure(
+          "--bind-cpu " + options.bind_cpu + ": " + e.what() +
+          "; run with --bind-cpu none, or allow those CPUs (taskset, the cgroup's cpuset)");
+    }
   }
   return launch_workers(launch);
 }

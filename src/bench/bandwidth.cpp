@@ -1,0 +1,257 @@
+// Copy bandwidth on the current CUDA context.
+#include "gpusel/bandwidth.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+
+#include "../driver/cuda_api.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/units.hpp"
+
+namespace gpusel {
+namespace {
+
+// The word at `index` of sample `sample`'s pattern: distinct per sample, never all zero.
+inline std::uint32_t pattern_word(std::size_t index, int sample) {
+  return static_cast<std::uint32_t>(index * 2654435761u) ^
+         (0x9E3779B9u * static_cast<std::uint32_t>(sample + 1));
+}
+
+void fill(void* buffer, std::uint64_t bytes, int sample) {
+  auto* w = static_cast<std::uint32_t*>(buffer);
+  for (std::size_t i = 0; i < bytes / 4; ++i) w[i] = pattern_word(i, sample);
+}
+
+// Empty when the buffer holds the pattern, else where it first differs.
+std::string check(const void* buffer, std::uint64_t bytes, int sample) {
+  const auto* w = static_cast<const std::uint32_t*>(buffer);
+  for (std::size_t i = 0; i < bytes / 4; ++i) {
+    if (w[i] != pattern_word(i, sample)) {
+      return "data mismatch at byte " + std::to_string(i * 4) + " of sample " +
+             std::to_string(sample + 1);
+    }
+  }
+  return "";
+}
+
+struct Cuda {
+  const CudaApi& api;
+  void operator()(CUresult rc, const char* what) const {
+    if (rc != CUDA_SUCCESS)
+      throw failure(std::string(what) + " failed: " + cuda_error_text(api, rc));
+  }
+};
+
+// Device and host memory for the whole run, released however the run ends.
+struct Memory {
+  const CudaApi& api;
+  CUdeviceptr a = 0, b = 0;
+  void* pinned[2] = {nullptr, nullptr};
+  void* pageable = nullptr;
+  ~Memory() {
+    if (a) api.cuMemFree(a);
+    if (b) api.cuMemFree(b);
+    for (void* p : pinned) {
+      if (p) api.cuMemFreeHost(p);
+    }
+    std::free(pageable);
+  }
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+double pcie_link_gbps(unsigned generation, unsigned width) {
+  // Per lane and direction, after line coding (8b/10b up to Gen2, 128b/130b from Gen3).
+  static constexpr double kLane[] = {0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.563};
+  if (generation == 0 || generation >= std::size(kLane) || width == 0) return 0;
+  return kLane[generation] * width;
+}
+
+std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) {
+  const CudaApi& api = cuda_initialised();
+  const Cuda ok{api};
+  const std::uint64_t size = options.bytes;
+  auto wants = [&](const char* t) {
+    return std::find(options.tests.begin(), options.tests.end(), t) != options.tests.end();
+  };
+  const bool pageable = wants("h2d-pageable") || wants("d2h-pageable");
+  const bool second_device = wants("d2d") || wants("bidir");
+
+  Memory mem{api};
+  auto alloc_device = [&](CUdeviceptr* p) {
+    CUresult rc = api.cuMemAlloc(p, size);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+      throw failure("cannot allocate " + std::string(second_device ? "2 x " : "") +
+                    format_bytes(size) +
+                    " of device memory (CUDA_ERROR_OUT_OF_MEMORY); choose a smaller --size");
+    }
+    ok(rc, "cuMemAlloc_v2");
+  };
+  alloc_device(&mem.a);
+  if (second_device) alloc_device(&mem.b);
+  // Host buffers come after the caller bound this process near its GPU, so they land there.
+  for (int i = 0; i < (wants("bidir") ? 2 : 1); ++i) {
+    CUresult rc = api.cuMemHostAlloc(&mem.pinned[i], size, 0);
+    if (rc != CUDA_SUCCESS) {
+      throw failure("cannot allocate " + format_bytes(size) + " of pinned host memory (" +
+                    cuda_error_text(api, rc) + "); choose a smaller --size");
+    }
+  }
+  if (pageable) {
+    mem.pageable = std::aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+    if (mem.pageable == nullptr)
+      throw failure("cannot allocate " + format_bytes(size) + " of host memory");
+  }
+
+  CUstream s1 = nullptr, s2 = nullptr;
+  ok(api.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  ok(api.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+  CUevent start = nullptr, end = nullptr, mid = nullptr;
+  ok(api.cuEventCreate(&start, 0), "cuEventCreate");
+  ok(api.cuEventCreate(&end, 0), "cuEventCreate");
+  ok(api.cuEventCreate(&mid, 0), "cuEventCreate");
+  struct Cleanup {
+    const CudaApi& api;
+    CUstream s[2];
+    CUevent e[3];
+    ~Cleanup() {
+      for (CUevent x : e) api.cuEventDestroy(x);
+      for (CUstream x : s) api.cuStreamDestroy(x);
+    }
+  } cleanup{api, {s1, s2}, {start, end, mid}};
+
+  auto sync = [&](CUstream s) { ok(api.cuStreamSynchronize(s), "cuStreamSynchronize"); };
+  // Milliseconds for `copies` copies queued by `enqueue` on s1 (and s2, for bidir). At the default
+  // sizes each copy takes milliseconds, so the few microseconds of host-side queuing between the
+  // start event and the first copy stay far below 0.1% of the timed span.
+  auto timed = [&](const std::function<void()>& enqueue, bool both_streams) {
+    ok(api.cuEventRecord(start, s1), "cuEventRecord");
+    if (both_streams) ok(api.cuStreamWaitEvent(s2, start, 0), "cuStreamWaitEvent");
+    for (int c = 0; c < options.copies; ++c) enqueue();
+    if (both_streams) {
+      ok(api.cuEventRecord(mid, s2), "cuEventRecord");
+      ok(api.cuStreamWaitEvent(s1, mid, 0), "cuStreamWaitEvent");
+    }
+    ok(api.cuEventRecord(end, s1), "cuEventRecord");
+    ok(api.cuEventSynchronize(end), "cuEventSynchronize");
+    float ms = 0;
+    ok(api.cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");
+    return static_cast<double>(ms);
+  };
+
+  std::vector<BandwidthResult> results;
+  for (const std::string& test : options.tests) {
+    BandwidthResult r;
+    r.test = test;
+    r.bytes = size;
+    r.verified = true;
+    const bool is_pageable = test.find("pageable") != std::string::npos;
+    void* host = is_pageable ? mem.pageable : mem.pinned[0];
+    try {
+      for (int sample = -1; sample < options.samples; ++sample) {
+        const bool warmup = sample < 0;  // sample -1 runs the warm-up copies, untimed and unchecked
+        const int pat = std::max(sample, 0);
+        double ms = 0;
+        std::string bad;
+        if (test == "h2d" || test == "h2d-pageable") {
+          fill(host, size, pat);
+          auto copy = [&] {
+            ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2");
+          };
+          if (warmup) {
+            for (int c = 0; c < options.warmup; ++c) copy();
+            sync(s1);
+            continue;
+          }
+          ms = timed(copy, false);
+          std::memset(host, 0, size);
+          ok(api.cuMemcpyDtoHAsync(host, mem.a, size, s1), "cuMemcpyDtoHAsync_v2");
+          sync(s1);
+          bad = check(host, size, pat);
+        } else if (test == "d2h" || test == "d2h-pageable") {
+          fill(host, size, pat);
+          ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2");
+          sync(s1);
+          std::memset(host, 0, size);
+          auto copy = [&] {
+            ok(api.cuMemcpyDtoHAsync(host, mem.a, size, s1), "cuMemcpyDtoHAsync_v2");
+          };
+          if (warmup) {
+            for (int c = 0; c < options.warmup; ++c) copy();
+            sync(s1);
+            continue;
+          }
+          ms = timed(copy, false);
+          bad = check(host, size, pat);
+        } else if (test == "d2d") {
+          fill(host, size, pat);
+          ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2");
+          auto copy = [&] {
+            ok(api.cuMemcpyDtoDAsync(mem.b, mem.a, size, s1), "cuMemcpyDtoDAsync_v2");
+          };
+          if (warmup) {
+            for (int c = 0; c < options.warmup; ++c) copy();
+            sync(s1);
+            continue;
+          }
+          ms = timed(copy, false);
+          std::memset(host, 0, size);
+          ok(api.cuMemcpyDtoHAsync(host, mem.b, size, s1), "cuMemcpyDtoHAsync_v2");
+          sync(s1);
+          bad = check(host, size, pat);
+        } else {  // bidir: host -> a on s1 while b -> host on s2
+          void* up = mem.pinned[0];
+          void* down = mem.pinned[1];
+          fill(up, size, pat);
+          ok(api.cuMemcpyHtoDAsync(mem.b, up, size, s1), "cuMemcpyHtoDAsync_v2");
+          sync(s1);
+          std::memset(down, 0, size);
+          auto copy = [&] {
+            ok(api.cuMemcpyHtoDAsync(mem.a, up, size, s1), "cuMemcpyHtoDAsync_v2");
+            ok(api.cuMemcpyDtoHAsync(down, mem.b, size, s2), "cuMemcpyDtoHAsync_v2");
+          };
+          if (warmup) {
+            for (int c = 0; c < options.warmup; ++c) copy();
+            sync(s1);
+            sync(s2);
+            continue;
+          }
+          ms = timed(copy, true);
+          bad = check(down, size, pat);
+          if (bad.empty()) {
+            std::memset(up, 0, size);
+            ok(api.cuMemcpyDtoHAsync(up, mem.a, size, s1), "cuMemcpyDtoHAsync_v2");
+            sync(s1);
+            bad = check(up, size, pat);
+          }
+        }
+        const double moved = static_cast<double>(size) * options.copies * (test == "bidir" ? 2 : 1);
+        r.gbps.push_back(ms > 0 ? moved / (ms / 1e3) / 1e9 : 0);
+        if (!bad.empty() && r.failure.empty()) {
+          r.failure = bad;
+          r.verified = false;
+        }
+      }
+    } catch (const Error& e) {
+      r.failure = e.what();
+      r.verified = false;
+    }
+    if (!r.gbps.empty()) {
+      r.median = median(r.gbps);
+      r.min = *std::min_element(r.gbps.begin(), r.gbps.end());
+      r.max = *std::max_element(r.gbps.begin(), r.gbps.end());
+    }
+    results.push_back(std::move(r));
+  }
+  return results;
+}
+
+}  // namespace gpusel
