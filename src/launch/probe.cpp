@@ -1,6 +1,7 @@
 // The CUDA probe: a child process enumerates CUDA and reports back through a pipe.
 #include "gpusel/probe.hpp"
 
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -157,6 +158,18 @@ std::string default_probe_helper() {
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec && exe.filename() == "gpusel") return exe.string();
+  // A program using libgpusel: the gpusel installed beside the library (<libdir>/../bin/gpusel;
+  // the build tree has the same shape).
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&default_probe_helper), &info) != 0 &&
+      info.dli_fname != nullptr) {
+    auto lib_dir = std::filesystem::absolute(info.dli_fname, ec).parent_path();
+    for (auto dir = lib_dir; !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
+      auto candidate = dir / "bin" / "gpusel";
+      if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
+      if (dir == lib_dir.parent_path().parent_path()) break;  // <prefix>/lib/<arch> at most
+    }
+  }
   return "";
 }
 

@@ -1,0 +1,45 @@
+# What `cmake --install` puts in the prefix.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+set(GPUSEL_PYTHON_DIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages"
+    CACHE STRING "where the gpusel Python package is installed, relative to the prefix")
+# The simulator sits apart from the loader's search path, so it is never picked up by accident.
+set(GPUSEL_SIM_INSTALL_DIR "lib/gpusel/sim")
+
+install(DIRECTORY include/gpusel DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS gpusel_shared gpusel_static EXPORT gpuselTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS gpusel_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+
+install(TARGETS gpusel_sim_nvml gpusel_sim_cuda LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR})
+install(TARGETS gpusel_sim_nvml_no_v2 LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/nvml-no-v2)
+install(DIRECTORY sim/machines/ DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/machines FILES_MATCHING PATTERN "*.toml")
+install(CODE "
+  set(sim \"\$ENV{DESTDIR}\${CMAKE_INSTALL_PREFIX}/${GPUSEL_SIM_INSTALL_DIR}\")
+  file(MAKE_DIRECTORY \"\${sim}/no-nvml\" \"\${sim}/no-cuda\")
+  file(CREATE_LINK ../libcuda.so.1 \"\${sim}/no-nvml/libcuda.so.1\" SYMBOLIC)
+  file(CREATE_LINK ../libnvidia-ml.so.1 \"\${sim}/no-cuda/libnvidia-ml.so.1\" SYMBOLIC)
+  file(CREATE_LINK ../libcuda.so.1 \"\${sim}/nvml-no-v2/libcuda.so.1\" SYMBOLIC)
+")
+
+install(EXPORT gpuselTargets NAMESPACE gpusel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpusel)
+configure_package_config_file(cmake/gpuselConfig.cmake.in ${CMAKE_BINARY_DIR}/gpuselConfig.cmake
+  INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpusel)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/gpuselConfigVersion.cmake
+  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/gpuselConfig.cmake ${CMAKE_BINARY_DIR}/gpuselConfigVersion.cmake
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpusel)
+
+# Relative to the .pc file, so the installed tree can be moved (or installed with --prefix).
+file(RELATIVE_PATH GPUSEL_PC_TO_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
+configure_file(cmake/gpusel.pc.in ${CMAKE_BINARY_DIR}/gpusel.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/gpusel.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+install(FILES share/completions/gpusel.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+  RENAME gpusel)
+install(FILES share/completions/_gpusel DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/site-functions)
+install(FILES share/man/gpusel.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+install(DIRECTORY python/gpusel DESTINATION ${GPUSEL_PYTHON_DIR} PATTERN "__pycache__" EXCLUDE)

@@ -1,0 +1,94 @@
+/* gpusel: the C ABI of libgpusel (libgpusel.so.0), for C, Rust, Go, Python (ctypes) and others.
+ *
+ * Every function returns a gpusel_status. On anything but GPUSEL_OK, gpusel_last_error() gives
+ * the message for the calling thread. Strings are returned in caller-owned buffers: pass the
+ * buffer and its size; when it is too small the call returns GPUSEL_TOO_SMALL and sets *needed
+ * (the size including the terminating zero), so a second call can succeed. `needed` may be NULL.
+ * Lists are opaque handles, released with their own free function. Nothing here initialises CUDA
+ * except gpusel_bind_assigned_gpu, gpusel_assigned_visible_gpu and gpusel_gpu_identity. */
+#ifndef GPUSEL_GPUSEL_H
+#define GPUSEL_GPUSEL_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef int gpusel_status;
+#define GPUSEL_OK 0
+#define GPUSEL_FAILURE 1   /* NVML or CUDA unavailable, or another failure outside the input */
+#define GPUSEL_BAD_INPUT 2 /* a --gpu value, an environment value, a GPU CUDA does not expose */
+#define GPUSEL_TOO_SMALL 3 /* the caller's buffer is too small; *needed says how large */
+
+/* "0.1.0". */
+const char* gpusel_version(void);
+
+/* The message of the calling thread's last failed call; "" when none failed. Valid until the
+ * thread's next gpusel call. */
+const char* gpusel_last_error(void);
+
+/* 1 when `entry` starts with "GPU-" in any case / is ASCII digits only, else 0. */
+int gpusel_is_gpu_uuid(const char* entry);
+int gpusel_is_gpu_index(const char* entry);
+
+/* A --gpu value -> its canonical entries, comma-separated. */
+gpusel_status gpusel_parse_gpu_spec(const char* value, char* buf, size_t size, size_t* needed);
+/* The same for a value that must hold exactly one entry. */
+gpusel_status gpusel_parse_single_gpu(const char* value, char* buf, size_t size, size_t* needed);
+
+/* A --gpu value -> full GPU UUIDs, comma-separated, in rank order, as a launcher's parent resolves
+ * it (NVML, a preset CUDA_VISIBLE_DEVICES as a quota, a CUDA probe only where NVML cannot tell).
+ * *resolved is 1 when NVML answered, 0 when it is unavailable and the entries are passed on. */
+gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* needed,
+                             int* resolved);
+
+/* One physical GPU, as NVML and the CUDA_VISIBLE_DEVICES model see it. */
+typedef struct gpusel_gpu_info {
+  unsigned index;   /* nvidia-smi index */
+  int cuda_ordinal; /* under this process's environment; -1 hidden or unknown */
+  char uuid[96];
+  char name[96];
+  char pci_bus_id[32];
+  unsigned long long memory_total;
+  int numa_node;          /* -1 when unknown */
+  int cc_major, cc_minor; /* -1 when unknown */
+  int mig_enabled;
+} gpusel_gpu_info;
+
+typedef struct gpusel_gpu_list gpusel_gpu_list;
+
+/* Enumerates the GPUs through NVML; GPUSEL_FAILURE (with the reason) when NVML is unavailable. */
+gpusel_status gpusel_list_gpus(gpusel_gpu_list** list);
+size_t gpusel_gpu_list_count(const gpusel_gpu_list* list);
+gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i, gpusel_gpu_info* info);
+void gpusel_gpu_list_free(gpusel_gpu_list* list);
+
+/* The worker side (see gpusel/worker.hpp). */
+gpusel_status gpusel_set_assigned_gpu(const char* target);
+gpusel_status gpusel_assign_gpu(const char* value);
+/* *rank: the local rank used, or -1 when GPUSEL_GPUS is unset (nothing published). */
+gpusel_status gpusel_assign_from_environment(int* rank);
+/* *rank: the launcher's local rank, or -1 when no local-rank variable is set. */
+gpusel_status gpusel_local_rank(int* rank);
+gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordinal);
+/* *ordinal: -1 when nothing is published or bound. */
+gpusel_status gpusel_assigned_visible_gpu(int* ordinal);
+
+typedef struct gpusel_identity {
+  int index; /* nvidia-smi index, -1 without NVML */
+  int cuda_ordinal;
+  char uuid[96];
+  char name[256];
+  unsigned long long total_bytes;
+  int cc_major, cc_minor;
+  char pci_bus_id[32];
+} gpusel_identity;
+
+gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* GPUSEL_GPUSEL_H */

@@ -1,0 +1,235 @@
+// The C ABI: a thin layer over the C++ API. Every exception becomes a status and a thread-local
+// message; nothing throws across the boundary.
+#include "gpusel/gpusel.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/probe.hpp"
+#include "gpusel/resolve.hpp"
+#include "gpusel/spec.hpp"
+#include "gpusel/worker.hpp"
+
+#ifndef GPUSEL_VERSION
+#define GPUSEL_VERSION "0.1.0"
+#endif
+
+namespace {
+
+thread_local std::string last_error;
+
+template <typename F>
+gpusel_status guarded(F&& f) {
+  last_error.clear();
+  try {
+    return f();
+  } catch (const gpusel::Error& e) {
+    last_error = e.what();
+    return e.kind() == gpusel::ErrorKind::BadInput ? GPUSEL_BAD_INPUT : GPUSEL_FAILURE;
+  } catch (const std::exception& e) {
+    last_error = e.what();
+    return GPUSEL_FAILURE;
+  } catch (...) {
+    last_error = "unknown error";
+    return GPUSEL_FAILURE;
+  }
+}
+
+gpusel_status out_string(const std::string& value, char* buf, size_t size, size_t* needed) {
+  if (needed != nullptr) *needed = value.size() + 1;
+  if (buf == nullptr || size < value.size() + 1) {
+    last_error = "the buffer holds " + std::to_string(size) + " bytes; " +
+                 std::to_string(value.size() + 1) + " are needed";
+    return GPUSEL_TOO_SMALL;
+  }
+  std::memcpy(buf, value.c_str(), value.size() + 1);
+  return GPUSEL_OK;
+}
+
+template <std::size_t N>
+void copy_field(char (&dst)[N], const std::string& src) {
+  const std::size_t n = std::min(src.size(), N - 1);
+  std::memcpy(dst, src.data(), n);
+  dst[n] = '\0';
+}
+
+std::string need(const char* s, const char* what) {
+  if (s == nullptr) throw gpusel::bad_input(std::string(what) + " is NULL");
+  return s;
+}
+
+}  // namespace
+
+struct gpusel_gpu_list {
+  std::vector<gpusel_gpu_info> gpus;
+};
+
+extern "C" {
+
+const char* gpusel_version(void) {
+  return GPUSEL_VERSION;
+}
+const char* gpusel_last_error(void) {
+  return last_error.c_str();
+}
+
+int gpusel_is_gpu_uuid(const char* entry) {
+  return entry != nullptr && gpusel::is_gpu_uuid(entry) ? 1 : 0;
+}
+int gpusel_is_gpu_index(const char* entry) {
+  return entry != nullptr && gpusel::is_gpu_index(entry) ? 1 : 0;
+}
+
+gpusel_status gpusel_parse_gpu_spec(const char* value, char* buf, size_t size, size_t* needed) {
+  return guarded([&] {
+    return out_string(gpusel::join_entries(gpusel::parse_gpu_spec(need(value, "value"))), buf, size,
+                      needed);
+  });
+}
+
+gpusel_status gpusel_parse_single_gpu(const char* value, char* buf, size_t size, size_t* needed) {
+  return guarded([&] {
+    return out_string(gpusel::parse_single_gpu(need(value, "value")), buf, size, needed);
+  });
+}
+
+gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* needed,
+                             int* resolved) {
+  return guarded([&] {
+    const auto entries = gpusel::parse_gpu_spec(need(value, "value"));
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    const char* order = std::getenv("CUDA_DEVICE_ORDER");
+    gpusel::CudaEnv env{cvd ? std::optional<std::string>(cvd) : std::nullopt,
+                        order ? std::optional<std::string>(order) : std::nullopt};
+    const gpusel::Resolution r = gpusel::resolve_gpus(entries, env, gpusel::default_probe_helper());
+    if (resolved != nullptr) *resolved = r.resolved ? 1 : 0;
+    return out_string(gpusel::join_entries(r.gpus), buf, size, needed);
+  });
+}
+
+gpusel_status gpusel_list_gpus(gpusel_gpu_list** list) {
+  return guarded([&] {
+    if (list == nullptr) throw gpusel::bad_input("list is NULL");
+    *list = nullptr;
+    const gpusel::NvmlSnapshot snap = gpusel::query_nvml();
+    if (!snap.available) throw gpusel::failure("NVML is unavailable: " + snap.reason);
+    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    const char* order = std::getenv("CUDA_DEVICE_ORDER");
+    gpusel::CudaEnv env{cvd ? std::optional<std::string>(cvd) : std::nullopt,
+                        order ? std::optional<std::string>(order) : std::nullopt};
+    const gpusel::VisibleSet vs = gpusel::model_visible(snap.gpus, env);
+    auto out = std::make_unique<gpusel_gpu_list>();
+    for (const gpusel::GpuInfo& g : snap.gpus) {
+      gpusel_gpu_info info{};
+      info.index = g.index;
+      info.cuda_ordinal = -1;
+      copy_field(info.uuid, g.uuid);
+      copy_field(info.name, g.name);
+      copy_field(info.pci_bus_id, g.pci_bus_id);
+      info.memory_total = g.memory_total;
+      info.numa_node = g.numa_node.value_or(-1);
+      info.cc_major = g.cc_major;
+      info.cc_minor = g.cc_minor;
+      info.mig_enabled = g.mig_enabled ? 1 : 0;
+      out->gpus.push_back(info);
+    }
+    for (std::size_t k = 0; k < vs.devices.size(); ++k) {
+      if (vs.devices[k].mig < 0)
+        out->gpus[static_cast<std::size_t>(vs.devices[k].gpu)].cuda_ordinal = static_cast<int>(k);
+    }
+    *list = out.release();
+    return GPUSEL_OK;
+  });
+}
+
+size_t gpusel_gpu_list_count(const gpusel_gpu_list* list) {
+  return list == nullptr ? 0 : list->gpus.size();
+}
+
+gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i, gpusel_gpu_info* info) {
+  return guarded([&] {
+    if (list == nullptr || info == nullptr) throw gpusel::bad_input("list or info is NULL");
+    if (i >= list->gpus.size()) {
+      throw gpusel::bad_input("GPU " + std::to_string(i) + " is past the end of the list (" +
+                              std::to_string(list->gpus.size()) + " GPUs)");
+    }
+    *info = list->gpus[i];
+    return GPUSEL_OK;
+  });
+}
+
+void gpusel_gpu_list_free(gpusel_gpu_list* list) {
+  delete list;
+}
+
+gpusel_status gpusel_set_assigned_gpu(const char* target) {
+  return guarded([&] {
+    gpusel::set_assigned_gpu(need(target, "target"));
+    return GPUSEL_OK;
+  });
+}
+
+gpusel_status gpusel_assign_gpu(const char* value) {
+  return guarded([&] {
+    gpusel::assign_gpu(need(value, "value"));
+    return GPUSEL_OK;
+  });
+}
+
+gpusel_status gpusel_assign_from_environment(int* rank) {
+  return guarded([&] {
+    auto r = gpusel::assign_from_environment();
+    if (rank != nullptr) *rank = r ? r->rank : -1;
+    return GPUSEL_OK;
+  });
+}
+
+gpusel_status gpusel_local_rank(int* rank) {
+  return guarded([&] {
+    auto r = gpusel::local_rank();
+    if (rank != nullptr) *rank = r ? r->rank : -1;
+    return GPUSEL_OK;
+  });
+}
+
+gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordinal) {
+  return guarded([&] {
+    const int o = gpusel::bind_assigned_gpu(default_ordinal);
+    if (ordinal != nullptr) *ordinal = o;
+    return GPUSEL_OK;
+  });
+}
+
+gpusel_status gpusel_assigned_visible_gpu(int* ordinal) {
+  return guarded([&] {
+    auto o = gpusel::assigned_visible_gpu();
+    if (ordinal != nullptr) *ordinal = o.value_or(-1);
+    return GPUSEL_OK;
+  });
+}
+
+gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity) {
+  return guarded([&] {
+    if (identity == nullptr) throw gpusel::bad_input("identity is NULL");
+    const gpusel::GpuIdentity id = gpusel::gpu_identity(cuda_ordinal);
+    *identity = gpusel_identity{};
+    identity->index = id.index ? static_cast<int>(*id.index) : -1;
+    identity->cuda_ordinal = id.cuda_ordinal;
+    copy_field(identity->uuid, id.uuid);
+    copy_field(identity->name, id.name);
+    identity->total_bytes = id.total_bytes;
+    identity->cc_major = id.cc_major;
+    identity->cc_minor = id.cc_minor;
+    copy_field(identity->pci_bus_id, id.pci_bus_id);
+    return GPUSEL_OK;
+  });
+}
+
+}  // extern "C"

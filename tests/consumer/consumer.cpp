@@ -1,0 +1,20 @@
+// Uses the installed C++ API: parse, resolve, list.
+#include <cstdio>
+
+#include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/probe.hpp"
+#include "gpusel/spec.hpp"
+
+int main(int argc, char** argv) {
+  try {
+    const auto entries = gpusel::parse_gpu_spec(argc > 1 ? argv[1] : "0");
+    const auto r = gpusel::resolve_gpus(entries, gpusel::CudaEnv{}, gpusel::default_probe_helper());
+    std::printf("resolved=%d gpus=%s\n", r.resolved ? 1 : 0, gpusel::join_entries(r.gpus).c_str());
+    std::printf("nvml gpus=%zu\n", gpusel::query_nvml().gpus.size());
+    return 0;
+  } catch (const gpusel::Error& e) {
+    std::fprintf(stderr, "consumer: %s\n", e.what());
+    return e.exit_code();
+  }
+}

@@ -1,0 +1,156 @@
+"""The Python stand-in (python/gpusel) over the C ABI, and a side-by-side run with the reference
+module (shared/seed/gpu_select.py) on the same simulated NVML."""
+
+import json
+import os
+import subprocess
+import sys
+import unittest
+
+from support import SHARED, SOURCE, Case, for_python, machine, sim_env, uuids
+
+LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.0")
+DGX = uuids("dgx-h100")
+MIX = uuids("workstation-mixed")
+
+
+def python(code, machine_name="dgx-h100", **env):
+    e = sim_env(machine_name, PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY=LIBRARY,
+                GPUSEL_SEED=os.path.join(SHARED, "seed"), **env)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=for_python(e), timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(r.stdout + r.stderr)
+    return json.loads(r.stdout)
+
+
+COMPARE = r'''
+import json, os, sys
+sys.path.insert(0, os.environ["GPUSEL_SEED"])
+import gpu_select, gpusel
+def outcome(mod, spec):
+    try:
+        r = mod.resolve_gpu_uuids([spec])
+        return list(r) if r is not None else None
+    except ValueError:
+        return "ValueError"
+print(json.dumps({s: [outcome(gpu_select, s), outcome(gpusel, s)] for s in json.loads(os.environ["SPECS"])}))
+'''
+
+# Every resolve case the CLI tests hold where the module is right: (machine, environment, specs).
+SAME = [
+    ("dgx-h100", {}, ["0", "7", "3,1", DGX[4][:10], DGX[4][:10].lower(), DGX[6], "8", "GPU-ffff", "GPU-", "0,GPU-1",
+                      "1,1", "", " , ", "cuda:0", "0-3", "MIG-1234", DGX[1] + "," + DGX[1][:9]]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "5,1,3"}, ["0", "2", "3", "1,0", DGX[1][:9]]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "6,4"}, ["0,1", "1", "2"]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": f"{DGX[2]},{DGX[0][:12]}"},
+     [DGX[0][:8], DGX[2], "1", "0", "2", DGX[5], "GPU-zz"]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": f"{DGX[4][:12]},{DGX[1][:12]}"}, ["1", DGX[4]]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "1,2"}, [DGX[0][:10], "0"]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}, ["0"]),
+    ("workstation-mixed", {}, ["0", "1,2", MIX[2][:9]]),
+    ("workstation-mixed", {"CUDA_VISIBLE_DEVICES": "2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, ["0"]),
+    ("single-l4", {}, ["0", "1", "GPU-5e0a"]),
+    ("mig-a100", {}, ["1"]),
+    ("nvml-missing", {}, ["0,1", "GPU-ab", "2"]),
+    ("nvml-no-v2", {}, ["1"]),
+    ("nvml-init-fails", {}, ["0"]),
+]
+
+# Where shared/seed/NOTES.md asks gpusel to differ: (machine, environment, spec, module's, gpusel's).
+DIFFERENT = [
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "0,-1,2"}, "2", [DGX[2]], "ValueError"),  # 1: -1 ends the list
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "1,1"}, "0", [DGX[1]], "ValueError"),  # 1: a duplicate hides all
+    ("workstation-mixed", {"CUDA_VISIBLE_DEVICES": "0"}, "0", [MIX[0]], [MIX[1]]),  # 2: CUDA's order
+    ("nvml-missing", {}, "1,01", None, "ValueError"),  # 6: duplicates without NVML
+    ("mig-a100", {}, "0", [uuids("mig-a100")[0]], "ValueError"),  # a MIG-enabled GPU is refused
+]
+
+
+@unittest.skipUnless(os.path.exists(os.path.join(SHARED, "seed", "gpu_select.py")), "the reference module is absent")
+class SideBySideTest(Case):
+    def test_same_results_as_the_reference_module(self):
+        count = 0
+        for machine_name, env, specs in SAME:
+            out = python(COMPARE, machine_name, SPECS=json.dumps(specs), **env)
+            for spec in specs:
+                with self.subTest(machine=machine_name, env=env, spec=spec):
+                    reference, ours = out[spec]
+                    self.assertEqual(ours, reference)
+                    count += 1
+        self.assertGreater(count, 40)
+
+    def test_documented_deviations(self):
+        for machine_name, env, spec, reference, ours in DIFFERENT:
+            with self.subTest(machine=machine_name, env=env, spec=spec):
+                out = python(COMPARE, machine_name, SPECS=json.dumps([spec]), **env)
+                self.assertEqual(out[spec], [reference, ours])
+
+
+MODULE = r'''
+import argparse, ctypes, json, os, sys
+out = {}
+import gpusel
+cuda = ctypes.CDLL(os.environ["GPUSEL_CUDA_LIBRARY"])
+n = ctypes.c_int()
+out["cuda_after_import"] = cuda.cuDeviceGetCount(ctypes.byref(n))  # 3: CUDA not initialised
+out["names"] = [name for name in ("is_gpu_uuid", "is_gpu_index", "parse_gpu_spec", "gpu_arg", "single_gpu_arg",
+    "resolve_gpu_uuids", "set_assigned_gpu", "assign_gpu", "bind_assigned_gpu", "assigned_visible_gpu",
+    "format_gpu_uuid", "gpu_identity") if callable(getattr(gpusel, name, None))]
+out["parse"] = gpusel.parse_gpu_spec(" 3, ,gpu-ab ".replace("gpu-ab", "1"))
+out["is"] = [gpusel.is_gpu_uuid("gPu-x"), gpusel.is_gpu_index("\u00b2"), gpusel.is_gpu_index("07")]
+def err(fn, *a):
+    try:
+        fn(*a)
+        return None
+    except Exception as e:
+        return [type(e).__name__, str(e)]
+out["gpu_arg"] = err(gpusel.gpu_arg, "0,GPU-1")
+out["single_gpu_arg"] = [gpusel.single_gpu_arg("gpu-AB"), err(gpusel.single_gpu_arg, "0,1")]
+out["format"] = [gpusel.format_gpu_uuid(None), gpusel.format_gpu_uuid("abc")]
+out["visible_before"] = gpusel.assigned_visible_gpu()
+gpusel.assign_gpu(None)
+gpusel.assign_gpu(os.environ["WANT"])
+out["visible"] = gpusel.assigned_visible_gpu()
+out["bound"] = gpusel.bind_assigned_gpu()
+out["again"] = err(gpusel.set_assigned_gpu, "0")
+out["identity"] = gpusel.gpu_identity(out["bound"])
+out["bad_assign"] = err(gpusel.assign_gpu, "0,1")
+print(json.dumps(out))
+'''
+
+
+class ModuleTest(Case):
+    def test_module(self):
+        out = python(MODULE, "workstation-mixed", WANT="0")
+        self.assertEqual(out["cuda_after_import"], 3)
+        self.assertEqual(len(out["names"]), 12)
+        self.assertEqual(out["parse"], ["3", "1"])
+        self.assertEqual(out["is"], [True, False, True])
+        self.assertEqual(out["gpu_arg"][0], "ArgumentTypeError")
+        self.assertIn("mixes", out["gpu_arg"][1])
+        self.assertEqual(out["single_gpu_arg"][0], "GPU-AB")
+        self.assertEqual(out["single_gpu_arg"][1][0], "ArgumentTypeError")
+        self.assertEqual(out["format"], [None, "GPU-abc"])
+        self.assertIsNone(out["visible_before"])
+        self.assertEqual(out["visible"], 2)  # nvidia-smi 0 is CUDA's 2 on this machine
+        self.assertEqual(out["bound"], 2)  # no torch here: the CUDA ordinal
+        self.assertEqual(out["again"][0], "RuntimeError")
+        self.assertEqual(out["identity"], {"index": 2, "name": "NVIDIA RTX A4000", "uuid": MIX[0],
+                                           "total_bytes": 16 << 30})
+        self.assertEqual(out["bad_assign"][0], "ValueError")
+
+    def test_probe_from_python(self):
+        # The unknowable case, from a Python process: libgpusel finds gpusel beside itself to ask CUDA.
+        out = python("import gpusel, json; print(json.dumps(gpusel.resolve_gpu_uuids(['0'])))", "workstation-mixed",
+                     CUDA_VISIBLE_DEVICES="0,2")
+        self.assertEqual(out, [MIX[1]])
+
+    def test_library_not_found(self):
+        e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY="/nonexistent/libgpusel.so.0")
+        r = subprocess.run([sys.executable, "-c", "import gpusel"], capture_output=True, text=True, env=e)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ImportError: gpusel: cannot find libgpusel.so.0; set GPUSEL_LIBRARY", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()
