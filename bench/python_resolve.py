@@ -9,6 +9,8 @@ Each call of either enumerates NVML afresh (init, 8 GPUs, shutdown), as the refe
 import argparse
 import os
 import subprocess
+
+from simenv import sim_environment
 import sys
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -19,13 +21,8 @@ parser.add_argument("--shared", default=os.path.join(root, "..", "shared"))
 args = parser.parse_args()
 
 gpusel = os.path.join(args.build, "bin", "gpusel")
-out = subprocess.run([gpusel, "sim", "env", "dgx-h100"], capture_output=True, text=True, check=True).stdout
-env = dict(os.environ, PYTHONPATH=os.path.join(root, "python"),
-           GPUSEL_LIBRARY=os.path.join(args.build, "lib", "libgpusel.so.0"))
-for line in out.splitlines():
-    if line.startswith("export "):
-        key, _, value = line[7:].partition("=")
-        env[key] = value.strip("'")
+env = sim_environment(gpusel, "dgx-h100", dict(os.environ, PYTHONPATH=os.path.join(root, "python"),
+                                                 GPUSEL_LIBRARY=os.path.join(args.build, "lib", "libgpusel.so.0")))
 
 code = f"""
 import sys, time, statistics

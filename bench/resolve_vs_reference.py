@@ -11,6 +11,8 @@ import argparse
 import os
 import statistics
 import subprocess
+
+from simenv import sim_environment
 import sys
 import time
 
@@ -24,12 +26,7 @@ parser.add_argument("--spec", default="0,1,2,3,4,5,6,7")
 args = parser.parse_args()
 
 gpusel = os.path.join(args.build, "bin", "gpusel")
-out = subprocess.run([gpusel, "sim", "env", "dgx-h100"], capture_output=True, text=True, check=True).stdout
-env = dict(os.environ)
-for line in out.splitlines():
-    if line.startswith("export "):
-        key, _, value = line[7:].partition("=")
-        env[key] = value.strip("'")
+env = sim_environment(gpusel, "dgx-h100")
 
 seed = os.path.join(args.shared, "seed")
 commands = {

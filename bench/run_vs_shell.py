@@ -13,6 +13,8 @@ import os
 import shutil
 import statistics
 import subprocess
+
+from simenv import sim_environment
 import time
 
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -22,12 +24,7 @@ parser.add_argument("--build", default=os.path.join(root, "build"))
 args = parser.parse_args()
 
 gpusel = os.path.join(args.build, "bin", "gpusel")
-out = subprocess.run([gpusel, "sim", "env", "dgx-h100"], capture_output=True, text=True, check=True).stdout
-env = dict(os.environ)
-for line in out.splitlines():
-    if line.startswith("export "):
-        key, _, value = line[7:].partition("=")
-        env[key] = value.strip("'")
+env = sim_environment(gpusel, "dgx-h100")
 
 # The same executable for both (not the shell's builtin `true`, which would skip the exec).
 true = shutil.which("true")

@@ -35,6 +35,9 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
 // own executable when it is gpusel, else empty (no probe).
 std::string default_probe_helper();
 
+// CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as this process sees them.
+CudaEnv cuda_env_from_environment();
+
 struct Resolution {
   bool resolved = false;  // false: NVML unavailable, entries passed on as given
   std::string reason;     // why NVML is unavailable

@@ -28,6 +28,10 @@ std::vector<std::string> parse_gpu_spec(std::string_view value);
 // As parse_gpu_spec, but the value must hold exactly one entry.
 std::string parse_single_gpu(std::string_view value);
 
+// ASCII letter case ignored: does `text` start with `head`; are `a` and `b` equal.
+bool starts_with_ci(std::string_view text, std::string_view head) noexcept;
+bool equal_ci(std::string_view a, std::string_view b) noexcept;
+
 // Joins entries with commas (for messages).
 std::string join_entries(const std::vector<std::string>& entries);
 

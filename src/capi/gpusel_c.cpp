@@ -104,11 +104,8 @@ gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* 
                              int* resolved) {
   return guarded([&] {
     const auto entries = gpusel::parse_gpu_spec(need(value, "value"));
-    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-    const char* order = std::getenv("CUDA_DEVICE_ORDER");
-    gpusel::CudaEnv env{cvd ? std::optional<std::string>(cvd) : std::nullopt,
-                        order ? std::optional<std::string>(order) : std::nullopt};
-    const gpusel::Resolution r = gpusel::resolve_gpus(entries, env, gpusel::default_probe_helper());
+    const gpusel::Resolution r = gpusel::resolve_gpus(entries, gpusel::cuda_env_from_environment(),
+                                                      gpusel::default_probe_helper());
     if (resolved != nullptr) *resolved = r.resolved ? 1 : 0;
     return out_string(gpusel::join_entries(r.gpus), buf, size, needed);
   });
@@ -120,11 +117,8 @@ gpusel_status gpusel_list_gpus(gpusel_gpu_list** list) {
     *list = nullptr;
     const gpusel::NvmlSnapshot snap = gpusel::query_nvml();
     if (!snap.available) throw gpusel::failure("NVML is unavailable: " + snap.reason);
-    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
-    const char* order = std::getenv("CUDA_DEVICE_ORDER");
-    gpusel::CudaEnv env{cvd ? std::optional<std::string>(cvd) : std::nullopt,
-                        order ? std::optional<std::string>(order) : std::nullopt};
-    const gpusel::VisibleSet vs = gpusel::model_visible(snap.gpus, env);
+    const gpusel::VisibleSet vs =
+        gpusel::model_visible(snap.gpus, gpusel::cuda_env_from_environment());
     auto out = std::make_unique<gpusel_gpu_list>();
     for (const gpusel::GpuInfo& g : snap.gpus) {
       gpusel_gpu_info info{};

@@ -9,18 +9,6 @@
 namespace gpusel {
 namespace {
 
-char upper(char c) noexcept {
-  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
-}
-
-bool prefix_ci(std::string_view full, std::string_view head) noexcept {
-  if (full.size() < head.size()) return false;
-  for (std::size_t i = 0; i < head.size(); ++i) {
-    if (upper(full[i]) != upper(head[i])) return false;
-  }
-  return true;
-}
-
 constexpr const char* kListHint = "run `gpusel list` to see the GPUs and how CUDA numbers them";
 
 std::string count_gpus(std::size_t n, const char* what = "GPU") {
@@ -31,7 +19,7 @@ std::string count_gpus(std::size_t n, const char* what = "GPU") {
 std::vector<std::size_t> uuid_hits(const std::vector<GpuInfo>& gpus, const std::string& prefix) {
   std::vector<std::size_t> hits;
   for (std::size_t i = 0; i < gpus.size(); ++i) {
-    if (prefix_ci(gpus[i].uuid, prefix)) hits.push_back(i);
+    if (starts_with_ci(gpus[i].uuid, prefix)) hits.push_back(i);
   }
   return hits;
 }
@@ -118,7 +106,7 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
   std::vector<std::size_t> visible_hits;
   for (const VisibleDevice& d : vs.devices) {
     const auto g = static_cast<std::size_t>(d.gpu);
-    if (d.mig < 0 && prefix_ci(gpus[g].uuid, entry)) visible_hits.push_back(g);
+    if (d.mig < 0 && starts_with_ci(gpus[g].uuid, entry)) visible_hits.push_back(g);
   }
   if (visible_hits.size() == 1) return visible_hits.front();
   if (visible_hits.size() > 1) {

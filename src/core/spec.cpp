@@ -25,11 +25,6 @@ char lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
 }
 
-bool iequal(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                            [](char x, char y) { return lower(x) == lower(y); });
-}
-
 std::string_view strip_zeros(std::string_view digits) noexcept {
   while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
   return digits;
@@ -37,8 +32,17 @@ std::string_view strip_zeros(std::string_view digits) noexcept {
 
 }  // namespace
 
+bool equal_ci(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
+                                            [](char x, char y) { return lower(x) == lower(y); });
+}
+
+bool starts_with_ci(std::string_view text, std::string_view head) noexcept {
+  return text.size() >= head.size() && equal_ci(text.substr(0, head.size()), head);
+}
+
 bool is_gpu_uuid(std::string_view entry) noexcept {
-  return entry.size() >= kUuidHead.size() && iequal(entry.substr(0, kUuidHead.size()), kUuidHead);
+  return entry.size() >= kUuidHead.size() && equal_ci(entry.substr(0, kUuidHead.size()), kUuidHead);
 }
 
 bool is_gpu_index(std::string_view entry) noexcept {
@@ -51,7 +55,7 @@ std::string canonical_entry(std::string_view entry) {
     return std::string(kUuidHead) + std::string(entry.substr(kUuidHead.size()));
   if (is_gpu_index(entry)) return std::string(entry);
   std::string hint;
-  if (entry.size() >= 4 && iequal(entry.substr(0, 4), "MIG-")) {
+  if (entry.size() >= 4 && equal_ci(entry.substr(0, 4), "MIG-")) {
     hint = "; MIG devices cannot be given to --gpu: gpusel places processes on whole GPUs";
   } else if (entry.find('-') != std::string_view::npos && is_gpu_index(entry.substr(0, 1))) {
     hint = "; ranges are not accepted, list each index (for example 0,1,2,3)";
@@ -64,7 +68,7 @@ std::string canonical_entry(std::string_view entry) {
 
 bool same_entry(std::string_view a, std::string_view b) noexcept {
   if (is_gpu_index(a) && is_gpu_index(b)) return strip_zeros(a) == strip_zeros(b);
-  return iequal(a, b);
+  return equal_ci(a, b);
 }
 
 std::string join_entries(const std::vector<std::string>& entries) {

@@ -5,20 +5,10 @@
 #include <algorithm>
 #include <limits>
 
+#include "gpusel/spec.hpp"
+
 namespace gpusel {
 namespace {
-
-char upper(char c) noexcept {
-  return (c >= 'a' && c <= 'z') ? static_cast<char>(c - 32) : c;
-}
-
-bool starts_with_ci(std::string_view s, std::string_view head) noexcept {
-  if (s.size() < head.size()) return false;
-  for (std::size_t i = 0; i < head.size(); ++i) {
-    if (upper(s[i]) != upper(head[i])) return false;
-  }
-  return true;
-}
 
 std::vector<std::string> split_commas(const std::string& value) {
   std::vector<std::string> out;

@@ -10,6 +10,7 @@
 
 #include "cuda_abi.hpp"
 #include "cuda_api.hpp"
+#include "dl.hpp"
 #include "gpusel/error.hpp"
 
 namespace gpusel {
@@ -17,27 +18,19 @@ namespace {
 
 CudaLibrary open_library() {
   CudaLibrary lib;
-  const char* override_path = secure_getenv("GPUSEL_CUDA_LIBRARY");
-  const char* path =
-      (override_path != nullptr && *override_path != '\0') ? override_path : "libcuda.so.1";
-  dlerror();
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    lib.reason = std::string("cannot load ") + path + " (" + (why ? why : "unknown reason") +
-                 "); is the NVIDIA driver installed?";
-    return lib;
-  }
+  std::string path;
+  void* handle = open_driver_library("GPUSEL_CUDA_LIBRARY", "libcuda.so.1", path, lib.reason);
+  if (handle == nullptr) return lib;
   std::string missing;
 #define GPUSEL_CUDA(name, symbol, required, params)                            \
   lib.api.name = reinterpret_cast<CUresult(*) params>(dlsym(handle, #symbol)); \
   if (required && lib.api.name == nullptr) {                                   \
-    missing += (missing.empty() ? "" : ", ") + std::string(#symbol);           \
+    note_missing(missing, #symbol);                                            \
   }
 #include "cuda.def"
 #undef GPUSEL_CUDA
   if (!missing.empty()) {
-    lib.reason = std::string(path) + " lacks " + missing +
+    lib.reason = path + " lacks " + missing +
                  " (a driver too old for gpusel, or not the CUDA driver library)";
     return lib;
   }

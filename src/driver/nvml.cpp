@@ -7,6 +7,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "dl.hpp"
 #include "nvml_abi.hpp"
 
 namespace gpusel {
@@ -26,27 +27,18 @@ struct NvmlLibrary {
 
 NvmlLibrary open_library() {
   NvmlLibrary lib;
-  const char* override_path = secure_getenv("GPUSEL_NVML_LIBRARY");
-  const char* path =
-      (override_path != nullptr && *override_path != '\0') ? override_path : "libnvidia-ml.so.1";
-  dlerror();
-  void* handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-  if (handle == nullptr) {
-    const char* why = dlerror();
-    lib.reason = std::string("cannot load ") + path + " (" + (why ? why : "unknown reason") +
-                 "); is the NVIDIA driver installed?";
-    return lib;
-  }
+  std::string path;
+  void* handle = open_driver_library("GPUSEL_NVML_LIBRARY", "libnvidia-ml.so.1", path, lib.reason);
+  if (handle == nullptr) return lib;
   std::string missing;
 #define GPUSEL_NVML(name, required, ret, params)                        \
   lib.api.name = reinterpret_cast<ret(*) params>(dlsym(handle, #name)); \
-  if (required && lib.api.name == nullptr)                              \
-    missing += (missing.empty() ? "" : ", ") + std::string(#name);
+  if (required && lib.api.name == nullptr) note_missing(missing, #name);
 #include "nvml.def"
 #undef GPUSEL_NVML
   if (!missing.empty()) {
-    lib.reason = std::string(path) + " lacks " + missing +
-                 " (a driver too old for gpusel, or not a real NVML library)";
+    lib.reason =
+        path + " lacks " + missing + " (a driver too old for gpusel, or not a real NVML library)";
     return lib;  // the handle stays open: never dlclose a driver library
   }
   lib.usable = true;

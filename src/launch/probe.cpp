@@ -153,6 +153,14 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
   return order;
 }
 
+CudaEnv cuda_env_from_environment() {
+  auto get = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::optional<std::string>(v) : std::nullopt;
+  };
+  return CudaEnv{get("CUDA_VISIBLE_DEVICES"), get("CUDA_DEVICE_ORDER")};
+}
+
 std::string default_probe_helper() {
   if (const char* h = std::getenv("GPUSEL_PROBE_HELPER"); h != nullptr && *h != '\0') return h;
   std::error_code ec;

@@ -25,22 +25,10 @@ struct Assignment {
 std::mutex assignment_mutex;
 Assignment assignment;
 
-CudaEnv process_env() {
-  auto get = [](const char* n) {
-    const char* v = std::getenv(n);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  };
-  return CudaEnv{get("CUDA_VISIBLE_DEVICES"), get("CUDA_DEVICE_ORDER")};
-}
-
 std::string describe(const Assignment& a) {
   if (a.bound_uuid) return *a.bound_uuid + " (CUDA ordinal " + std::to_string(*a.visible) + ")";
   if (a.physical) return *a.physical;
   return "CUDA ordinal " + std::to_string(*a.visible);
-}
-
-bool prefix_ci(const std::string& full, const std::string& head) {
-  return full.size() >= head.size() && same_entry(full.substr(0, head.size()), head);
 }
 
 // The CUDA ordinal of a published UUID among this process's visible devices.
@@ -50,10 +38,10 @@ int ordinal_of(const std::string& uuid) {
   std::string seen;
   for (const CudaDevice& d : devices) {
     seen += (seen.empty() ? "" : ", ") + d.uuid;
-    if (prefix_ci(d.uuid, uuid)) hits.push_back(d.ordinal);
+    if (starts_with_ci(d.uuid, uuid)) hits.push_back(d.ordinal);
   }
   if (hits.size() == 1) return hits.front();
-  const std::string preset = describe_preset(process_env());
+  const std::string preset = describe_preset(cuda_env_from_environment());
   if (hits.empty()) {
     throw bad_input("GPU " + uuid + " is not visible to CUDA in this process (" + preset +
                     "; visible: " + (seen.empty() ? "none" : seen) +
@@ -103,7 +91,7 @@ void set_assigned_gpu(std::string_view target) {
   bool same = false;
   if (physical) {
     same = (a.physical && same_entry(*a.physical, *physical)) ||
-           (a.bound_uuid && prefix_ci(*a.bound_uuid, *physical));
+           (a.bound_uuid && starts_with_ci(*a.bound_uuid, *physical));
   } else {
     same = a.visible && *a.visible == *visible && (a.bound_uuid || !a.physical);
   }
@@ -115,7 +103,7 @@ void set_assigned_gpu(std::string_view target) {
 
 void assign_gpu(std::string_view value) {
   const std::string entry = parse_single_gpu(value);
-  Resolution r = resolve_gpus({entry}, process_env(), default_probe_helper());
+  Resolution r = resolve_gpus({entry}, cuda_env_from_environment(), default_probe_helper());
   set_assigned_gpu(r.gpus.front());
 }
 
@@ -155,7 +143,8 @@ int bind_assigned_gpu(int default_ordinal) {
     if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) {
       throw bad_input("cannot use CUDA device " + std::to_string(ordinal) + ": " +
                       std::to_string(devices.size()) + " visible (" +
-                      describe_preset(process_env()) + "); run `gpusel list` to see them");
+                      describe_preset(cuda_env_from_environment()) +
+                      "); run `gpusel list` to see them");
     }
     CUcontext ctx = nullptr;
     CUresult rc = api.cuDevicePrimaryCtxRetain(&ctx, ordinal);

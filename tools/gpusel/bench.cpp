@@ -138,7 +138,8 @@ int run_bench_worker(const BenchOptions& options) {
 
 int run_bench(const BenchOptions& options) {
   const BandwidthOptions b = checked_options(options);
-  const Resolution r = resolve_gpus(options.gpus, cuda_env_from_process(), default_probe_helper());
+  const Resolution r =
+      resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper());
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
                   "); GPUs are matched by CUDA in each worker, without CPU placement");

@@ -18,10 +18,6 @@ std::optional<std::string> env_value(const char* name) {
   return v == nullptr ? std::nullopt : std::optional<std::string>(v);
 }
 
-CudaEnv cuda_env_from_process() {
-  return CudaEnv{env_value("CUDA_VISIBLE_DEVICES"), env_value("CUDA_DEVICE_ORDER")};
-}
-
 std::string sim_root() {
   if (auto root = env_value("GPUSEL_SIM_ROOT"); root && !root->empty()) return *root;
   std::error_code ec;

@@ -11,9 +11,6 @@ namespace gpusel::cli {
 
 std::optional<std::string> env_value(const char* name);
 
-// CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as this process sees them.
-CudaEnv cuda_env_from_process();
-
 // The folder holding the simulator's libraries and machines/: GPUSEL_SIM_ROOT, else
 // <folder of this executable>/../lib/gpusel/sim.
 std::string sim_root();

@@ -122,7 +122,7 @@ int run_list(const ListOptions& options) {
                 "`gpusel --sim dgx-h100 list` (`gpusel sim list` shows all of them).");
     return 1;
   }
-  const CudaEnv env = cuda_env_from_process();
+  const CudaEnv env = cuda_env_from_environment();
   VisibleSet vs = model_visible(snap.gpus, env);
   ProbeResult probe;  // CUDA's own view under this environment
   std::vector<std::string> probe_notes;

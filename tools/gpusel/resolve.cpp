@@ -18,7 +18,8 @@ CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
 }
 
 int run_resolve(const ResolveOptions& options) {
-  const Resolution r = resolve_gpus(options.gpus, cuda_env_from_process(), default_probe_helper());
+  const Resolution r =
+      resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper());
   const std::vector<std::string>& out = r.gpus;
   const bool resolved = r.resolved;
   if (!resolved) {

@@ -29,7 +29,8 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
 
 int run_run(const RunOptions& options) {
   find_program(options.command.front());  // fail before any worker starts
-  const Resolution r = resolve_gpus(options.gpus, cuda_env_from_process(), default_probe_helper());
+  const Resolution r =
+      resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper());
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
                   "); workers get the entries as given and match them against CUDA's own devices");
