@@ -159,80 +159,57 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) 
       for (int sample = -1; sample < options.samples; ++sample) {
         const bool warmup = sample < 0;  // sample -1 runs the warm-up copies, untimed and unchecked
         const int pat = std::max(sample, 0);
-        double ms = 0;
-        std::string bad;
+        // Each test sets up its buffers, then says what one copy is and how to check the result.
+        std::function<void()> copy;
+        std::function<std::string()> verify;
+        // Reads device memory back into `into` and checks it holds this sample's pattern.
+        auto read_back = [&](void* into, CUdeviceptr from) {
+          std::memset(into, 0, size);
+          ok(api.cuMemcpyDtoHAsync(into, from, size, s1), "cuMemcpyDtoHAsync_v2");
+          sync(s1);
+          return check(into, size, pat);
+        };
+        auto upload = [&](CUdeviceptr to, void* from) {
+          fill(from, size, pat);
+          ok(api.cuMemcpyHtoDAsync(to, from, size, s1), "cuMemcpyHtoDAsync_v2");
+          sync(s1);
+        };
+        const bool both = test == "bidir";
         if (test == "h2d" || test == "h2d-pageable") {
           fill(host, size, pat);
-          auto copy = [&] {
-            ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2");
-          };
-          if (warmup) {
-            for (int c = 0; c < options.warmup; ++c) copy();
-            sync(s1);
-            continue;
-          }
-          ms = timed(copy, false);
-          std::memset(host, 0, size);
-          ok(api.cuMemcpyDtoHAsync(host, mem.a, size, s1), "cuMemcpyDtoHAsync_v2");
-          sync(s1);
-          bad = check(host, size, pat);
+          copy = [&] { ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2"); };
+          verify = [&] { return read_back(host, mem.a); };
         } else if (test == "d2h" || test == "d2h-pageable") {
-          fill(host, size, pat);
-          ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2");
-          sync(s1);
+          upload(mem.a, host);
           std::memset(host, 0, size);
-          auto copy = [&] {
-            ok(api.cuMemcpyDtoHAsync(host, mem.a, size, s1), "cuMemcpyDtoHAsync_v2");
-          };
-          if (warmup) {
-            for (int c = 0; c < options.warmup; ++c) copy();
-            sync(s1);
-            continue;
-          }
-          ms = timed(copy, false);
-          bad = check(host, size, pat);
+          copy = [&] { ok(api.cuMemcpyDtoHAsync(host, mem.a, size, s1), "cuMemcpyDtoHAsync_v2"); };
+          verify = [&] { return check(host, size, pat); };
         } else if (test == "d2d") {
-          fill(host, size, pat);
-          ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2");
-          auto copy = [&] {
-            ok(api.cuMemcpyDtoDAsync(mem.b, mem.a, size, s1), "cuMemcpyDtoDAsync_v2");
-          };
-          if (warmup) {
-            for (int c = 0; c < options.warmup; ++c) copy();
-            sync(s1);
-            continue;
-          }
-          ms = timed(copy, false);
-          std::memset(host, 0, size);
-          ok(api.cuMemcpyDtoHAsync(host, mem.b, size, s1), "cuMemcpyDtoHAsync_v2");
-          sync(s1);
-          bad = check(host, size, pat);
+          upload(mem.a, host);
+          copy = [&] { ok(api.cuMemcpyDtoDAsync(mem.b, mem.a, size, s1), "cuMemcpyDtoDAsync_v2"); };
+          verify = [&] { return read_back(host, mem.b); };
         } else {  // bidir: host -> a on s1 while b -> host on s2
           void* up = mem.pinned[0];
           void* down = mem.pinned[1];
-          fill(up, size, pat);
-          ok(api.cuMemcpyHtoDAsync(mem.b, up, size, s1), "cuMemcpyHtoDAsync_v2");
-          sync(s1);
+          upload(mem.b, up);
           std::memset(down, 0, size);
-          auto copy = [&] {
+          copy = [&, up, down] {
             ok(api.cuMemcpyHtoDAsync(mem.a, up, size, s1), "cuMemcpyHtoDAsync_v2");
             ok(api.cuMemcpyDtoHAsync(down, mem.b, size, s2), "cuMemcpyDtoHAsync_v2");
           };
-          if (warmup) {
-            for (int c = 0; c < options.warmup; ++c) copy();
-            sync(s1);
-            sync(s2);
-            continue;
-          }
-          ms = timed(copy, true);
-          bad = check(down, size, pat);
-          if (bad.empty()) {
-            std::memset(up, 0, size);
-            ok(api.cuMemcpyDtoHAsync(up, mem.a, size, s1), "cuMemcpyDtoHAsync_v2");
-            sync(s1);
-            bad = check(up, size, pat);
-          }
+          verify = [&, up, down] {
+            std::string bad = check(down, size, pat);
+            return bad.empty() ? read_back(up, mem.a) : bad;
+          };
         }
+        if (warmup) {
+          for (int c = 0; c < options.warmup; ++c) copy();
+          sync(s1);
+          sync(s2);
+          continue;
+        }
+        const double ms = timed(copy, both);
+        const std::string bad = verify();
         const double moved = static_cast<double>(size) * options.copies * (test == "bidir" ? 2 : 1);
         r.gbps.push_back(ms > 0 ? moved / (ms / 1e3) / 1e9 : 0);
         if (!bad.empty() && r.failure.empty()) {

@@ -32,8 +32,7 @@ std::string describe(const Assignment& a) {
 }
 
 // The CUDA ordinal of a published UUID among this process's visible devices.
-int ordinal_of(const std::string& uuid) {
-  const std::vector<CudaDevice> devices = cuda_devices();
+int ordinal_of(const std::string& uuid, const std::vector<CudaDevice>& devices) {
   std::vector<int> hits;
   std::string seen;
   for (const CudaDevice& d : devices) {
@@ -138,8 +137,9 @@ int bind_assigned_gpu(int default_ordinal) {
   Assignment& a = assignment;
   const CudaApi& api = cuda_initialised();
   if (a.context == nullptr) {
-    int ordinal = a.physical ? ordinal_of(*a.physical) : a.visible.value_or(default_ordinal);
     const std::vector<CudaDevice> devices = cuda_devices();
+    const int ordinal =
+        a.physical ? ordinal_of(*a.physical, devices) : a.visible.value_or(default_ordinal);
     if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) {
       throw bad_input("cannot use CUDA device " + std::to_string(ordinal) + ": " +
                       std::to_string(devices.size()) + " visible (" +
@@ -165,7 +165,7 @@ std::optional<int> assigned_visible_gpu() {
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
   if (a.visible) return a.visible;
-  if (a.physical) return ordinal_of(*a.physical);
+  if (a.physical) return ordinal_of(*a.physical, cuda_devices());
   return std::nullopt;
 }
 

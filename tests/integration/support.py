@@ -57,17 +57,12 @@ def uuids(name):
 def sim_env(name, **extra):
     """The variables `gpusel sim env NAME` prints, as a dict, merged over base_env()."""
     out = subprocess.run([BIN, "sim", "env", name], capture_output=True, text=True, env=base_env(), check=True).stdout
-    env = base_env()
+    exports = {}
     for line in out.splitlines():
         if line.startswith("export "):
             key, _, value = line[len("export "):].partition("=")
-            env[key] = value.strip("'")
-    for key, value in extra.items():
-        if value is None:
-            env.pop(key, None)
-        else:
-            env[key] = value
-    return env
+            exports[key] = value.strip("'")
+    return base_env(**{**exports, **extra})
 
 
 def for_python(env):

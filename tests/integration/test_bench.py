@@ -78,8 +78,9 @@ class BenchTest(Case):
         self.assertAlmostEqual(total[0]["gbps"], 3 * 55.2, delta=0.02 * 3 * 55.2)
 
     def test_corrupted_copies_fail_verification(self):
-        r, out = bench("corrupt-copies", "--gpu", "0", *SMALL)
+        r, out = bench("corrupt-copies", "--gpu", "0", "--tests", ALL, *SMALL)
         self.assertEqual(r.returncode, 1)
+        self.assertEqual(len(out["results"]), 6)
         self.assertTrue(all(not row["verified"] for row in out["results"]))
         self.assertIn("data mismatch", out["results"][0]["failure"])
         self.assertIn("did not verify", r.stderr)
