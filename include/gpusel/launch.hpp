@@ -10,12 +10,19 @@ namespace gpusel {
 
 enum class CpuBinding { None, Node, Exclusive };
 
+// What a worker's CUDA_VISIBLE_DEVICES is set to before exec. None leaves it as gpusel found it
+// (the default: workers bind by UUID). Own: the worker's own GPU only (it sees cuda:0). Job: every
+// worker's GPU in rank order (cuda:LOCAL_RANK is its own; peers stay visible for peer-to-peer).
+// The entries must be full GPU UUIDs.
+enum class SetVisible { None, Own, Job };
+
 struct LaunchOptions {
   std::vector<std::string> command;    // program and arguments
   std::vector<std::string> gpus;       // one entry per rank (resolved UUIDs, or raw entries)
   std::vector<std::vector<int>> cpus;  // per rank; empty: leave the affinity alone
   bool tag_output = false;             // prefix each line with "[rank N] "
   double grace_seconds = 10;           // SIGTERM, then SIGKILL after this long
+  SetVisible set_visible = SetVisible::None;
 };
 
 // The path execvp would run for `name`. Throws Error(BadInput) when it is not found or not an

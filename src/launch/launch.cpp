@@ -137,11 +137,13 @@ int launch_workers(const LaunchOptions& options) {
 
   // Everything the children need is built before the first fork.
   std::vector<std::string> base;
-  const char* kOwn[] = {
-      "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "GPUSEL_GPUS=", "GPUSEL_GPU="};
+  const char* kOwn[] = {"RANK=",        "LOCAL_RANK=", "WORLD_SIZE=",
+                        "LOCAL_WORLD_SIZE=", "GPUSEL_GPUS=", "GPUSEL_GPU="};
+  const bool set_visible = options.set_visible != SetVisible::None;
   for (char** e = environ; *e != nullptr; ++e) {
     bool own = false;
     for (const char* k : kOwn) own = own || std::strncmp(*e, k, std::strlen(k)) == 0;
+    if (set_visible && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) own = true;
     if (!own) base.emplace_back(*e);
   }
   if (std::getenv("MASTER_ADDR") == nullptr) base.emplace_back("MASTER_ADDR=127.0.0.1");
@@ -150,6 +152,8 @@ int launch_workers(const LaunchOptions& options) {
   base.push_back("WORLD_SIZE=" + std::to_string(n));
   base.push_back("LOCAL_WORLD_SIZE=" + std::to_string(n));
   base.push_back("GPUSEL_GPUS=" + join_entries(options.gpus));
+  if (options.set_visible == SetVisible::Job)
+    base.push_back("CUDA_VISIBLE_DEVICES=" + join_entries(options.gpus));
 
   std::vector<std::vector<std::string>> envs(n, base);
   std::vector<std::vector<char*>> envps(n);
@@ -157,6 +161,8 @@ int launch_workers(const LaunchOptions& options) {
     envs[r].push_back("RANK=" + std::to_string(r));
     envs[r].push_back("LOCAL_RANK=" + std::to_string(r));
     envs[r].push_back("GPUSEL_GPU=" + options.gpus[r]);
+    if (options.set_visible == SetVisible::Own)
+      envs[r].push_back("CUDA_VISIBLE_DEVICES=" + options.gpus[r]);
     for (auto& s : envs[r]) envps[r].push_back(s.data());
     envps[r].push_back(nullptr);
   }

@@ -44,6 +44,7 @@ struct RunOptions {
   bool tag_output = false;
   double grace = 10;
   std::string bind_cpu = "none";
+  std::string set_visible = "none";
 };
 CLI::App* setup_run(CLI::App& app, RunOptions& options);
 int run_run(const RunOptions& options);

@@ -22,6 +22,11 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
   cmd->add_option("--bind-cpu", options.bind_cpu,
                   "none (default), node: the CPUs near each GPU, exclusive: split them")
       ->check(CLI::IsMember({"none", "node", "exclusive"}));
+  cmd->add_option("--set-visible", options.set_visible,
+                  "for programs that do not use gpusel: set each worker's CUDA_VISIBLE_DEVICES "
+                  "to its own GPU's UUID (own: it sees cuda:0) or to every worker's GPU in rank "
+                  "order (job: cuda:LOCAL_RANK is its own); none (default) leaves it alone")
+      ->check(CLI::IsMember({"none", "own", "job"}));
   cmd->add_option("COMMAND", options.command, "the program to run, and its arguments (after --)")
       ->required();
   return cmd;
@@ -40,6 +45,14 @@ int run_run(const RunOptions& options) {
   launch.gpus = r.gpus;
   launch.tag_output = options.tag_output;
   launch.grace_seconds = options.grace;
+  if (options.set_visible != "none") {
+    if (!r.resolved) {
+      throw failure("--set-visible " + options.set_visible +
+                    " needs the GPUs' UUIDs, and NVML is unavailable (" + r.reason +
+                    "); run without --set-visible and bind in the workers, or fix NVML");
+    }
+    launch.set_visible = options.set_visible == "own" ? SetVisible::Own : SetVisible::Job;
+  }
   if (options.bind_cpu != "none") {
     if (!r.resolved)
       throw failure("--bind-cpu " + options.bind_cpu +
