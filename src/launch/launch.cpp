@@ -137,8 +137,8 @@ int launch_workers(const LaunchOptions& options) {
 
   // Everything the children need is built before the first fork.
   std::vector<std::string> base;
-  const char* kOwn[] = {"RANK=",        "LOCAL_RANK=", "WORLD_SIZE=",
-                        "LOCAL_WORLD_SIZE=", "GPUSEL_GPUS=", "GPUSEL_GPU="};
+  const char* kOwn[] = {
+      "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "GPUSEL_GPUS=", "GPUSEL_GPU="};
   const bool set_visible = options.set_visible != SetVisible::None;
   for (char** e = environ; *e != nullptr; ++e) {
     bool own = false;
