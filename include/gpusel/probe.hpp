@@ -39,16 +39,24 @@ std::string default_probe_helper();
 CudaEnv cuda_env_from_environment();
 
 struct Resolution {
-  bool resolved = false;  // false: NVML unavailable, entries passed on as given
-  std::string reason;     // why NVML is unavailable
-  bool probed = false;    // CUDA's order came from a probe
+  bool resolved = false;      // false: entries passed on as given (UUIDs without NVML)
+  std::string reason;         // why NVML is unavailable
+  bool probed = false;        // CUDA's order came from a probe
+  bool through_cuda = false;  // NVML unavailable: indices mapped through CUDA's PCI order
   std::vector<std::string> gpus;
-  std::vector<GpuInfo> machine;  // NVML's GPUs, from the same enumeration
+  std::vector<GpuInfo> machine;    // the GPUs resolution used (NVML's, else CUDA's)
+  std::vector<std::string> notes;  // what a user should be told once (renumbering, fallbacks)
 };
 
+// The GPUs CUDA enumerates, as NVML would list them: one per physical GPU (MIG devices under
+// their GPU), in PCI bus order, indexed from 0.
+std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
+
 // The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place
-// an integer preset (GPUs of mixed models under FASTEST_FIRST). Throws Error(BadInput) for an
-// entry that cannot be resolved.
+// an integer preset (GPUs of mixed models under FASTEST_FIRST). Without NVML, index entries are
+// mapped through CUDA's own enumeration in PCI bus order (a probe); UUID entries are passed on.
+// Throws Error(BadInput) for an entry that cannot be resolved, Error(Failure) when indices
+// cannot be placed at all.
 Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
                         const std::string& probe_helper);
 

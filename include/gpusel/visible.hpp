@@ -32,6 +32,10 @@ struct GpuInfo {
   unsigned pcie_max_generation = 0, pcie_max_width = 0;  // what the link can do
   bool mig_enabled = false;
   std::vector<MigDevice> migs;
+  // Empty when NVML reads the GPU; else why it cannot ("lost: ..." for a GPU fallen off the bus,
+  // or the NVML error). Such a GPU keeps its index, has no UUID, and CUDA does not enumerate it.
+  std::string failure;
+  bool failed() const noexcept { return !failure.empty(); }
 };
 
 // What the process environment says; nullopt means the variable is unset.
@@ -76,12 +80,14 @@ std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcep
 bool pci_bus_order(const CudaEnv& env) noexcept;
 
 // True when every GPU is the same model (name and compute capability), so that FASTEST_FIRST is
-// PCI order.
+// PCI order. Failed GPUs do not count.
 bool homogeneous(const std::vector<GpuInfo>& gpus) noexcept;
 
 // The devices CUDA will expose, in ordinal order. `cuda_order`, when given, is CUDA's own
 // enumeration order of the physical GPUs (positions into `gpus`) before filtering, as a probe of
 // CUDA or the simulator knows it; without it the order is derived from NVML alone when it can be.
+// [OPEN] A failed GPU (GpuInfo::failure) is not enumerated by CUDA: integer entries count over
+// the others, and `cuda_order` lists only the others.
 VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                          const std::vector<int>* cuda_order = nullptr,
                          MigRule mig_rule = MigRule::R570);

@@ -30,6 +30,23 @@ std::string list_uuids(const std::vector<GpuInfo>& gpus, const std::vector<std::
   return out;
 }
 
+void refuse_failed(const GpuInfo& gpu, const std::string& entry) {
+  if (!gpu.failed()) return;
+  throw bad_input("--gpu entry " + quote_value(entry) + " names GPU " + std::to_string(gpu.index) +
+                  ", which NVML cannot use (" + gpu.failure +
+                  "); pick another GPU, and have the failed one checked (nvidia-smi -q -i " +
+                  std::to_string(gpu.index) + ")");
+}
+
+// "nvidia-smi 6,7" for the GPUs a preset exposes (MIG devices by their parent GPU).
+std::string smi_indices(const std::vector<GpuInfo>& gpus, const VisibleSet& vs) {
+  std::string out;
+  for (const VisibleDevice& d : vs.devices) {
+    out += (out.empty() ? "" : ",") + std::to_string(gpus[static_cast<std::size_t>(d.gpu)].index);
+  }
+  return out.empty() ? std::string("none") : "nvidia-smi " + out;
+}
+
 void refuse_mig(const GpuInfo& gpu, const std::string& entry) {
   if (!gpu.mig_enabled) return;
   throw bad_input("--gpu entry " + quote_value(entry) + " names GPU " + std::to_string(gpu.index) +
@@ -83,10 +100,10 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
       why =
           " (the driver stops reading at the invalid entry " + quote_value(*vs.invalid_entry) + ")";
     }
-    throw bad_input("--gpu entry " + quote_value(entry) + " is out of range: " + preset +
-                    " exposes " + count_gpus(vs.devices.size(), "device") + why +
-                    "; with a preset, indices count within that list (0 is its first device); " +
-                    kListHint);
+    throw bad_input(
+        "--gpu entry " + quote_value(entry) + " is out of range: " + preset + " exposes " +
+        count_gpus(vs.devices.size(), "device") + " (" + smi_indices(gpus, vs) + ")" + why +
+        "; with a preset, indices count within that list (0 is its first device); " + kListHint);
   }
   const VisibleDevice& d = vs.devices[std::stoul(std::string(digits))];
   const GpuInfo& gpu = gpus[static_cast<std::size_t>(d.gpu)];
@@ -96,10 +113,11 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
 
 std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                         const std::string& entry, const std::string& preset) {
-  if (vs.mode == VisibleMode::Indices) {
+  if (vs.mode == VisibleMode::Indices && !vs.known) {
     throw bad_input("--gpu entry " + quote_value(entry) + " is a UUID, but " + preset +
-                    " lists GPUs by index; give --gpu as positions in that list (0 is its first "
-                    "device), or set CUDA_VISIBLE_DEVICES to GPU UUIDs");
+                    " lists GPUs by index and " + vs.unknown_reason +
+                    "; give --gpu as positions in that list (0 is its first device), set "
+                    "CUDA_DEVICE_ORDER=PCI_BUS_ID, or set CUDA_VISIBLE_DEVICES to GPU UUIDs");
   }
   // The whole GPUs the preset exposes, matched by full UUID, so both a short preset entry and a
   // short --gpu entry work, and only GPUs the driver really exposes count.
@@ -159,6 +177,7 @@ std::vector<std::string> resolve_entries(const std::vector<std::string>& entries
   if (!env.visible_devices) {
     for (const std::string& entry : entries) {
       std::size_t g = is_gpu_uuid(entry) ? physical_uuid(gpus, entry) : physical_index(gpus, entry);
+      refuse_failed(gpus[g], entry);
       refuse_mig(gpus[g], entry);
       picked.push_back(g);
     }

@@ -71,13 +71,58 @@ bool pci_bus_order(const CudaEnv& env) noexcept {
 }
 
 bool homogeneous(const std::vector<GpuInfo>& gpus) noexcept {
-  return std::all_of(gpus.begin(), gpus.end(), [&](const GpuInfo& g) {
-    return g.name == gpus.front().name && g.cc_major == gpus.front().cc_major &&
-           g.cc_minor == gpus.front().cc_minor;
-  });
+  const GpuInfo* first = nullptr;
+  for (const GpuInfo& g : gpus) {
+    if (g.failed()) continue;
+    if (first == nullptr) first = &g;
+    if (g.name != first->name || g.cc_major != first->cc_major || g.cc_minor != first->cc_minor)
+      return false;
+  }
+  return true;
 }
 
+namespace {
+
+VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                         const std::vector<int>* cuda_order, MigRule mig_rule);
+
+}  // namespace
+
 VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                         const std::vector<int>* cuda_order, MigRule mig_rule) {
+  if (std::none_of(gpus.begin(), gpus.end(), [](const GpuInfo& g) { return g.failed(); }))
+    return model_present(gpus, env, cuda_order, mig_rule);
+  // [OPEN] CUDA does not enumerate a GPU that has failed: model the others, then map positions
+  // back to the full list.
+  std::vector<GpuInfo> present;
+  std::vector<int> position;  // in `gpus`, of each present GPU
+  std::vector<int> present_of(gpus.size(), -1);
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    if (gpus[i].failed()) continue;
+    present_of[i] = static_cast<int>(present.size());
+    position.push_back(static_cast<int>(i));
+    present.push_back(gpus[i]);
+  }
+  std::vector<int> order;
+  if (cuda_order != nullptr) {
+    for (int g : *cuda_order) {
+      if (g >= 0 && static_cast<std::size_t>(g) < gpus.size() && present_of[g] >= 0)
+        order.push_back(present_of[g]);
+    }
+  }
+  VisibleSet vs = model_present(present, env, cuda_order ? &order : nullptr, mig_rule);
+  for (VisibleDevice& d : vs.devices) d.gpu = position[static_cast<std::size_t>(d.gpu)];
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    if (!gpus[i].failed()) continue;
+    vs.notes.push_back("GPU " + std::to_string(gpus[i].index) + " has failed (" + gpus[i].failure +
+                       "): CUDA does not enumerate it, so CUDA's numbering skips it");
+  }
+  return vs;
+}
+
+namespace {
+
+VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                          const std::vector<int>* cuda_order, MigRule mig_rule) {
   VisibleSet vs;
 
@@ -213,5 +258,7 @@ VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
   }
   return vs;
 }
+
+}  // namespace
 
 }  // namespace gpusel

@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -61,9 +62,16 @@ std::string error_text(const NvmlApi& api, nvmlReturn_t rc) {
   return text;
 }
 
-std::string read_string(nvmlReturn_t rc, const char* buf) {
-  return rc == NVML_SUCCESS ? std::string(buf, strnlen(buf, 96)) : std::string();
+// A string the driver wrote into `buf`, read within the buffer's own bound (a driver may leave
+// it unterminated).
+template <std::size_t N>
+std::string read_string(nvmlReturn_t rc, const char (&buf)[N]) {
+  return rc == NVML_SUCCESS ? std::string(buf, strnlen(buf, N)) : std::string();
 }
+
+// More GPUs than any machine holds: a count past this is a broken driver, not a machine.
+constexpr unsigned kMaxGpus = 4096;
+constexpr unsigned kMaxMigDevices = 64;
 
 void read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
   char buf[abi::kNvmlNameBuffer] = {};
@@ -125,6 +133,7 @@ void read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
     gpu.mig_enabled = true;
     if (api.nvmlDeviceGetMaxMigDeviceCount && api.nvmlDeviceGetMigDeviceHandleByIndex &&
         api.nvmlDeviceGetMaxMigDeviceCount(dev, &slots) == NVML_SUCCESS) {
+      slots = std::min(slots, kMaxMigDevices);
       for (unsigned s = 0; s < slots; ++s) {
         nvmlDevice_t mdev = nullptr;
         if (api.nvmlDeviceGetMigDeviceHandleByIndex(dev, s, &mdev) != NVML_SUCCESS) continue;
@@ -155,26 +164,37 @@ void enumerate(const NvmlApi& api, NvmlSnapshot& snap) {
     snap.reason = "nvmlDeviceGetCount_v2 failed: " + error_text(api, rc);
     return;
   }
+  if (count > kMaxGpus) {
+    snap.reason = "nvmlDeviceGetCount_v2 reported " + std::to_string(count) +
+                  " GPUs, more than any machine holds (at most " + std::to_string(kMaxGpus) +
+                  "); the NVML library is broken";
+    return;
+  }
+  // A GPU NVML cannot read (lost, or any per-device error) keeps its index and says why; the
+  // others are still enumerated, so an index never drifts onto a neighbouring card.
   for (unsigned i = 0; i < count; ++i) {
-    nvmlDevice_t dev = nullptr;
-    rc = api.nvmlDeviceGetHandleByIndex_v2(i, &dev);
-    if (rc != NVML_SUCCESS) {
-      snap.reason = "nvmlDeviceGetHandleByIndex_v2 failed for GPU " + std::to_string(i) + ": " +
-                    error_text(api, rc);
-      snap.gpus.clear();
-      return;
-    }
-    char buf[abi::kNvmlUuidBuffer] = {};
-    rc = api.nvmlDeviceGetUUID(dev, buf, sizeof buf);
-    if (rc != NVML_SUCCESS) {
-      snap.reason =
-          "nvmlDeviceGetUUID failed for GPU " + std::to_string(i) + ": " + error_text(api, rc);
-      snap.gpus.clear();
-      return;
-    }
     GpuInfo gpu;
     gpu.index = i;
-    gpu.uuid = read_string(rc, buf);
+    nvmlDevice_t dev = nullptr;
+    rc = api.nvmlDeviceGetHandleByIndex_v2(i, &dev);
+    const char* call = "nvmlDeviceGetHandleByIndex_v2";
+    char buf[abi::kNvmlUuidBuffer] = {};
+    if (rc == NVML_SUCCESS) {
+      call = "nvmlDeviceGetUUID";
+      rc = api.nvmlDeviceGetUUID(dev, buf, sizeof buf);
+      gpu.uuid = read_string(rc, buf);
+      if (rc == NVML_SUCCESS && gpu.uuid.empty()) {
+        gpu.failure = "nvmlDeviceGetUUID returned an empty UUID";
+        snap.gpus.push_back(std::move(gpu));
+        continue;
+      }
+    }
+    if (rc != NVML_SUCCESS) {
+      gpu.failure = (rc == NVML_ERROR_GPU_IS_LOST ? std::string("lost: ") : std::string()) + call +
+                    " failed: " + error_text(api, rc);
+      snap.gpus.push_back(std::move(gpu));
+      continue;
+    }
     read_optional(api, dev, gpu);
     snap.gpus.push_back(std::move(gpu));
   }

@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -141,7 +142,7 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
     for (std::size_t g = 0; g < gpus.size(); ++g) {
       if (same_entry(gpus[g].uuid, d.parent_uuid)) found = static_cast<int>(g);
     }
-    if (found < 0) return std::nullopt;
+    if (found < 0 || gpus[static_cast<std::size_t>(found)].failed()) return std::nullopt;
     // MIG devices of one GPU come together: the GPU takes one place.
     if (!order.empty() && order.back() == found) continue;
     for (int seen : order) {
@@ -149,7 +150,9 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
     }
     order.push_back(found);
   }
-  if (order.size() != gpus.size()) return std::nullopt;
+  const auto working = static_cast<std::size_t>(
+      std::count_if(gpus.begin(), gpus.end(), [](const GpuInfo& g) { return !g.failed(); }));
+  if (order.size() != working) return std::nullopt;
   return order;
 }
 
@@ -181,19 +184,96 @@ std::string default_probe_helper() {
   return "";
 }
 
-Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
-                        const std::string& probe_helper) {
+std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices) {
+  std::vector<GpuInfo> gpus;
+  for (const CudaDevice& d : devices) {
+    const std::string& uuid = d.parent_uuid.empty() ? d.uuid : d.parent_uuid;
+    auto it = std::find_if(gpus.begin(), gpus.end(),
+                           [&](const GpuInfo& g) { return same_entry(g.uuid, uuid); });
+    if (it == gpus.end()) {
+      GpuInfo g;
+      g.uuid = uuid;
+      g.name = d.name;
+      g.pci_bus_id = normalise_bus_id(d.pci_bus_id);
+      g.cc_major = d.cc_major;
+      g.cc_minor = d.cc_minor;
+      g.memory_total = d.total_bytes;
+      gpus.push_back(std::move(g));
+      it = std::prev(gpus.end());
+    }
+    if (!same_entry(d.uuid, uuid)) {  // a MIG device of that GPU
+      it->mig_enabled = true;
+      it->migs.push_back(MigDevice{d.uuid, 0, 0, d.name, d.total_bytes});
+    }
+  }
+  std::stable_sort(gpus.begin(), gpus.end(),
+                   [](const GpuInfo& a, const GpuInfo& b) { return a.pci_bus_id < b.pci_bus_id; });
+  for (std::size_t i = 0; i < gpus.size(); ++i) gpus[i].index = static_cast<unsigned>(i);
+  return gpus;
+}
+
+namespace {
+
+// NVML is unavailable: nvidia-smi indices are PCI bus order, which CUDA's own enumeration (without
+// CUDA_VISIBLE_DEVICES) gives too. UUID entries need no mapping: CUDA matches them at bind.
+Resolution resolve_through_cuda(const std::vector<std::string>& entries, const CudaEnv& env,
+                                const std::string& probe_helper, const std::string& nvml_reason) {
   Resolution r;
-  const NvmlSnapshot snap = query_nvml();
-  if (!snap.available) {
-    r.reason = snap.reason;
+  r.reason = nvml_reason;
+  if (entries.empty() || !is_gpu_index(entries.front())) {
     r.gpus = entries;
     return r;
   }
+  const ProbeResult probe = probe_cuda(probe_helper, true);
+  if (!probe.ok) {
+    throw failure("--gpu " + join_entries(entries) +
+                  ": nvidia-smi indices cannot be placed: NVML is unavailable (" + nvml_reason +
+                  ") and asking CUDA failed too (" + probe.reason +
+                  "); give --gpu as GPU UUIDs, or fix the NVIDIA driver installation");
+  }
+  r.machine = gpus_from_cuda(probe.devices);
+  const std::optional<std::vector<int>> order = cuda_order_from(r.machine, probe.devices);
+  if (!order) throw failure("CUDA's enumeration of the GPUs could not be read (a MIG device?)");
+  r.gpus = resolve_entries(entries, r.machine, env, &*order);
+  r.resolved = true;
+  r.through_cuda = true;
+  r.probed = true;
+  r.notes.push_back("NVML is unavailable (" + nvml_reason +
+                    "); nvidia-smi indices were mapped through CUDA's own device list in PCI bus "
+                    "order");
+  return r;
+}
+
+// "--gpu 2,3 counts within CUDA_VISIBLE_DEVICES="4,5,6,7": nvidia-smi 6,7", when a preset
+// renumbers index entries.
+void note_renumbering(Resolution& r, const std::vector<std::string>& entries, const CudaEnv& env) {
+  if (!env.visible_devices || entries.empty() || !is_gpu_index(entries.front())) return;
+  std::string smi;
+  bool renumbered = false;
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+    for (const GpuInfo& g : r.machine) {
+      if (g.uuid != r.gpus[i]) continue;
+      smi += (smi.empty() ? "" : ",") + std::to_string(g.index);
+      renumbered = renumbered || !same_entry(entries[i], std::to_string(g.index));
+    }
+  }
+  if (renumbered) {
+    r.notes.push_back("--gpu " + join_entries(entries) + " counts within " + describe_preset(env) +
+                      ": nvidia-smi " + smi);
+  }
+}
+
+}  // namespace
+
+Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+                        const std::string& probe_helper) {
+  const NvmlSnapshot snap = query_nvml();
+  if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason);
+  Resolution r;
   r.resolved = true;
   r.machine = snap.gpus;
-  const bool indices = !entries.empty() && is_gpu_index(entries.front());
-  if (indices && env.visible_devices && !model_visible(snap.gpus, env).known) {
+  // A preset of indices on a machine whose CUDA order NVML cannot tell: ask CUDA for its order.
+  if (env.visible_devices && !model_visible(snap.gpus, env).known) {
     ProbeResult probe = probe_cuda(probe_helper, true);
     std::optional<std::vector<int>> order;
     if (probe.ok) order = cuda_order_from(snap.gpus, probe.devices);
@@ -208,9 +288,10 @@ Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& 
     }
     r.probed = true;
     r.gpus = resolve_entries(entries, snap.gpus, env, &*order);
-    return r;
+  } else {
+    r.gpus = resolve_entries(entries, snap.gpus, env);
   }
-  r.gpus = resolve_entries(entries, snap.gpus, env);
+  note_renumbering(r, entries, env);
   return r;
 }
 

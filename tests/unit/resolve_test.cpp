@@ -88,8 +88,16 @@ TEST(Resolve, PresetUuids) {
 }
 
 TEST(Resolve, PresetKindsThatCannotServe) {
-  expect_error({"is a UUID", "lists GPUs by index", "CUDA_VISIBLE_DEVICES=\"1,2\""}, "GPU-cc",
-               kGpus, "1,2");
+  // A UUID under a preset of indices is placed where the order is known (one model, PCI_BUS_ID
+  // or a probed order), and must be one of the GPUs the preset exposes.
+  EXPECT_EQ(resolve("GPU-cc", kGpus, "1,2"), (Uuids{kGpus[2].uuid}));
+  EXPECT_EQ(resolve("GPU-dd,GPU-aa2", kGpus, "3,1"), (Uuids{kGpus[3].uuid, kGpus[1].uuid}));
+  expect_error({"GPU-dd", "not one of the GPUs", "CUDA_VISIBLE_DEVICES=\"1,2\"", "GPU 3 exists"},
+               "GPU-dd", kGpus, "1,2");
+  const auto mixed = three_mixed();
+  expect_error({"is a UUID", "lists GPUs by index", "different models", "PCI_BUS_ID"}, "GPU-2c",
+               mixed, "1,2");
+  EXPECT_EQ(resolve("GPU-2c", mixed, "1,2", "PCI_BUS_ID"), (Uuids{mixed[2].uuid}));
   expect_error({"selects MIG devices", "CUDA_VISIBLE_DEVICES=\"MIG-1111\""}, "0", with_mig(),
                "MIG-1111");
   expect_error({"names one GPU twice", "no device at all"}, "0", kGpus, "1,01");
@@ -123,4 +131,20 @@ TEST(Resolve, MigEnabledGpusAreRefused) {
 TEST(Resolve, QuoteValue) {
   EXPECT_EQ(quote_value("a\"b\\c\n"), "\"a\\\"b\\\\c\\x0a\"");
   EXPECT_EQ(describe_preset(CudaEnv{}), "CUDA_VISIBLE_DEVICES (unset)");
+}
+
+TEST(Resolve, FailedGpusKeepTheirIndexAndAreRefused) {
+  auto gpus = four_same();
+  gpus[2].uuid.clear();
+  gpus[2].failure = "lost: nvmlDeviceGetHandleByIndex_v2 failed: NVML error 15 (GPU is lost)";
+  // nvidia-smi indices keep their meaning around the failed GPU.
+  EXPECT_EQ(resolve("3,1", gpus), (Uuids{gpus[3].uuid, gpus[1].uuid}));
+  expect_error({"\"2\"", "GPU 2", "lost", "pick another GPU"}, "2", gpus);
+  // CUDA does not enumerate it: under a preset of indices, positions count over the others.
+  EXPECT_EQ(resolve("2", gpus, "0,1,2", "PCI_BUS_ID"), (Uuids{gpus[3].uuid}));
+  EXPECT_EQ(resolve("GPU-dd", gpus, "GPU-dd"), (Uuids{gpus[3].uuid}));
+}
+
+TEST(Resolve, OutOfRangeUnderAPresetNamesItsGpus) {
+  expect_error({"\"2\"", "exposes 2 devices", "nvidia-smi 3,1"}, "2", kGpus, "3,1");
 }
