@@ -1,11 +1,17 @@
 #include "machine.hpp"
 
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <toml++/toml.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <numeric>
-#include <sstream>
 
 #include "gpusel/units.hpp"
 
@@ -73,6 +79,34 @@ bool well_formed_uuid(const std::string& u, const char* head) {
   return true;
 }
 
+// "9.0": major 1-99, minor 0-99, digits only. nullopt otherwise.
+bool parse_compute_capability(const std::string& text, int& major, int& minor) {
+  const char* begin = text.data();
+  const char* end = begin + text.size();
+  const char* dot = std::find(begin, end, '.');
+  if (dot == begin || dot == end || dot + 1 == end) return false;
+  for (const char* p = begin; p != end; ++p) {
+    if (p != dot && (*p < '0' || *p > '9')) return false;
+  }
+  auto a = std::from_chars(begin, dot, major);
+  auto b = std::from_chars(dot + 1, end, minor);
+  return a.ec == std::errc() && a.ptr == dot && b.ec == std::errc() && b.ptr == end && major >= 1 &&
+         major <= kMaxComputeCapability && minor >= 0 && minor <= kMaxComputeCapability;
+}
+
+// The first control character in `text` (C0, DEL, or C1 as UTF-8), or -1.
+int control_character(const std::string& text) {
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x20 || c == 0x7f) return c;
+    if (c == 0xc2 && i + 1 < text.size()) {
+      const auto next = static_cast<unsigned char>(text[i + 1]);
+      if (next >= 0x80 && next <= 0x9f) return next;
+    }
+  }
+  return -1;
+}
+
 void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimGpu& g) {
   const std::string ctx = " in [[gpu]] number " + std::to_string(position + 1);
   g.uuid = r.text(r.need(t, "uuid", ctx), "uuid");
@@ -99,8 +133,10 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
   g.memory_total = r.bytes(r.need(t, "memory_total", ctx), "memory_total");
   const auto& ccn = r.need(t, "compute_capability", ctx);
   const std::string cc = r.text(ccn, "compute_capability");
-  if (std::sscanf(cc.c_str(), "%d.%d%c", &g.cc_major, &g.cc_minor, &tail) != 2 || g.cc_major < 1) {
-    r.fail(ccn.source(), "key 'compute_capability' must look like \"9.0\"");
+  if (!parse_compute_capability(cc, g.cc_major, g.cc_minor)) {
+    r.fail(ccn.source(), "key 'compute_capability' must look like \"9.0\" (major 1-" +
+                             std::to_string(kMaxComputeCapability) + ", minor 0-" +
+                             std::to_string(kMaxComputeCapability) + ")");
   }
   g.sm_count = static_cast<int>(r.integer(r.need(t, "sm_count", ctx), "sm_count"));
   g.numa_node = static_cast<int>(r.integer(r.need(t, "numa_node", ctx), "numa_node"));
@@ -137,6 +173,7 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
   g.pci_device_id = (g.pci_device_id << 16) | 0x10deu;
   if (const auto* n = t.get("speed")) {
     g.speed = r.number(*n, "speed");
+    if (!std::isfinite(g.speed)) r.fail(n->source(), "key 'speed' must be a finite number");
     g.speed_given = true;
   } else {
     g.speed = derived_speed(g.cc_major, g.cc_minor, g.sm_count);
@@ -185,20 +222,165 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
   }
 }
 
+// The text of a machine file: a regular file of at most kMaxMachineFileBytes. Opened without
+// blocking (a FIFO with no writer would block open) and read with a bound (/dev/zero never ends).
+std::string read_machine_file(const std::string& path) {
+  const std::string limit = "a machine file is a regular file of at most " +
+                            std::to_string(kMaxMachineFileBytes / 1024 / 1024) + " MiB (" +
+                            std::to_string(kMaxMachineFileBytes) + " bytes)";
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+  if (fd < 0) {
+    throw MachineError(path + ": cannot open the machine file: " + std::strerror(errno));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    throw MachineError(path + ": cannot read the machine file: " + std::strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode)    ? "a folder"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode)  ? "a character device"
+                       : S_ISBLK(st.st_mode)  ? "a block device"
+                       : S_ISSOCK(st.st_mode) ? "a socket"
+                                              : "not a regular file";
+    throw MachineError(path + ": is " + std::string(kind) + "; " + limit);
+  }
+  if (st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > kMaxMachineFileBytes) {
+    throw MachineError(path + ": is " + std::to_string(st.st_size) + " bytes; " + limit);
+  }
+  std::string text;
+  text.resize(kMaxMachineFileBytes + 1);
+  std::size_t have = 0;
+  while (have < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + have, text.size() - have);
+    if (n == 0) break;
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw MachineError(path + ": cannot read the machine file: " + std::strerror(errno));
+    }
+    have += static_cast<std::size_t>(n);
+  }
+  if (have > kMaxMachineFileBytes) {  // it grew while being read
+    throw MachineError(path + ": is more than " + std::to_string(kMaxMachineFileBytes) +
+                       " bytes; " + limit);
+  }
+  text.resize(have);
+  return text;
+}
+
+// Refuses text whose keys, tables and arrays nest deeper than kMaxMachineNesting, before the
+// TOML parser sees it. A cheap over-estimate: outside strings and comments, each open '[' or '{'
+// is a level and each '.' in a key (or a number) is one more; a value nests under its key.
+void check_nesting(std::string_view text, const std::string& path) {
+  std::vector<int> bases;  // the dotted depth at each open bracket
+  int dots = 0;
+  std::size_t line = 1;
+  const std::size_t n = text.size();
+  auto too_deep = [&] {
+    throw MachineError(path + ":" + std::to_string(line) +
+                       ": keys, tables and arrays nest more than " +
+                       std::to_string(kMaxMachineNesting) +
+                       " levels deep (each '.' of a dotted key counts as one); machine files need "
+                       "a handful: shorten the key or flatten the nesting");
+  };
+  std::size_t i = 0;
+  while (i < n) {
+    const char c = text[i];
+    if (c == '#') {
+      while (i < n && text[i] != '\n') ++i;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      const bool basic = c == '"';
+      const bool triple = i + 2 < n && text[i + 1] == c && text[i + 2] == c;
+      i += triple ? 3 : 1;
+      while (i < n) {
+        const char d = text[i];
+        if (d == '\n') {
+          if (!triple) break;  // an unterminated string: the parser reports it
+          ++line;
+        }
+        if (basic && d == '\\') {
+          if (i + 1 < n && text[i + 1] == '\n') ++line;
+          i += 2;
+          continue;
+        }
+        if (d == c && (!triple || (i + 2 < n && text[i + 1] == c && text[i + 2] == c))) {
+          i += triple ? 3 : 1;
+          // A multi-line string may end in up to two more quotes of its own kind.
+          for (int extra = 0; triple && extra < 2 && i < n && text[i] == c; ++extra) ++i;
+          break;
+        }
+        ++i;
+      }
+      continue;
+    }
+    switch (c) {
+      case '\n':
+        ++line;
+        dots = bases.empty() ? 0 : bases.back();
+        break;
+      case ',':
+        dots = bases.empty() ? 0 : bases.back();
+        break;
+      case '[':
+      case '{':
+        bases.push_back(dots + 1);
+        dots = bases.back();
+        if (dots > kMaxMachineNesting) too_deep();
+        break;
+      case ']':
+      case '}':
+        if (!bases.empty()) bases.pop_back();
+        dots = bases.empty() ? 0 : bases.back();
+        break;
+      case '.':
+        if (++dots > kMaxMachineNesting) too_deep();
+        break;
+      default:
+        break;
+    }
+    ++i;
+  }
+}
+
 }  // namespace
 
 double derived_speed(int cc_major, int cc_minor, int sm_count) {
-  return 1000.0 * (10 * cc_major + cc_minor) + sm_count;
+  // In double throughout: no int arithmetic to overflow, whatever the values.
+  return 1000.0 * (10.0 * cc_major + cc_minor) + sm_count;
+}
+
+std::string shell_quote(std::string_view value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
 }
 
 SimMachine load_machine(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw MachineError(path + ": cannot open the machine file");
-  std::stringstream content;
-  content << in.rdbuf();
+  return parse_machine(read_machine_file(path), path);
+}
+
+SimMachine parse_machine(std::string_view text, const std::string& path) {
+  if (text.size() > kMaxMachineFileBytes) {
+    throw MachineError(path + ": is " + std::to_string(text.size()) +
+                       " bytes; a machine file holds at most " +
+                       std::to_string(kMaxMachineFileBytes) + " bytes");
+  }
+  check_nesting(text, path);
   toml::table root;
   try {
-    root = toml::parse(content.str(), path);
+    root = toml::parse(text, path);
   } catch (const toml::parse_error& e) {
     throw MachineError(path + ":" + std::to_string(e.source().begin.line) + ": " +
                        std::string(e.description()));
@@ -207,6 +389,14 @@ SimMachine load_machine(const std::string& path) {
   SimMachine m;
   m.path = path;
   m.name = r.text(r.need(root, "name", ""), "name");
+  if (const int c = control_character(m.name); c >= 0) {
+    char hex[8];
+    std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(c));
+    r.fail(root.get("name")->source(),
+           std::string("key 'name' holds a control character (") + hex +
+               "); a machine's name is printed in shell settings and on terminals: write it "
+               "on one line, in printable characters");
+  }
   if (const auto* n = root.get("description")) m.description = r.text(*n, "description");
   m.driver_version = r.text(r.need(root, "driver_version", ""), "driver_version");
   m.cuda_driver_version =
@@ -262,7 +452,9 @@ std::string find_machine(const std::string& spec, const std::vector<std::string>
   if (is_path) return spec;
   for (const std::string& dir : dirs) {
     std::string candidate = dir + "/" + spec + ".toml";
-    if (std::ifstream(candidate).good()) return candidate;
+    // Exists is enough: load_machine refuses what is not a regular file (and opening a FIFO to
+    // test it would block).
+    if (::access(candidate.c_str(), F_OK) == 0) return candidate;
   }
   std::string where;
   for (const std::string& dir : dirs) where += (where.empty() ? "" : ", ") + dir;

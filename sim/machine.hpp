@@ -2,9 +2,11 @@
 // `gpusel sim`. Never linked into libgpusel.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace gpusel::sim {
@@ -70,8 +72,22 @@ class MachineError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A machine file is a regular file of at most this many bytes (not a device, a FIFO or a folder).
+inline constexpr std::size_t kMaxMachineFileBytes = 1024 * 1024;
+// Keys, tables and arrays nest at most this deep (counted before parsing: the TOML parser
+// recurses once per level, and a dotted key 300,000 deep overflows the stack).
+inline constexpr int kMaxMachineNesting = 64;
+// Compute capability values a machine file may give: major 1-99, minor 0-99.
+inline constexpr int kMaxComputeCapability = 99;
+
 // Reads and checks a machine file. Throws MachineError naming the file, the line and the key.
 SimMachine load_machine(const std::string& path);
+
+// The same over the file's text; `path` names it in messages.
+SimMachine parse_machine(std::string_view text, const std::string& path);
+
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval.
+std::string shell_quote(std::string_view value);
 
 // A bundled machine's name or a path -> the file. A spec holding '/' or ending in ".toml" is a
 // path; otherwise "<dir>/<spec>.toml" for the first dir that has it. Throws MachineError.

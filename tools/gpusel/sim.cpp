@@ -12,16 +12,12 @@
 namespace gpusel::cli {
 namespace {
 
-std::string shell_quote(const std::string& value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
+// True when `text` can sit on one line of a shell comment: no control characters at all.
+bool one_printable_line(const std::string& text) {
+  return std::none_of(text.begin(), text.end(), [](char c) {
+    const auto u = static_cast<unsigned char>(c);
+    return u < 0x20 || u == 0x7f;
+  });
 }
 
 }  // namespace
@@ -39,11 +35,16 @@ CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
 
 int run_sim(const SimOptions& options) {
   if (options.env->parsed()) {
+    // Everything printed is read by `eval`: each value is one single-quoted word, and the
+    // comment line holds no line break (load_machine refuses names with control characters).
     SimSetup setup = sim_setup(options.machine);
-    std::cout << "# gpusel simulated machine " << setup.machine_name << ": eval \"$(gpusel sim env "
-              << options.machine << ")\"\n";
+    const std::string argument =
+        one_printable_line(options.machine) ? sim::shell_quote(options.machine) : "MACHINE";
+    std::cout << "# gpusel simulated machine "
+              << (one_printable_line(setup.machine_name) ? setup.machine_name : "(unnamed)")
+              << ": eval \"$(gpusel sim env " << argument << ")\"\n";
     for (const auto& [key, value] : setup.env)
-      std::cout << "export " << key << "=" << shell_quote(value) << "\n";
+      std::cout << "export " << key << "=" << sim::shell_quote(value) << "\n";
     return 0;
   }
   const std::string dir = sim_root() + "/machines";
