@@ -60,10 +60,13 @@ enum class Link { H2D, D2H, Local };
 
 struct State {
   gpusel::sim::LoadedMachine loaded;
-  std::mutex mutex;
-  bool initialised = false;
+  std::mutex mutex;  // guards everything below that changes after cuInit
+  // Set once, under the mutex, after init_result, devices and loaded are final: a thread that
+  // reads true (acquire) may read those without the mutex, as they never change again.
+  std::atomic<bool> initialised{false};
   CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
-  std::vector<Device> devices;
+  std::vector<Device> devices;  // the vector and each device's identity; retains, memory_used
+                                // and the streams' times change under the mutex
   std::map<CUdeviceptr, Allocation> allocations;  // device memory, by base address
   std::map<const void*, std::size_t> pinned;      // cuMemHostAlloc'd memory, by base address
   std::map<const void*, std::size_t> registered;  // cuMemHostRegister'd memory (the caller's)
@@ -157,7 +160,7 @@ CUresult initialise(State& s) {
 // Guard for every call after cuInit: returns CUDA_SUCCESS when the driver is usable.
 CUresult ready() {
   State& s = state();
-  if (!s.initialised) return CUDA_ERROR_NOT_INITIALIZED;
+  if (!s.initialised.load(std::memory_order_acquire)) return CUDA_ERROR_NOT_INITIALIZED;
   return s.init_result;
 }
 
@@ -167,7 +170,7 @@ Device* device(CUdevice d) {
   return &s.devices[static_cast<std::size_t>(d)];
 }
 
-// The device of the calling thread's current context.
+// The device of the calling thread's current context. Call with the mutex held (it reads retains).
 Device* current_device() {
   if (current_context == nullptr) return nullptr;
   Device* d = device(current_context->device);
@@ -375,9 +378,9 @@ CUDA_SIM_API CUresult cuInit(unsigned int flags) {
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.initialised) {
+  if (!s.initialised.load(std::memory_order_relaxed)) {
     s.init_result = initialise(s);
-    s.initialised = true;
+    s.initialised.store(true, std::memory_order_release);
   }
   return s.init_result;
 }
@@ -386,7 +389,7 @@ CUDA_SIM_API CUresult cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.initialised && !s.loaded.ok) {
+  if (!s.initialised.load(std::memory_order_relaxed) && !s.loaded.ok) {
     s.loaded =
         gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor), "libcuda.so.1");
   }
@@ -545,6 +548,7 @@ CUDA_SIM_API CUresult cuCtxSetCurrent(CUcontext ctx) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   if (ctx != nullptr) {
     State& s = state();
+    std::lock_guard<std::mutex> lock(s.mutex);  // retains changes under it
     bool known = false;
     for (Device& d : s.devices) known = known || &d.primary == ctx;
     if (!known || ctx->retains == 0) return CUDA_ERROR_INVALID_CONTEXT;
@@ -562,6 +566,7 @@ CUDA_SIM_API CUresult cuCtxGetCurrent(CUcontext* ctx) {
 
 CUDA_SIM_API CUresult cuCtxSynchronize(void) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard<std::mutex> lock(state().mutex);
   return current_device() == nullptr ? CUDA_ERROR_INVALID_CONTEXT : CUDA_SUCCESS;
 }
 
