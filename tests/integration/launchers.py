@@ -254,7 +254,12 @@ def _stop(proc, wait=3.0):
         _RUNNING.remove(proc)
 
 
+_CLUSTERS = []  # every Slurm started and not stopped: stopped in full at exit
+
+
 def _stop_all():
+    for cluster in reversed(list(_CLUSTERS)):
+        cluster.stop()
     for proc in reversed(list(_RUNNING)):
         _stop(proc)
 
@@ -296,6 +301,7 @@ class Slurm:
             raise unittest.SkipTest("no user 'munge' (the munge package creates it)")
         t0 = time.monotonic()
         self.dir = tempfile.mkdtemp(prefix="gpusel-slurm-")
+        _CLUSTERS.append(self)
         os.chmod(self.dir, 0o755)  # munged (as user munge) reaches its folder through this one
         try:
             self._start(munge_user, timeout)
@@ -369,6 +375,8 @@ class Slurm:
                     pass
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+        if self in _CLUSTERS:
+            _CLUSTERS.remove(self)
 
     def _leftovers(self):
         """Processes this cluster started: slurmstepd and job tasks carry its SLURM_CONF."""
@@ -531,10 +539,17 @@ def _worker(argv):
     return report["rc"]
 
 
+def _terminated(signum, frame):
+    signal.signal(signum, signal.SIG_IGN)
+    _stop_all()
+    os._exit(128 + signum)
+
+
 def _run_module(name):
     sys.path.insert(0, HERE)
-    # A SIGTERM (ctest, a CI runner) unwinds through atexit, which stops any daemon still running.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
+    # A SIGTERM (ctest, a CI runner) stops the cluster and exits at once (SystemExit raised in a
+    # test would be caught by unittest as that test's error, and the module would carry on).
+    signal.signal(signal.SIGTERM, _terminated)
     t0 = time.monotonic()
     suite = unittest.defaultTestLoader.loadTestsFromName(name)
     result = unittest.TextTestRunner(verbosity=2).run(suite)
@@ -551,7 +566,10 @@ def main(argv):
     if argv[:1] == ["worker"]:
         return _worker(argv[1:])
     if len(argv) == 2 and argv[0] == "run":
-        return _run_module(argv[1])
+        # Through the module the tests import (not this __main__ copy), so that the cluster they
+        # start is the one a SIGTERM stops.
+        import launchers
+        return launchers._run_module(argv[1])
     print("usage: launchers.py worker [--api] [--unset VAR,...] [-- CMD...] | launchers.py run MODULE",
           file=sys.stderr)
     return 2
