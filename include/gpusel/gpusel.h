@@ -67,8 +67,21 @@ void gpusel_gpu_list_free(gpusel_gpu_list* list);
 /* The worker side (see gpusel/worker.hpp). */
 gpusel_status gpusel_set_assigned_gpu(const char* target);
 gpusel_status gpusel_assign_gpu(const char* value);
-/* *rank: the local rank used, or -1 when GPUSEL_GPUS is unset (nothing published). */
+/* Publishes GPUSEL_GPU, else this rank's entry of GPUSEL_GPUS. *rank: the local rank that chose
+ * the entry, or -1 (GPUSEL_GPU decided, or neither variable is set and nothing was published). */
 gpusel_status gpusel_assign_from_environment(int* rank);
+
+/* Where this process's GPU came from (see gpusel/assignment.hpp for the rule). */
+#define GPUSEL_SOURCE_NONE (-1) /* nothing published or bound yet */
+#define GPUSEL_SOURCE_CODE 0    /* gpusel_set_assigned_gpu or gpusel_assign_gpu */
+#define GPUSEL_SOURCE_GPUSEL_GPU 1
+#define GPUSEL_SOURCE_GPUSEL_GPUS 2
+#define GPUSEL_SOURCE_LAUNCHER 3 /* a launcher's local rank among several visible devices */
+#define GPUSEL_SOURCE_SINGLE 4   /* the only visible device */
+#define GPUSEL_SOURCE_DEFAULT 5  /* no launcher: the default ordinal */
+/* *source: one of GPUSEL_SOURCE_*; *rank: the local rank that decided, or -1. Either may be NULL.
+ */
+gpusel_status gpusel_assignment_source(int* source, int* rank);
 /* *rank: the launcher's local rank, or -1 when no local-rank variable is set. */
 gpusel_status gpusel_local_rank(int* rank);
 gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordinal);

@@ -3,8 +3,8 @@
 // result is right under any CUDA_DEVICE_ORDER and any CUDA_VISIBLE_DEVICES. Every function is
 // safe to call from several threads; none changes CUDA_VISIBLE_DEVICES.
 //
-//   gpusel::assign_from_environment();          // GPUSEL_GPUS + the launcher's local rank
-//   int ordinal = gpusel::bind_assigned_gpu();  // the primary context is now current
+//   int ordinal = gpusel::bind_assigned_gpu();  // the rule of assignment.hpp; the primary
+//                                               // context is now current
 #pragma once
 
 #include <cstdint>
@@ -12,21 +12,32 @@
 #include <string>
 #include <string_view>
 
+#include "gpusel/assignment.hpp"
+#include "gpusel/error.hpp"
+
 namespace gpusel {
 
-// The launchers' local-rank variables, in the order they are read (the first one set wins).
+// The local-rank variables, in the order kRankVariables lists them.
 inline constexpr const char* kLocalRankVariables[] = {
-    "LOCAL_RANK",      "SLURM_LOCALID",  "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK",
-    "MPI_LOCALRANKID", "PMI_LOCAL_RANK", "PALS_LOCAL_RANKID",          "FLUX_TASK_LOCAL_ID"};
+    "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
+    "PALS_LOCAL_RANKID",          "FLUX_TASK_LOCAL_ID",        "LOCAL_RANK",      "SLURM_LOCALID"};
 
-struct LocalRank {
-  std::string variable;
-  int rank = 0;
-};
+// What this process's environment says about the launchers that started it. Where the set
+// local-rank variables disagree, each one's distance is looked up in the environments of this
+// process's ancestors (/proc/PID/environ): the variable an outer launcher set is also in the
+// environment of the inner launcher itself.
+LauncherView launcher_view();
 
-// The local rank from the first variable that is set; nullopt when none is. Throws
-// Error(BadInput) naming the variable and its value when it is not a non-negative integer.
+// The local rank of the launcher that started this process (choose_local_rank over
+// launcher_view()); nullopt when none is set. Throws Error(BadInput) for a malformed value, or
+// for two disagreeing variables when the nearer one cannot be told.
 std::optional<LocalRank> local_rank();
+
+// How this process's GPU was decided.
+struct AssignmentInfo {
+  AssignmentSource source = AssignmentSource::Code;
+  std::optional<LocalRank> rank;  // the local rank that picked the GPU, where one did
+};
 
 // Publishes this process's GPU: a full or prefix UUID (a physical GPU), or an index, which is
 // then a CUDA ordinal in this process. Publishing the same GPU again is fine, also after binding;
@@ -37,17 +48,25 @@ void set_assigned_gpu(std::string_view target);
 // the result; without NVML the entry is published as given.
 void assign_gpu(std::string_view value);
 
-// Publishes this worker's entry of GPUSEL_GPUS, chosen by local_rank(). Returns the rank used,
-// or nullopt when GPUSEL_GPUS is unset (nothing is published). Throws Error(BadInput) when the
-// rank is missing, malformed or beyond the list.
-std::optional<LocalRank> assign_from_environment();
+// Steps 2 and 3 of the rule: publishes GPUSEL_GPU, else this worker's entry of GPUSEL_GPUS chosen
+// by local_rank(). An index entry means what it means in --gpu (resolved through NVML within a
+// preset CUDA_VISIBLE_DEVICES); a UUID is taken as it is, and only CUDA's own devices decide
+// whether it can be bound. Returns what decided, or nullopt when neither variable is set (nothing
+// published). Throws Error(BadInput) when the rank is missing, malformed, beyond the list, or the
+// launcher's count of local ranks differs from the list's length.
+std::optional<AssignmentInfo> assign_from_environment();
 
-// Initialises CUDA, finds the published GPU among CUDA's visible devices, retains its primary
+// Initialises CUDA, finds this process's GPU among CUDA's visible devices, retains its primary
 // context and makes it current on the calling thread (the state cudaSetDevice leaves), and
-// returns its CUDA ordinal. When nothing was published, binds `default_ordinal` and records it.
-// Throws Error(BadInput) when the GPU is not visible to CUDA here (the message lists what is,
-// and CUDA_VISIBLE_DEVICES), Error(Failure) when CUDA is unavailable.
+// returns its CUDA ordinal. When nothing was published, the rule of assignment.hpp decides:
+// GPUSEL_GPU, GPUSEL_GPUS, a launcher's local rank over several visible devices, the only visible
+// device, and only with no launcher at all `default_ordinal`. Throws Error(BadInput) when the GPU
+// is not visible to CUDA here (the message lists what is, and CUDA_VISIBLE_DEVICES) or the
+// environment cannot tell the ranks apart, Error(Failure) when CUDA is unavailable.
 int bind_assigned_gpu(int default_ordinal = 0);
+
+// How this process's GPU was decided; nullopt before anything is published or bound.
+std::optional<AssignmentInfo> assignment_info();
 
 // The CUDA ordinal this process is (or will be) bound to: known after publishing, before binding
 // (this initialises CUDA, without creating a context). nullopt when nothing is published or bound.

@@ -18,8 +18,9 @@ from typing import Sequence
 
 __all__ = [
     "UUID_PREFIX", "is_gpu_uuid", "is_gpu_index", "parse_gpu_spec", "gpu_arg", "single_gpu_arg",
-    "resolve_gpu_uuids", "set_assigned_gpu", "assign_gpu", "bind_assigned_gpu", "assigned_visible_gpu",
-    "format_gpu_uuid", "gpu_identity", "library_path",
+    "resolve_gpu_uuids", "set_assigned_gpu", "assign_gpu", "assign_from_environment", "bind_assigned_gpu",
+    "assigned_visible_gpu", "assignment_source", "local_rank", "format_gpu_uuid", "gpu_identity",
+    "library_path",
 ]
 
 UUID_PREFIX = "GPU-"
@@ -63,10 +64,34 @@ def _load():
 
 
 _lib, library_path = _load()
-_lib.gpusel_last_error.restype = ctypes.c_char_p
-_lib.gpusel_version.restype = ctypes.c_char_p
+
+# Every C function gets its prototype: without one, ctypes passes Python ints as C ints with their
+# high bits silently dropped (2**32 + 5 would arrive as 5).
+_int_p = ctypes.POINTER(ctypes.c_int)
+_size_p = ctypes.POINTER(ctypes.c_size_t)
+_PROTOTYPES = {
+    "gpusel_version": (ctypes.c_char_p, []),
+    "gpusel_last_error": (ctypes.c_char_p, []),
+    "gpusel_is_gpu_uuid": (ctypes.c_int, [ctypes.c_char_p]),
+    "gpusel_is_gpu_index": (ctypes.c_int, [ctypes.c_char_p]),
+    "gpusel_parse_gpu_spec": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
+    "gpusel_parse_single_gpu": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
+    "gpusel_resolve": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _size_p, _int_p]),
+    "gpusel_set_assigned_gpu": (ctypes.c_int, [ctypes.c_char_p]),
+    "gpusel_assign_gpu": (ctypes.c_int, [ctypes.c_char_p]),
+    "gpusel_assign_from_environment": (ctypes.c_int, [_int_p]),
+    "gpusel_assignment_source": (ctypes.c_int, [_int_p, _int_p]),
+    "gpusel_local_rank": (ctypes.c_int, [_int_p]),
+    "gpusel_bind_assigned_gpu": (ctypes.c_int, [ctypes.c_int, _int_p]),
+    "gpusel_assigned_visible_gpu": (ctypes.c_int, [_int_p]),
+    "gpusel_gpu_identity": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p]),
+}
+for _name, (_restype, _argtypes) in _PROTOTYPES.items():
+    _fn = getattr(_lib, _name)
+    _fn.restype = _restype
+    _fn.argtypes = _argtypes
 __version__ = _lib.gpusel_version().decode()
-_STRING_CALLS = {"gpusel_parse_gpu_spec", "gpusel_parse_single_gpu"}
+_SOURCES = ("code", "GPUSEL_GPU", "GPUSEL_GPUS", "launcher", "single", "default")
 
 
 def _message():
@@ -86,6 +111,15 @@ def _encode(value: str) -> bytes:
     if "\0" in value:
         raise ValueError(f"{value!r} contains a NUL character")
     return value.encode("utf-8", "surrogateescape")
+
+
+def _c_int(value, what: str) -> int:
+    """`value` as a C int, refused (ValueError) when it is not an int or does not fit."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what} must be an int, got {type(value).__name__}")
+    if not -(2**31) <= value < 2**31:
+        raise ValueError(f"{what} {value} is out of range (a CUDA ordinal is a small non-negative int)")
+    return value
 
 
 def _string_call(name, value, *extra):
@@ -159,19 +193,53 @@ def assign_gpu(spec: "str | None") -> None:
     _check(_lib.gpusel_assign_gpu(_encode(spec)))
 
 
+def assign_from_environment() -> "str | None":
+    """Publish GPUSEL_GPU, else this rank's entry of GPUSEL_GPUS (chosen by the innermost launcher's
+    local rank); returns "GPUSEL_GPU" or "GPUSEL_GPUS", or None when neither is set (nothing is
+    published). ValueError for a malformed value, a rank past the list, or ranks that disagree."""
+    rank = ctypes.c_int(-1)
+    _check(_lib.gpusel_assign_from_environment(ctypes.byref(rank)))
+    source = assignment_source()
+    return None if source is None else source[0]
+
+
+def assignment_source() -> "tuple[str, int | None] | None":
+    """How this process's GPU was decided: (source, local rank or None), where source is one of
+    "code", "GPUSEL_GPU", "GPUSEL_GPUS", "launcher", "single", "default"; None before anything is
+    published or bound."""
+    source, rank = ctypes.c_int(-1), ctypes.c_int(-1)
+    _check(_lib.gpusel_assignment_source(ctypes.byref(source), ctypes.byref(rank)), RuntimeError)
+    if source.value < 0:
+        return None
+    return _SOURCES[source.value], (None if rank.value < 0 else rank.value)
+
+
+def local_rank() -> "int | None":
+    """The local rank of the launcher that started this process, or None when none set one."""
+    rank = ctypes.c_int(-1)
+    _check(_lib.gpusel_local_rank(ctypes.byref(rank)))
+    return None if rank.value < 0 else rank.value
+
+
 def _bind(default: int) -> int:
     ordinal = ctypes.c_int(-1)
-    _check(_lib.gpusel_bind_assigned_gpu(int(default), ctypes.byref(ordinal)), RuntimeError)
+    _check(_lib.gpusel_bind_assigned_gpu(_c_int(default, "default"), ctypes.byref(ordinal)), RuntimeError)
     return ordinal.value
 
 
 def bind_assigned_gpu(default: int = 0):
-    """Bind this process's GPU (its primary context becomes current) and return it: a torch.device
-    after torch.cuda.set_device when torch is installed, else the CUDA ordinal."""
+    """Bind this process's GPU (its primary context becomes current) and return it.
+
+    With nothing published, the same rule as in C++ decides: GPUSEL_GPU, GPUSEL_GPUS and the local
+    rank, a launcher's local rank among several visible devices, the only visible device, and
+    `default` only where no launcher started this process. Returns a torch.device (after
+    torch.cuda.set_device) when a CUDA-enabled torch is installed, else the CUDA ordinal."""
     ordinal = _bind(default)
     try:
         import torch  # imported only now, never at module import
     except ImportError:
+        return ordinal
+    if not torch.cuda.is_available():  # a CPU-only build: the driver-level binding stands alone
         return ordinal
     device = torch.device("cuda", ordinal)
     torch.cuda.set_device(device)
@@ -193,7 +261,7 @@ def format_gpu_uuid(raw) -> "str | None":
 def gpu_identity(index: int) -> dict:
     """{index, name, uuid, total_bytes} of visible device `index` (a CUDA ordinal)."""
     ident = _Identity()
-    _check(_lib.gpusel_gpu_identity(int(index), ctypes.byref(ident)), RuntimeError)
+    _check(_lib.gpusel_gpu_identity(_c_int(index, "index"), ctypes.byref(ident)), RuntimeError)
     return {
         "index": index,
         "name": ident.name.decode(),

@@ -179,8 +179,18 @@ gpusel_status gpusel_assign_gpu(const char* value) {
 
 gpusel_status gpusel_assign_from_environment(int* rank) {
   return guarded([&] {
-    auto r = gpusel::assign_from_environment();
-    if (rank != nullptr) *rank = r ? r->rank : -1;
+    auto info = gpusel::assign_from_environment();
+    if (rank != nullptr) *rank = info && info->rank ? info->rank->rank : -1;
+    return GPUSEL_OK;
+  });
+}
+
+gpusel_status gpusel_assignment_source(int* source, int* rank) {
+  return guarded([&] {
+    const auto info = gpusel::assignment_info();
+    static_assert(static_cast<int>(gpusel::AssignmentSource::Default) == GPUSEL_SOURCE_DEFAULT);
+    if (source != nullptr) *source = info ? static_cast<int>(info->source) : GPUSEL_SOURCE_NONE;
+    if (rank != nullptr) *rank = info && info->rank ? info->rank->rank : -1;
     return GPUSEL_OK;
   });
 }

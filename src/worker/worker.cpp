@@ -1,7 +1,12 @@
 // The worker side: publish, bind, identity.
 #include "gpusel/worker.hpp"
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cstdlib>
+#include <cstring>
+#include <map>
 #include <mutex>
 
 #include "../driver/cuda_api.hpp"
@@ -20,6 +25,7 @@ struct Assignment {
   std::optional<int> visible;           // a published or bound CUDA ordinal
   std::optional<std::string> bound_uuid;
   CUcontext context = nullptr;
+  AssignmentInfo info;
 };
 
 std::mutex assignment_mutex;
@@ -52,19 +58,115 @@ int ordinal_of(const std::string& uuid, const std::vector<CudaDevice>& devices) 
 
 }  // namespace
 
-std::optional<LocalRank> local_rank() {
-  for (const char* name : kLocalRankVariables) {
-    const char* value = std::getenv(name);
-    if (value == nullptr) continue;
-    const std::string v = value;
-    if (!is_gpu_index(v) || v.size() > 6) {
-      throw bad_input(std::string(name) + "=" + quote_value(v) +
-                      " is not a local rank (a non-negative integer); fix the launcher's setting "
-                      "or unset it");
+namespace {
+
+std::optional<std::string> env_string(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::nullopt : std::optional<std::string>(v);
+}
+
+// A process's environment at its start, from /proc; nullopt when it cannot be read.
+std::optional<std::map<std::string, std::string>> initial_environment(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/environ";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[16384];
+  constexpr std::size_t kMax = 4u << 20;
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      close(fd);
+      return std::nullopt;
     }
-    return LocalRank{name, std::stoi(v)};
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > kMax) break;
   }
-  return std::nullopt;
+  close(fd);
+  std::map<std::string, std::string> env;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view entry(text.data() + start, end - start);
+    const std::size_t eq = entry.find('=');
+    if (eq != std::string_view::npos)
+      env.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+    start = end + 1;
+  }
+  return env;
+}
+
+// The parent of `pid`, from /proc/PID/stat; 0 when unknown.
+pid_t parent_of(pid_t pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* close_paren = std::strrchr(buf, ')');  // the command name may hold anything
+  if (close_paren == nullptr) return 0;
+  char state = 0;
+  int ppid = 0;
+  if (std::sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) return 0;
+  return ppid;
+}
+
+// How far up the ancestry each candidate was set: the first process (this one at 0, then its
+// parent, ...) whose starting environment lacks the variable with this value. An environment that
+// cannot be read ends the walk, leaving lower bounds.
+void look_up_distances(std::vector<RankCandidate>& candidates) {
+  constexpr int kMaxDepth = 32;
+  pid_t pid = getpid();
+  std::vector<bool> done(candidates.size(), false);
+  for (int depth = 0; depth < kMaxDepth && pid > 0; ++depth) {
+    const auto env = initial_environment(pid);
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+      if (done[i]) continue;
+      candidates[i].distance = depth;
+      if (!env) continue;  // a lower bound
+      auto it = env->find(candidates[i].variable);
+      if (it == env->end() || it->second != candidates[i].value) {
+        candidates[i].distance_exact = true;
+        done[i] = true;
+      }
+    }
+    if (!env || pid == 1) break;
+    pid = parent_of(pid);
+  }
+}
+
+}  // namespace
+
+LauncherView launcher_view() {
+  LauncherView view;
+  for (const RankVariable& v : kRankVariables) {
+    auto value = env_string(v.name);
+    if (!value) continue;
+    RankCandidate c;
+    c.variable = v.name;
+    c.value = *value;
+    if (v.size_name != nullptr) c.size_value = env_string(v.size_name);
+    view.candidates.push_back(std::move(c));
+  }
+  // sbatch's batch step (the job script) has SLURM_LOCALID=0 but no step of its own; a task
+  // that srun starts has SLURM_STEP_ID.
+  if (env_string("SLURM_LOCALID") && env_string("SLURM_JOB_ID")) {
+    const auto step =
+        env_string("SLURM_STEP_ID") ? env_string("SLURM_STEP_ID") : env_string("SLURM_STEPID");
+    view.slurm_batch_step = !step || *step == "batch" || *step == "4294967294";
+  }
+  if (auto node = env_string("SLURM_NODEID"))
+    view.slurm_node_id = read_rank_number(*node).value_or(0);
+  if (ranks_disagree(view)) look_up_distances(view.candidates);
+  return view;
+}
+
+std::optional<LocalRank> local_rank() {
+  return choose_local_rank(launcher_view());
 }
 
 void set_assigned_gpu(std::string_view target) {
@@ -85,6 +187,7 @@ void set_assigned_gpu(std::string_view target) {
   if (!a.physical && !a.visible) {
     a.physical = physical;
     a.visible = visible;
+    a.info = AssignmentInfo{AssignmentSource::Code, std::nullopt};
     return;
   }
   bool same = false;
@@ -106,40 +209,149 @@ void assign_gpu(std::string_view value) {
   set_assigned_gpu(r.gpus.front());
 }
 
-std::optional<LocalRank> assign_from_environment() {
-  const char* list = std::getenv("GPUSEL_GPUS");
-  if (list == nullptr) return std::nullopt;
+namespace {
+
+std::string launcher_names() {
+  std::string names;
+  for (const RankVariable& v : kRankVariables)
+    names += (names.empty() ? "" : ", ") + std::string(v.name);
+  return names;
+}
+
+// One entry of GPUSEL_GPU or GPUSEL_GPUS, published: a UUID as it is (CUDA decides at bind), an
+// index resolved as --gpu would be, within a preset CUDA_VISIBLE_DEVICES (`list` is the whole
+// value, so that duplicates and the preset are judged as the parent judges them).
+void publish_entry(const std::string& variable, const std::string& value,
+                   const std::vector<std::string>& entries, std::size_t which) {
+  if (is_gpu_uuid(entries[which])) {
+    set_assigned_gpu(entries[which]);
+    return;
+  }
+  try {
+    const Resolution r = resolve_gpus(entries, cuda_env_from_environment(), default_probe_helper());
+    set_assigned_gpu(r.gpus.at(which));
+  } catch (const Error& e) {
+    throw Error(e.kind(), variable + "=" + quote_value(value) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+std::optional<AssignmentInfo> assign_from_environment() {
+  if (const auto gpu = env_string("GPUSEL_GPU")) {
+    std::string entry;
+    try {
+      entry = parse_single_gpu(*gpu);
+    } catch (const Error& e) {
+      throw bad_input("GPUSEL_GPU=" + quote_value(*gpu) + ": " + e.what());
+    }
+    publish_entry("GPUSEL_GPU", *gpu, {entry}, 0);
+    std::lock_guard<std::mutex> lock(assignment_mutex);
+    assignment.info = AssignmentInfo{AssignmentSource::GpuselGpu, std::nullopt};
+    return assignment.info;
+  }
+  const auto list = env_string("GPUSEL_GPUS");
+  if (!list) return std::nullopt;
   std::vector<std::string> entries;
   try {
-    entries = parse_gpu_spec(list);
+    entries = parse_gpu_spec(*list);
   } catch (const Error& e) {
-    throw bad_input(std::string("GPUSEL_GPUS=") + quote_value(list) + ": " + e.what());
+    throw bad_input("GPUSEL_GPUS=" + quote_value(*list) + ": " + e.what());
   }
   std::optional<LocalRank> rank = local_rank();
   if (!rank) {
-    std::string names;
-    for (const char* n : kLocalRankVariables) names += (names.empty() ? "" : ", ") + std::string(n);
-    throw bad_input(std::string("GPUSEL_GPUS=") + quote_value(list) +
-                    " is set but no local rank is (" + names +
+    throw bad_input("GPUSEL_GPUS=" + quote_value(*list) + " is set but no local rank is (" +
+                    launcher_names() +
                     "); start workers with gpusel run, torchrun, srun or mpirun, or pass --gpu");
+  }
+  if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
+    throw bad_input(rank->size_variable + "=" + std::to_string(*rank->local_size) +
+                    " ranks run on this node, but GPUSEL_GPUS=" + quote_value(*list) + " lists " +
+                    std::to_string(entries.size()) +
+                    " GPUs; start as many workers per node as GPUs listed, one GPU each");
   }
   if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
     throw bad_input(rank->variable + "=" + std::to_string(rank->rank) + " is beyond GPUSEL_GPUS=" +
-                    quote_value(list) + " (" + std::to_string(entries.size()) +
+                    quote_value(*list) + " (" + std::to_string(entries.size()) +
                     " entries); start as many workers per node as GPUs listed");
   }
-  set_assigned_gpu(entries[static_cast<std::size_t>(rank->rank)]);
-  return rank;
+  publish_entry("GPUSEL_GPUS", *list, entries, static_cast<std::size_t>(rank->rank));
+  std::lock_guard<std::mutex> lock(assignment_mutex);
+  assignment.info = AssignmentInfo{AssignmentSource::GpuselGpus, rank};
+  return assignment.info;
 }
 
+std::optional<AssignmentInfo> assignment_info() {
+  std::lock_guard<std::mutex> lock(assignment_mutex);
+  if (!assignment.physical && !assignment.visible) return std::nullopt;
+  return assignment.info;  // after a bind, visible is set whatever decided
+}
+
+namespace {
+
+// Steps 4 to 6 of the rule, for a process that nothing was published for: a launcher's local rank
+// over several visible devices, the only visible device, or the caller's default.
+AssignmentInfo ordinal_from_launcher(const std::vector<CudaDevice>& devices, int default_ordinal,
+                                     int& ordinal) {
+  const std::optional<LocalRank> rank = local_rank();
+  const std::string preset = describe_preset(cuda_env_from_environment());
+  if (rank && devices.size() > 1) {
+    if (rank->local_size && static_cast<std::size_t>(*rank->local_size) > devices.size()) {
+      throw bad_input(rank->size_variable + "=" + std::to_string(*rank->local_size) +
+                      " ranks run on this node, but CUDA sees " + std::to_string(devices.size()) +
+                      " devices here (" + preset +
+                      "); ranks would share GPUs. Give each rank its GPU (gpusel run --gpu, "
+                      "GPUSEL_GPUS) or start fewer ranks");
+    }
+    if (static_cast<std::size_t>(rank->rank) >= devices.size()) {
+      throw bad_input(rank->variable + "=" + std::to_string(rank->rank) + " but CUDA sees only " +
+                      std::to_string(devices.size()) + " devices here (" + preset +
+                      "); start at most one rank per visible GPU, or set GPUSEL_GPUS");
+    }
+    ordinal = rank->rank;
+    return AssignmentInfo{AssignmentSource::Launcher, rank};
+  }
+  if (devices.size() == 1) {
+    ordinal = 0;
+    return AssignmentInfo{AssignmentSource::Single, rank};
+  }
+  if (!rank && devices.size() > 1) {
+    // Several ranks, and nothing to tell them apart: never device 0 for everyone.
+    for (const char* size : {"LOCAL_WORLD_SIZE", "WORLD_SIZE"}) {
+      const auto v = env_string(size);
+      const auto n = v ? read_rank_number(*v) : std::nullopt;
+      if (n && *n > 1) {
+        throw bad_input(std::string(size) + "=" + quote_value(*v) +
+                        " says several processes run, but no local-rank variable tells this one "
+                        "apart (" +
+                        launcher_names() +
+                        "); set GPUSEL_GPU, or GPUSEL_GPUS and a local rank, or pass --gpu");
+      }
+    }
+  }
+  ordinal = default_ordinal;
+  return AssignmentInfo{AssignmentSource::Default, std::nullopt};
+}
+
+}  // namespace
+
 int bind_assigned_gpu(int default_ordinal) {
+  // Publishing takes the lock itself. Two threads binding at once may both publish from the
+  // environment: the same GPU twice, which is accepted.
+  if (!assignment_info()) assign_from_environment();
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
   const CudaApi& api = cuda_initialised();
   if (a.context == nullptr) {
     const std::vector<CudaDevice> devices = cuda_devices();
-    const int ordinal =
-        a.physical ? ordinal_of(*a.physical, devices) : a.visible.value_or(default_ordinal);
+    int ordinal = 0;
+    if (a.physical) {
+      ordinal = ordinal_of(*a.physical, devices);
+    } else if (a.visible) {
+      ordinal = *a.visible;
+    } else {
+      a.info = ordinal_from_launcher(devices, default_ordinal, ordinal);
+    }
     if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) {
       throw bad_input("cannot use CUDA device " + std::to_string(ordinal) + ": " +
                       std::to_string(devices.size()) + " visible (" +

@@ -93,12 +93,24 @@ class ListTest(Case):
             "nvml-missing": "cannot load",
             "nvml-no-v2": "lacks nvmlInit_v2",
             "nvml-init-fails": "nvmlInit_v2 failed",
-            "lost-gpu": "GPU 2",
         }
         for name, reason in cases.items():
             with self.subTest(machine=name):
                 r = gpusel("--sim", name, "list")
                 self.assertFailsWith(r, 1, "NVML is unavailable", reason, "--sim dgx-h100")
+
+    def test_lost_gpu_is_listed_with_its_state(self):
+        # One GPU fallen off the bus is not "NVML unavailable": the others keep their indices.
+        lost = machine("lost-gpu")["gpu"]
+        r = gpusel("--sim", "lost-gpu", "list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"\n2 +- +FAILED: lost: .*GPU is lost")
+        self.assertIn("CUDA's numbering skips it", r.stdout)
+        j = gpusel_json("--sim", "lost-gpu", "list", "--json")
+        got = [(g["index"], g["state"], g["uuid"], g["cuda_ordinal"]) for g in j["gpus"]]
+        self.assertEqual(got, [(0, "ok", lost[0]["uuid"], 0), (1, "ok", lost[1]["uuid"], 1), (2, "lost", None, None),
+                               (3, "ok", lost[3]["uuid"], 2)])
+        self.assertIn("GPU is lost", j["gpus"][2]["failure"])
 
     def test_without_nvml_at_all(self):
         r = gpusel("list", GPUSEL_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")

@@ -1,8 +1,9 @@
 """`gpusel resolve` on the simulated machines, including every NVML fault."""
 
+import os
 import unittest
 
-from support import Case, gpusel, gpusel_json, uuids
+from support import SOURCE, Case, gpusel, gpusel_json, machine, uuids
 
 DGX = uuids("dgx-h100")
 MIXED = uuids("workstation-mixed")
@@ -26,7 +27,36 @@ class ResolveTest(Case):
 
     def test_json(self):
         j = gpusel_json("--sim", "dgx-h100", "resolve", "--gpu", "1,2", "--json")
-        self.assertEqual(j, {"resolved": True, "gpus": [DGX[1], DGX[2]]})
+        self.assertEqual(j, {"resolved": True, "through_cuda": False, "notes": [], "gpus": [DGX[1], DGX[2]]})
+
+    def test_preset_renumbering_is_said_once(self):
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "2,3", CUDA_VISIBLE_DEVICES="4,5,6,7")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), [DGX[6], DGX[7]])
+        self.assertEqual(r.stderr.count('--gpu 2,3 counts within CUDA_VISIBLE_DEVICES="4,5,6,7": nvidia-smi 6,7'), 1,
+                         r.stderr)
+        # No renumbering, no note.
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0,1", CUDA_VISIBLE_DEVICES="0,1,2")
+        self.assertNotIn("counts within", r.stderr)
+        # Past the preset: how many it exposes, and which GPUs those are.
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "4", CUDA_VISIBLE_DEVICES="4,5,6,7"),
+                             2, "exposes 4 devices", "nvidia-smi 4,5,6,7")
+
+    def test_uuid_under_a_preset_of_indices(self):
+        # The reference module refuses this; gpusel places the preset's entries (one GPU model).
+        self.assertEqual(self.resolve(DGX[5][:12], CUDA_VISIBLE_DEVICES="4,5,6,7"), [DGX[5]])
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", DGX[1][:12],
+                                    CUDA_VISIBLE_DEVICES="4,5,6,7"), 2, "not one of the GPUs", "GPU 1 exists")
+        # A mixed machine under FASTEST_FIRST: CUDA is asked for its order.
+        self.assertEqual(self.resolve(MIXED[0][:12], "workstation-mixed", CUDA_VISIBLE_DEVICES="2"), [MIXED[0]])
+
+    def test_lost_gpu_keeps_indices(self):
+        lost = [g["uuid"] for g in machine("lost-gpu")["gpu"]]
+        r = gpusel("--sim", "lost-gpu", "resolve", "--gpu", "3,0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), [lost[3], lost[0]])
+        self.assertFailsWith(gpusel("--sim", "lost-gpu", "resolve", "--gpu", "2"), 2, '"2"', "GPU 2", "lost",
+                             "pick another GPU")
 
     def test_preset_quota(self):
         self.assertEqual(self.resolve("0,1", CUDA_VISIBLE_DEVICES="6,4"), [DGX[6], DGX[4]])
@@ -54,7 +84,7 @@ class ResolveTest(Case):
             ("cuda:0", {}, ['"cuda:0"', "neither"]),
             ("2", {"CUDA_VISIBLE_DEVICES": "3,5"}, ['CUDA_VISIBLE_DEVICES="3,5"', "exposes 2 devices"]),
             ("2", {"CUDA_VISIBLE_DEVICES": "0,1,-1,2"}, ['invalid entry "-1"']),
-            (DGX[0][:10], {"CUDA_VISIBLE_DEVICES": "1,2"}, ["lists GPUs by index"]),
+            (DGX[0][:10], {"CUDA_VISIBLE_DEVICES": "1,2"}, ["not one of the GPUs", "GPU 0 exists"]),
             (DGX[0][:10], {"CUDA_VISIBLE_DEVICES": DGX[1]}, ["not one of the GPUs", "GPU 0 exists"]),
             ("0", {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}, ["selects MIG devices"]),
             ("0", {"CUDA_VISIBLE_DEVICES": "1,1"}, ["names one GPU twice"]),
@@ -72,15 +102,32 @@ class ResolveTest(Case):
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve"), 2, "--gpu")
 
     def test_without_nvml_passes_entries_on(self):
-        for name in ("nvml-missing", "nvml-no-v2", "nvml-init-fails", "lost-gpu"):
+        for name in ("nvml-missing", "nvml-no-v2", "nvml-init-fails"):
             with self.subTest(machine=name):
                 r = gpusel("--sim", name, "resolve", "--gpu", "gpu-ab12, GPU-cd")
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertEqual(r.stdout.split(), ["GPU-ab12", "GPU-cd"])
                 self.assertIn("NVML is unavailable", r.stderr)
                 self.assertIn("CUDA's own devices", r.stderr)
+
+    def test_without_nvml_indices_go_through_cuda(self):
+        for name in ("nvml-missing", "nvml-no-v2", "nvml-init-fails"):
+            with self.subTest(machine=name):
+                u = uuids(name)  # PCI order: nvidia-smi's
                 j = gpusel_json("--sim", name, "resolve", "--gpu", "1,0", "--json")
-                self.assertEqual(j, {"resolved": False, "gpus": ["1", "0"]})
+                self.assertEqual((j["resolved"], j["through_cuda"], j["gpus"]), (True, True, [u[1], u[0]]))
+                self.assertIn("PCI bus order", j["notes"][0])
+        # Without NVML and without CUDA, indices cannot be placed: refused, never guessed.
+        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpusel-nothing-{os.getpid()}.toml")
+        with open(os.path.join(SOURCE, "sim", "machines", "nvml-init-fails.toml")) as f:
+            text = f.read()
+        with open(path, "w") as f:
+            f.write(text.replace("[faults]", '[faults]\ncuda = "init_fails"'))
+        try:
+            self.assertFailsWith(gpusel("--sim", path, "resolve", "--gpu", "0"), 1, "cannot be placed",
+                                 "NVML is unavailable", "asking CUDA failed too", "GPU UUIDs")
+        finally:
+            os.unlink(path)
         # Bad input is still bad without NVML.
         self.assertFailsWith(gpusel("--sim", "nvml-missing", "resolve", "--gpu", "1,001"), 2, "same GPU twice")
 

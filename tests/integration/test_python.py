@@ -40,21 +40,20 @@ print(json.dumps({s: [outcome(gpu_select, s), outcome(gpusel, s)] for s in json.
 SAME = [
     ("dgx-h100", {}, ["0", "7", "3,1", DGX[4][:10], DGX[4][:10].lower(), DGX[6], "8", "GPU-ffff", "GPU-", "0,GPU-1",
                       "1,1", "", " , ", "cuda:0", "0-3", "MIG-1234", DGX[1] + "," + DGX[1][:9]]),
-    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "5,1,3"}, ["0", "2", "3", "1,0", DGX[1][:9]]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "5,1,3"}, ["0", "2", "3", "1,0"]),
     ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "6,4"}, ["0,1", "1", "2"]),
     ("dgx-h100", {"CUDA_VISIBLE_DEVICES": f"{DGX[2]},{DGX[0][:12]}"},
      [DGX[0][:8], DGX[2], "1", "0", "2", DGX[5], "GPU-zz"]),
     ("dgx-h100", {"CUDA_VISIBLE_DEVICES": f"{DGX[4][:12]},{DGX[1][:12]}"}, ["1", DGX[4]]),
-    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "1,2"}, [DGX[0][:10], "0"]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "1,2"}, ["0"]),
     ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "MIG-aaaa"}, ["0"]),
     ("workstation-mixed", {}, ["0", "1,2", MIX[2][:9]]),
     ("workstation-mixed", {"CUDA_VISIBLE_DEVICES": "2", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}, ["0"]),
     ("single-l4", {}, ["0", "1", "GPU-5e0a"]),
     ("mig-a100", {}, ["1"]),
-    ("nvml-missing", {}, ["0,1", "GPU-ab", "2"]),
-    ("nvml-no-v2", {}, ["1"]),
-    ("nvml-init-fails", {}, ["0"]),
+    ("nvml-missing", {}, ["GPU-ab"]),
 ]
+NVMLESS = uuids("nvml-missing")
 
 # Where shared/seed/NOTES.md asks gpusel to differ: (machine, environment, spec, module's, gpusel's).
 DIFFERENT = [
@@ -62,6 +61,13 @@ DIFFERENT = [
     ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "1,1"}, "0", [DGX[1]], "ValueError"),  # 1: a duplicate hides all
     ("workstation-mixed", {"CUDA_VISIBLE_DEVICES": "0"}, "0", [MIX[0]], [MIX[1]]),  # 2: CUDA's order
     ("nvml-missing", {}, "1,01", None, "ValueError"),  # 6: duplicates without NVML
+    # 8: a UUID under a preset of indices, placed where the order is known
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "5,1,3"}, DGX[1][:9], "ValueError", [DGX[1]]),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "1,2"}, DGX[0][:10], "ValueError", "ValueError"),
+    # 10 (and issue 9): without NVML, indices are placed through CUDA's own list in PCI order
+    ("nvml-missing", {}, "0,1", None, NVMLESS[:2]),
+    ("nvml-missing", {}, "2", None, "ValueError"),
+    ("nvml-init-fails", {}, "0", None, uuids("nvml-init-fails")[:1]),
     ("mig-a100", {}, "0", [uuids("mig-a100")[0]], "ValueError"),  # a MIG-enabled GPU is refused
 ]
 

@@ -1,10 +1,11 @@
 """Binding by UUID: `gpusel bind`, the environment protocol, and the C++ worker API."""
 
+import json
 import os
 import subprocess
 import unittest
 
-from support import Case, gpusel, gpusel_json, machine, sim_env, uuids
+from support import BIN, Case, gpusel, gpusel_json, machine, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 MIX = uuids("workstation-mixed")  # PCI order: A4000, 4090, A6000; CUDA order: 4090, A6000, A4000
@@ -77,11 +78,68 @@ class BindTest(Case):
             with self.subTest(variable=var):
                 j = bind("dgx-h100", GPUSEL_GPUS=gpus, **{var: "0"})
                 self.assertEqual((j["rank_variable"], j["uuid"]), (var, DGX[3]))
-        # The first variable in the list wins.
-        j = bind("dgx-h100", GPUSEL_GPUS=gpus, SLURM_LOCALID="0", LOCAL_RANK="1", FLUX_TASK_LOCAL_ID="0")
-        self.assertEqual((j["rank_variable"], j["uuid"]), ("LOCAL_RANK", DGX[5]))
-        j = bind("dgx-h100", GPUSEL_GPUS=gpus, OMPI_COMM_WORLD_LOCAL_RANK="1", PMI_LOCAL_RANK="0")
+        self.assertEqual(j["source"], "GPUSEL_GPUS")
+        # Variables that agree: no question of which launcher counts.
+        j = bind("dgx-h100", GPUSEL_GPUS=gpus, SLURM_LOCALID="1", LOCAL_RANK="1", FLUX_TASK_LOCAL_ID="01")
+        self.assertEqual((j["rank"], j["uuid"]), (1, DGX[5]))
+        # Variables that disagree, all set by the same process (this test): which launcher started
+        # the process cannot be told, so gpusel refuses and names them.
+        r = bind_fails("dgx-h100", GPUSEL_GPUS=gpus, OMPI_COMM_WORLD_LOCAL_RANK="1", PMI_LOCAL_RANK="0")
+        self.assertFailsWith(r, 2, "local rank is ambiguous", 'OMPI_COMM_WORLD_LOCAL_RANK="1"', 'PMI_LOCAL_RANK="0"',
+                             "GPUSEL_GPU")
+        # The batch step of sbatch (SLURM_LOCALID=0 with no step id) is not a task launch.
+        j = bind("dgx-h100", GPUSEL_GPUS=gpus, SLURM_JOB_ID="7", SLURM_LOCALID="0", OMPI_COMM_WORLD_LOCAL_RANK="1")
         self.assertEqual((j["rank_variable"], j["uuid"]), ("OMPI_COMM_WORLD_LOCAL_RANK", DGX[5]))
+        self.assertIn("batch step", j["ignored"][0])
+
+    def test_inner_launcher_wins(self):
+        # A launcher (here: a shell) sets OMPI_COMM_WORLD_LOCAL_RANK for its child; LOCAL_RANK was
+        # set further out, by this test for the shell. The nearer one counts.
+        script = f'OMPI_COMM_WORLD_LOCAL_RANK=1 exec {BIN} bind --json'
+        r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+                           env=sim_env("dgx-h100", LOCAL_RANK="0", GPUSEL_GPUS=f"{DGX[3]},{DGX[5]}"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual((j["rank_variable"], j["rank"], j["uuid"]), ("OMPI_COMM_WORLD_LOCAL_RANK", 1, DGX[5]))
+        self.assertIn('LOCAL_RANK="0"', j["ignored"][0])
+
+    def test_launcher_rank_without_gpusel_variables(self):
+        # Step 4: visible device k for local rank k, within the scheduler's preset.
+        j = bind("dgx-h100", SLURM_LOCALID="1", SLURM_JOB_ID="7", SLURM_STEP_ID="0", CUDA_VISIBLE_DEVICES="2,3")
+        self.assertEqual((j["source"], j["rank_variable"], j["uuid"]), ("launcher", "SLURM_LOCALID", DGX[3]))
+        j = bind("dgx-h100", LOCAL_RANK="6")
+        self.assertEqual((j["source"], j["uuid"], j["cuda_ordinal"]), ("launcher", DGX[6], 6))
+        # Step 5: one visible device serves any rank.
+        j = bind("dgx-h100", LOCAL_RANK="3", CUDA_VISIBLE_DEVICES="5")
+        self.assertEqual((j["source"], j["uuid"]), ("single", DGX[5]))
+        # A rank past the visible devices, or more local ranks than devices: refused.
+        self.assertFailsWith(bind_fails("dgx-h100", LOCAL_RANK="2", CUDA_VISIBLE_DEVICES="2,3"), 2, "LOCAL_RANK=2",
+                             "CUDA sees only 2 devices", 'CUDA_VISIBLE_DEVICES="2,3"')
+        self.assertFailsWith(bind_fails("dgx-h100", LOCAL_RANK="0", LOCAL_WORLD_SIZE="4", CUDA_VISIBLE_DEVICES="2,3"),
+                             2, "LOCAL_WORLD_SIZE=4", "share")
+        # Several ranks and nothing to tell them apart: never device 0 for all.
+        self.assertFailsWith(bind_fails("dgx-h100", WORLD_SIZE="4"), 2, 'WORLD_SIZE="4"', "no local-rank variable")
+
+    def test_gpusel_gpu(self):
+        # A UUID is taken under any preset: CUDA's own devices decide.
+        j = bind("dgx-h100", GPUSEL_GPU=DGX[6], CUDA_VISIBLE_DEVICES="4,5,6,7", LOCAL_RANK="0")
+        self.assertEqual((j["source"], j["uuid"], j["cuda_ordinal"]), ("GPUSEL_GPU", DGX[6], 2))
+        # An index means what --gpu means: the nvidia-smi index, within a preset.
+        j = bind("dgx-h100", GPUSEL_GPU="3")
+        self.assertEqual((j["source"], j["uuid"]), ("GPUSEL_GPU", DGX[3]))
+        j = bind("dgx-h100", GPUSEL_GPU="1", CUDA_VISIBLE_DEVICES="4,5,6,7")
+        self.assertEqual(j["uuid"], DGX[5])
+        self.assertFailsWith(bind_fails("dgx-h100", GPUSEL_GPU="0,1"), 2, 'GPUSEL_GPU="0,1"', "exactly one")
+        # GPUSEL_GPU wins over GPUSEL_GPUS.
+        j = bind("dgx-h100", GPUSEL_GPU=DGX[2], GPUSEL_GPUS=f"{DGX[3]},{DGX[5]}", LOCAL_RANK="1")
+        self.assertEqual(j["uuid"], DGX[2])
+
+    def test_local_size_must_match_the_list(self):
+        self.assertFailsWith(bind_fails("dgx-h100", GPUSEL_GPUS=f"{DGX[3]},{DGX[5]}", LOCAL_RANK="0",
+                                        LOCAL_WORLD_SIZE="3"), 2, "LOCAL_WORLD_SIZE=3", "lists 2 GPUs")
+        j = bind("dgx-h100", GPUSEL_GPUS=f"{DGX[3]},{DGX[5]}", OMPI_COMM_WORLD_LOCAL_RANK="1",
+                 OMPI_COMM_WORLD_LOCAL_SIZE="2")
+        self.assertEqual(j["uuid"], DGX[5])
 
     def test_environment_errors(self):
         self.assertFailsWith(bind_fails("dgx-h100", GPUSEL_GPUS="0,1", LOCAL_RANK="x1"), 2, 'LOCAL_RANK="x1"',
@@ -105,8 +163,9 @@ class BindTest(Case):
         r = bind_fails("dgx-h100", GPUSEL_GPUS=DGX[3], LOCAL_RANK="0", CUDA_VISIBLE_DEVICES="0,1")
         self.assertFailsWith(r, 2, f"GPU {DGX[3]} is not visible to CUDA", 'CUDA_VISIBLE_DEVICES="0,1"', DGX[0],
                              DGX[1])
+        # An index entry counts within the preset, as --gpu does.
         r = bind_fails("dgx-h100", GPUSEL_GPUS="5", LOCAL_RANK="0", CUDA_VISIBLE_DEVICES="0,1")
-        self.assertFailsWith(r, 2, "cannot use CUDA device 5", "2 visible")
+        self.assertFailsWith(r, 2, 'GPUSEL_GPUS="5"', "out of range", "exposes 2 devices")
 
     def test_without_nvml_entries_reach_cuda(self):
         u = uuids("nvml-missing")

@@ -42,8 +42,10 @@ std::string step(const std::string& s) {
     return "";
   }
   if (op == "env") {
-    auto rank = gpusel::assign_from_environment();
-    return rank ? rank->variable + "=" + std::to_string(rank->rank) : "none";
+    auto info = gpusel::assign_from_environment();
+    if (!info) return "none";
+    return info->rank ? info->rank->variable + "=" + std::to_string(info->rank->rank)
+                      : gpusel::source_name(info->source);
   }
   if (op == "visible") {
     auto v = gpusel::assigned_visible_gpu();

@@ -23,14 +23,16 @@ CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
 }
 
 int run_bind(const BindOptions& options) {
-  std::optional<LocalRank> rank;
-  if (!options.gpu.empty()) {
-    assign_gpu(options.gpu);
-    rank = local_rank();
-  } else {
-    rank = assign_from_environment();
-  }
+  if (!options.gpu.empty()) assign_gpu(options.gpu);
   const int ordinal = bind_assigned_gpu();
+  const std::optional<AssignmentInfo> info = assignment_info();
+  std::optional<LocalRank> rank = info ? info->rank : std::nullopt;
+  if (!rank) {
+    try {
+      rank = local_rank();  // for the report only: it did not pick the GPU
+    } catch (const Error&) {
+    }
+  }
   const GpuIdentity id = gpu_identity(ordinal);
   const std::string cpus = format_cpu_list(own_cpus());
   const std::string cc = fmt::format("{}.{}", id.cc_major, id.cc_minor);
@@ -38,6 +40,8 @@ int run_bind(const BindOptions& options) {
     nlohmann::json j;
     j["rank"] = rank ? nlohmann::json(rank->rank) : nlohmann::json(nullptr);
     j["rank_variable"] = rank ? nlohmann::json(rank->variable) : nlohmann::json(nullptr);
+    j["source"] = info ? source_name(info->source) : "default";
+    j["ignored"] = rank ? rank->ignored : std::vector<std::string>{};
     j["uuid"] = id.uuid;
     j["index"] = id.index ? nlohmann::json(*id.index) : nlohmann::json(nullptr);
     j["cuda_ordinal"] = id.cuda_ordinal;
@@ -59,7 +63,10 @@ int run_bind(const BindOptions& options) {
   fmt::print("  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
              id.index ? std::to_string(*id.index) : std::string("unknown (no NVML)"), id.name,
              format_bytes(id.total_bytes), cc, id.pci_bus_id.empty() ? "unknown" : id.pci_bus_id);
-  fmt::print("  CPUs {}\n", cpus);
+  fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
+  if (rank) {
+    for (const std::string& why : rank->ignored) fmt::print("  not counted: {}\n", why);
+  }
   return 0;
 }
 

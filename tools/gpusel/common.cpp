@@ -80,5 +80,8 @@ void print_error(const std::string& message) {
 void print_warning(const std::string& message) {
   std::cerr << "gpusel: warning: " << message << std::endl;
 }
+void print_note(const std::string& message) {
+  std::cerr << "gpusel: note: " << message << std::endl;
+}
 
 }  // namespace gpusel::cli

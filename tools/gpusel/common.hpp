@@ -35,5 +35,6 @@ std::optional<std::string> simulated_machine();
 // "gpusel: <message>" on stderr.
 void print_error(const std::string& message);
 void print_warning(const std::string& message);
+void print_note(const std::string& message);  // "gpusel: note: ..."
 
 }  // namespace gpusel::cli

@@ -57,7 +57,12 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
   }
   bool hidden = false;
   bool reordered = false;
+  bool failed = false;
   for (std::size_t g = 0; g < rows.size(); ++g) {
+    if (snap.gpus[g].failed()) {
+      failed = true;
+      continue;
+    }
     if (rows[g].visibility == Visibility::Hidden && !snap.gpus[g].mig_enabled) hidden = true;
     if (rows[g].visibility == Visibility::Visible && rows[g].ordinal != static_cast<int>(g))
       reordered = true;
@@ -80,6 +85,7 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
   }
   if (reordered) {
     const std::string cause = env.visible_devices ? "under " + describe_preset(env)
+                              : failed            ? std::string("because CUDA skips the failed GPU")
                               : !vs.pci_order     ? std::string("in CUDA's FASTEST_FIRST order")
                                                   : std::string("because MIG devices come first");
     notes.push_back("CUDA ordinals differ from nvidia-smi indices here (" + cause +
@@ -185,7 +191,9 @@ int run_list(const ListOptions& options) {
       j["cuda_visibility"] = rows[g].visibility == Visibility::Visible  ? "visible"
                              : rows[g].visibility == Visibility::Hidden ? "hidden"
                                                                         : "unknown";
-      j["uuid"] = gpu.uuid;
+      j["uuid"] = gpu.failed() ? nlohmann::json(nullptr) : nlohmann::json(gpu.uuid);
+      j["state"] = gpu.failed() ? (gpu.failure.rfind("lost", 0) == 0 ? "lost" : "error") : "ok";
+      j["failure"] = gpu.failed() ? nlohmann::json(gpu.failure) : nlohmann::json(nullptr);
       j["name"] = gpu.name;
       j["memory_total_bytes"] = gpu.memory_total;
       j["pci_bus_id"] = gpu.pci_bus_id;
@@ -245,6 +253,10 @@ int run_list(const ListOptions& options) {
              name_width, "MEMORY", "PCI BUS ID", "NUMA");
   for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
     const GpuInfo& gpu = snap.gpus[g];
+    if (gpu.failed()) {
+      fmt::print("{:<5} {:<4} {}\n", gpu.index, "-", "FAILED: " + gpu.failure);
+      continue;
+    }
     fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {}\n", gpu.index,
                ordinal_text(rows[g].visibility, rows[g].ordinal), gpu.uuid, gpu.name, name_width,
                gpu.memory_total ? format_bytes(gpu.memory_total) : "?", gpu.pci_bus_id,

@@ -24,15 +24,18 @@ int run_resolve(const ResolveOptions& options) {
   const bool resolved = r.resolved;
   if (!resolved) {
     print_warning("NVML is unavailable (" + r.reason +
-                  "); the entries are passed on unresolved, and each worker will match its entry "
+                  "); the UUIDs are passed on unresolved, and each worker will match its entry "
                   "against CUDA's own devices when it binds");
   }
+  for (const std::string& note : r.notes) print_note(note);
   if (auto sim = simulated_machine(); sim && !options.json) {
     std::cerr << "gpusel: simulated machine: " << *sim << "\n";
   }
   if (options.json) {
     nlohmann::json j;
     j["resolved"] = resolved;
+    j["through_cuda"] = r.through_cuda;
+    j["notes"] = r.notes;
     j["gpus"] = out;
     std::cout << j.dump() << "\n";
   } else {

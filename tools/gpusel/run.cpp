@@ -38,8 +38,9 @@ int run_run(const RunOptions& options) {
       resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper());
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
-                  "); workers get the entries as given and match them against CUDA's own devices");
+                  "); workers get the UUIDs as given and match them against CUDA's own devices");
   }
+  for (const std::string& note : r.notes) print_note(note);
   LaunchOptions launch;
   launch.command = options.command;
   launch.gpus = r.gpus;
