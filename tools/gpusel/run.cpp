@@ -1,4 +1,5 @@
 // gpusel run: one process per GPU, each told its GPU, supervised as one job.
+#include <cmath>
 #include <map>
 
 #include "commands.hpp"
@@ -7,6 +8,7 @@
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/probe.hpp"
+#include "gpusel/resolve.hpp"
 
 namespace gpusel::cli {
 
@@ -18,7 +20,16 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
                 "prefix each line of a worker's output with [rank N]");
   cmd->add_option("--grace", options.grace,
                   "seconds between SIGTERM and SIGKILL when stopping workers (default 10)")
-      ->check(CLI::Range(0.0, 86400.0));
+      ->check(CLI::Validator(
+          [](std::string& text) -> std::string {
+            // Not CLI::Range: NaN compares false both ways and would pass it.
+            double seconds = 0;
+            if (CLI::detail::lexical_cast(text, seconds) && std::isfinite(seconds) &&
+                seconds >= 0 && seconds <= 86400)
+              return {};
+            return quote_value(text) + " is not a number of seconds from 0 to 86400";
+          },
+          "SECONDS"));
   cmd->add_option("--bind-cpu", options.bind_cpu,
                   "none (default), node: the CPUs near each GPU, exclusive: split them")
       ->check(CLI::IsMember({"none", "node", "exclusive"}));
