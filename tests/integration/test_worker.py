@@ -3,6 +3,7 @@
 import json
 import os
 import subprocess
+import sys
 import unittest
 
 from support import BIN, Case, gpusel, gpusel_json, machine, sim_env, uuids
@@ -95,8 +96,9 @@ class BindTest(Case):
     def test_inner_launcher_wins(self):
         # A launcher (here: a shell) sets OMPI_COMM_WORLD_LOCAL_RANK for its child; LOCAL_RANK was
         # set further out, by this test for the shell. The nearer one counts.
-        script = f'OMPI_COMM_WORLD_LOCAL_RANK=1 exec {BIN} bind --json'
-        r = subprocess.run(["sh", "-c", script], capture_output=True, text=True, timeout=60,
+        launcher = ("import os, subprocess, sys; sys.exit(subprocess.run([sys.argv[1], 'bind', '--json'], "
+                    "env=dict(os.environ, OMPI_COMM_WORLD_LOCAL_RANK='1')).returncode)")
+        r = subprocess.run([sys.executable, "-c", launcher, BIN], capture_output=True, text=True, timeout=60,
                            env=sim_env("dgx-h100", LOCAL_RANK="0", GPUSEL_GPUS=f"{DGX[3]},{DGX[5]}"))
         self.assertEqual(r.returncode, 0, r.stderr)
         j = json.loads(r.stdout)
