@@ -101,7 +101,8 @@ n = ctypes.c_int()
 out["cuda_after_import"] = cuda.cuDeviceGetCount(ctypes.byref(n))  # 3: CUDA not initialised
 out["names"] = [name for name in ("is_gpu_uuid", "is_gpu_index", "parse_gpu_spec", "gpu_arg", "single_gpu_arg",
     "resolve_gpu_uuids", "set_assigned_gpu", "assign_gpu", "bind_assigned_gpu", "assigned_visible_gpu",
-    "format_gpu_uuid", "gpu_identity") if callable(getattr(gpusel, name, None))]
+    "format_gpu_uuid", "gpu_identity", "assign_from_environment", "assignment_source", "local_rank")
+    if callable(getattr(gpusel, name, None))]
 out["parse"] = gpusel.parse_gpu_spec(" 3, ,gpu-ab ".replace("gpu-ab", "1"))
 out["is"] = [gpusel.is_gpu_uuid("gPu-x"), gpusel.is_gpu_index("\u00b2"), gpusel.is_gpu_index("07")]
 def err(fn, *a):
@@ -129,7 +130,7 @@ class ModuleTest(Case):
     def test_module(self):
         out = python(MODULE, "workstation-mixed", WANT="0")
         self.assertEqual(out["cuda_after_import"], 3)
-        self.assertEqual(len(out["names"]), 12)
+        self.assertEqual(len(out["names"]), 15)
         self.assertEqual(out["parse"], ["3", "1"])
         self.assertEqual(out["is"], [True, False, True])
         self.assertEqual(out["gpu_arg"][0], "ArgumentTypeError")
@@ -150,6 +151,64 @@ class ModuleTest(Case):
         out = python("import gpusel, json; print(json.dumps(gpusel.resolve_gpu_uuids(['0'])))", "workstation-mixed",
                      CUDA_VISIBLE_DEVICES="0,2")
         self.assertEqual(out, [MIX[1]])
+
+    def test_environment_rule_from_python(self):
+        code = ("import gpusel, json; o = {}; o['source'] = gpusel.assign_from_environment(); "
+                "o['bound'] = gpusel.bind_assigned_gpu(); o['how'] = gpusel.assignment_source(); "
+                "o['uuid'] = gpusel.gpu_identity(o['bound'])['uuid']; print(json.dumps(o))")
+        # What gpusel run hands a rank, under a scheduler's integer preset: the UUID is accepted.
+        out = python(code, GPUSEL_GPU=DGX[6], CUDA_VISIBLE_DEVICES="4,5,6,7", LOCAL_RANK="0")
+        self.assertEqual(out, {"source": "GPUSEL_GPU", "bound": 2, "how": ["GPUSEL_GPU", None], "uuid": DGX[6]})
+        out = python(code, GPUSEL_GPUS=f"{DGX[2]},{DGX[5]}", LOCAL_RANK="1")
+        self.assertEqual(out, {"source": "GPUSEL_GPUS", "bound": 5, "how": ["GPUSEL_GPUS", 1], "uuid": DGX[5]})
+        # No GPUSEL_* variable: bind_assigned_gpu alone follows the launcher's rank.
+        out = python(code, LOCAL_RANK="1", CUDA_VISIBLE_DEVICES="3,4")
+        self.assertEqual(out, {"source": None, "bound": 1, "how": ["launcher", 1], "uuid": DGX[4]})
+        # The reference module's own call, under an integer preset, takes the parent's UUID.
+        out = python("import gpusel, json, os; gpusel.assign_gpu(os.environ['GPUSEL_GPU']); "
+                     "print(json.dumps(gpusel.bind_assigned_gpu()))", GPUSEL_GPU=DGX[5], CUDA_VISIBLE_DEVICES="4,5,6,7")
+        self.assertEqual(out, 1)
+
+    def test_integers_out_of_range_are_refused(self):
+        code = r'''
+import gpusel, json
+out = {}
+for name, call in (("bind", lambda: gpusel.bind_assigned_gpu(2**32 + 5)), ("identity", lambda: gpusel.gpu_identity(2**32 + 3)),
+                   ("negative", lambda: gpusel.gpu_identity(-2**40)), ("float", lambda: gpusel.gpu_identity(1.0))):
+    try:
+        call()
+        out[name] = "accepted"
+    except (ValueError, TypeError) as e:
+        out[name] = type(e).__name__
+out["still_unbound"] = gpusel.assignment_source()
+print(json.dumps(out))
+'''
+        out = python(code)
+        self.assertEqual(out, {"bind": "ValueError", "identity": "ValueError", "negative": "ValueError",
+                               "float": "TypeError", "still_unbound": None})
+
+    def test_struct_layout_matches_c(self):
+        # The ctypes mirror of gpusel_identity against the C compiler's own layout.
+        import shutil
+        import tempfile
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            self.skipTest("no C compiler")
+        fields = ["index", "cuda_ordinal", "uuid", "name", "total_bytes", "cc_major", "cc_minor", "pci_bus_id"]
+        program = "#include <stdio.h>\n#include <stddef.h>\n#include <gpusel/gpusel.h>\nint main(void) {\n"
+        program += '  printf("%zu", sizeof(gpusel_identity));\n'
+        for f in fields:
+            program += f'  printf(" %zu", offsetof(gpusel_identity, {f}));\n'
+        program += "  return 0;\n}\n"
+        with tempfile.TemporaryDirectory() as d:
+            src, exe = os.path.join(d, "layout.c"), os.path.join(d, "layout")
+            with open(src, "w") as f:
+                f.write(program)
+            subprocess.run([cc, "-I", os.path.join(SOURCE, "include"), src, "-o", exe], check=True)
+            c_layout = [int(x) for x in subprocess.run([exe], capture_output=True, text=True, check=True).stdout.split()]
+        py = python("import ctypes, gpusel, json; I = gpusel._Identity; "
+                    f"print(json.dumps([ctypes.sizeof(I)] + [getattr(I, f).offset for f in {fields!r}]))")
+        self.assertEqual(py, c_layout)
 
     def test_library_not_found(self):
         e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY="/nonexistent/libgpusel.so.0")
