@@ -30,9 +30,14 @@ struct LaunchOptions {
 std::string find_program(const std::string& name);
 
 // Starts one worker per entry and supervises them: signals INT, TERM, HUP and QUIT are forwarded
-// to every worker; when one fails the others get SIGTERM, then SIGKILL after the grace period;
-// no worker outlives this process, even when it is killed. Returns 0 when all succeed, else the
-// first failing worker's status (128 + N for signal N), after a one-line summary on stderr.
+// to every worker; when one fails the others get SIGTERM; either way those still running get
+// SIGKILL after the grace period; no worker outlives this process, even when it is killed.
+// Returns 128 + N when signal N was forwarded (whatever the workers did), else 0 when all
+// succeed, else the first failing worker's status (128 + N for signal N), after a one-line
+// summary on stderr. Workers are reaped by pid (the caller's other children are left alone); on
+// every way out, the signal mask and all descriptors are restored, and workers still running are
+// killed and reaped. Throws Error(BadInput) for a grace period that is negative or not finite,
+// Error(Failure) when the workers cannot be started or supervised.
 int launch_workers(const LaunchOptions& options);
 
 // The CPUs each rank should run on: those near its GPU (NVML's CPU affinity, else the PCI device's

@@ -12,9 +12,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
@@ -51,13 +54,65 @@ int free_port() {
   return port;
 }
 
+// --tag-output: a partial line (no newline yet) is written, tagged and ended with a newline, once
+// it holds this many bytes or has waited this long, so that a progress bar shows while the worker
+// runs and memory stays bounded. Lines of different workers never share an output line.
+constexpr std::size_t kMaxPartial = 64 * 1024;
+constexpr auto kPartialWait = std::chrono::milliseconds(200);
+
+struct Stream {
+  int fd = -1;                // the read end of the worker's stdout or stderr pipe (--tag-output)
+  std::string pending;        // a partial line, at most kMaxPartial bytes
+  Clock::time_point since{};  // when `pending` became non-empty
+};
+
 struct Worker {
   int rank = 0;
   pid_t pid = -1;
   bool running = false;
   int status = 0;
-  int fds[2] = {-1, -1};  // stdout, stderr pipes with --tag-output
-  std::string pending[2];
+  std::string prefix;  // "[rank N] "
+  Stream streams[2];   // stdout, stderr
+};
+
+void close_fd(int& fd) {
+  if (fd >= 0) close(fd);
+  fd = -1;
+}
+
+// Everything launch_workers sets up, undone however it ends (return or exception): workers still
+// running are killed and reaped, every descriptor is closed, and the signal mask and SIGCHLD's
+// disposition are restored.
+struct Supervision {
+  explicit Supervision(std::size_t n) : workers(n) {}
+  Supervision(const Supervision&) = delete;
+  Supervision& operator=(const Supervision&) = delete;
+  ~Supervision() {
+    for (Worker& w : workers) {
+      if (w.running) {
+        kill(-w.pid, SIGKILL);
+        kill(w.pid, SIGKILL);
+        while (waitpid(w.pid, nullptr, 0) < 0 && errno == EINTR) {
+        }
+        w.running = false;
+      }
+      for (Stream& s : w.streams) close_fd(s.fd);
+    }
+    for (int& fd : child_ends) close_fd(fd);
+    close_fd(sfd);
+    close_fd(dev_null);
+    if (masked) sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    if (chld_reset) sigaction(SIGCHLD, &old_chld, nullptr);
+  }
+
+  std::vector<Worker> workers;
+  int child_ends[2] = {-1, -1};  // the write ends of the worker being started
+  int sfd = -1;
+  int dev_null = -1;
+  sigset_t old_mask{};
+  bool masked = false;
+  struct sigaction old_chld {};
+  bool chld_reset = false;
 };
 
 std::string status_text(int status) {
@@ -70,35 +125,126 @@ std::string status_text(int status) {
   return "exited with status " + std::to_string(WEXITSTATUS(status));
 }
 
+std::string signal_name(int sig) {
+  const char* name = sigabbrev_np(sig);
+  return name ? std::string("SIG") + name : "signal " + std::to_string(sig);
+}
+
 int exit_code(int status) {
   return WIFSIGNALED(status) ? 128 + WTERMSIG(status) : WEXITSTATUS(status);
 }
 
-void write_all(int fd, const std::string& text) {
+void write_all(int fd, const char* data, std::size_t size) {
   std::size_t done = 0;
-  while (done < text.size()) {
-    ssize_t n = write(fd, text.data() + done, text.size() - done);
+  while (done < size) {
+    ssize_t n = write(fd, data + done, size - done);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return;
     done += static_cast<std::size_t>(n);
   }
 }
 
-// Writes every complete line of `pending` with the rank's prefix; everything when `flush`.
-void emit_lines(Worker& w, int stream, bool flush) {
-  std::string& buf = w.pending[stream];
-  const std::string prefix = "[rank " + std::to_string(w.rank) + "] ";
+void write_all(int fd, const std::string& text) {
+  write_all(fd, text.data(), text.size());
+}
+
+// Tags and writes what a worker sent: every complete line, and pieces of kMaxPartial bytes of a
+// longer one; the rest waits in `pending`. Each byte is looked at once.
+void feed(const Worker& w, Stream& s, int out_fd, const char* data, std::size_t size,
+          Clock::time_point now) {
   std::string out;
-  std::size_t start = 0;
-  for (std::size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
-    out += prefix + buf.substr(start, nl - start + 1);
+  while (size > 0) {
+    const std::size_t room = kMaxPartial - s.pending.size();  // never 0: full lines are written
+    const auto* nl = static_cast<const char*>(std::memchr(data, '\n', std::min(size, room + 1)));
+    std::size_t take = 0;
+    if (nl != nullptr) {
+      take = static_cast<std::size_t>(nl - data) + 1;
+      out += w.prefix;
+      out += s.pending;
+      out.append(data, take);
+      s.pending.clear();
+    } else {
+      take = std::min(size, room);
+      if (s.pending.empty()) s.since = now;
+      s.pending.append(data, take);
+      if (s.pending.size() == kMaxPartial) {
+        out += w.prefix;
+        out += s.pending;
+        out += '\n';
+        s.pending.clear();
+      }
+    }
+    data += take;
+    size -= take;
   }
-  buf.erase(0, start);
-  if (flush && !buf.empty()) {
-    out += prefix + buf + "\n";
-    buf.clear();
+  if (!out.empty()) write_all(out_fd, out);
+}
+
+// Writes the partial line of `s`, tagged and ended with a newline.
+void flush_partial(const Worker& w, Stream& s, int out_fd) {
+  if (s.pending.empty()) return;
+  write_all(out_fd, w.prefix + s.pending + "\n");
+  s.pending.clear();
+}
+
+// The decimal digits of a non-negative number, for the child after fork (no allocation).
+std::size_t format_number(int value, char* buf) {
+  char digits[16];
+  std::size_t n = 0;
+  unsigned v = value < 0 ? 0u : static_cast<unsigned>(value);
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0 && n < sizeof digits);
+  for (std::size_t i = 0; i < n; ++i) buf[i] = digits[n - 1 - i];
+  return n;
+}
+
+// Makes `from` the descriptor `to`, inheritable across exec. Async-signal-safe.
+bool move_fd(int from, int to) {
+  if (from == to) return fcntl(to, F_SETFD, 0) == 0;
+  return dup2(from, to) == to;
+}
+
+// What a child needs between fork and exec, all built before fork.
+struct ChildPlan {
+  pid_t parent;
+  int dev_null;
+  int out_fd;  // -1 without --tag-output
+  int err_fd;
+  bool bind;
+  cpu_set_t cpus;
+  const sigset_t* mask;
+  const struct sigaction* chld;  // SIGCHLD's disposition as gpusel found it, or null
+  const char* program;
+  char* const* argv;
+  char* const* envp;
+  const std::string* setup_failed;  // "gpusel: rank N: cannot ... (errno "
+  const std::string* exec_failed;
+};
+
+// The child between fork and exec: async-signal-safe calls only.
+[[noreturn]] void start_child(const ChildPlan& c) {
+  // The worker dies with gpusel, however gpusel ends (the signal survives execve).
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() != c.parent) _exit(127);
+  setpgid(0, 0);
+  const std::string* failed = c.setup_failed;
+  int code = 126;
+  if (move_fd(c.dev_null, 0) && (c.out_fd < 0 || (move_fd(c.out_fd, 1) && move_fd(c.err_fd, 2))) &&
+      (!c.bind || sched_setaffinity(0, sizeof c.cpus, &c.cpus) == 0)) {
+    if (c.chld != nullptr) sigaction(SIGCHLD, c.chld, nullptr);
+    sigprocmask(SIG_SETMASK, c.mask, nullptr);
+    execve(c.program, c.argv, c.envp);
+    failed = c.exec_failed;
+    code = 127;
   }
-  if (!out.empty()) write_all(stream == 0 ? 1 : 2, out);
+  const int e = errno;
+  char number[16];
+  write_all(2, failed->data(), failed->size());
+  write_all(2, number, format_number(e, number));
+  write_all(2, ")\n", 2);
+  _exit(code);
 }
 
 }  // namespace
@@ -134,6 +280,10 @@ std::string find_program(const std::string& name) {
 int launch_workers(const LaunchOptions& options) {
   const std::size_t n = options.gpus.size();
   const std::string program = find_program(options.command.at(0));
+  if (!std::isfinite(options.grace_seconds) || options.grace_seconds < 0) {
+    throw bad_input("run: the grace period must be a finite number of seconds, 0 or more, not " +
+                    std::to_string(options.grace_seconds));
+  }
 
   // Everything the children need is built before the first fork.
   std::vector<std::string> base;
@@ -171,9 +321,36 @@ int launch_workers(const LaunchOptions& options) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  const Clock::duration grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(std::min(options.grace_seconds, 1e9)));
+
+  Supervision sup(n);
+  std::vector<Worker>& workers = sup.workers;
+  std::vector<std::string> setup_failed(n), exec_failed(n);
+  for (std::size_t r = 0; r < n; ++r) {
+    workers[r].rank = static_cast<int>(r);
+    workers[r].prefix = "[rank " + std::to_string(r) + "] ";
+    setup_failed[r] = "gpusel: rank " + std::to_string(r) +
+                      ": cannot set up the worker's descriptors or CPU affinity (errno ";
+    exec_failed[r] = "gpusel: rank " + std::to_string(r) + ": cannot run " + program + " (errno ";
+  }
+
+  // Workers are reaped by pid; a SIGCHLD that gpusel was started with ignored would reap them
+  // behind its back, so it is set to the default while they run (and for them, restored).
+  struct sigaction chld {};
+  sigaction(SIGCHLD, nullptr, &chld);
+  if (chld.sa_handler == SIG_IGN) {
+    sup.old_chld = chld;
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(SIGCHLD, &dfl, nullptr);
+    sup.chld_reset = true;
+  }
+
   // A signal this process was started with ignored (nohup, a background job of a script) stays
   // ignored for the workers too, and is not forwarded.
-  sigset_t mask, old_mask;
+  sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
   for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
@@ -181,12 +358,15 @@ int launch_workers(const LaunchOptions& options) {
     sigaction(s, nullptr, &current);
     if (current.sa_handler != SIG_IGN) sigaddset(&mask, s);
   }
-  sigprocmask(SIG_BLOCK, &mask, &old_mask);
-  const int sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
-  if (sfd < 0) throw failure(std::string("signalfd: ") + std::strerror(errno));
+  sigprocmask(SIG_BLOCK, &mask, &sup.old_mask);
+  sup.masked = true;
+  sup.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sup.sfd < 0) throw failure(std::string("signalfd: ") + std::strerror(errno));
+  sup.dev_null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (sup.dev_null < 0)
+    throw failure(std::string("cannot open /dev/null: ") + std::strerror(errno));
 
   const pid_t parent = getpid();
-  std::vector<Worker> workers(n);
   auto signal_workers = [&](int sig) {
     for (Worker& w : workers) {
       if (w.running) kill(-w.pid, sig);  // the worker's process group: the worker and its children
@@ -194,68 +374,64 @@ int launch_workers(const LaunchOptions& options) {
   };
   for (std::size_t r = 0; r < n; ++r) {
     Worker& w = workers[r];
-    w.rank = static_cast<int>(r);
-    int out[2] = {-1, -1}, err[2] = {-1, -1};
-    if (options.tag_output && (pipe2(out, O_CLOEXEC) != 0 || pipe2(err, O_CLOEXEC) != 0)) {
-      signal_workers(SIGKILL);
-      throw failure(std::string("pipe: ") + std::strerror(errno));
+    if (options.tag_output) {
+      for (int s = 0; s < 2; ++s) {
+        int ends[2];
+        if (pipe2(ends, O_CLOEXEC) != 0)
+          throw failure(std::string("cannot start worker ") + std::to_string(r) +
+                        ": pipe: " + std::strerror(errno));
+        w.streams[s].fd = ends[0];
+        sup.child_ends[s] = ends[1];
+      }
     }
-    cpu_set_t cpus;
-    CPU_ZERO(&cpus);
-    for (int c : r < options.cpus.size() ? options.cpus[r] : std::vector<int>{}) CPU_SET(c, &cpus);
-    const bool bind = r < options.cpus.size() && !options.cpus[r].empty();
+    ChildPlan plan{};
+    plan.parent = parent;
+    plan.dev_null = sup.dev_null;
+    plan.out_fd = sup.child_ends[0];
+    plan.err_fd = sup.child_ends[1];
+    CPU_ZERO(&plan.cpus);
+    for (int c : r < options.cpus.size() ? options.cpus[r] : std::vector<int>{})
+      CPU_SET(c, &plan.cpus);
+    plan.bind = r < options.cpus.size() && !options.cpus[r].empty();
+    plan.mask = &sup.old_mask;
+    plan.chld = sup.chld_reset ? &sup.old_chld : nullptr;
+    plan.program = program.c_str();
+    plan.argv = argv.data();
+    plan.envp = envps[r].data();
+    plan.setup_failed = &setup_failed[r];
+    plan.exec_failed = &exec_failed[r];
     const pid_t pid = fork();
-    if (pid == 0) {
-      // The worker dies with gpusel, however gpusel ends (the signal survives execve).
-      prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (getppid() != parent) _exit(127);
-      setpgid(0, 0);
-      int null = open("/dev/null", O_RDONLY);
-      if (null >= 0) dup2(null, 0);
-      if (options.tag_output) {
-        dup2(out[1], 1);
-        dup2(err[1], 2);
-      }
-      if (bind && sched_setaffinity(0, sizeof cpus, &cpus) != 0) {
-        const char msg[] = "gpusel: cannot set the worker's CPU affinity\n";
-        write_all(2, msg);
-        _exit(126);
-      }
-      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      execve(program.c_str(), argv.data(), envps[r].data());
-      write_all(2,
-                std::string("gpusel: cannot run ") + program + ": " + std::strerror(errno) + "\n");
-      _exit(127);
-    }
-    if (pid < 0) {
-      const int e = errno;
-      signal_workers(SIGKILL);
-      throw failure(std::string("cannot start worker ") + std::to_string(r) + ": " +
-                    std::strerror(e));
-    }
+    if (pid == 0) start_child(plan);
+    if (pid < 0)
+      throw failure("cannot start worker " + std::to_string(r) + ": " + std::strerror(errno));
     setpgid(pid, pid);
     w.pid = pid;
     w.running = true;
-    if (options.tag_output) {
-      close(out[1]);
-      close(err[1]);
-      w.fds[0] = out[0];
-      w.fds[1] = err[0];
-    }
+    for (int& fd : sup.child_ends) close_fd(fd);
   }
 
   std::size_t running = n;
-  int first_failure = -1;
-  // When to SIGKILL what is left after a failure, and how long to wait for output after the end.
+  int first_failure = -1;     // the first worker that failed on its own, before any signal
+  int stop_signal = 0;        // the first signal the user sent gpusel
+  std::size_t signalled = 0;  // the workers running when it came
+  std::size_t sigkilled = 0;
+  // When to SIGKILL what is left after a failure or a signal, and how long to wait for output
+  // after the end.
   Clock::time_point kill_at{}, drain_until{};
-  bool kill_pending = false, draining = false;
+  bool kill_armed = false, kill_pending = false, draining = false;
+  auto arm_kill = [&] {
+    if (kill_armed) return;
+    kill_armed = kill_pending = true;
+    kill_at = Clock::now() + grace;
+  };
+  auto out_fd = [](int s) { return s == 0 ? 1 : 2; };
   while (true) {
-    std::vector<pollfd> fds{{sfd, POLLIN, 0}};
+    std::vector<pollfd> fds{{sup.sfd, POLLIN, 0}};
     std::vector<std::pair<std::size_t, int>> owners;
     for (std::size_t r = 0; r < n; ++r) {
       for (int s = 0; s < 2; ++s) {
-        if (workers[r].fds[s] >= 0) {
-          fds.push_back({workers[r].fds[s], POLLIN, 0});
+        if (workers[r].streams[s].fd >= 0) {
+          fds.push_back({workers[r].streams[s].fd, POLLIN, 0});
           owners.emplace_back(r, s);
         }
       }
@@ -269,81 +445,113 @@ int launch_workers(const LaunchOptions& options) {
       }
       if (Clock::now() >= drain_until) break;
     }
+    std::optional<Clock::time_point> wake;
+    auto wake_by = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
+    if (kill_pending) wake_by(kill_at);
+    if (draining) wake_by(drain_until);
+    for (const Worker& w : workers) {
+      for (const Stream& s : w.streams) {
+        if (!s.pending.empty()) wake_by(s.since + kPartialWait);
+      }
+    }
     int timeout = -1;
-    auto until = [&](Clock::time_point t) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(t - Clock::now()).count();
-      return static_cast<int>(std::max<long long>(0, ms) + 1);
-    };
-    if (kill_pending) timeout = until(kill_at);
-    if (draining)
-      timeout = timeout < 0 ? until(drain_until) : std::min(timeout, until(drain_until));
-    if (poll(fds.data(), fds.size(), timeout) < 0 && errno != EINTR) break;
+    if (wake) {
+      auto ms = std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count();
+      timeout = static_cast<int>(std::clamp<long long>(ms, 0, 1 << 30));
+    }
+    if (poll(fds.data(), fds.size(), timeout) < 0) {
+      if (errno == EINTR) continue;
+      const int e = errno;
+      // The Supervision's destructor kills and reaps the workers.
+      throw failure(std::string("poll: ") + std::strerror(e) + "; the workers were killed");
+    }
 
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo info{};
-      while (read(sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        if (info.ssi_signo != SIGCHLD) {
-          signal_workers(static_cast<int>(info.ssi_signo));
+      while (read(sup.sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+        const int sig = static_cast<int>(info.ssi_signo);
+        if (sig != SIGCHLD) {
+          // The user's signal: forwarded, and the run ends with it whatever the workers do.
+          if (stop_signal == 0) {
+            stop_signal = sig;
+            signalled = running;
+          }
+          signal_workers(sig);
+          arm_kill();
           continue;
         }
-        int status = 0;
-        for (pid_t pid; (pid = waitpid(-1, &status, WNOHANG)) > 0;) {
-          for (Worker& w : workers) {
-            if (w.pid != pid || !w.running) continue;
-            w.running = false;
-            w.status = status;
-            --running;
-            if (exit_code(status) != 0 && first_failure < 0) {
-              first_failure = w.rank;
-              signal_workers(SIGTERM);
-              kill_at = Clock::now() + std::chrono::milliseconds(
-                                           static_cast<long long>(options.grace_seconds * 1000));
-              kill_pending = true;
-            }
+        // Only gpusel's own workers: a host program's other children are its own to reap.
+        for (Worker& w : workers) {
+          if (!w.running) continue;
+          int status = 0;
+          const pid_t got = waitpid(w.pid, &status, WNOHANG);
+          if (got == 0 || (got < 0 && errno != ECHILD)) continue;
+          w.running = false;
+          w.status = got == w.pid ? status : 0;  // ECHILD: reaped by someone else, status unknown
+          --running;
+          if (exit_code(w.status) != 0 && first_failure < 0 && stop_signal == 0) {
+            first_failure = w.rank;
+            signal_workers(SIGTERM);
+            arm_kill();
           }
         }
       }
     }
+    const Clock::time_point now = Clock::now();
     for (std::size_t i = 1; i < fds.size(); ++i) {
       if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
       auto [r, s] = owners[i - 1];
+      Stream& stream = workers[r].streams[s];
       char buf[65536];
-      ssize_t got = read(fds[i].fd, buf, sizeof buf);
+      ssize_t got = read(stream.fd, buf, sizeof buf);
       if (got > 0) {
-        workers[r].pending[s].append(buf, static_cast<std::size_t>(got));
-        emit_lines(workers[r], s, false);
+        feed(workers[r], stream, out_fd(s), buf, static_cast<std::size_t>(got), now);
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        emit_lines(workers[r], s, true);
-        close(workers[r].fds[s]);
-        workers[r].fds[s] = -1;
+        flush_partial(workers[r], stream, out_fd(s));
+        close_fd(stream.fd);
+      }
+    }
+    for (Worker& w : workers) {
+      for (int s = 0; s < 2; ++s) {
+        if (!w.streams[s].pending.empty() && now >= w.streams[s].since + kPartialWait)
+          flush_partial(w, w.streams[s], out_fd(s));
       }
     }
     if (kill_pending && Clock::now() >= kill_at) {
+      for (const Worker& w : workers) sigkilled += w.running ? 1 : 0;
       signal_workers(SIGKILL);
       kill_pending = false;
     }
   }
   for (Worker& w : workers) {
-    for (int s = 0; s < 2; ++s) {
-      if (w.fds[s] >= 0) {
-        emit_lines(w, s, true);
-        close(w.fds[s]);
-      }
-    }
+    for (int s = 0; s < 2; ++s) flush_partial(w, w.streams[s], out_fd(s));
   }
-  close(sfd);
-  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
 
+  auto workers_text = [](std::size_t count) {
+    return std::to_string(count) + " worker" + (count == 1 ? "" : "s");
+  };
+  if (first_failure >= 0) {
+    const Worker& bad = workers[static_cast<std::size_t>(first_failure)];
+    write_all(2, "gpusel: rank " + std::to_string(bad.rank) + " (GPU " +
+                     options.gpus[static_cast<std::size_t>(bad.rank)] + ") " +
+                     status_text(bad.status) + "; " +
+                     (n == 1 ? std::string("it was the only worker")
+                             : "the other " + std::to_string(n - 1) + " worker" +
+                                   (n == 2 ? " was" : "s were") + " stopped") +
+                     "\n");
+  }
+  if (stop_signal != 0) {
+    write_all(2, "gpusel: stopped by " + signal_name(stop_signal) + "; it was forwarded to " +
+                     (signalled == 0 ? std::string("no worker (all had ended)")
+                                     : "the " + workers_text(signalled) + " still running") +
+                     (sigkilled == 0 ? std::string()
+                                     : ", and " + workers_text(sigkilled) +
+                                           " still running after the grace period got SIGKILL") +
+                     "\n");
+    return 128 + stop_signal;
+  }
   if (first_failure < 0) return 0;
-  const Worker& bad = workers[static_cast<std::size_t>(first_failure)];
-  write_all(2, "gpusel: rank " + std::to_string(bad.rank) + " (GPU " +
-                   options.gpus[static_cast<std::size_t>(bad.rank)] + ") " +
-                   status_text(bad.status) + "; " +
-                   (n == 1 ? std::string("it was the only worker")
-                           : "the other " + std::to_string(n - 1) + " worker" +
-                                 (n == 2 ? " was" : "s were") + " stopped") +
-                   "\n");
-  return exit_code(bad.status);
+  return exit_code(workers[static_cast<std::size_t>(first_failure)].status);
 }
 
 }  // namespace gpusel

@@ -2,13 +2,16 @@
 
 import json
 import os
+import re
+import select
+import shutil
 import signal
 import subprocess
 import tempfile
 import time
 import unittest
 
-from support import BIN, MACHINES, Case, base_env, gpusel, sim_env, uuids
+from support import BIN, MACHINES, SOURCE, Case, base_env, gpusel, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 MIX = uuids("workstation-mixed")
@@ -153,9 +156,56 @@ class RunTest(Case):
                     ready += "ready" in line
                 p.send_signal(sig)
                 out, err = p.communicate(timeout=20)
-                self.assertEqual(p.returncode, 0, err)
+                # Cancelled, though every worker exited 0: `gpusel run ... && next` must not go on.
+                self.assertEqual(p.returncode, 128 + sig, err)
                 self.assertIn(f"[rank 0] got-{name}-0", out)
                 self.assertIn(f"[rank 1] got-{name}-1", out)
+                self.assertIn(f"gpusel: stopped by {sig.name}", err)
+                self.assertNotIn("gpusel: rank", err)
+
+    def test_a_forwarded_signal_escalates_to_sigkill(self):
+        # Both workers note SIGTERM and carry on; only SIGKILL, after --grace, ends them.
+        script = 'trap "echo term-ignored-$RANK" TERM; echo ready; while :; do sleep 0.05; done'
+        p = subprocess.Popen([BIN, "run", "--tag-output", "--grace", "0.5", "--gpu", "0,1", "--", "sh", "-c", script],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=sim_env("dgx-h100"),
+                             preexec_fn=default_signals)
+        ready = 0
+        while ready < 2:
+            line = p.stdout.readline()
+            if not line:
+                self.fail("gpusel ended early: " + p.stderr.read())
+            ready += "ready" in line
+        p.send_signal(signal.SIGTERM)
+        try:
+            out, err = p.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.communicate()
+            self.fail("workers that ignore the forwarded SIGTERM were never killed")
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("[rank 0] term-ignored-0", out)
+        self.assertIn("[rank 1] term-ignored-1", out)
+        self.assertIn("gpusel: stopped by SIGTERM", err)
+        self.assertIn("SIGKILL", err)
+
+    def test_a_signal_wins_over_a_failure(self):
+        # The workers exit 5 on SIGTERM; the run was still cancelled by the user.
+        script = 'trap "exit 5" TERM; echo ready; while :; do sleep 0.05; done'
+        p = subprocess.Popen([BIN, "run", "--gpu", "0", "--", "sh", "-c", script], stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True, env=sim_env("dgx-h100"), preexec_fn=default_signals)
+        self.assertEqual(p.stdout.readline().strip(), "ready")
+        p.send_signal(signal.SIGTERM)
+        out, err = p.communicate(timeout=20)
+        self.assertEqual(p.returncode, 128 + signal.SIGTERM, err)
+        self.assertIn("gpusel: stopped by SIGTERM", err)
+        self.assertNotIn("gpusel: rank", err)
+
+    def test_bad_grace(self):
+        for value in ("nan", "NaN", "inf", "-inf", "-1", "1e400", "ten"):
+            with self.subTest(value=value):
+                self.assertFailsWith(run("dgx-h100", "--grace", value, "--gpu", "0", "--", "true"), 2, "--grace",
+                                     value)
+        self.assertEqual(run("dgx-h100", "--grace", "0", "--gpu", "0", "--", "true").returncode, 0)
 
     def test_no_orphans_after_sigkill(self):
         p = subprocess.Popen([BIN, "run", "--gpu", "0,1,2", "--", "sleep", "60"], env=sim_env("dgx-h100"),
@@ -213,12 +263,261 @@ class RunTest(Case):
                          ["[rank 0] out 0", "[rank 0] tail 0", "[rank 1] out 1", "[rank 1] tail 1"])
         self.assertEqual(sorted(r.stderr.splitlines()), ["[rank 0] err 0", "[rank 1] err 1"])
 
+    def test_tag_output_partial_lines(self):
+        # A progress bar without a newline shows while the worker still runs, tagged and on a line
+        # of its own; the worker ends only once the test has seen it.
+        with tempfile.TemporaryDirectory() as d:
+            go = os.path.join(d, "go")
+            script = f'printf "\\rstep 1/2"; while [ ! -e {go} ]; do sleep 0.05; done; printf "\\rstep 2/2\\n"'
+            p = subprocess.Popen([BIN, "run", "--tag-output", "--gpu", "0", "--", "sh", "-c", script],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=sim_env("dgx-h100"))
+            first = b""
+            try:
+                # The first line, read without blocking for ever: gpusel that holds it until the
+                # worker ends would never print it.
+                while b"\n" not in first:
+                    ready, _, _ = select.select([p.stdout], [], [], 20)
+                    chunk = os.read(p.stdout.fileno(), 4096) if ready else b""
+                    if not chunk:
+                        break
+                    first += chunk
+            finally:
+                open(go, "w").close()
+            out, err = p.communicate(timeout=20)
+            self.assertEqual(p.returncode, 0, err)
+            self.assertEqual(first + out, b"[rank 0] \rstep 1/2\n[rank 0] \rstep 2/2\n")
+            self.assertEqual(first, b"[rank 0] \rstep 1/2\n")
+
+    def test_tag_output_long_lines(self):
+        # 1 MiB without a newline from each of two workers at once: flushed in tagged pieces of at
+        # most 64 KiB, each piece one worker's, nothing lost.
+        size = 1 << 20
+        script = f'head -c {size} /dev/zero | tr "\\0" "$RANK"; echo; echo "end $RANK" >&2'
+        r = subprocess.run([BIN, "run", "--tag-output", "--gpu", "0,1", "--", "sh", "-c", script],
+                           capture_output=True, env=sim_env("dgx-h100"), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = {0: 0, 1: 0}
+        for line in r.stdout.split(b"\n")[:-1]:
+            self.assertRegex(line, rb"^\[rank [01]\] ")
+            rank = line[6] - ord("0")
+            body = line[9:]
+            self.assertLessEqual(len(body), 64 * 1024)
+            self.assertEqual(body, str(rank).encode() * len(body))
+            got[rank] += len(body)
+        self.assertEqual(got, {0: size, 1: size})
+        self.assertEqual(sorted(r.stderr.splitlines()), [b"[rank 0] end 0", b"[rank 1] end 1"])
+
+    def test_workers_get_only_the_descriptors_they_are_given(self):
+        # No descriptor of gpusel's own (/dev/null, the signalfd, pipes) leaks into a worker; one the
+        # caller passes on stays.
+        listing = "import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd') if os.path.exists('/proc/self/fd/' + f)))"
+        keep_r, keep_w = os.pipe()
+        self.addCleanup(os.close, keep_r)
+        self.addCleanup(os.close, keep_w)
+        for tag in ([], ["--tag-output"]):
+            with self.subTest(tag=tag):
+                r = subprocess.run([BIN, "run", *tag, "--gpu", "0,1", "--", "python3", "-c", listing],
+                                   capture_output=True, text=True, env=sim_env("dgx-h100"), timeout=60,
+                                   pass_fds=(keep_w,))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                # Untagged, the two workers' lines may run together: pick the lists out.
+                rows = re.findall(r"\[[0-9, ]*\]", r.stdout)
+                self.assertEqual(rows, [str(sorted([0, 1, 2, keep_w]))] * 2)
+
+    def test_children_not_its_own_are_left_alone(self):
+        # gpusel reaps its workers by pid: a child it inherited (here from the shell that execs it)
+        # stays a zombie for its real owner instead of vanishing in a waitpid(-1).
+        def state(pid):
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    return f.read().rsplit(")", 1)[1].split()[0]
+            except FileNotFoundError:
+                return None
+
+        def wait_for(what, deadline=20):
+            end = time.monotonic() + deadline
+            while not what():
+                if time.monotonic() > end or p.poll() is not None:
+                    self.fail("gave up waiting")
+                time.sleep(0.02)
+
+        with tempfile.TemporaryDirectory() as d:
+            worker = (f'echo $$ > {d}/pid-$RANK; while [ ! -e {d}/go-$RANK ]; do sleep 0.02; done')
+            p = subprocess.Popen(["sh", "-c", f'true & echo $! > {d}/foreign; exec "$0" run --gpu 0,1 -- sh -c "$1"',
+                                  BIN, worker], env=sim_env("dgx-h100"), stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
+            self.addCleanup(lambda: p.poll() is None and p.kill())
+
+            def read(name):
+                try:
+                    with open(os.path.join(d, name)) as f:
+                        return int(f.read())
+                except (FileNotFoundError, ValueError):
+                    return None
+
+            wait_for(lambda: read("foreign") and read("pid-0") and read("pid-1"))
+            foreign = read("foreign")
+            wait_for(lambda: state(foreign) in ("Z", None))
+            self.assertEqual(state(foreign), "Z")
+            rank0 = read("pid-0")
+            open(os.path.join(d, "go-0"), "w").close()
+            wait_for(lambda: state(rank0) is None)  # gpusel reaped rank 0
+            self.assertEqual(state(foreign), "Z")
+            open(os.path.join(d, "go-1"), "w").close()
+            _, err = p.communicate(timeout=20)
+            self.assertEqual(p.returncode, 0, err)
+
+    def test_a_failing_poll_kills_the_workers(self):
+        # poll() made to fail (an LD_PRELOAD shim): gpusel must not walk away from running workers
+        # reporting success. A poll interrupted by a signal (EINTR) is simply retried.
+        if shutil.which("cc") is None or "GPUSEL_TEST_PRELOAD" in os.environ:
+            self.skipTest("needs a C compiler for the poll shim, and a build without sanitizers")
+        with tempfile.TemporaryDirectory() as d:
+            shim = os.path.join(d, "poll_shim.so")
+            with open(os.path.join(d, "poll_shim.c"), "w") as f:
+                f.write(POLL_SHIM)
+            subprocess.run(["cc", "-shared", "-fPIC", "-o", shim, os.path.join(d, "poll_shim.c"), "-ldl"], check=True)
+            r = run("dgx-h100", "--gpu", "0,1", "--", "sleep", "60", LD_PRELOAD=shim, POLL_SHIM="fail")
+            self.assertFailsWith(r, 1, "poll: ", "the workers were killed")
+            r = run("dgx-h100", "--tag-output", "--gpu", "0,1", "--", "sh", "-c", 'echo "hi $RANK"', LD_PRELOAD=shim,
+                    POLL_SHIM="eintr")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(sorted(r.stdout.splitlines()), ["[rank 0] hi 0", "[rank 1] hi 1"])
+
     def test_without_nvml(self):
         r = run("nvml-missing", "--gpu", "1,0", "--", BIN, "bind", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("NVML is unavailable", r.stderr)
         b = bound(r)
         self.assertEqual([b[k]["cuda_ordinal"] for k in range(2)], [1, 0])
+
+
+POLL_SHIM = r"""
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+int poll(struct pollfd* fds, nfds_t n, int timeout) {
+  static int calls;
+  int (*real)(struct pollfd*, nfds_t, int) = (int (*)(struct pollfd*, nfds_t, int))dlsym(RTLD_NEXT, "poll");
+  const char* mode = getenv("POLL_SHIM");
+  if (mode && strcmp(mode, "fail") == 0) { errno = ENOMEM; return -1; }
+  if (mode && strcmp(mode, "eintr") == 0 && calls++ % 2 == 0) { errno = EINTR; return -1; }
+  return real(fds, n, timeout);
+}
+"""
+
+# A program that uses launch_workers as a library, with a child of its own.
+LIBRARY_HOST = r"""
+#include <dirent.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "gpusel/launch.hpp"
+
+static int highest_fd() {
+  int top = -1;
+  DIR* d = opendir("/proc/self/fd");
+  int own = dirfd(d);
+  while (dirent* e = readdir(d)) {
+    int fd = std::atoi(e->d_name);
+    if (e->d_name[0] != '.' && fd != own && fd > top) top = fd;
+  }
+  closedir(d);
+  return top;
+}
+
+int main(int argc, char** argv) {
+  const std::string mode = argc > 1 ? argv[1] : "";
+  sigset_t before, after;
+  sigprocmask(SIG_SETMASK, nullptr, &before);
+  const int fds_before = highest_fd();
+  const pid_t own = fork();  // the host's own child, which the host reaps
+  if (own == 0) _exit(7);
+  siginfo_t info{};
+  waitid(P_PID, static_cast<id_t>(own), &info, WEXITED | WNOWAIT);  // it has ended, not reaped
+
+  gpusel::LaunchOptions options;
+  options.command = {"sh", "-c", "exit 0"};
+  options.gpus = {"a", "b", "c"};
+  options.tag_output = true;
+  rlimit old_limit{};
+  getrlimit(RLIMIT_NOFILE, &old_limit);
+  if (mode == "emfile") {
+    // Room for the signalfd, /dev/null and the first worker's pipes; the second worker's fail.
+    rlimit low = old_limit;
+    low.rlim_cur = static_cast<rlim_t>(fds_before + 8);
+    setrlimit(RLIMIT_NOFILE, &low);
+  }
+  int rc = -1;
+  try {
+    rc = gpusel::launch_workers(options);
+  } catch (const std::exception& e) {
+    std::printf("threw: %s\n", e.what());
+  }
+  setrlimit(RLIMIT_NOFILE, &old_limit);
+  sigprocmask(SIG_SETMASK, nullptr, &after);
+  bool same_mask = true;
+  for (int s = 1; s < NSIG; ++s) same_mask = same_mask && sigismember(&before, s) == sigismember(&after, s);
+  std::printf("rc %d\n", rc);
+  std::printf("mask %s\n", same_mask ? "restored" : "changed");
+  std::printf("fds %s\n", highest_fd() == fds_before ? "closed" : "leaked");
+  int status = 0;
+  const pid_t got = waitpid(own, &status, 0);
+  std::printf("own child %s\n", got == own && WIFEXITED(status) && WEXITSTATUS(status) == 7 ? "reaped by its owner" : "stolen");
+  std::printf("workers %s\n", waitpid(-1, &status, WNOHANG) < 0 && errno == ECHILD ? "all reaped" : "left behind");
+  return 0;
+}
+"""
+
+
+class LibraryTest(Case):
+    """launch_workers inside a host program: it leaves the host as it found it."""
+
+    def setUp(self):
+        build = os.environ.get("GPUSEL_BUILD_DIR", "build")
+        library = os.path.join(build, "lib", "libgpusel.a")
+        compiler = shutil.which("c++")
+        if compiler is None or not os.path.exists(library) or "GPUSEL_TEST_PRELOAD" in os.environ:
+            self.skipTest("needs c++ and the static library of a build without sanitizers")
+        d = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, d)
+        source = os.path.join(d, "host.cpp")
+        with open(source, "w") as f:
+            f.write(LIBRARY_HOST)
+        self.host = os.path.join(d, "host")
+        subprocess.run([compiler, "-std=c++20", "-I", os.path.join(SOURCE, "include"), source, library, "-ldl",
+                        "-pthread", "-o", self.host], check=True)
+
+    def host_run(self, mode):
+        r = subprocess.run([self.host, mode], capture_output=True, text=True, env=base_env(), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
+    def test_a_run_leaves_the_hosts_children_alone(self):
+        out = self.host_run("plain")
+        self.assertIn("rc 0\n", out)
+        self.assertIn("own child reaped by its owner\n", out)
+        self.assertIn("workers all reaped\n", out)
+        self.assertIn("mask restored\n", out)
+        self.assertIn("fds closed\n", out)
+
+    def test_an_error_after_setup_undoes_it(self):
+        out = self.host_run("emfile")
+        self.assertIn("threw: ", out)
+        self.assertIn("mask restored\n", out)
+        self.assertIn("fds closed\n", out)
+        self.assertIn("workers all reaped\n", out)
+        self.assertIn("own child reaped by its owner\n", out)
 
 
 @unittest.skipUnless(len(os.sched_getaffinity(0)) >= 2, "needs two CPUs")
