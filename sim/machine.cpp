@@ -272,11 +272,26 @@ std::string read_machine_file(const std::string& path) {
   return text;
 }
 
-// Refuses text whose keys, tables and arrays nest deeper than kMaxMachineNesting, before the
-// TOML parser sees it. A cheap over-estimate: outside strings and comments, each open '[' or '{'
-// is a level and each '.' in a key (or a number) is one more; a value nests under its key.
-void check_nesting(std::string_view text, const std::string& path) {
-  std::vector<int> bases;  // the dotted depth at each open bracket
+// Refuses, before the TOML parser sees it, text that would make toml++ fail badly:
+// - keys, tables and arrays nested deeper than kMaxMachineNesting (its recursion overflows the
+//   stack). An over-estimate: outside strings and comments, each open '[' or '{' is a level and
+//   each '.' (in a key, or a number) one more; a value nests under its key.
+// - a non-ASCII character outside strings and comments (TOML allows none there), or after a
+//   backslash in a multi-line basic string: toml++ 3.3 asks whether such a character is
+//   whitespace and reaches __builtin_unreachable for many of them (marzer/tomlplusplus#190).
+// It follows TOML's structure as toml++ reads it: keys, then values after '='; a value that does
+// not start with a quote, '[' or '{' is scanned as one bare token up to a blank, ',', ']', '}',
+// '#' or a line break, quotes included (and after a blank, in case it is a date and a time). On
+// text that is not TOML it may refuse more than it must, never less: toml++ stops at the first
+// error.
+void prescan(std::string_view text, const std::string& path) {
+  struct Level {
+    char kind;      // '^' the document, 'H' a table header, 'A' an array, 'T' an inline table
+    bool value;     // reading a value (after '=', or in an array), not a key
+    int dots_base;  // the depth of the level itself
+  };
+  std::vector<Level> levels{{'^', false, 0}};
+  bool bare = false;  // inside (or just after) a bare value: quotes are part of it
   int dots = 0;
   std::size_t line = 1;
   const std::size_t n = text.size();
@@ -287,6 +302,14 @@ void check_nesting(std::string_view text, const std::string& path) {
                        " levels deep (each '.' of a dotted key counts as one); machine files need "
                        "a handful: shorten the key or flatten the nesting");
   };
+  auto non_ascii = [&](const char* where) {
+    throw MachineError(path + ":" + std::to_string(line) + ": a non-ASCII character " + where +
+                       "; TOML allows them only inside strings and comments: quote it");
+  };
+  auto end_of_entry = [&] {
+    bare = false;
+    dots = levels.back().dots_base;
+  };
   std::size_t i = 0;
   while (i < n) {
     const char c = text[i];
@@ -294,7 +317,7 @@ void check_nesting(std::string_view text, const std::string& path) {
       while (i < n && text[i] != '\n') ++i;
       continue;
     }
-    if (c == '"' || c == '\'') {
+    if ((c == '"' || c == '\'') && !bare) {
       const bool basic = c == '"';
       const bool triple = i + 2 < n && text[i + 1] == c && text[i + 2] == c;
       i += triple ? 3 : 1;
@@ -305,6 +328,14 @@ void check_nesting(std::string_view text, const std::string& path) {
           ++line;
         }
         if (basic && d == '\\') {
+          if (triple) {  // an escape, or a line-ending backslash and the whitespace it trims
+            std::size_t j = i + 1;
+            while (j < n &&
+                   (text[j] == ' ' || text[j] == '\t' || text[j] == '\r' || text[j] == '\n'))
+              ++j;
+            if (j < n && static_cast<unsigned char>(text[j]) >= 0x80)
+              non_ascii("after a backslash in a multi-line string");
+          }
           if (i + 1 < n && text[i + 1] == '\n') ++line;
           i += 2;
           continue;
@@ -319,29 +350,48 @@ void check_nesting(std::string_view text, const std::string& path) {
       }
       continue;
     }
+    Level& level = levels.back();
     switch (c) {
       case '\n':
         ++line;
-        dots = bases.empty() ? 0 : bases.back();
+        if (level.kind == '^') level.value = false;
+        end_of_entry();
+        break;
+      case ' ':
+      case '\t':
+      case '\r':
         break;
       case ',':
-        dots = bases.empty() ? 0 : bases.back();
+        level.value = level.kind == 'A';
+        end_of_entry();
+        break;
+      case '=':
+        if (!level.value) {
+          level.value = true;
+        } else {
+          bare = true;
+        }
         break;
       case '[':
       case '{':
-        bases.push_back(dots + 1);
-        dots = bases.back();
+        if (bare) break;  // part of a bare value
+        levels.push_back(
+            {c == '{' ? 'T' : (level.value ? 'A' : 'H'), c == '[' && level.value, dots + 1});
+        dots = levels.back().dots_base;
         if (dots > kMaxMachineNesting) too_deep();
         break;
       case ']':
       case '}':
-        if (!bases.empty()) bases.pop_back();
-        dots = bases.empty() ? 0 : bases.back();
+        if (levels.size() > 1) levels.pop_back();
+        end_of_entry();
         break;
       case '.':
         if (++dots > kMaxMachineNesting) too_deep();
+        if (level.value) bare = true;
         break;
       default:
+        if (static_cast<unsigned char>(c) >= 0x80) non_ascii("outside a string or a comment");
+        if (level.value) bare = true;
         break;
     }
     ++i;
@@ -377,7 +427,7 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
                        " bytes; a machine file holds at most " +
                        std::to_string(kMaxMachineFileBytes) + " bytes");
   }
-  check_nesting(text, path);
+  prescan(text, path);
   toml::table root;
   try {
     root = toml::parse(text, path);

@@ -400,3 +400,22 @@ TEST(CudaDouble, EightThreadsInitialiseBindAndCopy) {
   EXPECT_EQ(WEXITSTATUS(status), 0) << "10: no library, 11: a missing symbol, 12: a call failed, "
                                        "66: ThreadSanitizer found a data race (see above)";
 }
+
+// toml++ 3.3 reaches __builtin_unreachable when it asks whether some non-ASCII characters are
+// whitespace (found by fuzz_machine_file; marzer/tomlplusplus#190): those places are refused first.
+TEST(HostileMachine, NonAsciiWhereTomlPlusPlusMisbehavesIsRefused) {
+  for (const std::string& text :
+       {std::string("''\xc5\xa5''|@\n"), std::string("x = 1 \xc2\xa7\n"),
+        std::string("\xc3\xa9 = 1\n"), std::string("s = \"\"\"\\\n\xc2\xa7\"\"\"\n"),
+        std::string("s = \"\"\"\\  \r\n \n \xc2\xa7\"\"\"\n"),
+        std::string("s = \"\"\"\\\xc2\xa7\"\"\"\n")}) {
+    const std::string msg = parse_error(std::string(kHead) + text + kGpu);
+    EXPECT_NE(msg.find("hostile.toml:4: a non-ASCII character"), std::string::npos) << msg;
+  }
+  // Where TOML allows them, they are fine.
+  SimMachine m =
+      parse_machine(std::string(kHead) + "description = \"\xc2\xa7\\\\\xc2\xa7\"\n# \xc2\xa7\n" +
+                        "x = '''\\\n\xc2\xa7'''\ny = \"\"\"\\n\xc2\xa7\"\"\"\n" + kGpu,
+                    "ok.toml");
+  EXPECT_EQ(m.description, "\xc2\xa7\\\xc2\xa7");
+}
