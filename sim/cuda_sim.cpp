@@ -15,6 +15,7 @@
 #include "../src/driver/cuda_abi.hpp"
 #include "gpusel/visible.hpp"
 #include "sim_common.hpp"
+#include "usage.hpp"
 
 #define CUDA_SIM_API extern "C" __attribute__((visibility("default")))
 
@@ -530,6 +531,8 @@ CUDA_SIM_API CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;
   ++d->primary.retains;
   *ctx = &d->primary;
+  // NVML's process list shows this process on the GPU from now until it exits.
+  gpusel::sim::note_usage(s.loaded.machine, d->parent_uuid, d->memory_used);
   return CUDA_SUCCESS;
 }
 
@@ -585,6 +588,7 @@ CUDA_SIM_API CUresult cuMemAlloc_v2(CUdeviceptr* ptr, std::size_t bytes) {
   *ptr = reinterpret_cast<CUdeviceptr>(p);
   s.allocations[*ptr] = Allocation{bytes, current_context->device};
   d->memory_used += bytes;
+  gpusel::sim::note_usage(s.loaded.machine, d->parent_uuid, d->memory_used);
   return CUDA_SUCCESS;
 }
 
@@ -595,7 +599,9 @@ CUDA_SIM_API CUresult cuMemFree_v2(CUdeviceptr ptr) {
   auto it = s.allocations.find(ptr);
   if (it == s.allocations.end()) return CUDA_ERROR_INVALID_VALUE;
   munmap(reinterpret_cast<void*>(ptr), it->second.size);
-  s.devices[static_cast<std::size_t>(it->second.device)].memory_used -= it->second.size;
+  Device& owner = s.devices[static_cast<std::size_t>(it->second.device)];
+  owner.memory_used -= it->second.size;
+  gpusel::sim::note_usage(s.loaded.machine, owner.parent_uuid, owner.memory_used);
   s.allocations.erase(it);
   return CUDA_SUCCESS;
 }

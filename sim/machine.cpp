@@ -179,6 +179,10 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
     g.speed = derived_speed(g.cc_major, g.cc_minor, g.sm_count);
   }
   g.lost = r.flag(t, "lost");
+  if (const auto* n = t.get("nvlink_domain"))
+    g.nvlink_domain = static_cast<int>(r.integer(*n, "nvlink_domain"));
+  if (const auto* n = t.get("pcie_switch"))
+    g.pcie_switch = static_cast<int>(r.integer(*n, "pcie_switch"));
   if (const auto* n = t.get("utilization_gpu"))
     g.utilization_gpu = static_cast<unsigned>(r.integer(*n, "utilization_gpu"));
   if (const auto* n = t.get("utilization_memory"))

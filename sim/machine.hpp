@@ -48,6 +48,10 @@ struct SimGpu {
   bool lost = false;
   unsigned utilization_gpu = 0, utilization_memory = 0;
   std::vector<SimProcess> processes;
+  // Topology: GPUs in one NVLink domain are connected all-to-all (an NVSwitch system); GPUs
+  // under one PCIe switch share it. -1: none.
+  int nvlink_domain = -1;
+  int pcie_switch = -1;
 };
 
 struct SimFaults {

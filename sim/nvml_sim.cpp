@@ -6,6 +6,7 @@
 
 #include "../src/driver/nvml_abi.hpp"
 #include "sim_common.hpp"
+#include "usage.hpp"
 
 #define NVML_SIM_API extern "C" __attribute__((visibility("default")))
 // The "no_v2" fault build hides the _v2 entry points, like a very old or fake library.
@@ -271,6 +272,10 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemor
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   unsigned long long used = 0;
   for (const auto& p : gpu->processes) used += p.used_memory;
+  if (box->mig < 0) {
+    for (const auto& p : gpusel::sim::live_processes(state().loaded.machine, gpu->uuid))
+      used += p.used_memory;
+  }
   memory->total =
       box->mig < 0 ? gpu->memory_total : gpu->migs[static_cast<std::size_t>(box->mig)].memory_total;
   memory->used = std::min<unsigned long long>(used, memory->total);
@@ -434,8 +439,11 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
   if (util == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (box->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
-  util->gpu = gpu->utilization_gpu;
-  util->memory = gpu->utilization_memory;
+  const auto live =
+      static_cast<unsigned>(gpusel::sim::live_processes(state().loaded.machine, gpu->uuid).size());
+  util->gpu = std::min(100u, gpu->utilization_gpu + live * gpusel::sim::kUtilizationPerProcess);
+  util->memory =
+      std::min(100u, gpu->utilization_memory + live * gpusel::sim::kUtilizationPerProcess / 2);
   return NVML_SUCCESS;
 }
 
@@ -446,15 +454,21 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const auto needed = static_cast<unsigned>(gpu->processes.size());
+  // The machine file's processes, then the simulated processes that have a context on the GPU.
+  std::vector<gpusel::sim::SimProcess> procs = gpu->processes;
+  if (box->mig < 0) {
+    for (const auto& p : gpusel::sim::live_processes(state().loaded.machine, gpu->uuid))
+      procs.push_back(p);
+  }
+  const auto needed = static_cast<unsigned>(procs.size());
   if (*count < needed) {
     *count = needed;
     return NVML_ERROR_INSUFFICIENT_SIZE;
   }
   if (needed > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   for (unsigned i = 0; i < needed; ++i) {
-    infos[i].pid = gpu->processes[i].pid;
-    infos[i].usedGpuMemory = gpu->processes[i].used_memory;
+    infos[i].pid = procs[i].pid;
+    infos[i].usedGpuMemory = procs[i].used_memory;
     infos[i].gpuInstanceId = 0xFFFFFFFFu;
     infos[i].computeInstanceId = 0xFFFFFFFFu;
   }
@@ -471,8 +485,30 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nv
   if (nvmlReturn_t rc = check(a, &ba, &ga); rc != NVML_SUCCESS) return rc;
   if (nvmlReturn_t rc = check(b, &bb, &gb); rc != NVML_SUCCESS) return rc;
   if (level == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // Same GPU: INTERNAL; same NUMA node: NODE; else SYSTEM.
-  *level = ga == gb ? 0 : (ga->numa_node == gb->numa_node ? 40 : 50);
+  // Same GPU: INTERNAL; one PCIe switch: SINGLE; same NUMA node: NODE; else SYSTEM.
+  *level = ga == gb                                                       ? 0
+           : (ga->pcie_switch >= 0 && ga->pcie_switch == gb->pcie_switch) ? 10
+           : ga->numa_node == gb->numa_node                               ? 40
+                                                                          : 50;
+  return NVML_SUCCESS;
+}
+
+NVML_SIM_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps,
+                                                 int* status) {
+  const gpuselNvmlDeviceBox *ba, *bb;
+  const SimGpu* ga;
+  const SimGpu* gb;
+  if (nvmlReturn_t rc = check(a, &ba, &ga); rc != NVML_SUCCESS) return rc;
+  if (nvmlReturn_t rc = check(b, &bb, &gb); rc != NVML_SUCCESS) return rc;
+  if (status == nullptr || caps < 0 || caps > 4) return NVML_ERROR_INVALID_ARGUMENT;
+  constexpr int kOk = 0, kNotSupported = 5;  // nvmlGpuP2PStatus_t
+  const bool nvlink = ga->nvlink_domain >= 0 && ga->nvlink_domain == gb->nvlink_domain;
+  if (caps == gpusel::abi::kNvmlP2PCapsIndexNvlink) {
+    *status = ga != gb && nvlink ? kOk : kNotSupported;
+  } else {
+    // Reads, writes, atomics and the PCIe property work between GPUs of one machine here.
+    *status = ga != gb ? kOk : kNotSupported;
+  }
   return NVML_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/pick.hpp"
 #include "gpusel/visible.hpp"
 
 namespace gpusel {
@@ -12,13 +13,20 @@ struct NvmlSnapshot {
   bool available = false;
   std::string reason;  // why NVML is unavailable, for messages
   std::string driver_version;
-  int cuda_driver_version = 0;  // 1000 * major + 10 * minor, 0 when unknown
-  std::vector<GpuInfo> gpus;    // nvidia-smi order
+  int cuda_driver_version = 0;              // 1000 * major + 10 * minor, 0 when unknown
+  std::vector<GpuInfo> gpus;                // nvidia-smi order
+  std::vector<std::vector<GpuLink>> links;  // [i][j] over `gpus`, when topology was asked for
+};
+
+// What to read beyond identity (each costs NVML calls, so only commands that need it ask).
+struct NvmlQuery {
+  bool usage = false;     // memory in use, utilisation, compute processes
+  bool topology = false;  // NVLink and PCIe common ancestors between every pair
 };
 
 // Opens libnvidia-ml.so.1 (or the file named by GPUSEL_NVML_LIBRARY) once per process, then
 // initialises NVML, reads every GPU and shuts NVML down again. Never throws for a missing or
 // broken library: the snapshot says NVML is unavailable and why. Thread-safe.
-NvmlSnapshot query_nvml();
+NvmlSnapshot query_nvml(const NvmlQuery& what = {});
 
 }  // namespace gpusel

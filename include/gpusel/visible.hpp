@@ -17,6 +17,12 @@ struct MigDevice {
   std::uint64_t memory_total = 0;
 };
 
+// A compute process on a GPU, as NVML lists it.
+struct GpuProcess {
+  unsigned pid = 0;
+  std::uint64_t used_memory = 0;  // bytes; 0 when NVML does not say
+};
+
 // One physical GPU as NVML describes it. Fields NVML could not give stay empty / -1 / 0.
 struct GpuInfo {
   unsigned index = 0;  // nvidia-smi index (PCI order)
@@ -36,6 +42,10 @@ struct GpuInfo {
   // or the NVML error). Such a GPU keeps its index, has no UUID, and CUDA does not enumerate it.
   std::string failure;
   bool failed() const noexcept { return !failure.empty(); }
+  // Usage, read only when asked for (query_nvml's `usage`); nullopt: not read or not reported.
+  std::optional<std::uint64_t> memory_used;
+  std::optional<unsigned> utilization;  // percent
+  std::optional<std::vector<GpuProcess>> processes;
 };
 
 // What the process environment says; nullopt means the variable is unset.

@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "gpusel/error.hpp"
+#include "gpusel/pick.hpp"
 #include "gpusel/resolve.hpp"
 
 namespace gpusel {
@@ -81,6 +82,7 @@ std::string join_entries(const std::vector<std::string>& entries) {
 }
 
 std::vector<std::string> parse_gpu_spec(std::string_view value) {
+  if (const std::optional<int> n = parse_free_request(value)) return {"free:" + std::to_string(*n)};
   std::vector<std::string> entries;
   std::size_t start = 0;
   while (start <= value.size()) {

@@ -57,7 +57,7 @@ std::string error_text(const NvmlApi& api, nvmlReturn_t rc) {
   std::string text = "NVML error " + std::to_string(rc);
   if (api.nvmlErrorString != nullptr) {
     const char* s = api.nvmlErrorString(rc);
-    if (s != nullptr) text += " (" + std::string(s) + ")";
+    if (s != nullptr) text += " (" + std::string(s, strnlen(s, 512)) + ")";
   }
   return text;
 }
@@ -73,7 +73,9 @@ std::string read_string(nvmlReturn_t rc, const char (&buf)[N]) {
 constexpr unsigned kMaxGpus = 4096;
 constexpr unsigned kMaxMigDevices = 64;
 
-void read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
+// Reads what NVML may or may not report for one GPU. Returns why the library cannot be trusted
+// (an absurd MIG slot count), or an empty string.
+std::string read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
   char buf[abi::kNvmlNameBuffer] = {};
   if (api.nvmlDeviceGetName)
     gpu.name = read_string(api.nvmlDeviceGetName(dev, buf, sizeof buf), buf);
@@ -133,7 +135,12 @@ void read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
     gpu.mig_enabled = true;
     if (api.nvmlDeviceGetMaxMigDeviceCount && api.nvmlDeviceGetMigDeviceHandleByIndex &&
         api.nvmlDeviceGetMaxMigDeviceCount(dev, &slots) == NVML_SUCCESS) {
-      slots = std::min(slots, kMaxMigDevices);
+      if (slots > kMaxMigDevices) {
+        return "nvmlDeviceGetMaxMigDeviceCount reported " + std::to_string(slots) +
+               " MIG devices for GPU " + std::to_string(gpu.index) +
+               ", more than any GPU holds (at most " + std::to_string(kMaxMigDevices) +
+               "); the NVML library is broken";
+      }
       for (unsigned s = 0; s < slots; ++s) {
         nvmlDevice_t mdev = nullptr;
         if (api.nvmlDeviceGetMigDeviceHandleByIndex(dev, s, &mdev) != NVML_SUCCESS) continue;
@@ -154,10 +161,79 @@ void read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
       }
     }
   }
+  return {};
+}
+
+constexpr unsigned kMaxProcesses = 4096;
+
+void read_usage(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
+  nvmlMemory_v2_t mem2{};
+  mem2.version = abi::kNvmlMemoryV2Version;
+  nvmlMemory_t mem1{};
+  if (api.nvmlDeviceGetMemoryInfo_v2 &&
+      api.nvmlDeviceGetMemoryInfo_v2(dev, &mem2) == NVML_SUCCESS) {
+    gpu.memory_used = mem2.used;
+  } else if (api.nvmlDeviceGetMemoryInfo &&
+             api.nvmlDeviceGetMemoryInfo(dev, &mem1) == NVML_SUCCESS) {
+    gpu.memory_used = mem1.used;
+  }
+  nvmlUtilization_t util{};
+  if (api.nvmlDeviceGetUtilizationRates &&
+      api.nvmlDeviceGetUtilizationRates(dev, &util) == NVML_SUCCESS) {
+    gpu.utilization = std::min(util.gpu, 100u);
+  }
+  if (api.nvmlDeviceGetComputeRunningProcesses_v3) {
+    // Ask for the count first; processes may come and go between the calls, so retry a little.
+    for (int attempt = 0; attempt < 4; ++attempt) {
+      unsigned count = 0;
+      nvmlReturn_t rc = api.nvmlDeviceGetComputeRunningProcesses_v3(dev, &count, nullptr);
+      if (rc == NVML_SUCCESS) {
+        gpu.processes = std::vector<GpuProcess>{};
+        break;
+      }
+      if (rc != NVML_ERROR_INSUFFICIENT_SIZE || count > kMaxProcesses) break;
+      std::vector<nvmlProcessInfo_t> infos(count + 4);
+      unsigned got = static_cast<unsigned>(infos.size());
+      rc = api.nvmlDeviceGetComputeRunningProcesses_v3(dev, &got, infos.data());
+      if (rc == NVML_ERROR_INSUFFICIENT_SIZE) continue;
+      if (rc != NVML_SUCCESS) break;
+      std::vector<GpuProcess> procs;
+      for (unsigned i = 0; i < std::min<unsigned>(got, static_cast<unsigned>(infos.size())); ++i) {
+        procs.push_back({infos[i].pid, infos[i].usedGpuMemory});
+      }
+      gpu.processes = std::move(procs);
+      break;
+    }
+  }
+}
+
+void read_topology(const NvmlApi& api, const std::vector<nvmlDevice_t>& handles,
+                   NvmlSnapshot& snap) {
+  const std::size_t n = handles.size();
+  snap.links.assign(n, std::vector<GpuLink>(n));
+  for (std::size_t a = 0; a < n; ++a) {
+    for (std::size_t b = a + 1; b < n; ++b) {
+      if (handles[a] == nullptr || handles[b] == nullptr) continue;
+      GpuLink link;
+      int level = -1;
+      if (api.nvmlDeviceGetTopologyCommonAncestor &&
+          api.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b], &level) ==
+              NVML_SUCCESS) {
+        link.ancestor = level;
+      }
+      int status = -1;
+      if (api.nvmlDeviceGetP2PStatus &&
+          api.nvmlDeviceGetP2PStatus(handles[a], handles[b], abi::kNvmlP2PCapsIndexNvlink,
+                                     &status) == NVML_SUCCESS) {
+        link.nvlink = status == abi::kNvmlP2PStatusOk;
+      }
+      snap.links[a][b] = snap.links[b][a] = link;
+    }
+  }
 }
 
 // Everything between a successful init and its shutdown.
-void enumerate(const NvmlApi& api, NvmlSnapshot& snap) {
+void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
   unsigned count = 0;
   nvmlReturn_t rc = api.nvmlDeviceGetCount_v2(&count);
   if (rc != NVML_SUCCESS) {
@@ -170,6 +246,7 @@ void enumerate(const NvmlApi& api, NvmlSnapshot& snap) {
                   "); the NVML library is broken";
     return;
   }
+  std::vector<nvmlDevice_t> handles(count, nullptr);  // of the GPUs NVML reads
   // A GPU NVML cannot read (lost, or any per-device error) keeps its index and says why; the
   // others are still enumerated, so an index never drifts onto a neighbouring card.
   for (unsigned i = 0; i < count; ++i) {
@@ -195,9 +272,16 @@ void enumerate(const NvmlApi& api, NvmlSnapshot& snap) {
       snap.gpus.push_back(std::move(gpu));
       continue;
     }
-    read_optional(api, dev, gpu);
+    if (std::string broken = read_optional(api, dev, gpu); !broken.empty()) {
+      snap.reason = std::move(broken);
+      snap.gpus.clear();
+      return;
+    }
+    if (what.usage) read_usage(api, dev, gpu);
     snap.gpus.push_back(std::move(gpu));
+    handles[i] = dev;
   }
+  if (what.topology) read_topology(api, handles, snap);
   char ver[abi::kNvmlDriverVersionBuffer] = {};
   if (api.nvmlSystemGetDriverVersion) {
     snap.driver_version = read_string(api.nvmlSystemGetDriverVersion(ver, sizeof ver), ver);
@@ -211,7 +295,7 @@ void enumerate(const NvmlApi& api, NvmlSnapshot& snap) {
 
 }  // namespace
 
-NvmlSnapshot query_nvml() {
+NvmlSnapshot query_nvml(const NvmlQuery& what) {
   NvmlSnapshot snap;
   const NvmlLibrary& lib = library();
   if (!lib.usable) {
@@ -224,7 +308,7 @@ NvmlSnapshot query_nvml() {
     snap.reason = "nvmlInit_v2 failed: " + error_text(lib.api, rc);
     return snap;
   }
-  enumerate(lib.api, snap);
+  enumerate(lib.api, what, snap);
   lib.api.nvmlShutdown();
   return snap;
 }

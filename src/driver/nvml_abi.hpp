@@ -75,6 +75,8 @@ constexpr unsigned kNvmlUuidBuffer = 96;
 constexpr unsigned kNvmlNameBuffer = 96;
 constexpr unsigned kNvmlDriverVersionBuffer = 80;
 constexpr unsigned kNvmlDeviceMigEnable = 1;
+constexpr int kNvmlP2PCapsIndexNvlink = 2;  // nvmlGpuP2PCapsIndex_t
+constexpr int kNvmlP2PStatusOk = 0;         // nvmlGpuP2PStatus_t
 }  // namespace gpusel::abi
 
 static_assert(sizeof(nvmlReturn_t) == 4);

@@ -246,8 +246,14 @@ std::optional<AssignmentInfo> assign_from_environment() {
       throw bad_input("GPUSEL_GPU=" + quote_value(*gpu) + ": " + e.what());
     }
     publish_entry("GPUSEL_GPU", *gpu, {entry}, 0);
+    // The rank did not pick the GPU, but callers report it (gpusel run sets LOCAL_RANK too).
+    std::optional<LocalRank> rank;
+    try {
+      rank = local_rank();
+    } catch (const Error&) {
+    }
     std::lock_guard<std::mutex> lock(assignment_mutex);
-    assignment.info = AssignmentInfo{AssignmentSource::GpuselGpu, std::nullopt};
+    assignment.info = AssignmentInfo{AssignmentSource::GpuselGpu, rank};
     return assignment.info;
   }
   const auto list = env_string("GPUSEL_GPUS");

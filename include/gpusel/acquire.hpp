@@ -1,0 +1,41 @@
+// gpusel: the GPUs a job runs on, resolved (or picked by free:N) and leased for its lifetime.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpusel/lease.hpp"
+#include "gpusel/pick.hpp"
+#include "gpusel/probe.hpp"
+
+namespace gpusel {
+
+struct AcquireOptions {
+  FreeLimits limits;
+  bool lease = false;  // hold a lease on every GPU until the Acquisition is destroyed
+  bool share = false;  // with `lease`: run on GPUs someone else leased, leasing none of them
+  // Wait for leased or busy GPUs instead of failing: nullopt no waiting, else at most this many
+  // seconds (infinity: for ever). Waiters are served in arrival order.
+  std::optional<double> wait_seconds;
+  // Told once, when waiting starts, what is awaited.
+  std::function<void(const std::string&)> on_wait;
+};
+
+struct Acquisition {
+  Resolution resolution;
+  std::vector<Lease> leases;  // one per GPU, in rank order, when leasing
+  std::string why;            // free:N: what was picked and why; empty otherwise
+  // free:N: each GPU's standing at the moment of picking, in nvidia-smi order ("" free).
+  std::vector<std::string> standing;
+};
+
+// Resolves `entries` (a parse_gpu_spec result: GPUs, or one "free:N") as resolve_gpus does,
+// picking free GPUs for free:N, and leases them when asked. Throws Error(BadInput) for a request
+// that can never be met (free:9 on 8 GPUs), Error(Failure) when GPUs are leased or busy (the
+// message lists each GPU and why) or NVML cannot tell which are free.
+Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+                         const std::string& probe_helper, const AcquireOptions& options);
+
+}  // namespace gpusel
