@@ -26,10 +26,14 @@ int run_resolve(const ResolveOptions& options);
 struct SimOptions {
   CLI::App* list = nullptr;
   CLI::App* env = nullptr;
+  CLI::App* exec = nullptr;
   std::string machine;
+  std::vector<std::string> command;
 };
 CLI::App* setup_sim(CLI::App& app, SimOptions& options);
 int run_sim(const SimOptions& options);
+// Replaces gpusel with `command` on the simulated machine (`gpusel sim exec`, `gpusel --sim X --`).
+int run_sim_exec(const std::string& machine, const std::vector<std::string>& command);
 
 struct BindOptions {
   std::string gpu;

@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <iostream>
 
+#include "args.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
@@ -18,7 +19,9 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", GPUSEL_VERSION);
   std::string sim;
   app.add_option("--sim", sim,
-                 "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine file")
+                 "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
+                 "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
+                 "COMMAND` runs any program on it")
       ->type_name("MACHINE");
 
   ListOptions list_options;
@@ -36,15 +39,30 @@ int main(int argc, char** argv) {
   CLI::App* bench = setup_bench(app, bench_options);
   CLI::App* bench_worker = setup_bench_worker(app, bench_worker_options);
 
+  // --sim is read wherever it stands before the command; `gpusel --sim X -- COMMAND` runs COMMAND
+  // on the machine, as `gpusel sim exec X -- COMMAND` does.
+  CommandLine line;
   try {
-    app.parse(argc, argv);
+    line = read_command_line(app, argc, argv);
+    if (line.exec) return run_sim_exec(line.sim, line.command);
+  } catch (const gpusel::Error& e) {
+    print_error(e.what());
+    return e.exit_code();
+  }
+  sim = line.sim;
+  try {
+    std::vector<std::string> args(line.args.rbegin(), line.args.rend());
+    args.pop_back();  // CLI11 takes the arguments in reverse order, without the program's name
+    app.parse(args);
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ValidationError& e) {
     print_error(e.what());  // gpusel's own message, with its remedy
     return 2;
   } catch (const CLI::ParseError& e) {
-    print_error(std::string(e.what()) + "; run `gpusel --help` for usage");
+    const std::string better = explain_parse_error(app, line);
+    print_error(better.empty() ? std::string(e.what()) + "; run `gpusel --help` for usage"
+                               : better);
     return 2;
   }
 

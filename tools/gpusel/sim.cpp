@@ -1,12 +1,18 @@
 // gpusel sim: the bundled simulated machines, and the settings that put a shell on one.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/resolve.hpp"
 #include "machine.hpp"
 
 namespace gpusel::cli {
@@ -20,7 +26,59 @@ bool one_printable_line(const std::string& text) {
   });
 }
 
+// The file execv will run for `name`, looked up in PATH as execvp would; Error(BadInput) when there
+// is none, so that a typo is gpusel's exit 2 rather than the shell's 127 or 126.
+std::string program_path(const std::string& name) {
+  auto runnable = [](const std::string& path) {
+    std::error_code ec;
+    return std::filesystem::is_regular_file(path, ec) && access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (runnable(name)) return name;
+    throw bad_input(
+        "sim exec: " + quote_value(name) +
+        (access(name.c_str(), F_OK) == 0 ? " is not an executable file" : " does not exist") +
+        "; give the path of a program, or a program's name to look up in PATH");
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    std::size_t colon = dirs.find(':', start);
+    if (colon == std::string::npos) colon = dirs.size();
+    const std::string dir = dirs.substr(start, colon - start);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (runnable(candidate)) return candidate;
+    start = colon + 1;
+  }
+  throw bad_input("sim exec: command " + quote_value(name) + " not found in PATH=" +
+                  quote_value(dirs) + "; check its spelling, or give its path");
+}
+
 }  // namespace
+
+int run_sim_exec(const std::string& machine, const std::vector<std::string>& command) {
+  if (command.empty() || command.front().empty()) {
+    throw bad_input("sim exec " + machine +
+                    ": no command given; put it after --, as in: gpusel sim exec " + machine +
+                    " -- python3 prog.py");
+  }
+  const SimSetup setup = sim_setup(machine);
+  const std::string program = program_path(command.front());
+  apply_sim(setup);
+  std::vector<char*> argv;
+  for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  execv(program.c_str(), argv.data());
+  // What a shell reports as 127 or 126 (no such program, not runnable) is bad input here.
+  const int e = errno;
+  const std::string message =
+      "sim exec: cannot start " + quote_value(program) + ": " + std::strerror(e) +
+      (e == ENOEXEC ? "; a script needs a #! line, or run it through its interpreter" : "");
+  if (e == ENOENT || e == EACCES || e == ENOEXEC || e == ENOTDIR || e == ELOOP)
+    throw bad_input(message);
+  throw failure(message);
+}
 
 CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
   CLI::App* cmd = app.add_subcommand("sim", "simulated GPU machines, for testing without GPUs");
@@ -30,10 +88,19 @@ CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
       "env", "print the shell settings that put programs on a simulated machine");
   options.env->add_option("MACHINE", options.machine, "a bundled machine's name or a machine file")
       ->required();
+  options.exec = cmd->add_subcommand(
+      "exec",
+      "run a command on a simulated machine: gpusel sim exec MACHINE -- COMMAND [ARGS...] (the "
+      "settings `gpusel sim env` prints, then exec)");
+  options.exec->add_option("MACHINE", options.machine, "a bundled machine's name or a machine file")
+      ->required();
+  options.exec->add_option("COMMAND", options.command, "the program and its arguments (after --)")
+      ->required();
   return cmd;
 }
 
 int run_sim(const SimOptions& options) {
+  if (options.exec->parsed()) return run_sim_exec(options.machine, options.command);
   if (options.env->parsed()) {
     // Everything printed is read by `eval`: each value is one single-quoted word, and the
     // comment line holds no line break (load_machine refuses names with control characters).

@@ -1,0 +1,307 @@
+#include "args.hpp"
+
+#include <algorithm>
+
+#include "gpusel/error.hpp"
+#include "gpusel/resolve.hpp"
+
+namespace gpusel::cli {
+namespace {
+
+constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+bool looks_like_option(const std::string& token) {
+  return token.size() > 1 && token[0] == '-' && token != "--";
+}
+
+// The subcommands a user may type (hidden ones have an empty group).
+std::vector<const CLI::App*> visible_subcommands(const CLI::App& app) {
+  return app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });
+}
+
+const CLI::App* subcommand_named(const CLI::App& app, const std::string& name) {
+  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) {
+    if (s->get_name() == name) return s;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> option_names(const CLI::App& app, bool top) {
+  std::vector<std::string> names;
+  for (const CLI::Option* o : app.get_options()) {
+    for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+  }
+  if (!top) names.push_back("--sim");  // taken from anywhere before the command
+  return names;
+}
+
+// The positional that holds a program to start and its arguments.
+bool is_command_positional(const CLI::Option* o) {
+  return o->get_positional() && o->get_name(true, false) == "COMMAND";
+}
+
+// How many single positionals come before COMMAND (sim exec: MACHINE), or kNone when `app` takes
+// no command.
+std::size_t positionals_before_command(const CLI::App& app) {
+  std::size_t before = 0;
+  for (const CLI::Option* o : app.get_options()) {
+    if (is_command_positional(o)) return before;
+    if (o->get_positional()) ++before;
+  }
+  return kNone;
+}
+
+std::string command_path(const std::vector<const CLI::App*>& path) {
+  std::string out = "gpusel";
+  for (std::size_t i = 1; i < path.size(); ++i) out += " " + path[i]->get_name();
+  return out;
+}
+
+std::string shell_word(const std::string& word) {
+  if (!word.empty() && word.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;#~") == std::string::npos)
+    return word;
+  std::string out = "'";
+  for (char c : word) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+std::string join_words(const std::vector<std::string>& words, std::size_t from, std::size_t to) {
+  std::string out;
+  for (std::size_t i = from; i < to && i < words.size(); ++i) {
+    if (!out.empty()) out += ' ';
+    out += shell_word(words[i]);
+  }
+  return out;
+}
+
+// One pass over the tokens, as CLI11 will read them, with --sim set aside.
+struct Scan {
+  std::vector<std::string> kept;  // tokens without --sim and its value
+  std::vector<std::string> sims;  // every --sim value found
+  bool sim_without_value = false;
+  std::vector<const CLI::App*> path;          // the app, then each subcommand entered
+  std::size_t dashdash = kNone;               // position of `--` in kept
+  std::size_t command_start = kNone;          // position in kept of the first word of COMMAND
+  std::size_t first_problem = kNone;          // position in kept of the first token nothing accepts
+  std::string problem;                        // what is wrong with it
+  std::vector<const CLI::App*> problem_path;  // path as it stood at that token
+};
+
+Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
+  Scan s;
+  s.path.push_back(&app);
+  std::size_t positionals = 0;  // single positionals of the current subcommand read so far
+  auto note = [&s](std::string what) {
+    if (s.first_problem == kNone) {
+      s.first_problem = s.kept.size() - 1;
+      s.problem = std::move(what);
+      s.problem_path = s.path;
+    }
+  };
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const std::string& t = tokens[i];
+    const CLI::App& current = *s.path.back();
+    if (s.dashdash != kNone || s.command_start != kNone) {
+      // The program's own words: gpusel reads none of them.
+      s.kept.push_back(t);
+      if (s.dashdash == kNone && s.command_start != kNone && looks_like_option(t) &&
+          current.get_option_no_throw(t.substr(0, t.find('='))) == nullptr)
+        note("after-command");
+      continue;
+    }
+    if (t == "--") {
+      s.kept.push_back(t);
+      s.dashdash = s.kept.size() - 1;
+      continue;
+    }
+    if (looks_like_option(t)) {
+      const std::string name = t.substr(0, t.find('='));
+      const bool inline_value = name.size() != t.size();
+      if (name == "--sim") {
+        if (inline_value) {
+          s.sims.push_back(t.substr(name.size() + 1));
+        } else if (i + 1 < tokens.size()) {
+          s.sims.push_back(tokens[++i]);
+        } else {
+          s.sim_without_value = true;
+        }
+        continue;
+      }
+      s.kept.push_back(t);
+      const CLI::Option* o = current.get_option_no_throw(name);
+      if (o == nullptr) {
+        note("option");
+        continue;
+      }
+      if (!inline_value && o->get_expected_max() > 0 && i + 1 < tokens.size())
+        s.kept.push_back(tokens[++i]);
+      continue;
+    }
+    s.kept.push_back(t);
+    if (!visible_subcommands(current).empty()) {
+      if (const CLI::App* sub = subcommand_named(current, t)) {
+        s.path.push_back(sub);
+        positionals = 0;
+      } else {
+        note("command");
+      }
+      continue;
+    }
+    const std::size_t before = positionals_before_command(current);
+    if (before != kNone && positionals >= before) {
+      s.command_start = s.kept.size() - 1;
+      continue;
+    }
+    ++positionals;
+    if (before == kNone && std::none_of(current.get_options().begin(), current.get_options().end(),
+                                        [](const CLI::Option* o) { return o->get_positional(); }))
+      note("argument");
+  }
+  return s;
+}
+
+}  // namespace
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  const std::size_t n = a.size(), m = b.size();
+  std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
+  for (std::size_t i = 0; i <= n; ++i) d[i][0] = i;
+  for (std::size_t j = 0; j <= m; ++j) d[0][j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    for (std::size_t j = 1; j <= m; ++j) {
+      const std::size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[n][m];
+}
+
+std::string closest(std::string_view word, const std::vector<std::string>& candidates) {
+  // Leading dashes do not count towards how long the word is.
+  const std::size_t letters = word.size() - std::min(word.find_first_not_of('-'), word.size());
+  const std::size_t limit = letters <= 3 ? 1 : letters <= 6 ? 2 : 3;
+  std::string best;
+  std::size_t best_distance = limit + 1;
+  bool tie = false;
+  for (const std::string& c : candidates) {
+    const std::size_t d = edit_distance(word, c);
+    if (d < best_distance) {
+      best = c;
+      best_distance = d;
+      tie = false;
+    } else if (d == best_distance) {
+      tie = true;
+    }
+  }
+  if (!best.empty() && !tie) return best;
+  std::string prefixed;
+  for (const std::string& c : candidates) {
+    if (letters >= 2 && c.size() > word.size() && c.compare(0, word.size(), word) == 0) {
+      if (!prefixed.empty()) return "";
+      prefixed = c;
+    }
+  }
+  return prefixed;
+}
+
+CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> tokens(argv + 1, argv + argc);
+  Scan s = scan(app, tokens);
+  if (s.sim_without_value) {
+    throw bad_input(
+        "--sim needs a machine after it: a bundled name (`gpusel sim list` shows them) or the "
+        "path of a machine file, as in `gpusel --sim dgx-h100 list`");
+  }
+  if (s.sims.size() > 1) {
+    throw bad_input("--sim is given twice (" + quote_value(s.sims[0]) + " and " +
+                    quote_value(s.sims[1]) + "); give one machine");
+  }
+  CommandLine line;
+  line.args.push_back(argc > 0 ? argv[0] : "gpusel");
+  line.args.insert(line.args.end(), s.kept.begin(), s.kept.end());
+  if (!s.sims.empty()) line.sim = s.sims.front();
+  if (s.path.size() == 1 && s.dashdash != kNone && s.first_problem == kNone) {
+    // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: anything else before `--` is left to CLI11.
+    const bool only_sim = s.dashdash == 0;
+    if (only_sim) {
+      line.exec = true;
+      line.command.assign(s.kept.begin() + 1, s.kept.end());
+      if (line.sim.empty()) {
+        throw bad_input(
+            "`gpusel -- COMMAND` needs a machine or GPUs to run COMMAND on: `gpusel --sim "
+            "MACHINE -- COMMAND` runs it on a simulated machine, `gpusel run --gpu SPEC -- "
+            "COMMAND` once per GPU");
+      }
+      if (line.command.empty()) {
+        throw bad_input("--sim " + quote_value(line.sim) +
+                        " -- names no command after --; write it as `gpusel --sim " +
+                        shell_word(line.sim) + " -- python3 prog.py`");
+      }
+    }
+  }
+  return line;
+}
+
+std::string explain_parse_error(const CLI::App& app, const CommandLine& line) {
+  const std::vector<std::string> tokens(line.args.begin() + 1, line.args.end());
+  const Scan s = scan(app, tokens);
+  if (s.first_problem == kNone) return "";
+  const std::string& word = s.kept[s.first_problem];
+  const std::vector<const CLI::App*>& path = s.problem_path;
+  const CLI::App& at = *path.back();
+  const std::string where = command_path(path);
+  const std::string sim_words = line.sim.empty() ? "" : " --sim " + shell_word(line.sim);
+
+  if (s.problem == "command") {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : visible_subcommands(at)) names.push_back(sub->get_name());
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string guess = closest(word, names);
+    std::string message = "unknown command '" + word + "'";
+    if (path.size() > 1) message += " for `" + where + "`";
+    if (!guess.empty()) {
+      return message + "; did you mean '" + guess + "'? (" + where + "'s commands: " + list + ")";
+    }
+    message += "; " + where + "'s commands are " + list;
+    if (path.size() == 1) {
+      const std::string rest = join_words(s.kept, s.first_problem, s.kept.size());
+      if (!line.sim.empty()) {
+        message += ". To run a program on the simulated machine, put -- before it: gpusel" +
+                   sim_words + " -- " + rest;
+      } else {
+        message += ". To start a program once per GPU: gpusel run --gpu SPEC -- " + rest +
+                   "; to try it on a simulated machine: gpusel --sim dgx-h100 -- " + rest;
+      }
+    }
+    return message + "; run `" + where + " --help` for usage";
+  }
+  if (s.problem == "after-command") {
+    const std::string command = s.kept[s.command_start];
+    std::vector<std::string> fixed(s.kept.begin(), s.kept.begin() + s.command_start);
+    fixed.push_back("--");
+    fixed.insert(fixed.end(), s.kept.begin() + s.command_start, s.kept.end());
+    return quote_value(word) + " comes after the command " + quote_value(command) +
+           " but is not an option of `" + where + "`; put -- before the command so that " +
+           "every word after it is passed to the command: gpusel" + sim_words + " " +
+           join_words(fixed, 0, fixed.size());
+  }
+  if (s.problem == "option") {
+    const std::string name = word.substr(0, word.find('='));
+    const std::string guess = closest(name, option_names(at, path.size() == 1));
+    std::string message = "unknown option '" + name + "' for `" + where + "`";
+    if (!guess.empty()) return message + "; did you mean " + guess + "?";
+    return message + "; run `" + where + " --help` to see its options";
+  }
+  if (s.problem == "argument") {
+    std::string message = "`" + where + "` takes no argument " + quote_value(word);
+    if (at.get_option_no_throw("--gpu") != nullptr && word.find_first_of("0123456789") == 0)
+      return message + "; to name GPUs, use --gpu: " + where + " --gpu " + shell_word(word);
+    return message + "; run `" + where + " --help` to see its options";
+  }
+  return "";
+}
+
+}  // namespace gpusel::cli
