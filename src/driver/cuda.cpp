@@ -16,6 +16,19 @@
 namespace gpusel {
 namespace {
 
+// More devices than any machine holds (the same bound as NVML's GPU count): a count past this is
+// a broken driver, not a machine.
+constexpr int kMaxDevices = 4096;
+// The longest error name or description taken from the driver.
+constexpr std::size_t kMaxErrorText = 512;
+
+// A string the driver wrote into `buf`, read within the buffer's own bound (a driver may leave it
+// unterminated).
+template <std::size_t N>
+std::string read_string(const char (&buf)[N]) {
+  return std::string(buf, strnlen(buf, N));
+}
+
 CudaLibrary open_library() {
   CudaLibrary lib;
   std::string path;
@@ -50,10 +63,10 @@ std::string cuda_error_text(const CudaApi& api, CUresult rc) {
   const char* name = nullptr;
   const char* desc = nullptr;
   if (api.cuGetErrorName != nullptr && api.cuGetErrorName(rc, &name) == CUDA_SUCCESS && name) {
-    text = std::string(name);
+    text = std::string(name, strnlen(name, kMaxErrorText));
   }
   if (api.cuGetErrorString != nullptr && api.cuGetErrorString(rc, &desc) == CUDA_SUCCESS && desc) {
-    text += " (" + std::string(desc) + ")";
+    text += " (" + std::string(desc, strnlen(desc, kMaxErrorText)) + ")";
   }
   return text;
 }
@@ -107,6 +120,13 @@ std::vector<CudaDevice> cuda_devices() {
   };
   int count = 0;
   check(api.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (count < 0 || count > kMaxDevices) {
+    throw failure("cuDeviceGetCount reported " + std::to_string(count) + " devices" +
+                  (count < 0 ? std::string()
+                             : ", more than any machine holds (at most " +
+                                   std::to_string(kMaxDevices) + ")") +
+                  "; the CUDA driver library is broken");
+  }
   std::vector<CudaDevice> out;
   for (int i = 0; i < count; ++i) {
     CUdevice dev = 0;
@@ -124,8 +144,8 @@ std::vector<CudaDevice> cuda_devices() {
       d.parent_uuid = format_uuid(reinterpret_cast<const unsigned char*>(parent.bytes));
     }
     char name[256] = {};
-    check(api.cuDeviceGetName(name, sizeof name - 1, dev), "cuDeviceGetName");
-    d.name = name;
+    check(api.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
+    d.name = read_string(name);
     std::size_t total = 0;
     check(api.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem_v2");
     d.total_bytes = total;
@@ -143,7 +163,7 @@ std::vector<CudaDevice> cuda_devices() {
     if (api.cuDeviceGetPCIBusId != nullptr) {
       char bus[32] = {};
       if (api.cuDeviceGetPCIBusId(bus, sizeof bus, dev) == CUDA_SUCCESS) {
-        d.pci_bus_id = normalise_bus_id(bus);
+        d.pci_bus_id = normalise_bus_id(read_string(bus));
       }
     }
     out.push_back(std::move(d));
