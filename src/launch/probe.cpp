@@ -3,16 +3,23 @@
 
 #include <dlfcn.h>
 #include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <charconv>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <sstream>
+#include <thread>
 
+#include "gpusel/acquire.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/resolve.hpp"
@@ -30,14 +37,66 @@ std::string field_safe(std::string s) {
   return s;
 }
 
+// A whole field as a number in decimal ASCII, nothing before or after it.
+template <typename T>
+bool parse_number(const std::string& field, T& value) {
+  const char* end = field.data() + field.size();
+  auto [ptr, ec] = std::from_chars(field.data(), end, value);
+  return ec == std::errc() && ptr == end && !field.empty();
+}
+
+constexpr double kDefaultProbeTimeout = 20;
+constexpr double kMaxProbeTimeout = 3600;
+// More than the child prints for the most devices it accepts (4096 lines of bounded fields).
+constexpr std::size_t kMaxProbeOutput = std::size_t{4} << 20;
+
+// The probe's deadline in seconds: GPUSEL_PROBE_TIMEOUT (unset or empty: 20).
+double probe_timeout() {
+  const char* v = std::getenv("GPUSEL_PROBE_TIMEOUT");
+  if (v == nullptr || *v == '\0') return kDefaultProbeTimeout;
+  const std::string_view text(v);
+  double seconds = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
+  if (ec != std::errc() || ptr != text.data() + text.size() || !(seconds > 0) ||
+      seconds > kMaxProbeTimeout) {
+    throw bad_input("GPUSEL_PROBE_TIMEOUT=" + quote_value(text) +
+                    " is not a number of seconds above 0 and at most 3600 (how long gpusel waits "
+                    "for its CUDA probe; default 20)");
+  }
+  return seconds;
+}
+
+std::string seconds_text(double seconds) {
+  std::ostringstream out;
+  out << seconds;
+  return out.str();
+}
+
+// Waits for `pid` until `deadline`; true when it was reaped (`status` set). A child that
+// SIGCHLD's disposition already reaped counts as reaped, with `status` left alone.
+bool wait_until(pid_t pid, int& status, std::chrono::steady_clock::time_point deadline) {
+  auto pause = std::chrono::microseconds(50);
+  for (;;) {
+    const pid_t w = waitpid(pid, &status, WNOHANG);
+    if (w == pid) return true;
+    if (w < 0 && errno == ECHILD) return true;
+    if (w < 0 && errno != EINTR) return false;
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= deadline) return false;
+    std::this_thread::sleep_for(
+        std::min<std::chrono::steady_clock::duration>(pause, deadline - now));
+    pause = std::min(pause * 2, std::chrono::microseconds(10000));
+  }
+}
+
 }  // namespace
 
 std::string serialise_devices(const std::vector<CudaDevice>& devices) {
   std::ostringstream out;
   for (const CudaDevice& d : devices) {
-    out << d.ordinal << '\t' << d.uuid << '\t' << d.parent_uuid << '\t' << d.pci_bus_id << '\t'
-        << d.total_bytes << '\t' << d.cc_major << '\t' << d.cc_minor << '\t' << d.sm_count << '\t'
-        << field_safe(d.name) << '\n';
+    out << d.ordinal << '\t' << field_safe(d.uuid) << '\t' << field_safe(d.parent_uuid) << '\t'
+        << field_safe(d.pci_bus_id) << '\t' << d.total_bytes << '\t' << d.cc_major << '\t'
+        << d.cc_minor << '\t' << d.sm_count << '\t' << field_safe(d.name) << '\n';
   }
   return out.str();
 }
@@ -55,15 +114,13 @@ std::optional<std::vector<CudaDevice>> parse_devices(const std::string& text) {
     f.push_back(line.substr(start));
     if (f.size() != 9) return std::nullopt;
     CudaDevice d;
-    try {
-      d.ordinal = std::stoi(f[0]);
-      d.total_bytes = std::stoull(f[4]);
-      d.cc_major = std::stoi(f[5]);
-      d.cc_minor = std::stoi(f[6]);
-      d.sm_count = std::stoi(f[7]);
-    } catch (const std::exception&) {
+    if (!parse_number(f[0], d.ordinal) || !parse_number(f[4], d.total_bytes) ||
+        !parse_number(f[5], d.cc_major) || !parse_number(f[6], d.cc_minor) ||
+        !parse_number(f[7], d.sm_count)) {
       return std::nullopt;
     }
+    // CUDA's ordinals count from 0, one a line.
+    if (d.ordinal != static_cast<int>(out.size())) return std::nullopt;
     d.uuid = f[1];
     d.parent_uuid = f[2];
     d.pci_bus_id = f[3];
@@ -75,6 +132,7 @@ std::optional<std::vector<CudaDevice>> parse_devices(const std::string& text) {
 
 ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   ProbeResult result;
+  const double timeout = probe_timeout();  // a bad value is refused whether or not a probe runs
   if (helper.empty()) {
     result.reason = "no gpusel executable to run the probe (set GPUSEL_PROBE_HELPER)";
     return result;
@@ -87,8 +145,11 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   std::vector<std::string> env_strings;
   for (char** e = environ; *e != nullptr; ++e) {
     if (unfiltered && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
+    if (std::strncmp(*e, "GPUSEL_PROBE_PARENT=", 20) == 0) continue;
     env_strings.emplace_back(*e);
   }
+  // The child dies with this process (see run_probe), which it recognises by this id.
+  env_strings.push_back("GPUSEL_PROBE_PARENT=" + std::to_string(getpid()));
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -97,8 +158,14 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  // A process group of its own, so that a wedged probe and anything it started can be killed.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, helper.c_str(), &actions, nullptr, argv, envp.data());
+  const int rc = posix_spawn(&pid, helper.c_str(), &actions, &attr, argv, envp.data());
+  posix_spawnattr_destroy(&attr);
   posix_spawn_file_actions_destroy(&actions);
   close(out[1]);
   if (rc != 0) {
@@ -106,18 +173,51 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
     result.reason = "cannot start " + helper + ": " + std::strerror(rc);
     return result;
   }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                                        std::chrono::duration<double>(timeout));
+  bool timed_out = false;
+  bool too_much = false;
   std::string text;
   char buf[4096];
-  for (ssize_t n; (n = read(out[0], buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
+  for (;;) {
+    const auto left = deadline - Clock::now();
+    if (left <= Clock::duration::zero()) {
+      timed_out = true;
       break;
     }
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(left).count();
+    pollfd p{out[0], POLLIN, 0};
+    const int ready = poll(&p, 1, static_cast<int>(std::min<long long>(ms, 60000)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready < 0) break;
+    if (ready == 0) continue;
+    const ssize_t n = read(out[0], buf, sizeof buf);
+    if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+    if (n <= 0) break;
     text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > kMaxProbeOutput) {
+      too_much = true;
+      break;
+    }
   }
   close(out[0]);
   int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  bool reaped = !timed_out && !too_much && wait_until(pid, status, deadline);
+  if (!reaped) {
+    timed_out = timed_out || !too_much;
+    kill(-pid, SIGKILL);  // the probe's process group, the probe included
+    kill(pid, SIGKILL);
+    // A process stuck inside the kernel dies only when it leaves it: wait a little, not forever.
+    reaped = wait_until(pid, status, Clock::now() + std::chrono::seconds(2));
+  }
+  if (timed_out || too_much) {
+    result.reason =
+        too_much
+            ? "the CUDA probe printed more than " + std::to_string(kMaxProbeOutput >> 20) + " MiB"
+            : "the CUDA probe did not answer within " + seconds_text(timeout) + " s (cuInit hung?)";
+    if (!reaped) result.reason += "; it could not be stopped (process " + std::to_string(pid) + ")";
+    return result;
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     result.reason = text.rfind("error\t", 0) == 0 ? text.substr(6) : "the CUDA probe failed";
@@ -267,6 +367,9 @@ void note_renumbering(Resolution& r, const std::vector<std::string>& entries, co
 
 Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
                         const std::string& probe_helper) {
+  if (entries.size() == 1 && is_free_entry(entries.front())) {
+    return acquire_gpus(entries, env, probe_helper, AcquireOptions{}).resolution;  // picks only
+  }
   const NvmlSnapshot snap = query_nvml();
   if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason);
   Resolution r;

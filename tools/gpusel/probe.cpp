@@ -1,6 +1,12 @@
 // gpusel internal-probe-cuda: prints what CUDA enumerates in this process, for a parent that
 // must not initialise CUDA itself (see gpusel::probe_cuda).
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <cstdlib>
 #include <iostream>
+#include <string>
 
 #include "commands.hpp"
 #include "gpusel/cuda.hpp"
@@ -15,6 +21,13 @@ CLI::App* setup_probe(CLI::App& app) {
 }
 
 int run_probe() {
+  // Die with the gpusel that started this probe (it waits a bounded time, and may itself be
+  // stopped meanwhile), even while cuInit hangs. It passes its process id, so that a parent that
+  // died before the prctl is noticed too.
+  if (const char* parent = std::getenv("GPUSEL_PROBE_PARENT"); parent != nullptr) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (std::to_string(getppid()) != parent) return 1;
+  }
   try {
     std::cout << serialise_devices(cuda_devices()) << std::flush;
     return 0;
