@@ -51,14 +51,131 @@ bool is_gpu_index(std::string_view entry) noexcept {
          std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
+namespace {
+
+bool is_hex(char c) noexcept {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+// Splits on blanks.
+std::vector<std::string_view> words(std::string_view text) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < text.size()) {
+    while (i < text.size() && is_blank(text[i])) ++i;
+    std::size_t start = i;
+    while (i < text.size() && !is_blank(text[i])) ++i;
+    if (i > start) out.push_back(text.substr(start, i - start));
+  }
+  return out;
+}
+
+// The hint for an entry copied from somewhere that speaks of GPUs differently, or "": a line of
+// `nvidia-smi -L` or its "(UUID: GPU-...)" part, a CUDA ordinal such as cuda:1, "all", a UUID
+// without its GPU- head, "GPU 0", several entries separated by blanks instead of commas.
+std::string pasted_entry_hint(std::string_view entry) {
+  // nvidia-smi -L: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-4ba71ab7-...)".
+  for (std::size_t at = 0; at + 5 <= entry.size(); ++at) {
+    if (!equal_ci(entry.substr(at, 5), "UUID:")) continue;
+    std::string_view rest = trim(entry.substr(at + 5));
+    std::size_t end = 0;
+    while (end < rest.size() &&
+           (is_hex(rest[end]) || rest[end] == '-' ||
+            (end < 4 && std::string_view("GPUMIgpumi").find(rest[end]) != std::string_view::npos)))
+      ++end;
+    const std::string_view uuid = rest.substr(0, end);
+    if (starts_with_ci(uuid, "MIG-")) break;  // the MIG hint below
+    if (!is_gpu_uuid(uuid)) break;
+    std::string index;
+    if (starts_with_ci(entry, "GPU ")) {
+      std::size_t i = 4;
+      while (i < entry.size() && entry[i] >= '0' && entry[i] <= '9') index += entry[i++];
+    }
+    return "; that is " + std::string(index.empty() ? "part of a line" : "a line") +
+           " of `nvidia-smi -L`: give the UUID alone, --gpu " + std::string(kUuidHead) +
+           std::string(uuid.substr(kUuidHead.size())) +
+           (index.empty() ? "" : " (or its nvidia-smi index, --gpu " + index + ")");
+  }
+  // PyTorch's device names.
+  if (starts_with_ci(entry, "cuda")) {
+    std::string_view rest = entry.substr(4);
+    if (rest.empty() || rest.front() == ':') {
+      return "; " + quote_value(entry) +
+             " is a CUDA ordinal (PyTorch's device name), which changes with "
+             "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER; --gpu takes nvidia-smi indices or GPU "
+             "UUIDs, which do not: the CUDA column of `gpusel list` shows which GPU each CUDA "
+             "ordinal is here";
+    }
+  }
+  if (equal_ci(entry, "all")) {
+    return "; \"all\" (every GPU CUDA_VISIBLE_DEVICES lets this process use) is understood by "
+           "`gpusel resolve`, `gpusel run` and `gpusel bench bw` only; here, name the GPUs";
+  }
+  // A UUID without GPU-: eight hex digits, a dash, then hex digits and dashes.
+  if (entry.size() >= 9 && entry[8] == '-' &&
+      std::all_of(entry.begin(), entry.begin() + 8, is_hex) &&
+      std::all_of(entry.begin(), entry.end(), [](char c) { return is_hex(c) || c == '-'; })) {
+    return "; a GPU UUID starts with GPU-, as `nvidia-smi -L` prints it: --gpu GPU-" +
+           std::string(entry);
+  }
+  // "GPU 0", "GPU0", "gpu:0": nvidia-smi's label for index 0.
+  if (starts_with_ci(entry, "GPU")) {
+    std::string_view rest = trim(entry.substr(3));
+    if (!rest.empty() && (rest.front() == ':' || rest.front() == '#')) rest = trim(rest.substr(1));
+    if (is_gpu_index(rest)) {
+      return "; for nvidia-smi's GPU " + std::string(rest) + ", give the index alone: --gpu " +
+             std::string(rest);
+    }
+  }
+  // "0 1" or "GPU-a GPU-b": blanks where commas belong.
+  const std::vector<std::string_view> parts = words(entry);
+  if (parts.size() > 1 && std::all_of(parts.begin(), parts.end(), [](std::string_view w) {
+        return is_gpu_index(w) || is_gpu_uuid(w);
+      })) {
+    std::string joined;
+    for (std::string_view w : parts) joined += (joined.empty() ? "" : ",") + std::string(w);
+    return "; entries are separated by commas, not blanks: --gpu " + joined;
+  }
+  return "";
+}
+
+// Whole-value mistakes, before the entries are read: a list pasted one entry a line (`gpusel
+// resolve`'s output without `| paste -sd,`), and entries separated by blanks ("GPU-a GPU-b",
+// which would otherwise read as one UUID prefix that matches nothing).
+void precheck_pasted(std::string_view value) {
+  const std::string_view inner = trim(value);
+  if (inner.find_first_of("\n\r") != std::string_view::npos) {
+    const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');
+    throw bad_input("--gpu " + quote_value(value) + " holds " + std::to_string(lines) +
+                    " lines; it takes one line, entries separated by commas (was the output of "
+                    "`gpusel resolve` pasted in as it is?): join the lines with commas, as "
+                    "`gpusel resolve --gpu SPEC --format csv` prints them, or pipe through "
+                    "`paste -sd,`");
+  }
+  std::size_t start = 0;
+  while (start <= value.size()) {
+    std::size_t comma = value.find(',', start);
+    if (comma == std::string_view::npos) comma = value.size();
+    const std::string_view piece = trim(value.substr(start, comma - start));
+    if (is_gpu_uuid(piece) && std::any_of(piece.begin(), piece.end(), is_blank)) {
+      throw bad_input("--gpu entry " + quote_value(piece) + " holds blanks" +
+                      pasted_entry_hint(piece) + "; run `gpusel list` to see every GPU's UUID");
+    }
+    start = comma + 1;
+  }
+}
+
+}  // namespace
+
 std::string canonical_entry(std::string_view entry) {
   if (is_gpu_uuid(entry))
     return std::string(kUuidHead) + std::string(entry.substr(kUuidHead.size()));
   if (is_gpu_index(entry)) return std::string(entry);
-  std::string hint;
-  if (entry.size() >= 4 && equal_ci(entry.substr(0, 4), "MIG-")) {
+  std::string hint = pasted_entry_hint(entry);  // a value copied from elsewhere, or ""
+  if (hint.empty() && entry.size() >= 4 && equal_ci(entry.substr(0, 4), "MIG-")) {
     hint = "; MIG devices cannot be given to --gpu: gpusel places processes on whole GPUs";
-  } else if (entry.find('-') != std::string_view::npos && is_gpu_index(entry.substr(0, 1))) {
+  } else if (hint.empty() && entry.find('-') != std::string_view::npos &&
+             is_gpu_index(entry.substr(0, 1))) {
     hint = "; ranges are not accepted, list each index (for example 0,1,2,3)";
   }
   throw bad_input("--gpu entry " + quote_value(entry) +
@@ -83,6 +200,7 @@ std::string join_entries(const std::vector<std::string>& entries) {
 
 std::vector<std::string> parse_gpu_spec(std::string_view value) {
   if (const std::optional<int> n = parse_free_request(value)) return {"free:" + std::to_string(*n)};
+  precheck_pasted(value);
   std::vector<std::string> entries;
   std::size_t start = 0;
   while (start <= value.size()) {

@@ -4,6 +4,8 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -235,6 +237,32 @@ void publish_entry(const std::string& variable, const std::string& value,
   }
 }
 
+// Why GPUSEL_GPU or GPUSEL_GPUS cannot be read. A value of several lines is the usual slip: a
+// list of UUIDs, one a line as `gpusel resolve` prints them, exported without joining the lines.
+std::string variable_message(const std::string& variable, const std::string& value,
+                             const std::string& parse_error) {
+  std::string_view inner(value);
+  while (!inner.empty() && std::isspace(static_cast<unsigned char>(inner.front())))
+    inner.remove_prefix(1);
+  while (!inner.empty() && std::isspace(static_cast<unsigned char>(inner.back())))
+    inner.remove_suffix(1);
+  if (inner.find('\n') == std::string_view::npos)
+    return variable + "=" + quote_value(value) + ": " + parse_error;
+  const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');
+  const std::string head =
+      variable + "=" + quote_value(value) + " holds " + std::to_string(lines) + " lines";
+  if (variable == "GPUSEL_GPU") {
+    return head +
+           ", but it names one GPU; to give each rank its own GPU from a list, set GPUSEL_GPUS "
+           "instead, with the GPUs separated by commas: eval \"$(gpusel resolve --gpu SPEC "
+           "--format env)\"";
+  }
+  return head +
+         ": it takes one line, the GPUs separated by commas (was `gpusel resolve`'s output, one "
+         "UUID a line, exported without `| paste -sd,`?); set it with eval \"$(gpusel resolve "
+         "--gpu SPEC --format env)\", or GPUSEL_GPUS=$(gpusel resolve --gpu SPEC --format csv)";
+}
+
 }  // namespace
 
 std::optional<AssignmentInfo> assign_from_environment() {
@@ -243,7 +271,7 @@ std::optional<AssignmentInfo> assign_from_environment() {
     try {
       entry = parse_single_gpu(*gpu);
     } catch (const Error& e) {
-      throw bad_input("GPUSEL_GPU=" + quote_value(*gpu) + ": " + e.what());
+      throw bad_input(variable_message("GPUSEL_GPU", *gpu, e.what()));
     }
     publish_entry("GPUSEL_GPU", *gpu, {entry}, 0);
     // The rank did not pick the GPU, but callers report it (gpusel run sets LOCAL_RANK too).
@@ -262,7 +290,7 @@ std::optional<AssignmentInfo> assign_from_environment() {
   try {
     entries = parse_gpu_spec(*list);
   } catch (const Error& e) {
-    throw bad_input("GPUSEL_GPUS=" + quote_value(*list) + ": " + e.what());
+    throw bad_input(variable_message("GPUSEL_GPUS", *list, e.what()));
   }
   std::optional<LocalRank> rank = local_rank();
   if (!rank) {

@@ -1,7 +1,9 @@
 """The first hour (issue 12): the usual mistakes of a newcomer, each fed to gpusel, each answered
 with a message that says what happened and what to do instead."""
 
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -130,6 +132,155 @@ class ForgotDoubleDashTest(Case):
             "gpusel --sim dgx-h100 run --gpu 0,1 -- python3 train.py --epochs 3")
         self.assertFailsWith(gpusel("sim", "exec", "dgx-h100", "python3", "-c", "print(1)"), 2,
                              "put -- before the command", "gpusel sim exec dgx-h100 -- python3 -c 'print(1)'")
+
+
+class PastedGpuValueTest(Case):
+    """--gpu values copied from nvidia-smi, PyTorch or a shell each get their own hint."""
+
+    def refused(self, value, *pieces, command=("resolve",)):
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", *command, "--gpu", value), 2, *pieces)
+
+    def test_nvidia_smi_line(self):
+        line = f"GPU 0: NVIDIA H100 80GB HBM3 (UUID: {DGX[0]})"
+        self.refused(line, "a line of `nvidia-smi -L`", f"--gpu {DGX[0]}", "--gpu 0)")
+        self.refused(f"(UUID: {DGX[3]})", "part of a line of `nvidia-smi -L`", f"--gpu {DGX[3]}")
+
+    def test_cuda_ordinal(self):
+        self.refused("cuda:1", '"cuda:1" is a CUDA ordinal', "nvidia-smi indices or GPU UUIDs", "gpusel list")
+
+    def test_uuid_without_its_head(self):
+        bare = DGX[2][len("GPU-"):]
+        self.refused(bare, "starts with GPU-", f"--gpu GPU-{bare}")
+
+    def test_blanks_instead_of_commas(self):
+        self.refused("0 1", "separated by commas, not blanks", "--gpu 0,1")
+        self.refused(f"{DGX[0]} {DGX[1]}", "separated by commas, not blanks", f"--gpu {DGX[0]},{DGX[1]}")
+
+    def test_nvidia_smi_label(self):
+        self.refused("GPU 3", "give the index alone: --gpu 3")
+
+    def test_lines_instead_of_commas(self):
+        lines = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0,1").stdout
+        self.refused(lines.strip(), "holds 2 lines", "--format csv", "paste -sd,")
+        # A trailing newline alone is fine.
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0,1\n")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_all_elsewhere_is_explained(self):
+        self.refused("all", '"all"', "gpusel resolve", command=("bind",))
+
+
+class GpuAllTest(Case):
+    def resolve(self, *extra, machine="dgx-h100", **env):
+        r = gpusel("--sim", machine, "resolve", *extra, **env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r
+
+    def test_all_is_every_gpu(self):
+        self.assertEqual(self.resolve("--gpu", "all").stdout.split(), DGX)
+        self.assertEqual(self.resolve("--gpu=ALL").stdout.split(), DGX)
+
+    def test_all_within_a_preset(self):
+        r = self.resolve("--gpu", "all", CUDA_VISIBLE_DEVICES="5,2")
+        self.assertEqual(r.stdout.split(), [DGX[5], DGX[2]])
+        r = self.resolve("--gpu", "all", CUDA_VISIBLE_DEVICES=f"{DGX[6]},{DGX[1]}")
+        self.assertEqual(r.stdout.split(), [DGX[6], DGX[1]])
+        mixed = uuids("workstation-mixed")
+        r = self.resolve("--gpu", "all", machine="workstation-mixed", CUDA_VISIBLE_DEVICES="0,1")
+        self.assertEqual(sorted(r.stdout.split()), sorted(mixed[1:]))  # FASTEST_FIRST: 4090, A6000
+
+    def test_all_leaves_out_what_cannot_be_used(self):
+        lost = uuids("lost-gpu")
+        r = self.resolve("--gpu", "all", machine="lost-gpu")
+        self.assertEqual(r.stdout.split(), [lost[0], lost[1], lost[3]])
+        self.assertIn("--gpu all leaves out GPU 2", r.stderr)
+        mig = uuids("mig-a100")
+        r = self.resolve("--gpu", "all", machine="mig-a100")
+        self.assertIn("(MIG mode)", r.stderr)
+        self.assertEqual(len(r.stdout.split()), 1)
+        self.assertIn(r.stdout.split()[0], mig)
+
+    def test_all_in_run(self):
+        r = gpusel("run", "--sim", "dgx-h100", "--tag-output", "--gpu", "all", "--", sys.executable, "-c",
+                   "import os; print(os.environ['GPUSEL_GPU'])")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(line.split()[-1] for line in r.stdout.splitlines()), sorted(DGX))
+
+    def test_all_with_nothing_exposed(self):
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "all", CUDA_VISIBLE_DEVICES=""), 2,
+                             "--gpu all: no GPU", 'CUDA_VISIBLE_DEVICES=""')
+
+
+class ResolveFormatTest(Case):
+    def test_formats(self):
+        lines = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "3,0")
+        self.assertEqual(lines.stdout, f"{DGX[3]}\n{DGX[0]}\n")
+        same = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "3,0", "--format", "lines")
+        self.assertEqual(same.stdout, lines.stdout)
+        csv = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "3,0", "--format", "csv")
+        self.assertEqual(csv.stdout, f"{DGX[3]},{DGX[0]}\n")
+        env = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "3,0", "--format", "env")
+        self.assertEqual(env.stdout, f"GPUSEL_GPUS={DGX[3]},{DGX[0]}\n")
+
+    def test_env_format_is_ready_for_eval_and_export(self):
+        env = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "3,0", "--format", "env").stdout
+        script = 'eval "$1"; echo "$GPUSEL_GPUS"; export "$1"; sh -c \'echo "$GPUSEL_GPUS"\''
+        r = subprocess.run(["sh", "-c", script, "sh", env.strip()], capture_output=True, text=True)
+        self.assertEqual(r.stdout.split(), [f"{DGX[3]},{DGX[0]}"] * 2)
+
+    def test_bad_format(self):
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--format", "yaml"), 2, "yaml")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--format", "csv", "--json"), 2,
+                             "--json")
+
+
+class NewlineInVariablesTest(Case):
+    """The worker side: GPUSEL_GPUS set from `gpusel resolve` without `| paste -sd,`."""
+
+    def bind(self, **env):
+        return gpusel("--sim", "dgx-h100", "bind", LOCAL_RANK="0", **env)
+
+    def test_gpusel_gpus_with_lines(self):
+        lines = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0,1").stdout.strip()
+        self.assertFailsWith(self.bind(GPUSEL_GPUS=lines), 2, "GPUSEL_GPUS=", "holds 2 lines",
+                             "--format env", "paste -sd,")
+
+    def test_gpusel_gpu_with_lines(self):
+        self.assertFailsWith(self.bind(GPUSEL_GPU=f"{DGX[0]}\n{DGX[1]}"), 2, "GPUSEL_GPU=", "holds 2 lines",
+                             "names one GPU", "set GPUSEL_GPUS instead")
+
+
+class SizeTest(Case):
+    def bench(self, size):
+        return gpusel("--sim", "dgx-h100", "bench", "bw", "--gpu", "0", "--tests", "h2d", "--copies", "1",
+                      "--samples", "1", "--json", "--size", size)
+
+    def test_common_spellings(self):
+        for size, expected in [("4M", 4 << 20), ("4MiB", 4 << 20), ("4mi", 4 << 20), ("4mib", 4 << 20),
+                               ("4MB", 4000000), ("4mb", 4000000), ("4096k", 4 << 20), ("0.5g", 1 << 29),
+                               ("4000000", 4000000), ("4 MiB", 4 << 20)]:
+            with self.subTest(size=size):
+                r = self.bench(size)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(json.loads(r.stdout)["results"][0]["bytes"], expected)
+
+    def test_precise_messages(self):
+        self.assertFailsWith(self.bench("0"), 2, '--size "0" is zero bytes', "at least 4 bytes")
+        self.assertFailsWith(self.bench("1001"), 2, "is 1001 bytes, not a multiple of 4", "use 1000 or 1004")
+        self.assertFailsWith(self.bench("512Q"), 2, 'unknown unit "Q"', "K, M, G")
+        self.assertFailsWith(self.bench("-4M"), 2, "cannot be negative")
+        self.assertFailsWith(self.bench("1.3"), 2, "not a whole number of bytes")
+        self.assertFailsWith(self.bench("MiB"), 2, "should start with a number")
+
+
+class SimulatedNvmlFaultTest(Case):
+    def test_no_sim_suggestion_when_simulated(self):
+        for machine, fault in [("nvml-missing", "missing"), ("nvml-init-fails", "init_fails")]:
+            with self.subTest(machine=machine):
+                r = gpusel("--sim", machine, "list")
+                self.assertFailsWith(r, 1, "NVML is unavailable", f"the simulated machine {machine} models",
+                                     f'nvml = "{fault}"')
+                self.assertNotIn("--sim", r.stderr)
 
 
 if __name__ == "__main__":

@@ -1,9 +1,15 @@
 #include "args.hpp"
 
 #include <algorithm>
+#include <cctype>
+#include <cmath>
 
+#include "common.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
+#include "gpusel/spec.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -85,7 +91,20 @@ struct Scan {
   std::size_t first_problem = kNone;          // position in kept of the first token nothing accepts
   std::string problem;                        // what is wrong with it
   std::vector<const CLI::App*> problem_path;  // path as it stood at that token
+  std::size_t gpu_all = kNone;                // position in kept of a `--gpu all` value
 };
+
+// The commands whose --gpu accepts "all".
+bool takes_gpu_all(const std::vector<const CLI::App*>& path) {
+  const std::string& name = path.back()->get_name();
+  return name == "resolve" || name == "run" || (name == "bw" && path.size() == 3);
+}
+
+bool is_all(std::string_view value) {
+  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
+  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
+  return equal_ci(value, "all");
+}
 
 Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
   Scan s;
@@ -135,6 +154,11 @@ Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
       }
       if (!inline_value && o->get_expected_max() > 0 && i + 1 < tokens.size())
         s.kept.push_back(tokens[++i]);
+      if (name == "--gpu" && takes_gpu_all(s.path) &&
+          is_all(inline_value ? std::string_view(t).substr(name.size() + 1)
+                              : std::string_view(s.kept.back())) &&
+          (inline_value || s.kept.size() >= 2))
+        s.gpu_all = s.kept.size() - 1;
       continue;
     }
     s.kept.push_back(t);
@@ -222,6 +246,7 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
   line.args.push_back(argc > 0 ? argv[0] : "gpusel");
   line.args.insert(line.args.end(), s.kept.begin(), s.kept.end());
   if (!s.sims.empty()) line.sim = s.sims.front();
+  if (s.gpu_all != kNone) line.gpu_all = s.gpu_all + 1;
   if (s.path.size() == 1 && s.dashdash != kNone && s.first_problem == kNone) {
     // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: anything else before `--` is left to CLI11.
     const bool only_sim = s.dashdash == 0;
@@ -242,6 +267,143 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
     }
   }
   return line;
+}
+
+void expand_gpu_all(CommandLine& line) {
+  if (line.gpu_all == 0 || line.gpu_all >= line.args.size()) return;
+  const CudaEnv env = cuda_env_from_environment();
+  const NvmlSnapshot snap = query_nvml();
+  std::size_t count = 0;
+  std::vector<std::string> entries;
+  if (!snap.available) {
+    if (env.visible_devices) {
+      throw failure("--gpu all: NVML is unavailable (" + snap.reason + ") and " +
+                    describe_preset(env) +
+                    " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
+                    "(indices count within CUDA_VISIBLE_DEVICES)");
+    }
+    const ProbeResult probe = probe_cuda(default_probe_helper(), true);
+    if (!probe.ok) {
+      throw failure("--gpu all: NVML is unavailable (" + snap.reason +
+                    ") and CUDA could not be asked for its devices either (" + probe.reason +
+                    "); name the GPUs instead");
+    }
+    count = gpus_from_cuda(probe.devices).size();
+  } else if (!env.visible_devices) {
+    std::vector<std::string> left_out;
+    for (const GpuInfo& g : snap.gpus) {
+      if (g.failed()) {
+        left_out.push_back("GPU " + std::to_string(g.index) + " (" + g.failure + ")");
+      } else if (g.mig_enabled) {
+        left_out.push_back("GPU " + std::to_string(g.index) + " (MIG mode)");
+      } else {
+        entries.push_back(std::to_string(g.index));
+      }
+    }
+    if (!left_out.empty()) {
+      std::string names;
+      for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
+      print_note("--gpu all leaves out " + names);
+    }
+  } else {
+    const VisibleSet vs = model_visible(snap.gpus, env);
+    if (vs.known) {
+      count = static_cast<std::size_t>(std::count_if(
+          vs.devices.begin(), vs.devices.end(), [](const VisibleDevice& d) { return d.mig < 0; }));
+    } else if (!vs.duplicate) {
+      count = vs.used_entries;
+    }
+  }
+  if (entries.empty()) {
+    for (std::size_t k = 0; k < count; ++k) entries.push_back(std::to_string(k));
+  }
+  if (entries.empty()) {
+    throw bad_input("--gpu all: no GPU to run on here (" + describe_preset(env) +
+                    (snap.available ? "" : "; NVML: " + snap.reason) +
+                    "); run `gpusel list` to see the GPUs and what CUDA exposes");
+  }
+  std::string& token = line.args[line.gpu_all];
+  const std::string value = join_entries(entries);
+  token = token.rfind("--gpu=", 0) == 0 ? "--gpu=" + value : value;
+}
+
+std::uint64_t parse_size_option(const std::string& option, const std::string& text,
+                                std::uint64_t multiple) {
+  const std::string head = option + " " + quote_value(text);
+  const std::string examples = "write it like 512MiB, 512M, 1GiB, 1.5G or 64000000";
+  std::size_t i = 0;
+  while (i < text.size() && text[i] == ' ') ++i;
+  const std::size_t start = i;
+  bool dot = false;
+  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || (text[i] == '.' && !dot))) {
+    dot = dot || text[i] == '.';
+    ++i;
+  }
+  const std::string number = text.substr(start, i - start);
+  if (number.empty() || number == ".") {
+    throw bad_input(
+        head + " is not a size: it should start with a number of bytes (" +
+        (start < text.size() && text[start] == '-' ? "a size cannot be negative; " : "") +
+        examples + ")");
+  }
+  while (i < text.size() && text[i] == ' ') ++i;
+  std::string unit = text.substr(i);
+  while (!unit.empty() && unit.back() == ' ') unit.pop_back();
+  std::string lower;
+  for (char c : unit) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  struct Unit {
+    const char* name;
+    double factor;
+  };
+  static constexpr Unit kUnits[] = {
+      {"", 1},
+      {"b", 1},
+      {"k", 1024.0},
+      {"ki", 1024.0},
+      {"kib", 1024.0},
+      {"kb", 1e3},
+      {"m", 1048576.0},
+      {"mi", 1048576.0},
+      {"mib", 1048576.0},
+      {"mb", 1e6},
+      {"g", 1073741824.0},
+      {"gi", 1073741824.0},
+      {"gib", 1073741824.0},
+      {"gb", 1e9},
+      {"t", 1099511627776.0},
+      {"ti", 1099511627776.0},
+      {"tib", 1099511627776.0},
+      {"tb", 1e12},
+  };
+  const Unit* found = nullptr;
+  for (const Unit& u : kUnits) {
+    if (lower == u.name) found = &u;
+  }
+  if (found == nullptr) {
+    throw bad_input(head + ": unknown unit " + quote_value(unit) +
+                    "; use K, M, G, T or KiB, MiB, GiB, TiB (powers of 1024), kB, MB, GB, TB "
+                    "(powers of 1000), or plain bytes; " +
+                    examples);
+  }
+  const double bytes = std::stod(number) * found->factor;
+  if (bytes == 0) {
+    throw bad_input(head + " is zero bytes; a buffer must hold at least " +
+                    std::to_string(multiple) + " bytes (the default is 512MiB)");
+  }
+  if (bytes > 1.8e19 || bytes != std::floor(bytes)) {
+    throw bad_input(head + (bytes > 1.8e19 ? " is too large" : " is not a whole number of bytes") +
+                    "; " + examples);
+  }
+  const auto value = static_cast<std::uint64_t>(bytes);
+  if (value % multiple != 0) {
+    const std::uint64_t below = value / multiple * multiple;
+    throw bad_input(head + " is " + std::to_string(value) + " bytes, not a multiple of " +
+                    std::to_string(multiple) + " (copies are checked " + std::to_string(multiple) +
+                    " bytes at a time); use " +
+                    (below > 0 ? std::to_string(below) + " or " : std::string()) +
+                    std::to_string(below + multiple));
+  }
+  return value;
 }
 
 std::string explain_parse_error(const CLI::App& app, const CommandLine& line) {

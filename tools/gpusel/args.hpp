@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -22,11 +23,28 @@ struct CommandLine {
   std::string sim;                   // the --sim value; "" when not given
   bool exec = false;                 // `gpusel [--sim MACHINE] -- COMMAND...` (no subcommand)
   std::vector<std::string> command;  // exec's COMMAND and its arguments
+  // `--gpu all` (resolve, run, bench bw): where in `args` the value stands, 0 when absent.
+  std::size_t gpu_all = 0;
 };
 
 // Takes --sim MACHINE (or --sim=MACHINE) from anywhere before `--` and before the command of
 // `run` or `sim exec`. Throws Error(BadInput) for --sim given twice or without a value.
 CommandLine read_command_line(const CLI::App& app, int argc, char** argv);
+
+// `--gpu all`: replaces the value at line.gpu_all with every GPU this process may use, as --gpu
+// entries: without CUDA_VISIBLE_DEVICES, the nvidia-smi index of each GPU NVML can read that is
+// not in MIG mode (a note names any left out); under a preset, 0..n-1 for the n GPUs it exposes
+// (indices then count within the preset). Without NVML, CUDA's own device count (no preset only).
+// The simulated machine, if any, must already be applied.
+void expand_gpu_all(CommandLine& line);
+
+// A byte size given on the command line, read as GNU dd and truncate read them, with the unit's
+// letter case ignored: plain bytes, or a number (a fraction is fine when the bytes come out whole)
+// with K, M, G, T, KiB, MiB, GiB, TiB, Ki, Mi, Gi or Ti (powers of 1024), or kB, MB, GB, TB
+// (powers of 1000), or B. Throws Error(BadInput) naming `option` for anything else, for 0, and
+// for a size that is not a multiple of `multiple`.
+std::uint64_t parse_size_option(const std::string& option, const std::string& text,
+                                std::uint64_t multiple);
 
 // After CLI11 refused `line.args`: a message that names the mistake and the remedy, or "" when
 // nothing better than CLI11's own message can be said.

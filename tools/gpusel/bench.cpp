@@ -9,6 +9,7 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 
+#include "args.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/bandwidth.hpp"
@@ -51,13 +52,7 @@ BandwidthOptions checked_options(const BenchOptions& o) {
       throw bad_input("--tests: unknown test " + quote_value(t) + "; choose from " + known);
     }
   }
-  auto size = parse_byte_size(o.size);
-  if (!size || *size % 4 != 0) {
-    throw bad_input(
-        "--size " + quote_value(o.size) +
-        " is not a size in bytes that is a multiple of 4; write it like 512MiB, 1GiB or 64000000");
-  }
-  b.bytes = *size;
+  b.bytes = parse_size_option("--size", o.size, 4);
   b.copies = o.copies;
   b.samples = o.samples;
   return b;

@@ -19,6 +19,7 @@ struct ResolveOptions {
   std::vector<std::string> gpus;
   std::string raw;
   bool json = false;
+  std::string format = "lines";  // lines, csv or env
 };
 CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options);
 int run_resolve(const ResolveOptions& options);

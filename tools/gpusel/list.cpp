@@ -12,6 +12,7 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/units.hpp"
+#include "machine.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -107,6 +108,30 @@ nlohmann::json ordinal_json(int ordinal) {
   return ordinal < 0 ? nlohmann::json(nullptr) : nlohmann::json(ordinal);
 }
 
+// Under --sim, why NVML is unavailable: the fault the machine file models (suggesting --sim there
+// would not help).
+std::string simulated_nvml_fault(const std::string& name) {
+  std::string fault;
+  std::string file = env_value("GPUSEL_SIM_MACHINE").value_or("");
+  try {
+    fault = sim::load_machine(file).faults.nvml;
+  } catch (const std::exception&) {
+  }
+  const std::string what = fault == "missing"      ? "a machine without libnvidia-ml.so.1"
+                           : fault == "no_v2"      ? "an NVML without its _v2 entry points"
+                           : fault == "init_fails" ? "an NVML whose nvmlInit fails"
+                                                   : "";
+  if (what.empty()) {
+    return "This is the simulated machine " + name + " (" + file +
+           "), whose NVML double could not be loaded; check GPUSEL_SIM_ROOT=" +
+           quote_value(env_value("GPUSEL_SIM_ROOT").value_or("(unset)")) +
+           " holds the simulator, or rebuild the gpusel_sim target";
+  }
+  return "That is the fault the simulated machine " + name + " models: " + what +
+         " ([faults] nvml = \"" + fault + "\" in " + file +
+         "); `gpusel sim list` shows the machines, and those without an NVML fault list GPUs";
+}
+
 }  // namespace
 
 CLI::App* setup_list(CLI::App& app, ListOptions& options) {
@@ -123,6 +148,11 @@ int run_list(const ListOptions& options) {
   const NvmlSnapshot snap = query_nvml();
   const auto simulated = simulated_machine();
   if (!snap.available) {
+    if (simulated) {
+      print_error("cannot list GPUs: NVML is unavailable: " + snap.reason + ". " +
+                  simulated_nvml_fault(*simulated));
+      return 1;
+    }
     print_error("cannot list GPUs: NVML is unavailable: " + snap.reason +
                 ". To try gpusel on a machine without GPUs, use a simulated one: "
                 "`gpusel --sim dgx-h100 list` (`gpusel sim list` shows all of them).");

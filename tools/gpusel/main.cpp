@@ -42,14 +42,21 @@ int main(int argc, char** argv) {
   // --sim is read wherever it stands before the command; `gpusel --sim X -- COMMAND` runs COMMAND
   // on the machine, as `gpusel sim exec X -- COMMAND` does.
   CommandLine line;
+  bool sim_applied = false;
   try {
     line = read_command_line(app, argc, argv);
     if (line.exec) return run_sim_exec(line.sim, line.command);
+    if (line.gpu_all != 0) {
+      // `--gpu all` becomes the GPUs themselves, read on the machine the command will run on.
+      if (!line.sim.empty()) apply_sim(sim_setup(line.sim));
+      sim_applied = true;
+      expand_gpu_all(line);
+    }
   } catch (const gpusel::Error& e) {
     print_error(e.what());
     return e.exit_code();
   }
-  sim = line.sim;
+  if (!sim_applied) sim = line.sim;
   try {
     std::vector<std::string> args(line.args.rbegin(), line.args.rend());
     args.pop_back();  // CLI11 takes the arguments in reverse order, without the program's name

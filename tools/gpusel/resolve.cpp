@@ -1,4 +1,6 @@
 // gpusel resolve: a --gpu list to full GPU UUIDs, one per rank, as a launcher would pass them on.
+#include <algorithm>
+#include <cctype>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -6,14 +8,37 @@
 #include "common.hpp"
 #include "gpusel/cli11.hpp"
 #include "gpusel/probe.hpp"
+#include "gpusel/spec.hpp"
 
 namespace gpusel::cli {
+namespace {
+
+// A value as one shell word: as it is when the shell reads it literally (every UUID and index),
+// else single-quoted, so that `eval` never runs any of it.
+std::string env_word(const std::string& value) {
+  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == ',' || c == '_' ||
+           c == '.' || c == ':' || c == '/';
+  });
+  if (plain) return value;
+  std::string out = "'";
+  for (char c : value) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
 
 CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "resolve", "resolve a --gpu list to full GPU UUIDs, one per line in rank order");
   add_gpu_option(*cmd, options.gpus)->required();
-  cmd->add_flag("--json", options.json, "print {\"resolved\": ..., \"gpus\": [...]}");
+  CLI::Option* json =
+      cmd->add_flag("--json", options.json, "print {\"resolved\": ..., \"gpus\": [...]}");
+  cmd->add_option("--format", options.format,
+                  "lines: one UUID a line (default); csv: one line, comma-separated, for "
+                  "GPUSEL_GPUS or CUDA_VISIBLE_DEVICES; env: GPUSEL_GPUS=..., for export or eval")
+      ->check(CLI::IsMember({"lines", "csv", "env"}))
+      ->excludes(json);
   return cmd;
 }
 
@@ -38,6 +63,10 @@ int run_resolve(const ResolveOptions& options) {
     j["notes"] = r.notes;
     j["gpus"] = out;
     std::cout << j.dump() << "\n";
+  } else if (options.format == "csv") {
+    std::cout << join_entries(out) << "\n";
+  } else if (options.format == "env") {
+    std::cout << "GPUSEL_GPUS=" << env_word(join_entries(out)) << "\n";
   } else {
     for (const std::string& u : out) std::cout << u << "\n";
   }
