@@ -113,3 +113,23 @@ TEST(Spec, MessagesEscapeControlCharacters) {
   EXPECT_EQ(msg.find('\x1b'), std::string::npos);
   EXPECT_NE(msg.find("\\x1b"), std::string::npos) << msg;
 }
+
+// The duplicate check is not quadratic: 200,000 distinct entries (a quadratic check compares 2e10
+// pairs, minutes) complete, and a repeat at the end is still found and named as before.
+TEST(Spec, ManyDistinctEntries) {
+  constexpr int kCount = 200000;
+  std::string indices;
+  std::string uuids;
+  for (int i = 0; i < kCount; ++i) {
+    indices += std::to_string(i) + ",";
+    uuids += "GPU-" + std::to_string(i) + "-ab,";
+  }
+  EXPECT_EQ(parse_gpu_spec(indices).size(), static_cast<std::size_t>(kCount));
+  EXPECT_EQ(parse_gpu_spec(uuids).size(), static_cast<std::size_t>(kCount));
+  std::string msg = bad_input_message([&] { parse_gpu_spec(indices + "00199999"); });
+  EXPECT_NE(msg.find("names the same GPU twice (\"199999\" and \"00199999\")"), std::string::npos)
+      << msg.substr(msg.size() - 200);
+  msg = bad_input_message([&] { parse_gpu_spec(uuids + "gpu-7-AB"); });
+  EXPECT_NE(msg.find("names the same GPU twice (\"GPU-7-ab\" and \"GPU-7-AB\")"), std::string::npos)
+      << msg.substr(msg.size() - 200);
+}
