@@ -13,6 +13,9 @@
 
 namespace gpusel::cli {
 
+// `text` with control bytes and bytes that are not UTF-8 escaped as \xNN (defined in list.cpp).
+std::string printable(std::string_view text);
+
 CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
   CLI::App* cmd = app.add_subcommand("bind",
                                      "bind this process's GPU as a worker does (from --gpu, else "
@@ -52,17 +55,19 @@ int run_bind(const BindOptions& options) {
     j["cpus"] = cpus;
     j["simulated"] =
         simulated_machine() ? nlohmann::json(*simulated_machine()) : nlohmann::json(nullptr);
-    std::cout << j.dump() << std::endl;
+    // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     return 0;
   }
   const std::string who =
       rank ? fmt::format("rank {} ({}={})", rank->rank, rank->variable, rank->rank)
            : std::string("this process");
   fmt::print("{}{}: CUDA ordinal {} = {}\n", simulated_machine() ? "[simulated] " : "", who,
-             id.cuda_ordinal, id.uuid);
+             id.cuda_ordinal, printable(id.uuid));
   fmt::print("  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
-             id.index ? std::to_string(*id.index) : std::string("unknown (no NVML)"), id.name,
-             format_bytes(id.total_bytes), cc, id.pci_bus_id.empty() ? "unknown" : id.pci_bus_id);
+             id.index ? std::to_string(*id.index) : std::string("unknown (no NVML)"),
+             printable(id.name), format_bytes(id.total_bytes), cc,
+             id.pci_bus_id.empty() ? "unknown" : printable(id.pci_bus_id));
   fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
   if (rank) {
     for (const std::string& why : rank->ignored) fmt::print("  not counted: {}\n", why);

@@ -15,6 +15,50 @@
 #include "machine.hpp"
 
 namespace gpusel::cli {
+
+// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as \xNN.
+// Driver strings go through it, so they never move the cursor or change colours. (bind.cpp uses
+// it too.)
+std::string printable(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  auto escape = [&](unsigned char c) { out += fmt::format("\\x{:02x}", c); };
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    if (c < 0x80) {
+      if (c < 0x20 || c == 0x7f) {
+        escape(c);
+      } else {
+        out += static_cast<char>(c);
+      }
+      ++i;
+      continue;
+    }
+    // A well-formed UTF-8 sequence (no overlong form, surrogate or code point past U+10FFFF).
+    const std::size_t len = c >= 0xc2 && c <= 0xdf   ? 2
+                            : c >= 0xe0 && c <= 0xef ? 3
+                            : c >= 0xf0 && c <= 0xf4 ? 4
+                                                     : 0;
+    bool ok = len != 0 && i + len <= text.size();
+    for (std::size_t k = 1; ok && k < len; ++k) {
+      ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
+    }
+    if (ok) {
+      const auto c1 = static_cast<unsigned char>(text[i + 1]);
+      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
+           !(c == 0xf4 && c1 >= 0x90) && !(c == 0xc2 && c1 < 0xa0);  // C1 controls: U+0080-009F
+    }
+    if (!ok) {
+      escape(c);
+      ++i;
+      continue;
+    }
+    out.append(text, i, len);
+    i += len;
+  }
+  return out;
+}
+
 namespace {
 
 enum class Visibility { Visible, Hidden, Unknown };
@@ -267,29 +311,33 @@ int run_list(const ListOptions& options) {
       }
       out["probe"] = p;
     }
-    std::cout << out.dump(2) << "\n";
+    // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
 
   if (simulated) fmt::print("simulated machine: {}\n", *simulated);
   fmt::print("driver {}, CUDA {}; {}; CUDA_DEVICE_ORDER {}\n",
-             snap.driver_version.empty() ? "unknown" : snap.driver_version,
+             snap.driver_version.empty() ? "unknown" : printable(snap.driver_version),
              cuda_version_text(snap.cuda_driver_version), describe_preset(env),
              env.device_order ? "=" + quote_value(*env.device_order)
                               : std::string("unset (FASTEST_FIRST)"));
   std::size_t name_width = 4;
-  for (const GpuInfo& gpu : snap.gpus) name_width = std::max(name_width, gpu.name.size());
+  // Text from the driver is printed with control bytes escaped: it never drives the terminal.
+  for (const GpuInfo& gpu : snap.gpus)
+    name_width = std::max(name_width, printable(gpu.name).size());
   fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {}\n", "INDEX", "CUDA", "UUID", "NAME",
              name_width, "MEMORY", "PCI BUS ID", "NUMA");
   for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
     const GpuInfo& gpu = snap.gpus[g];
     if (gpu.failed()) {
-      fmt::print("{:<5} {:<4} {}\n", gpu.index, "-", "FAILED: " + gpu.failure);
+      fmt::print("{:<5} {:<4} {}\n", gpu.index, "-", "FAILED: " + printable(gpu.failure));
       continue;
     }
     fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {}\n", gpu.index,
-               ordinal_text(rows[g].visibility, rows[g].ordinal), gpu.uuid, gpu.name, name_width,
-               gpu.memory_total ? format_bytes(gpu.memory_total) : "?", gpu.pci_bus_id,
+               ordinal_text(rows[g].visibility, rows[g].ordinal), printable(gpu.uuid),
+               printable(gpu.name), name_width,
+               gpu.memory_total ? format_bytes(gpu.memory_total) : "?", printable(gpu.pci_bus_id),
                gpu.numa_node ? std::to_string(*gpu.numa_node) : "-");
     for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
       const int ord = rows[g].mig_ordinals[m];
@@ -297,7 +345,7 @@ int run_list(const ListOptions& options) {
                  ordinal_text(rows[g].visibility == Visibility::Unknown ? Visibility::Unknown
                                                                         : Visibility::Visible,
                               ord),
-                 gpu.migs[m].uuid, gpu.migs[m].name, name_width,
+                 printable(gpu.migs[m].uuid), printable(gpu.migs[m].name), name_width,
                  format_bytes(gpu.migs[m].memory_total), gpu.migs[m].gpu_instance,
                  gpu.migs[m].compute_instance);
     }
@@ -307,11 +355,11 @@ int run_list(const ListOptions& options) {
     fmt::print("CUDA's own view (--probe):\n");
     for (const CudaDevice& d : probe.devices) {
       auto idx = nvml_index(d);
-      fmt::print("  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.ordinal, d.uuid,
-                 idx ? std::to_string(*idx) : "?", d.name);
+      fmt::print("  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.ordinal, printable(d.uuid),
+                 idx ? std::to_string(*idx) : "?", printable(d.name));
     }
   }
-  for (const std::string& note : notes) fmt::print("note: {}\n", note);
+  for (const std::string& note : notes) fmt::print("note: {}\n", printable(note));
   return 0;
 }
 
