@@ -2,8 +2,29 @@
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
-set(GPUSEL_PYTHON_DIR "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages"
-    CACHE STRING "where the gpusel Python package is installed, relative to the prefix")
+# The Python package goes where Debian's python3 looks in both /usr and /usr/local:
+# lib/python3.X/dist-packages (X from /usr/bin/python3, else the Python CMake finds). Empty, or
+# the old default lib/python3/dist-packages (which /usr/local's python never searched): automatic.
+set(GPUSEL_PYTHON_DIR "" CACHE STRING
+    "where the gpusel Python package is installed, relative to the prefix (empty: automatic)")
+if(GPUSEL_PYTHON_DIR STREQUAL "" OR GPUSEL_PYTHON_DIR STREQUAL "${CMAKE_INSTALL_LIBDIR}/python3/dist-packages")
+  set(GPUSEL_PYTHON_VERSION "")
+  if(EXISTS /usr/bin/python3)
+    execute_process(COMMAND /usr/bin/python3 -c "import sys; print('%d.%d' % sys.version_info[:2])"
+      OUTPUT_VARIABLE GPUSEL_PYTHON_VERSION OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  endif()
+  if(GPUSEL_PYTHON_VERSION STREQUAL "")
+    find_package(Python3 QUIET COMPONENTS Interpreter)
+    if(Python3_FOUND)
+      set(GPUSEL_PYTHON_VERSION "${Python3_VERSION_MAJOR}.${Python3_VERSION_MINOR}")
+    endif()
+  endif()
+  if(GPUSEL_PYTHON_VERSION STREQUAL "")
+    set(GPUSEL_PYTHON_DIR "lib/python3/dist-packages")
+  else()
+    set(GPUSEL_PYTHON_DIR "lib/python${GPUSEL_PYTHON_VERSION}/dist-packages")
+  endif()
+endif()
 # The simulator sits apart from the loader's search path, so it is never picked up by accident.
 set(GPUSEL_SIM_INSTALL_DIR "lib/gpusel/sim")
 

@@ -1,8 +1,10 @@
 """`cmake --install` into a temporary prefix, and projects that use what it installed."""
 
+import glob
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -31,6 +33,12 @@ class InstallTest(Case):
                 return self.path(d)
         self.fail("libgpusel.so.0 is not installed")
 
+    def python_dir(self):
+        """Where the Python package went: lib/python3.X/dist-packages, as README documents."""
+        found = glob.glob(self.path("lib", "python3*", "dist-packages", "gpusel", "__init__.py"))
+        self.assertEqual(len(found), 1, found)
+        return os.path.dirname(os.path.dirname(found[0]))
+
     def sim(self, machine_name):
         out = subprocess.run([self.path("bin", "gpusel"), "sim", "env", machine_name], capture_output=True, text=True,
                              env=base_env(), check=True).stdout
@@ -49,8 +57,9 @@ class InstallTest(Case):
                     "share/bash-completion/completions/gpusel", "share/zsh/site-functions/_gpusel",
                     "share/man/man1/gpusel.1"):
             self.assertTrue(os.path.exists(self.path(rel)), rel)
+        self.python_dir()
         for rel in ("libgpusel.a", "cmake/gpusel/gpuselConfig.cmake", "cmake/gpusel/gpuselConfigVersion.cmake",
-                    "pkgconfig/gpusel.pc", "python3/dist-packages/gpusel/__init__.py"):
+                    "pkgconfig/gpusel.pc"):
             self.assertTrue(os.path.exists(os.path.join(lib, rel)), rel)
         # The simulator is never where the loader looks by default.
         self.assertFalse(os.path.exists(os.path.join(lib, "libcuda.so.1")))
@@ -79,21 +88,76 @@ class InstallTest(Case):
                                env=env, check=True).stdout.split()
         exe = os.path.join(self.tmp, "consumer_pc")
         subprocess.run(["cc", os.path.join(SOURCE, "tests", "consumer", "consumer.c"), "-o", exe, *flags], check=True)
+        # No LD_LIBRARY_PATH for libgpusel: the .pc file gives the program a run path.
         env = self.sim("single-l4")
-        env["LD_LIBRARY_PATH"] = self.libdir() + ":" + env["LD_LIBRARY_PATH"]
+        self.assertNotIn(self.libdir(), env["LD_LIBRARY_PATH"])
         r = subprocess.run([exe, "0"], capture_output=True, text=True, env=env)
         u = uuids("single-l4")[0]
         self.assertEqual(r.stdout.splitlines(), [f"version=0.1.0 resolved=1 gpus={u}", f"0 0 {u} NVIDIA L4"], r.stderr)
 
+    def test_installed_cli_needs_no_library_path(self):
+        env = base_env()
+        env.pop("LD_LIBRARY_PATH", None)
+        r = subprocess.run([self.path("bin", "gpusel"), "--sim", "single-l4", "list", "--json"], capture_output=True,
+                           text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_python_dir_is_where_debian_python_looks(self):
+        # The default prefix is /usr/local; Debian's python3 searches /usr/local/lib/python3.X/dist-packages
+        # (and /usr/lib/python3.X/dist-packages for --prefix /usr), so `import gpusel` needs no PYTHONPATH.
+        if not os.path.exists("/usr/bin/python3"):
+            self.skipTest("no /usr/bin/python3 (not Debian's Python)")
+        rel = os.path.relpath(self.python_dir(), self.prefix)
+        path = subprocess.run(["/usr/bin/python3", "-c", "import sys; print('\\n'.join(sys.path))"], env={},
+                              capture_output=True, text=True, check=True).stdout.splitlines()
+        self.assertIn(os.path.join("/usr/local", rel), path)
+        self.assertIn(os.path.join("/usr", rel), path)
+
     def test_installed_python_module(self):
+        # The documented folder only: the package finds libgpusel from its own install location.
         env = self.sim("dgx-h100")
-        env["PYTHONPATH"] = os.path.join(self.libdir(), "python3", "dist-packages")
+        env.pop("GPUSEL_LIBRARY", None)
+        env["PYTHONPATH"] = self.python_dir()
         r = subprocess.run(["python3", "-c", "import gpusel; print(gpusel.library_path); print(gpusel.resolve_gpu_uuids(['3']))"],
                            capture_output=True, text=True, env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         self.assertTrue(lines[0].startswith(self.prefix), lines[0])
         self.assertEqual(lines[1], repr((uuids("dgx-h100")[3],)))
+
+
+class PipInstallTest(Case):
+    """`pip install ./python`, offline, with the system's setuptools: the package bundles libgpusel."""
+
+    def pip_python(self):
+        for python in ("/usr/bin/python3", sys.executable):
+            probe = subprocess.run([python, "-c", "import setuptools, wheel, pip"], capture_output=True)
+            if probe.returncode == 0:
+                return python
+        self.skipTest("no Python with pip, setuptools and wheel (Debian: python3-pip, python3-setuptools, "
+                      "python3-wheel)")
+
+    def test_pip_install_offline(self):
+        python = self.pip_python()
+        lib = os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so"))
+        with tempfile.TemporaryDirectory(prefix="gpusel-pip-") as tmp:
+            source = os.path.join(tmp, "python")  # a copy: pip's build leaves files beside setup.py
+            shutil.copytree(os.path.join(SOURCE, "python"), source,
+                            ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+            target = os.path.join(tmp, "site")
+            r = subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps",
+                                "--disable-pip-version-check", "--target", target, source],
+                               capture_output=True, text=True, env=base_env(GPUSEL_LIBRARY=lib))
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "libgpusel.so.0")))
+            env = base_env(PYTHONPATH=target, GPUSEL_LIBRARY=None, LD_LIBRARY_PATH=None)
+            r = subprocess.run([python, "-c", "import gpusel; print(gpusel.library_path); "
+                                "print(gpusel.parse_gpu_spec('0, 1'))"], capture_output=True, text=True, env=env,
+                               cwd=tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.0"))
+            self.assertEqual(lines[1], "('0', '1')")
 
 
 if __name__ == "__main__":
