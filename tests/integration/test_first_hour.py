@@ -8,7 +8,7 @@ import sys
 import tempfile
 import unittest
 
-from support import BIN, Case, base_env, gpusel, uuids
+from support import BIN, SOURCE, Case, base_env, gpusel, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 
@@ -281,6 +281,61 @@ class SimulatedNvmlFaultTest(Case):
                 self.assertFailsWith(r, 1, "NVML is unavailable", f"the simulated machine {machine} models",
                                      f'nvml = "{fault}"')
                 self.assertNotIn("--sim", r.stderr)
+
+
+class CompletionTest(Case):
+    """share/completions/gpusel.bash, sourced in bash and called as bash's completion would call it."""
+
+    SCRIPT = os.path.join(SOURCE, "share", "completions", "gpusel.bash")
+
+    def complete(self, *words, env=None):
+        """The candidates for the last word of `gpusel WORDS...` (the last word is what is typed so far)."""
+        line = [BIN, *words]
+        script = ('source "$0"; COMP_WORDS=("${@}"); COMP_CWORD=$(( ${#COMP_WORDS[@]} - 1 )); COMP_LINE="${*}"; '
+                  'COMP_POINT=${#COMP_LINE}; _gpusel; printf "%s\\n" "${COMPREPLY[@]}"')
+        r = subprocess.run(["bash", "-c", script, self.SCRIPT, *line], capture_output=True, text=True,
+                           env=env or sim_env("dgx-h100"), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return [w for w in r.stdout.splitlines() if w]
+
+    def test_gpus_after_gpu(self):
+        got = self.complete("resolve", "--gpu", "")
+        self.assertEqual(got, [str(i) for i in range(8)] + DGX + ["all"])
+        self.assertEqual(self.complete("run", "--gpu", "GPU-4b"), [DGX[0]])
+        # The last item of a list.
+        self.assertEqual(self.complete("run", "--gpu", "0,GPU-0b"), [f"0,{DGX[1]}"])
+        # On the --sim machine given on the line.
+        l4 = uuids("single-l4")
+        self.assertEqual(self.complete("--sim", "single-l4", "bind", "--gpu", "", env=base_env()), ["0", *l4])
+        self.assertEqual(self.complete("bind", "--sim", "single-l4", "--gpu", "", env=base_env()), ["0", *l4])
+
+    def test_tests_after_tests(self):
+        self.assertEqual(self.complete("bench", "bw", "--tests", "h2d,d"), ["h2d,d2h", "h2d,d2d", "h2d,d2h-pageable"])
+        self.assertIn("bidir", self.complete("bench", "bw", "--tests", ""))
+
+    def test_program_after_double_dash(self):
+        self.assertIn("python3", self.complete("run", "--gpu", "0", "--", "pyth"))
+        self.assertIn("python3", self.complete("--sim", "dgx-h100", "--", "pyth"))
+        self.assertIn("python3", self.complete("sim", "exec", "dgx-h100", "--", "pyth"))
+        # After the program, its own words: no gpusel options.
+        self.assertNotIn("--sim", self.complete("run", "--gpu", "0", "--", "python3", "--"))
+        self.assertNotIn("--gpu", self.complete("run", "--gpu", "0", "python3", "--"))
+
+    def test_sim_only_where_accepted(self):
+        self.assertIn("--sim", self.complete("--"))
+        self.assertIn("--sim", self.complete("list", "--"))
+        self.assertIn("--sim", self.complete("run", "--gpu", "0", "--"))
+        self.assertNotIn("--sim", self.complete("run", "--gpu", "0", "--", "prog", "--"))
+        # --sim given once already: not offered again at the top.
+        self.assertNotIn("--sim", self.complete("--sim", "dgx-h100", ""))
+
+    def test_commands_and_options(self):
+        self.assertEqual(self.complete("re"), ["resolve"])
+        self.assertEqual(self.complete("sim", ""), ["list", "env", "exec", "--help"])
+        self.assertIn("--format", self.complete("resolve", "--f"))
+        self.assertEqual(self.complete("resolve", "--format", ""), ["lines", "csv", "env"])
+        self.assertIn("dgx-h100", self.complete("sim", "exec", ""))
+        self.assertIn("dgx-h100", self.complete("--sim", "dgx"))
 
 
 if __name__ == "__main__":
