@@ -3,8 +3,21 @@
 # measured copy rates printed beside the PCIe link's theoretical limit. Exits 77 (reported as
 # skipped) where there is no GPU, so it can sit in every test run.
 #   tests/gpu/real_gpu_check.sh [path/to/gpusel]
+# Without an argument or GPUSEL_BIN it uses the build tree's binary, found from this script's own
+# folder (so it runs from any working directory), else `gpusel` on PATH. A binary that is missing
+# or not executable is a failure (exit 1), never a skip.
 set -u
-gpusel=${1:-${GPUSEL_BIN:-build/bin/gpusel}}
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+gpusel=${1:-${GPUSEL_BIN:-}}
+if [[ -z $gpusel ]]; then
+  gpusel=$here/../../build/bin/gpusel
+  [[ -x $gpusel ]] || gpusel=$(command -v gpusel || echo "$here/../../build/bin/gpusel")
+fi
+if [[ ! -f $gpusel || ! -x $gpusel ]]; then
+  echo "real_gpu_check: the gpusel binary $gpusel is missing or not executable; build it" \
+    "(cmake --build build) or pass its path: tests/gpu/real_gpu_check.sh path/to/gpusel" >&2
+  exit 1
+fi
 unset GPUSEL_SIM_MACHINE GPUSEL_NVML_LIBRARY GPUSEL_CUDA_LIBRARY
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -338,5 +338,24 @@ class CompletionTest(Case):
         self.assertIn("dgx-h100", self.complete("--sim", "dgx"))
 
 
+class RealGpuCheckTest(Case):
+    SCRIPT = os.path.join(SOURCE, "tests", "gpu", "real_gpu_check.sh")
+
+    def test_missing_binary_fails(self):
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([self.SCRIPT, os.path.join(d, "no-gpusel")], capture_output=True, text=True,
+                               cwd=d, env=base_env(GPUSEL_BIN=None))
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("missing or not executable", r.stderr)
+
+    def test_finds_the_binary_from_any_folder(self):
+        # Given as GPUSEL_BIN, from another working directory: it runs the binary (77 without a GPU).
+        with tempfile.TemporaryDirectory() as d:
+            r = subprocess.run([self.SCRIPT], capture_output=True, text=True, cwd=d, env=base_env(GPUSEL_BIN=BIN),
+                               timeout=600)
+        self.assertIn(r.returncode, (0, 77), r.stdout + r.stderr)
+        self.assertNotIn("missing or not executable", r.stderr)
+
+
 if __name__ == "__main__":
     unittest.main()
