@@ -1,6 +1,7 @@
 // gpusel: one process per GPU on this machine, supervised.
 #pragma once
 
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,8 @@ struct LaunchOptions {
   bool tag_output = false;             // prefix each line with "[rank N] "
   double grace_seconds = 10;           // SIGTERM, then SIGKILL after this long
   SetVisible set_visible = SetVisible::None;
+  // Called in gpusel once every worker has started, with each rank's pid (rank order).
+  std::function<void(const std::vector<int>& pids)> on_started;
 };
 
 // The path execvp would run for `name`. Throws Error(BadInput) when it is not found or not an

@@ -409,6 +409,11 @@ int launch_workers(const LaunchOptions& options) {
     w.running = true;
     for (int& fd : sup.child_ends) close_fd(fd);
   }
+  if (options.on_started) {
+    std::vector<int> pids;
+    for (const Worker& w : workers) pids.push_back(static_cast<int>(w.pid));
+    options.on_started(pids);
+  }
 
   std::size_t running = n;
   int first_failure = -1;     // the first worker that failed on its own, before any signal

@@ -158,7 +158,7 @@ class ModuleTest(Case):
                 "o['uuid'] = gpusel.gpu_identity(o['bound'])['uuid']; print(json.dumps(o))")
         # What gpusel run hands a rank, under a scheduler's integer preset: the UUID is accepted.
         out = python(code, GPUSEL_GPU=DGX[6], CUDA_VISIBLE_DEVICES="4,5,6,7", LOCAL_RANK="0")
-        self.assertEqual(out, {"source": "GPUSEL_GPU", "bound": 2, "how": ["GPUSEL_GPU", None], "uuid": DGX[6]})
+        self.assertEqual(out, {"source": "GPUSEL_GPU", "bound": 2, "how": ["GPUSEL_GPU", 0], "uuid": DGX[6]})
         out = python(code, GPUSEL_GPUS=f"{DGX[2]},{DGX[5]}", LOCAL_RANK="1")
         self.assertEqual(out, {"source": "GPUSEL_GPUS", "bound": 5, "how": ["GPUSEL_GPUS", 1], "uuid": DGX[5]})
         # No GPUSEL_* variable: bind_assigned_gpu alone follows the launcher's rank.

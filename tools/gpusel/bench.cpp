@@ -70,6 +70,7 @@ CLI::App* setup_bench(CLI::App& app, BenchOptions& options) {
   CLI::App* bw =
       bench->add_subcommand("bw", "host<->device and device-local copy bandwidth, per GPU");
   add_gpu_option(*bw, options.gpus)->required();
+  add_choice_options(*bw, options.choice, true);
   bw->add_option("--tests", options.tests,
                  "comma-separated: h2d, d2h, d2d, h2d-pageable, d2h-pageable, bidir")
       ->capture_default_str();
@@ -133,8 +134,8 @@ int run_bench_worker(const BenchOptions& options) {
 
 int run_bench(const BenchOptions& options) {
   const BandwidthOptions b = checked_options(options);
-  const Resolution r =
-      resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper());
+  const Acquisition held = acquire(options.gpus, options.choice, true);  // leased while it runs
+  const Resolution& r = held.resolution;
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
                   "); GPUs are matched by CUDA in each worker, without CPU placement");

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "choice.hpp"
+
 namespace gpusel::cli {
 
 struct ListOptions {
@@ -16,6 +18,7 @@ CLI::App* setup_list(CLI::App& app, ListOptions& options);
 int run_list(const ListOptions& options);
 
 struct ResolveOptions {
+  ChoiceOptions choice;
   std::vector<std::string> gpus;
   std::string raw;
   bool json = false;
@@ -44,6 +47,8 @@ CLI::App* setup_bind(CLI::App& app, BindOptions& options);
 int run_bind(const BindOptions& options);
 
 struct RunOptions {
+  ChoiceOptions choice;
+  bool quiet = false;
   std::vector<std::string> gpus;
   std::vector<std::string> command;
   bool tag_output = false;
@@ -55,6 +60,7 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options);
 int run_run(const RunOptions& options);
 
 struct BenchOptions {
+  ChoiceOptions choice;
   std::vector<std::string> gpus;
   std::string tests = "h2d,d2h,d2d";
   std::string size = "512MiB";

@@ -58,8 +58,10 @@ int main(int argc, char** argv) {
   }
   if (!sim_applied) sim = line.sim;
   try {
-    std::vector<std::string> args(line.args.rbegin(), line.args.rend());
-    args.pop_back();  // CLI11 takes the arguments in reverse order, without the program's name
+    std::vector<std::string> given(line.args.begin() + 1, line.args.end());
+    join_wait_values(given);  // --wait SECONDS -> --wait=SECONDS
+    // CLI11 takes the arguments in reverse order, without the program's name.
+    std::vector<std::string> args(given.rbegin(), given.rend());
     app.parse(args);
   } catch (const CLI::Success& e) {
     return app.exit(e);

@@ -32,6 +32,7 @@ CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "resolve", "resolve a --gpu list to full GPU UUIDs, one per line in rank order");
   add_gpu_option(*cmd, options.gpus)->required();
+  add_choice_options(*cmd, options.choice, false);
   CLI::Option* json =
       cmd->add_flag("--json", options.json, "print {\"resolved\": ..., \"gpus\": [...]}");
   cmd->add_option("--format", options.format,
@@ -43,8 +44,8 @@ CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
 }
 
 int run_resolve(const ResolveOptions& options) {
-  const Resolution r =
-      resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper());
+  const Acquisition picked = acquire(options.gpus, options.choice, false);  // leases nothing
+  const Resolution& r = picked.resolution;
   const std::vector<std::string>& out = r.gpus;
   const bool resolved = r.resolved;
   if (!resolved) {
@@ -61,6 +62,7 @@ int run_resolve(const ResolveOptions& options) {
     j["resolved"] = resolved;
     j["through_cuda"] = r.through_cuda;
     j["notes"] = r.notes;
+    if (!picked.why.empty()) j["picked"] = picked.why;
     j["gpus"] = out;
     std::cout << j.dump() << "\n";
   } else if (options.format == "csv") {

@@ -38,6 +38,8 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
                   "to its own GPU's UUID (own: it sees cuda:0) or to every worker's GPU in rank "
                   "order (job: cuda:LOCAL_RANK is its own); none (default) leaves it alone")
       ->check(CLI::IsMember({"none", "own", "job"}));
+  add_choice_options(*cmd, options.choice, true);
+  cmd->add_flag("--quiet", options.quiet, "no line per rank on stderr when the workers start");
   cmd->add_option("COMMAND", options.command, "the program to run, and its arguments (after --)")
       ->required();
   return cmd;
@@ -45,8 +47,9 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
 
 int run_run(const RunOptions& options) {
   find_program(options.command.front());  // fail before any worker starts
-  const Resolution r =
-      resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper());
+  // The leases are held until the last worker has exited (the end of this function).
+  const Acquisition held = acquire(options.gpus, options.choice, true);
+  const Resolution& r = held.resolution;
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
                   "); workers get the UUIDs as given and match them against CUDA's own devices");
@@ -57,6 +60,18 @@ int run_run(const RunOptions& options) {
   launch.gpus = r.gpus;
   launch.tag_output = options.tag_output;
   launch.grace_seconds = options.grace;
+  if (!options.quiet) {
+    launch.on_started = [&r](const std::vector<int>& pids) {
+      for (std::size_t rank = 0; rank < pids.size(); ++rank) {
+        std::string index = "?";
+        for (const GpuInfo& g : r.machine) {
+          if (g.uuid == r.gpus[rank]) index = std::to_string(g.index);
+        }
+        print_note("rank " + std::to_string(rank) + ": pid " + std::to_string(pids[rank]) +
+                   ", GPU " + index + " (" + r.gpus[rank] + ")");
+      }
+    };
+  }
   if (options.set_visible != "none") {
     if (!r.resolved) {
       throw failure("--set-visible " + options.set_visible +

@@ -1,0 +1,254 @@
+"""free:N, leases and the simulator's usage model (issue 11), on the simulated dgx-h100: eight H100s
+on two NUMA nodes, all connected by NVSwitch, two GPUs per PCIe switch."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from support import BIN, Case, gpusel, machine, sim_env, uuids
+
+DGX = uuids("dgx-h100")
+
+
+class LeaseCase(Case):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.lease_dir = os.path.join(self.tmp.name, "leases")
+        self.state_dir = os.path.join(self.tmp.name, "state")
+
+    def tearDown(self):
+        self.tmp.cleanup()
+
+    def env(self, name="dgx-h100", **extra):
+        return sim_env(name, **{"GPUSEL_LEASE_DIR": self.lease_dir, "GPUSEL_SIM_STATE_DIR": self.state_dir, **extra})
+
+    def run_gpusel(self, *args, env=None, timeout=60):
+        return subprocess.run([BIN, *args], capture_output=True, text=True, env=env or self.env(), timeout=timeout)
+
+    def start(self, *args, env=None):
+        return subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=env or self.env())
+
+    def wait_for(self, predicate, what, seconds=20):
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if predicate():
+                return
+            time.sleep(0.05)
+        self.fail("timed out waiting for " + what)
+
+
+class PickTest(LeaseCase):
+    def test_free_picks_gpus_that_sit_together(self):
+        r = self.run_gpusel("resolve", "--gpu", "free:2", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["gpus"], DGX[:2])
+        self.assertIn("NVLink", j["picked"])
+        # resolve leases nothing: the same answer again.
+        r = self.run_gpusel("resolve", "--gpu", "free:2")
+        self.assertEqual(r.stdout.split(), DGX[:2])
+        # Within a preset, only what it exposes.
+        r = self.run_gpusel("resolve", "--gpu", "free:2", env=self.env(CUDA_VISIBLE_DEVICES="5,3,6"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # All three share NVLink; 5 and 6 also share a NUMA node.
+        self.assertEqual(sorted(r.stdout.split()), sorted([DGX[5], DGX[6]]))
+
+    def test_pcie_switch_then_numa_without_nvlink(self):
+        # Without NVLink, a PCIe switch pair beats two GPUs of one NUMA node.
+        with open(os.path.join(os.path.dirname(__file__), "..", "..", "sim", "machines", "dgx-h100.toml")) as f:
+            text = f.read()
+        path = os.path.join(self.tmp.name, "pcie-only.toml")
+        with open(path, "w") as f:
+            f.write(text.replace("nvlink_domain = 0", "nvlink_domain = -1"))
+        env = sim_env("dgx-h100", GPUSEL_LEASE_DIR=self.lease_dir, GPUSEL_SIM_STATE_DIR=self.state_dir)
+        env = {**env, **self.sim_vars(path)}
+        # GPU 0 busy (a process declared nowhere: lease it), so 1's switch partner is gone.
+        holder = self.start("run", "--quiet", "--gpu", "0", "--", "sleep", "30", env=env)
+        try:
+            self.wait_for(lambda: self.run_gpusel("resolve", "--gpu", "free:8", env=env).returncode != 0,
+                          "the lease on GPU 0")
+            r = self.run_gpusel("resolve", "--gpu", "free:2", "--json", env=env)
+            j = json.loads(r.stdout)
+            self.assertEqual(j["gpus"], DGX[2:4])
+            self.assertIn("one PCIe switch", j["picked"])
+            r = self.run_gpusel("resolve", "--gpu", "free:3", "--json", env=env)
+            self.assertEqual(json.loads(r.stdout)["gpus"], [DGX[1], DGX[2], DGX[3]])
+            self.assertIn("one NUMA node", json.loads(r.stdout)["picked"])
+        finally:
+            holder.kill()
+            holder.wait()
+
+    def sim_vars(self, path):
+        out = subprocess.run([BIN, "sim", "env", path], capture_output=True, text=True, check=True).stdout
+        exports = {}
+        for line in out.splitlines():
+            if line.startswith("export "):
+                key, _, value = line[len("export "):].partition("=")
+                exports[key] = value.strip("'")
+        return exports
+
+    def test_bad_requests(self):
+        for spec, pieces in [("free:0", ["asks for no GPU"]), ("free:-1", ["is not one"]),
+                             ("free:", ["number of GPUs"]), ("free:two", ['"two"']),
+                             ("free:2,3", ["stands alone"]), ("free:9", ["asks for 9 GPUs", "only 8"])]:
+            with self.subTest(spec=spec):
+                self.assertFailsWith(self.run_gpusel("resolve", "--gpu", spec), 2, *pieces)
+                self.assertFalse(os.path.exists(os.path.join(self.lease_dir, DGX[0] + ".lock")))
+        self.assertFailsWith(self.run_gpusel("run", "--gpu", "free:3", "--", "true",
+                                             env=self.env(CUDA_VISIBLE_DEVICES="1,2")), 2, "only 2 can be used")
+        self.assertFailsWith(self.run_gpusel("run", "--gpu", "free:1", "--wait", "soon", "--", "true"), 2, "--wait",
+                             '"soon"')
+
+    def test_busy_gpus_are_not_free(self):
+        # A process with a context on GPU 0 (a simulated worker) shows in NVML and makes it busy.
+        busy = subprocess.Popen(["sh", "-c", f"{BIN} bind --gpu 0 >/dev/null && exec sleep 30"],
+                                env=self.env(), start_new_session=True)
+        try:
+            self.wait_for(lambda: os.path.isdir(os.path.join(self.state_dir, DGX[0])) and
+                          os.listdir(os.path.join(self.state_dir, DGX[0])), "the worker's context")
+            # bind exits at once; its process entry goes with it.
+            self.wait_for(lambda: self.run_gpusel("resolve", "--gpu", "free:8").returncode == 0, "the exited worker")
+        finally:
+            os.killpg(busy.pid, signal.SIGKILL)
+            busy.wait()
+        # A worker that keeps its context: GPU 0 is busy while it lives.
+        worker = self.start("run", "--quiet", "--share", "--gpu", "0", "--", sys.executable, "-c",
+                            "import ctypes, os, time; c = ctypes.CDLL(os.environ['GPUSEL_CUDA_LIBRARY']); "
+                            "c.cuInit(0); x = ctypes.c_void_p(); c.cuDevicePrimaryCtxRetain(ctypes.byref(x), 0); "
+                            "print('ready', flush=True); time.sleep(30)")
+        try:
+            self.assertEqual(worker.stdout.readline().strip(), "ready")
+            r = self.run_gpusel("resolve", "--gpu", "free:8")
+            self.assertFailsWith(r, 1, "7 of the 8 GPUs here are free", f"GPU 0 ({DGX[0]}): 1 compute process on it")
+            r = self.run_gpusel("resolve", "--gpu", "free:7")
+            self.assertEqual(r.stdout.split(), DGX[1:])
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait()
+
+
+class LeaseTest(LeaseCase):
+    def test_a_leased_gpu_is_refused_unless_shared(self):
+        holder = self.start("run", "--quiet", "--gpu", "3", "--", "sleep", "30")
+        try:
+            self.wait_for(lambda: self.run_gpusel("run", "--gpu", "3", "--", "true").returncode == 1, "the lease")
+            r = self.run_gpusel("run", "--gpu", "3", "--", "true")
+            self.assertFailsWith(r, 1, f"GPU 3 ({DGX[3]}) is leased by pid {holder.pid}", "user ",
+                                 "command `", "sleep 30", "since ", "--share")
+            r = self.run_gpusel("run", "--quiet", "--share", "--gpu", "3", "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            # Other GPUs are free, and free:N goes around the leased one.
+            r = self.run_gpusel("run", "--gpu", "free:8", "--", "true")
+            self.assertFailsWith(r, 1, "7 of the 8 GPUs here are free", f"leased by pid {holder.pid}")
+            r = self.run_gpusel("run", "--gpu", "free:7", "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertNotIn(DGX[3], r.stderr.split("rank 0")[1] if "rank 0" in r.stderr else r.stderr)
+        finally:
+            holder.kill()  # SIGKILL: the kernel drops the lease with it
+            holder.wait()
+        r = self.run_gpusel("run", "--quiet", "--gpu", "3", "--wait", "10", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_killed_holder_frees_its_gpus_for_a_waiting_job(self):
+        holder = self.start("run", "--quiet", "--gpu", "0,1", "--", "sleep", "60")
+        try:
+            self.wait_for(lambda: self.run_gpusel("resolve", "--gpu", "free:8").returncode == 1, "the leases")
+            waiter = self.start("run", "--gpu", "1", "--wait", "--", "true")
+            self.wait_for(lambda: "waiting for GPUs" in self.peek(waiter), "the waiter's notice", 20)
+            self.assertIsNone(waiter.poll())
+            holder.send_signal(signal.SIGKILL)
+            holder.wait()
+            out, err = waiter.communicate(timeout=30)
+            self.assertEqual(waiter.returncode, 0, err)
+            self.assertIn(f"rank 0: pid", err)
+        finally:
+            if holder.poll() is None:
+                holder.kill()
+                holder.wait()
+
+    def peek(self, proc):
+        # stderr so far, without blocking (the notice is printed before waiting starts)
+        os.set_blocking(proc.stderr.fileno(), False)
+        try:
+            chunk = proc.stderr.read() or ""
+        except TypeError:  # nothing to read yet
+            chunk = ""
+        self.__dict__.setdefault("_seen", {}).setdefault(proc.pid, "")
+        self._seen[proc.pid] += chunk
+        return self._seen[proc.pid]
+
+    def test_unsafe_lease_folders_and_files(self):
+        os.makedirs(self.lease_dir)
+        link = os.path.join(self.tmp.name, "link")
+        os.symlink(self.lease_dir, link)
+        self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true", env=self.env(GPUSEL_LEASE_DIR=link)),
+                             1, "is a symbolic link", "GPUSEL_LEASE_DIR")
+        open_dir = os.path.join(self.tmp.name, "open")
+        os.makedirs(open_dir)
+        os.chmod(open_dir, 0o777)
+        self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true",
+                                             env=self.env(GPUSEL_LEASE_DIR=open_dir)), 1, "sticky bit", "chmod +t")
+        not_dir = os.path.join(self.tmp.name, "file")
+        open(not_dir, "w").close()
+        self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true",
+                                             env=self.env(GPUSEL_LEASE_DIR=not_dir)), 1, "is not a folder")
+        # A lease file replaced by a symbolic link is never followed, and nothing is leased.
+        target = os.path.join(self.tmp.name, "elsewhere")
+        os.symlink(target, os.path.join(self.lease_dir, DGX[2] + ".lock"))
+        r = self.run_gpusel("run", "--gpu", "1,2", "--", "true")
+        self.assertFailsWith(r, 1, "is a symbolic link", "remove it")
+        self.assertFalse(os.path.exists(target))
+        r = self.run_gpusel("resolve", "--gpu", "free:8")
+        self.assertEqual(r.returncode, 0, r.stderr)  # GPU 1's lease was released with the failed run
+        # A folder gpusel cannot write (as root everything is writable, so only when not root).
+        if os.geteuid() != 0:
+            locked = os.path.join(self.tmp.name, "ro")
+            os.makedirs(locked, mode=0o555)
+            self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true",
+                                                 env=self.env(GPUSEL_LEASE_DIR=locked)), 1, "not writable")
+
+    def test_lease_files_are_read_only_and_never_written(self):
+        r = self.run_gpusel("run", "--quiet", "--gpu", "4", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        st = os.stat(os.path.join(self.lease_dir, DGX[4] + ".lock"))
+        self.assertEqual(st.st_mode & 0o777, 0o444)
+        self.assertEqual(st.st_size, 0)
+        self.assertEqual(os.stat(self.lease_dir).st_mode & 0o7777, 0o1777)
+
+
+WORKER = r'''
+import json, os, sys, time
+start = time.time()
+time.sleep(0.3)
+with open(sys.argv[1], "a") as f:
+    f.write(json.dumps({"job": sys.argv[2], "gpu": os.environ["GPUSEL_GPU"], "start": start, "end": time.time()}) + "\n")
+'''
+
+
+class ConcurrencyTest(LeaseCase):
+    def test_many_waiting_jobs_never_share_a_gpu(self):
+        log = os.path.join(self.tmp.name, "log.jsonl")
+        jobs = [self.start("run", "--quiet", "--gpu", "free:2", "--wait", "120", "--", sys.executable, "-c", WORKER,
+                           log, str(j)) for j in range(8)]
+        for j in jobs:
+            out, err = j.communicate(timeout=180)
+            self.assertEqual(j.returncode, 0, err)
+        with open(log) as f:
+            records = [json.loads(line) for line in f]
+        self.assertEqual(len(records), 16)
+        for a in records:
+            for b in records:
+                if a["job"] != b["job"] and a["gpu"] == b["gpu"]:
+                    overlap = min(a["end"], b["end"]) - max(a["start"], b["start"])
+                    self.assertLessEqual(overlap, 0, f"jobs {a['job']} and {b['job']} both held {a['gpu']}")
+        self.assertEqual(len({r["job"] for r in records}), 8)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,85 @@
+#include "choice.hpp"
+
+#include <cmath>
+#include <limits>
+
+#include "common.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/resolve.hpp"
+#include "gpusel/units.hpp"
+
+namespace gpusel::cli {
+
+void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing) {
+  cmd.add_option("--min-free-memory", options.min_free_memory,
+                 "free:N: a GPU is free with at least this much memory free (default: 90% of "
+                 "its memory)")
+      ->type_name("SIZE");
+  cmd.add_option("--max-utilization", options.max_utilization,
+                 "free:N: a GPU is free at or under this utilisation, in percent (default 10)")
+      ->check(CLI::Range(0u, 100u))
+      ->type_name("PCT");
+  // A flag with an optional value: `--wait` alone waits for ever, `--wait=SECONDS` (or
+  // `--wait SECONDS`, which join_wait_values rewrites) at most that long. Not an option with an
+  // optional argument: CLI11 would then eat the `--` before the command.
+  cmd.add_flag("--wait{inf}", options.wait_text,
+               leasing ? "wait for leased or busy GPUs instead of failing, at most SECONDS (for "
+                         "ever without a value); waiting jobs are served in arrival order"
+                       : "wait until enough GPUs are free, at most SECONDS (for ever without a "
+                         "value)")
+      ->type_name("[SECONDS]");
+  if (leasing) {
+    cmd.add_flag("--share", options.share,
+                 "run on GPUs another job has leased, without leasing them (by default such a "
+                 "GPU is refused)");
+  }
+}
+
+Acquisition acquire(const std::vector<std::string>& gpus, const ChoiceOptions& options,
+                    bool lease) {
+  AcquireOptions a;
+  if (!options.min_free_memory.empty()) {
+    a.limits.min_free_memory = parse_byte_size(options.min_free_memory);
+    if (!a.limits.min_free_memory) {
+      throw bad_input("--min-free-memory " + quote_value(options.min_free_memory) +
+                      " is not a size; write it as 20GiB, 512MiB or a number of bytes");
+    }
+  }
+  a.limits.max_utilization = options.max_utilization;
+  a.lease = lease;
+  a.share = options.share;
+  if (options.wait_text == "inf") {
+    a.wait_seconds = std::numeric_limits<double>::infinity();
+  } else if (!options.wait_text.empty()) {
+    double seconds = 0;
+    if (!CLI::detail::lexical_cast(options.wait_text, seconds) || !std::isfinite(seconds) ||
+        seconds < 0) {
+      throw bad_input("--wait " + quote_value(options.wait_text) +
+                      " is not a number of seconds (0 or more); give --wait alone to wait for as "
+                      "long as it takes");
+    }
+    a.wait_seconds = seconds;
+  }
+  a.on_wait = [](const std::string& what) { print_note(what); };
+  Acquisition got = acquire_gpus(gpus, cuda_env_from_environment(), default_probe_helper(), a);
+  if (!got.why.empty()) print_note("--gpu " + gpus.front() + ": " + got.why);
+  return got;
+}
+
+}  // namespace gpusel::cli
+
+namespace gpusel::cli {
+
+void join_wait_values(std::vector<std::string>& args) {
+  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
+    if (args[i] == "--") return;
+    // The next word is --wait's value unless it is an option; a value that is not a number of
+    // seconds is then refused with --wait's own message rather than taken for the command.
+    if (args[i] == "--wait" && !args[i + 1].empty() && args[i + 1][0] != '-') {
+      args[i] += "=" + args[i + 1];
+      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
+    }
+  }
+}
+
+}  // namespace gpusel::cli
