@@ -444,8 +444,8 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
   m.path = path;
   m.name = r.text(r.need(root, "name", ""), "name");
   if (const int c = control_character(m.name); c >= 0) {
-    char hex[8];
-    std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(c));
+    char hex[16];  // room for any unsigned value, so no truncation warning in any build
+    std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned>(c) & 0xffu);
     r.fail(root.get("name")->source(),
            std::string("key 'name' holds a control character (") + hex +
                "); a machine's name is printed in shell settings and on terminals: write it "

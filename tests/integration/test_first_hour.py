@@ -3,6 +3,7 @@ with a message that says what happened and what to do instead."""
 
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -355,6 +356,103 @@ class RealGpuCheckTest(Case):
                                timeout=600)
         self.assertIn(r.returncode, (0, 77), r.stdout + r.stderr)
         self.assertNotIn("missing or not executable", r.stderr)
+
+
+def readme_examples():
+    """(command, expected lines) for every `$ gpusel --sim ...` line in README.md's plain ``` blocks."""
+    examples = []
+    fence = None  # None outside a block, else the block's language ("" for a plain block)
+    with open(os.path.join(SOURCE, "README.md"), encoding="utf-8") as f:
+        for line in f:
+            line = line.rstrip("\n")
+            if line.startswith("```"):
+                fence = line[3:] if fence is None else None
+                current = None
+                continue
+            if fence != "":
+                continue
+            if line.startswith("$ "):
+                current = (line[2:], [])
+                examples.append(current)
+            elif current is not None:
+                current[1].append(line)
+    return [(cmd, out) for cmd, out in examples if "--sim" in cmd and "gpusel" in cmd]
+
+
+class ReadmeExamplesTest(Case):
+    """README's `$ gpusel --sim ...` examples run on the simulator and print what the README shows
+    (a line ending in ... is compared up to the dots; a line of ... alone ends the comparison)."""
+
+    BUILD = os.environ.get("GPUSEL_BUILD_DIR", os.path.join(SOURCE, "build"))
+
+    @staticmethod
+    def matches(expected, actual):
+        if expected.endswith("..."):
+            return actual.startswith(expected[:-3].rstrip())
+        return expected == actual
+
+    def test_examples(self):
+        examples = readme_examples()
+        self.assertGreaterEqual(len(examples), 6, examples)
+        env = base_env(PATH=os.path.dirname(os.path.abspath(BIN)) + os.pathsep + os.environ["PATH"])
+        for command, expected in examples:
+            if "bench bw" in command:
+                continue  # minutes of simulated copies; test_bench checks its figures
+            with self.subTest(command=command):
+                runnable = command.replace("build/bin/", self.BUILD + "/bin/").replace("build/lib/",
+                                                                                          self.BUILD + "/lib/")
+                r = subprocess.run(["sh", "-c", runnable], capture_output=True, text=True, env=env, cwd=SOURCE,
+                                   timeout=120)
+                want_err = [e for e in expected if e.startswith("gpusel: ")]
+                want_out = [e for e in expected if not e.startswith("gpusel: ")]
+                if "..." in want_out:
+                    want_out = want_out[:want_out.index("...")]
+                got_out = r.stdout.splitlines()
+                if " run " in command:  # workers print in any order
+                    for e in want_out:
+                        self.assertTrue(any(self.matches(e, a) for a in got_out), (e, got_out))
+                else:
+                    self.assertGreaterEqual(len(got_out), len(want_out), r.stdout + r.stderr)
+                    for e, a in zip(want_out, got_out):
+                        self.assertTrue(self.matches(e, a), (e, a))
+                    if not any(e.endswith("...") for e in expected):
+                        self.assertEqual(len(got_out), len(want_out), r.stdout)
+                for e in want_err:
+                    self.assertTrue(any(self.matches(e, a) for a in r.stderr.splitlines()), (e, r.stderr))
+                self.assertEqual(r.returncode != 0, bool(want_err), r.stderr)
+
+    def test_machine_file_example_is_a_working_machine(self):
+        with open(os.path.join(SOURCE, "README.md"), encoding="utf-8") as f:
+            text = f.read()
+        toml = text.split("```toml\n", 1)[1].split("```", 1)[0]
+        self.assertNotIn("[faults]", toml)
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "my-box.toml")
+            with open(path, "w") as f:
+                f.write(toml)
+            listing = gpusel("--sim", path, "list", "--json")
+            self.assertEqual(listing.returncode, 0, listing.stderr)
+            gpus = json.loads(listing.stdout)["gpus"]
+            self.assertEqual([g["name"] for g in gpus], ["NVIDIA L40S"] * 2)
+            r = gpusel("--sim", path, "run", "--gpu", "all", "--", BIN, "bind")
+            self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class ManPageTest(Case):
+    def test_every_variable_the_code_reads_is_documented(self):
+        pattern = re.compile(r'(?:getenv|env_value|env_string|environ\.get|environ\[|get)\(\s*"([A-Z][A-Z0-9_]+)"')
+        read = set()
+        for folder in ("src", "tools", "python", "sim"):
+            for root, _, files in os.walk(os.path.join(SOURCE, folder)):
+                for name in files:
+                    if name.endswith((".cpp", ".hpp", ".py")):
+                        with open(os.path.join(root, name), encoding="utf-8") as f:
+                            read.update(pattern.findall(f.read()))
+        self.assertIn("GPUSEL_GPUS", read)
+        with open(os.path.join(SOURCE, "share", "man", "gpusel.1"), encoding="utf-8") as f:
+            man = f.read().replace("\\-", "-").replace("\\fB", "").replace("\\fR", "")
+        self.assertEqual(sorted(v for v in read if v not in man), [])
+        self.assertIn(".SH EXAMPLES", man)
 
 
 if __name__ == "__main__":
