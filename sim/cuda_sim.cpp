@@ -12,6 +12,7 @@
 #include <set>
 #include <type_traits>
 
+#include "../src/bench/copy_sample.hpp"
 #include "../src/driver/cuda_abi.hpp"
 #include "gpusel/visible.hpp"
 #include "sim_common.hpp"
@@ -286,10 +287,28 @@ CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const vo
     return CUDA_ERROR_INVALID_VALUE;
   void* to = dst_dev != 0 ? reinterpret_cast<void*>(dst_dev) : dst_host;
   const void* from = src_dev != 0 ? reinterpret_cast<const void*>(src_dev) : src_host;
-  std::memmove(to, from, bytes);
+  // GPUSEL_SIM_SAMPLED_COPIES=1 (gpusel bench bw's workers): large copies move only the bytes of
+  // src/bench/copy_sample.hpp, so that their real cost does not grow with their simulated size.
+  static const bool sampled_mode = [] {
+    const char* v = std::getenv("GPUSEL_SIM_SAMPLED_COPIES");
+    return v != nullptr && std::strcmp(v, "1") == 0;
+  }();
+  const auto* from_bytes = static_cast<const unsigned char*>(from);
+  const auto to_at = reinterpret_cast<std::uintptr_t>(to);
+  const auto from_at = reinterpret_cast<std::uintptr_t>(from);
+  const bool apart = to_at + bytes <= from_at || from_at + bytes <= to_at;
+  const bool sampled = sampled_mode && apart && gpusel::copy_is_sampled(bytes);
+  if (sampled) {
+    gpusel::for_each_sampled_range(bytes, [&](std::uint64_t at, std::uint64_t n) {
+      std::memcpy(static_cast<unsigned char*>(to) + at, from_bytes + at, n);
+    });
+  } else {
+    std::memmove(to, from, bytes);
+  }
   Link link = dst_dev != 0 && src_dev != 0 ? Link::Local : (dst_dev != 0 ? Link::H2D : Link::D2H);
   if (link == Link::D2H && s.loaded.machine.faults.corrupt_copies) {
-    static_cast<unsigned char*>(to)[bytes / 2] ^= 0x5a;  // a broken copy path
+    // A broken copy path; in sampled mode the flipped byte is one that was moved.
+    static_cast<unsigned char*>(to)[sampled ? gpusel::sampled_middle(bytes) : bytes / 2] ^= 0x5a;
   }
   // Pageable host memory goes through a staging buffer: half the pinned rate in this model.
   const void* host = link == Link::H2D ? src_host : dst_host;

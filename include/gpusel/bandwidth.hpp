@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -20,6 +21,9 @@ struct BandwidthOptions {
   int copies = 16;                     // per sample, after warm-up copies
   int warmup = 4;
   int samples = 3;
+  // Write, clear and check only the sampled bytes of each buffer (src/bench/copy_sample.hpp):
+  // for the simulator's sampled copies, which move only those. Every byte otherwise.
+  bool sampled = false;
 };
 
 struct BandwidthResult {
@@ -31,9 +35,23 @@ struct BandwidthResult {
   std::string failure;    // a verification failure or a CUDA error, empty when none
 };
 
-// Runs the tests on the current context (bind first). Throws Error(Failure) when memory cannot be
-// had (the message gives the sizes); a data mismatch is reported in the result, not thrown.
-std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options);
+// Where a run stands, for progress displays: after the warm-up copies of a test (`sample` 0),
+// after each sample (`sample` 1..`samples`, `seconds` the real time that step took), and once
+// the test is finished (`result` set, valid only during the call).
+struct BandwidthProgress {
+  std::string test;
+  int sample = 0;
+  int samples = 0;
+  double seconds = 0;
+  const BandwidthResult* result = nullptr;
+};
+using BandwidthObserver = std::function<void(const BandwidthProgress&)>;
+
+// Runs the tests on the current context (bind first), telling `observe` (when given) how far it
+// got. Throws Error(Failure) when memory cannot be had (the message gives the sizes); a data
+// mismatch is reported in the result, not thrown.
+std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
+                                               const BandwidthObserver& observe = {});
 
 // Theoretical per-direction rate of a PCIe link in decimal GB/s (after line coding); 0 when
 // unknown.

@@ -2,11 +2,13 @@
 #include "gpusel/bandwidth.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 
 #include "../driver/cuda_api.hpp"
+#include "copy_sample.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/units.hpp"
 
@@ -19,21 +21,45 @@ inline std::uint32_t pattern_word(std::size_t index, int sample) {
          (0x9E3779B9u * static_cast<std::uint32_t>(sample + 1));
 }
 
-void fill(void* buffer, std::uint64_t bytes, int sample) {
+// The byte ranges a test writes, clears and checks: the whole buffer, or with `sampled` only the
+// bytes the simulator's sampled mode moves (copy_sample.hpp).
+template <typename F>
+void for_each_range(std::uint64_t bytes, bool sampled, F&& f) {
+  if (sampled) {
+    for_each_sampled_range(bytes, f);
+  } else if (bytes > 0) {
+    f(std::uint64_t{0}, bytes);
+  }
+}
+
+void fill(void* buffer, std::uint64_t bytes, int sample, bool sampled) {
   auto* w = static_cast<std::uint32_t*>(buffer);
-  for (std::size_t i = 0; i < bytes / 4; ++i) w[i] = pattern_word(i, sample);
+  for_each_range(bytes, sampled, [&](std::uint64_t at, std::uint64_t n) {
+    for (std::size_t i = at / 4; i < (at + n) / 4; ++i) w[i] = pattern_word(i, sample);
+  });
+}
+
+void clear(void* buffer, std::uint64_t bytes, bool sampled) {
+  for_each_range(bytes, sampled, [&](std::uint64_t at, std::uint64_t n) {
+    std::memset(static_cast<char*>(buffer) + at, 0, n);
+  });
 }
 
 // Empty when the buffer holds the pattern, else where it first differs.
-std::string check(const void* buffer, std::uint64_t bytes, int sample) {
+std::string check(const void* buffer, std::uint64_t bytes, int sample, bool sampled) {
   const auto* w = static_cast<const std::uint32_t*>(buffer);
-  for (std::size_t i = 0; i < bytes / 4; ++i) {
-    if (w[i] != pattern_word(i, sample)) {
-      return "data mismatch at byte " + std::to_string(i * 4) + " of sample " +
-             std::to_string(sample + 1);
+  std::string bad;
+  for_each_range(bytes, sampled, [&](std::uint64_t at, std::uint64_t n) {
+    if (!bad.empty()) return;
+    for (std::size_t i = at / 4; i < (at + n) / 4; ++i) {
+      if (w[i] != pattern_word(i, sample)) {
+        bad = "data mismatch at byte " + std::to_string(i * 4) + " of sample " +
+              std::to_string(sample + 1);
+        return;
+      }
     }
-  }
-  return "";
+  });
+  return bad;
 }
 
 struct Cuda {
@@ -60,6 +86,10 @@ struct Memory {
   }
 };
 
+double seconds_since(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+}
+
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   const std::size_t n = v.size();
@@ -75,7 +105,8 @@ double pcie_link_gbps(unsigned generation, unsigned width) {
   return kLane[generation] * width;
 }
 
-std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) {
+std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
+                                               const BandwidthObserver& observe) {
   const CudaApi& api = cuda_initialised();
   const Cuda ok{api};
   const std::uint64_t size = options.bytes;
@@ -147,6 +178,8 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) 
     return static_cast<double>(ms);
   };
 
+  const bool sampled = options.sampled;
+  using Clock = std::chrono::steady_clock;
   std::vector<BandwidthResult> results;
   for (const std::string& test : options.tests) {
     BandwidthResult r;
@@ -157,6 +190,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) 
     void* host = is_pageable ? mem.pageable : mem.pinned[0];
     try {
       for (int sample = -1; sample < options.samples; ++sample) {
+        const Clock::time_point began = Clock::now();
         const bool warmup = sample < 0;  // sample -1 runs the warm-up copies, untimed and unchecked
         const int pat = std::max(sample, 0);
         // Each test sets up its buffers, then says what one copy is and how to check the result.
@@ -164,26 +198,26 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) 
         std::function<std::string()> verify;
         // Reads device memory back into `into` and checks it holds this sample's pattern.
         auto read_back = [&](void* into, CUdeviceptr from) {
-          std::memset(into, 0, size);
+          clear(into, size, sampled);
           ok(api.cuMemcpyDtoHAsync(into, from, size, s1), "cuMemcpyDtoHAsync_v2");
           sync(s1);
-          return check(into, size, pat);
+          return check(into, size, pat, sampled);
         };
         auto upload = [&](CUdeviceptr to, void* from) {
-          fill(from, size, pat);
+          fill(from, size, pat, sampled);
           ok(api.cuMemcpyHtoDAsync(to, from, size, s1), "cuMemcpyHtoDAsync_v2");
           sync(s1);
         };
         const bool both = test == "bidir";
         if (test == "h2d" || test == "h2d-pageable") {
-          fill(host, size, pat);
+          fill(host, size, pat, sampled);
           copy = [&] { ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2"); };
           verify = [&] { return read_back(host, mem.a); };
         } else if (test == "d2h" || test == "d2h-pageable") {
           upload(mem.a, host);
-          std::memset(host, 0, size);
+          clear(host, size, sampled);
           copy = [&] { ok(api.cuMemcpyDtoHAsync(host, mem.a, size, s1), "cuMemcpyDtoHAsync_v2"); };
-          verify = [&] { return check(host, size, pat); };
+          verify = [&] { return check(host, size, pat, sampled); };
         } else if (test == "d2d") {
           upload(mem.a, host);
           copy = [&] { ok(api.cuMemcpyDtoDAsync(mem.b, mem.a, size, s1), "cuMemcpyDtoDAsync_v2"); };
@@ -192,13 +226,13 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) 
           void* up = mem.pinned[0];
           void* down = mem.pinned[1];
           upload(mem.b, up);
-          std::memset(down, 0, size);
+          clear(down, size, sampled);
           copy = [&, up, down] {
             ok(api.cuMemcpyHtoDAsync(mem.a, up, size, s1), "cuMemcpyHtoDAsync_v2");
             ok(api.cuMemcpyDtoHAsync(down, mem.b, size, s2), "cuMemcpyDtoHAsync_v2");
           };
           verify = [&, up, down] {
-            std::string bad = check(down, size, pat);
+            std::string bad = check(down, size, pat, sampled);
             return bad.empty() ? read_back(up, mem.a) : bad;
           };
         }
@@ -206,6 +240,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) 
           for (int c = 0; c < options.warmup; ++c) copy();
           sync(s1);
           sync(s2);
+          if (observe) observe({test, 0, options.samples, seconds_since(began), nullptr});
           continue;
         }
         const double ms = timed(copy, both);
@@ -216,6 +251,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) 
           r.failure = bad;
           r.verified = false;
         }
+        if (observe) observe({test, sample + 1, options.samples, seconds_since(began), nullptr});
       }
     } catch (const Error& e) {
       r.failure = e.what();
@@ -227,6 +263,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options) 
       r.max = *std::max_element(r.gbps.begin(), r.gbps.end());
     }
     results.push_back(std::move(r));
+    if (observe) observe({test, options.samples, options.samples, 0, &results.back()});
   }
   return results;
 }

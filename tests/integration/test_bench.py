@@ -1,9 +1,17 @@
 """`gpusel bench bw` on the simulated machines: the figures must equal the machine file's within 2%."""
 
+import csv
+import io
 import json
+import os
+import pty
+import shutil
+import subprocess
+import tempfile
 import unittest
+import xml.etree.ElementTree as ET
 
-from support import Case, gpusel, machine, sim_env, uuids
+from support import BIN, Case, gpusel, machine, sim_env, uuids
 
 SMALL = ["--size", "16MiB", "--copies", "4", "--samples", "3"]
 ALL = "h2d,d2h,d2d,h2d-pageable,d2h-pageable,bidir"
@@ -121,6 +129,152 @@ class BenchTest(Case):
         self.assertEqual(out["results"][0]["index"], 1)
         self.assertEqual(out["results"][0]["uuid"], uuids("nvml-missing")[1])
         self.assertIn("NVML is unavailable", r.stderr)
+
+
+class BenchFilesTest(Case):
+    """--plot, --csv, the sampled copies of the simulator, and the progress line."""
+
+    def setUp(self):
+        self.dir = tempfile.mkdtemp(prefix="gpusel-bench-")
+
+    def tearDown(self):
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def test_plot_draws_every_gpu_and_test(self):
+        svg = os.path.join(self.dir, "bw.svg")
+        r, out = bench("dgx-h100", "--gpu", "0,5", "--tests", "h2d,d2h,d2d,bidir", *SMALL, "--plot", svg)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        root = ET.parse(svg).getroot()  # well-formed XML
+        self.assertEqual(root.tag, "{http://www.w3.org/2000/svg}svg")
+        ns = {"s": "http://www.w3.org/2000/svg"}
+        bars = root.findall(".//s:rect[@class='bar']", ns)
+        self.assertEqual(len(bars), len(out["results"]))
+        for row in out["results"]:
+            with self.subTest(gpu=row["index"], test=row["test"]):
+                found = [b for b in bars if b.get("data-index") == str(row["index"]) and b.get("data-test") == row["test"]]
+                self.assertEqual(len(found), 1)
+                bar = found[0]
+                self.assertEqual(bar.get("data-uuid"), row["uuid"])
+                self.assertEqual(float(bar.get("data-gbps")), row["gbps"])
+                title = bar.find("s:title", ns).text
+                self.assertIn(f"GPU {row['index']} ", title)
+                self.assertIn(f"{row['test']}: {row['gbps']:.1f} GB/s", title)
+                self.assertGreater(float(bar.get("width")), 0)
+        # The link's theoretical limit beside the PCIe rates: Gen5 x16 on dgx-h100.
+        limits = {float(l.get("data-gbps")) for l in root.findall(".//s:line[@class='limit']", ns)}
+        self.assertEqual(limits, {as_written(3.938 * 16), as_written(2 * 3.938 * 16)})
+        for row in out["results"]:
+            if row["test"] in ("h2d", "d2h"):
+                self.assertAlmostEqual(row["link_gbps"], 3.938 * 16)
+            elif row["test"] == "bidir":
+                self.assertAlmostEqual(row["link_gbps"], 2 * 3.938 * 16)
+            else:
+                self.assertNotIn("link_gbps", row)
+
+    def test_plot_of_a_trained_down_link_shows_both_limits(self):
+        svg = os.path.join(self.dir, "bw.svg")
+        r, out = bench("pcie-trained-down", "--gpu", "0", "--tests", "h2d", *SMALL, "--plot", svg)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertAlmostEqual(out["results"][0]["link_gbps"], 1.969 * 4)
+        self.assertAlmostEqual(out["results"][0]["link_max_gbps"], 1.969 * 16)
+        ns = {"s": "http://www.w3.org/2000/svg"}
+        limits = ET.parse(svg).getroot().findall(".//s:line[@class='limit']", ns)
+        self.assertEqual(len(limits), 2)
+
+    def test_failed_rows_are_marked_in_the_plot(self):
+        svg = os.path.join(self.dir, "bw.svg")
+        r, out = bench("corrupt-copies", "--gpu", "0", "--tests", "d2h", *SMALL, "--plot", svg)
+        self.assertEqual(r.returncode, 1)
+        ns = {"s": "http://www.w3.org/2000/svg"}
+        bar = ET.parse(svg).getroot().find(".//s:rect[@class='bar']", ns)
+        self.assertIn("FAILED: data mismatch", bar.find("s:title", ns).text)
+
+    def check_csv(self, text, rows):
+        table = list(csv.DictReader(io.StringIO(text)))
+        self.assertEqual(len(table), len(rows))
+        for line, row in zip(table, rows):
+            for key, field in line.items():
+                want = row.get(key)
+                if want is None:
+                    self.assertEqual(field, "", key)
+                elif isinstance(want, bool):
+                    self.assertEqual(field, "true" if want else "false", key)
+                elif isinstance(want, (int, float)):
+                    self.assertEqual(float(field), want, key)
+                else:
+                    self.assertEqual(field, want, key)
+
+    def test_csv_rows_match_json(self):
+        path = os.path.join(self.dir, "bw.csv")
+        r, out = bench("dgx-h100", "--gpu", "2,1", "--tests", "h2d,d2d", "--parallel", *SMALL, "--csv", path)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(path, newline="") as f:
+            text = f.read()
+        self.assertEqual(text.splitlines()[0].split(",")[:7],
+                         ["index", "uuid", "name", "pci_bus_id", "test", "bytes", "gbps"])
+        self.check_csv(text, out["results"])
+        self.assertEqual(len(out["results"]), 6)  # 2 GPUs x 2 tests + 2 sums
+
+    def test_csv_to_stdout(self):
+        env = sim_env("single-l4")
+        r = gpusel("bench", "bw", "--gpu", "0", *SMALL, "--csv", "-", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(r.stdout.startswith("index,uuid,"), r.stdout)
+        _, out = bench("single-l4", "--gpu", "0", *SMALL)
+        self.check_csv(r.stdout, out["results"])
+
+    def test_bad_output_files(self):
+        env = sim_env("single-l4")
+        cases = [
+            (["--plot", os.path.join(self.dir, "bw.png")], ["draws SVG only", "rsvg-convert"]),
+            (["--plot", os.path.join(self.dir, "none", "bw.svg")], ["does not exist"]),
+            (["--csv", self.dir], ["is a folder"]),
+            (["--csv", "-", "--json"], ["both write to stdout"]),
+        ]
+        for args, pieces in cases:
+            with self.subTest(args=args):
+                self.assertFailsWith(gpusel("bench", "bw", "--gpu", "0", *SMALL, *args, env=env), 2, *pieces)
+
+    def test_default_size_runs_on_sampled_copies(self):
+        # 512 MiB buffers: the double moves a sample of each copy, which the bench writes and checks.
+        r, out = bench("single-l4", "--gpu", "0", "--copies", "2", "--samples", "1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual([row["bytes"] for row in out["results"]], [512 << 20] * 3)
+        self.assertTrue(all(row["verified"] for row in out["results"]))
+        r, out = bench("corrupt-copies", "--gpu", "1", "--tests", "d2h,d2d,bidir", "--copies", "2", "--samples", "1",
+                       "--size", "300000004")
+        self.assertEqual(r.returncode, 1)
+        self.assertTrue(all("data mismatch" in row["failure"] for row in out["results"]), out["results"])
+
+    def test_progress_on_a_terminal(self):
+        master, slave = pty.openpty()
+        p = subprocess.Popen([BIN, "bench", "bw", "--gpu", "0,1", *SMALL], env=sim_env("dgx-h100"),
+                             stdout=subprocess.PIPE, stderr=slave, text=True)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            seen += chunk
+        stdout, _ = p.communicate(timeout=60)
+        os.close(master)
+        self.assertEqual(p.returncode, 0, seen)
+        text = seen.decode()
+        self.assertIn("gpusel: measuring GPU 1/2 (index 0)", text)
+        self.assertIn("% done", text)
+        self.assertTrue(text.endswith("\r\x1b[K") or "warning" in text.splitlines()[-1], repr(text[-200:]))
+        rows = [l.split()[:4] for l in stdout.splitlines() if l[:1].isdigit()]
+        self.assertEqual(rows, [[str(i), uuids("dgx-h100")[i], machine("dgx-h100")["gpu"][i]["pci_bus_id"], t]
+                                for i in (0, 1) for t in ("h2d", "d2h", "d2d")])
+
+
+def as_written(x):
+    """A float as the SVG writes it and Python reads it back (shortest round trip)."""
+    return float(repr(x))
 
 
 if __name__ == "__main__":

@@ -68,12 +68,20 @@ struct BenchOptions {
   int samples = 3;
   bool parallel = false;
   bool json = false;
-  std::string out;  // the worker's folder for its figures
+  std::string plot;  // an SVG file to draw the rates in
+  std::string csv;   // a CSV file for the rates, "-" for stdout
+  std::string out;   // the worker's folder for its figures
 };
 CLI::App* setup_bench(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);
 CLI::App* setup_bench_worker(CLI::App& app, BenchOptions& options);
 int run_bench_worker(const BenchOptions& options);
+
+struct DoctorOptions {
+  bool json = false;
+};
+CLI::App* setup_doctor(CLI::App& app, DoctorOptions& options);
+int run_doctor(const DoctorOptions& options);
 
 // Hidden: what CUDA enumerates in this process, for the parent's probe.
 CLI::App* setup_probe(CLI::App& app);
