@@ -5,9 +5,12 @@ Paths come from the environment ctest sets: GPUSEL_BIN (the gpusel executable), 
 against the CUDA double) and GPUSEL_SHARED_DIR (the shared/ folder beside the repository).
 """
 
+import atexit
 import json
 import os
+import shutil
 import subprocess
+import tempfile
 import tomllib
 import unittest
 
@@ -20,7 +23,16 @@ MACHINES = os.path.join(SOURCE, "sim", "machines")
 
 # Variables a test must not inherit from whoever runs it.
 _SCRUB = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUSEL_SIM_MACHINE", "GPUSEL_NVML_LIBRARY",
-          "GPUSEL_CUDA_LIBRARY", "LOCAL_RANK", "SLURM_LOCALID", "GPUSEL_GPUS", "GPUSEL_GPU")
+          "GPUSEL_CUDA_LIBRARY", "LOCAL_RANK", "SLURM_LOCALID", "GPUSEL_GPUS", "GPUSEL_GPU", "GPUSEL_LEASE_DIR",
+          "GPUSEL_SIM_STATE_DIR")
+
+
+# Each test process gets lease and simulator-usage folders of its own, so test modules running at
+# once (ctest -j) neither see each other's leases nor each other's simulated processes.
+_PRIVATE = tempfile.mkdtemp(prefix="gpusel-test-")
+atexit.register(shutil.rmtree, _PRIVATE, True)
+_PRIVATE_ENV = {"GPUSEL_LEASE_DIR": os.path.join(_PRIVATE, "leases"),
+                "GPUSEL_SIM_STATE_DIR": os.path.join(_PRIVATE, "sim-state")}
 
 
 def base_env(**extra):
@@ -31,6 +43,7 @@ def base_env(**extra):
     their own, so the preload and its relaxed options are dropped for them.
     """
     env = {k: v for k, v in os.environ.items() if k not in _SCRUB}
+    env.update(_PRIVATE_ENV)
     if "GPUSEL_TEST_PRELOAD" in env:
         env.pop("LD_PRELOAD", None)
         env.pop("ASAN_OPTIONS", None)

@@ -257,11 +257,20 @@ class RunTest(Case):
         self.assertFailsWith(run("dgx-h100", "--gpu", "0", "--bind-cpu", "socket", "--", "true"), 2, "--bind-cpu")
 
     def test_tag_output(self):
-        r = run("dgx-h100", "--tag-output", "--gpu", "0,1", "--", "sh", "-c",
+        r = run("dgx-h100", "--quiet", "--tag-output", "--gpu", "0,1", "--", "sh", "-c",
                 'echo "out $RANK"; echo "err $RANK" >&2; printf "tail $RANK"')
         self.assertEqual(sorted(r.stdout.splitlines()),
                          ["[rank 0] out 0", "[rank 0] tail 0", "[rank 1] out 1", "[rank 1] tail 1"])
         self.assertEqual(sorted(r.stderr.splitlines()), ["[rank 0] err 0", "[rank 1] err 1"])
+
+    def test_a_line_per_rank_at_start(self):
+        r = run("dgx-h100", "--gpu", "5,2", "--", "sh", "-c", 'echo "$RANK $$"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pids = dict(line.split() for line in r.stdout.splitlines())
+        for rank, gpu in ((0, 5), (1, 2)):
+            self.assertIn(f"gpusel: note: rank {rank}: pid {pids[str(rank)]}, GPU {gpu} ({DGX[gpu]})", r.stderr)
+        r = run("dgx-h100", "--quiet", "--gpu", "5,2", "--", "true")
+        self.assertEqual(r.stderr, "")
 
     def test_tag_output_partial_lines(self):
         # A progress bar without a newline shows while the worker still runs, tagged and on a line
@@ -293,7 +302,7 @@ class RunTest(Case):
         # most 64 KiB, each piece one worker's, nothing lost.
         size = 1 << 20
         script = f'head -c {size} /dev/zero | tr "\\0" "$RANK"; echo; echo "end $RANK" >&2'
-        r = subprocess.run([BIN, "run", "--tag-output", "--gpu", "0,1", "--", "sh", "-c", script],
+        r = subprocess.run([BIN, "run", "--quiet", "--tag-output", "--gpu", "0,1", "--", "sh", "-c", script],
                            capture_output=True, env=sim_env("dgx-h100"), timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         got = {0: 0, 1: 0}
