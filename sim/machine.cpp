@@ -13,6 +13,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "gpu_model.hpp"
 #include "gpusel/units.hpp"
 
 namespace gpusel::sim {
@@ -107,6 +108,89 @@ int control_character(const std::string& text) {
   return -1;
 }
 
+// Identity, sensors, PCIe peer access, NVLink and CUDA attributes: optional keys, defaults per
+// model (gpu_model.hpp). Needs name, compute capability, memory and sm_count already read.
+void parse_sensors(const Reader& r, const toml::table& t, SimGpu& g) {
+  const model::ModelDefaults d = model::defaults_for(g.name, g.cc_major, g.memory_total);
+  auto count = [&](const char* key, unsigned fallback, long long max) {
+    const toml::node* n = t.get(key);
+    if (n == nullptr) return fallback;
+    const long long v = r.integer(*n, key);
+    if (v < 0 || v > max)
+      r.fail(n->source(),
+             std::string("key '") + key + "' must be between 0 and " + std::to_string(max));
+    return static_cast<unsigned>(v);
+  };
+  g.clock_mhz = count("clock_mhz", d.clock_mhz, 100000);
+  g.memory_clock_mhz = count("memory_clock_mhz", d.memory_clock_mhz, 100000);
+  g.memory_bus_width = count("memory_bus_width", d.memory_bus_width, 65536);
+  g.gpu_cores = count("gpu_cores",
+                      static_cast<unsigned>(std::max(0, g.sm_count)) *
+                          static_cast<unsigned>(model::cores_per_sm(g.cc_major, g.cc_minor)),
+                      1u << 24);
+  g.nvlinks = count("nvlinks", g.nvlink_domain >= 0 ? (d.nvlinks > 0 ? d.nvlinks : 4) : 0, 64);
+  g.nvlink_version = count("nvlink_version", d.nvlink_version > 0 ? d.nvlink_version : 4, 10);
+  g.temperature = count("temperature", 33, 200);
+  g.temperature_slowdown = count("temperature_slowdown", 89, 200);
+  g.temperature_shutdown = count("temperature_shutdown", 92, 200);
+  g.temperature_gpu_max = count("temperature_gpu_max", 87, 200);
+  g.temperature_memory_max = count("temperature_memory_max", 95, 200);
+  g.power_limit_mw = 1000 * count("power_limit_w", d.power_limit_w, 100000);
+  g.power_draw_mw = 1000 * count("power_draw_w", d.power_idle_w, 100000);
+  g.performance_state = count("performance_state", 0, 15);
+  if (const toml::node* n = t.get("fan_speed")) {
+    g.fan_speed = static_cast<int>(count("fan_speed", 0, 100));
+    (void)n;
+  } else {
+    g.fan_speed = d.fan ? 30 : -1;
+  }
+  if (const toml::node* n = t.get("throttle_reasons")) {
+    const long long v = r.integer(*n, "throttle_reasons");
+    if (v < 0) r.fail(n->source(), "key 'throttle_reasons' must be a bit mask (0 or more)");
+    g.throttle_reasons = static_cast<std::uint64_t>(v);
+    g.throttle_given = true;
+  }
+  g.brand = d.brand;
+  if (const toml::node* n = t.get("brand")) {
+    g.brand = r.text(*n, "brand");
+    if (model::brand_by_name(g.brand) == 0)
+      r.fail(n->source(),
+             "key 'brand' must be \"NVIDIA\", \"NVIDIA RTX\", \"GeForce\", \"Tesla\", \"Quadro\" "
+             "or \"Titan\"");
+  }
+  g.pcie_p2p = d.pcie_p2p;
+  if (t.get("pcie_p2p") != nullptr) g.pcie_p2p = r.flag(t, "pcie_p2p");
+  if (const toml::node* n = t.get("serial")) {
+    g.serial = r.text(*n, "serial");
+  } else if (g.brand != "GeForce") {
+    // A 13-digit board serial, stable per GPU: from the UUID's hex digits.
+    std::string digits;
+    for (char c : g.uuid.substr(4)) {
+      if (c >= '0' && c <= '9') digits += c;
+      if (c >= 'a' && c <= 'f') digits += static_cast<char>('0' + (c - 'a'));
+    }
+    g.serial = "132" + (digits + "0000000000").substr(0, 10);
+  }
+  if (const toml::node* n = t.get("cuda_attributes")) {
+    const auto* table = n->as_table();
+    if (table == nullptr)
+      r.fail(n->source(),
+             "key 'cuda_attributes' must be a table such as { KERNEL_EXEC_TIMEOUT = 1 }");
+    for (const auto& [key, value] : *table) {
+      const int id = model::attribute_by_name(key.str());
+      if (id == 0)
+        r.fail(value.source(), "cuda_attributes: '" + std::string(key.str()) +
+                                   "' is not a CUdevice_attribute of CUDA 13 (write it without "
+                                   "the CU_DEVICE_ATTRIBUTE_ prefix, e.g. KERNEL_EXEC_TIMEOUT)");
+      const long long v = r.integer(value, std::string(key.str()));
+      if (v < INT32_MIN || v > INT32_MAX)
+        r.fail(value.source(),
+               "cuda_attributes: '" + std::string(key.str()) + "' must fit in an int");
+      g.cuda_attributes[id] = static_cast<int>(v);
+    }
+  }
+}
+
 void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimGpu& g) {
   const std::string ctx = " in [[gpu]] number " + std::to_string(position + 1);
   g.uuid = r.text(r.need(t, "uuid", ctx), "uuid");
@@ -179,10 +263,14 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
     g.speed = derived_speed(g.cc_major, g.cc_minor, g.sm_count);
   }
   g.lost = r.flag(t, "lost");
+  if (t.get("persistence_mode") != nullptr) g.persistence_mode = r.flag(t, "persistence_mode");
   if (const auto* n = t.get("nvlink_domain"))
     g.nvlink_domain = static_cast<int>(r.integer(*n, "nvlink_domain"));
   if (const auto* n = t.get("pcie_switch"))
     g.pcie_switch = static_cast<int>(r.integer(*n, "pcie_switch"));
+  if (const auto* n = t.get("pcie_root"))
+    g.pcie_root = static_cast<int>(r.integer(*n, "pcie_root"));
+  parse_sensors(r, t, g);
   if (const auto* n = t.get("utilization_gpu"))
     g.utilization_gpu = static_cast<unsigned>(r.integer(*n, "utilization_gpu"));
   if (const auto* n = t.get("utilization_memory"))
@@ -515,6 +603,24 @@ std::string find_machine(const std::string& spec, const std::vector<std::string>
   throw MachineError("no bundled machine named '" + spec + "' (looked in " +
                      (where.empty() ? "no folder" : where) +
                      "); run `gpusel sim list` to see them, or give a path to a machine file");
+}
+
+int topology_level(const SimGpu& a, const SimGpu& b) {
+  if (&a == &b || a.uuid == b.uuid) return 0;
+  if (a.pcie_switch >= 0 && a.pcie_switch == b.pcie_switch) return 10;
+  if (a.pcie_root >= 0 && a.pcie_root == b.pcie_root) return 30;
+  if (a.numa_node == b.numa_node) return 40;
+  return 50;
+}
+
+bool nvlink_between(const SimGpu& a, const SimGpu& b) {
+  return a.uuid != b.uuid && a.nvlink_domain >= 0 && a.nvlink_domain == b.nvlink_domain;
+}
+
+bool peer_access(const SimGpu& a, const SimGpu& b) {
+  if (a.uuid == b.uuid || a.lost || b.lost) return false;
+  if (nvlink_between(a, b)) return true;
+  return a.pcie_p2p && b.pcie_p2p && topology_level(a, b) <= 40;
 }
 
 std::vector<int> fastest_first_order(const SimMachine& m) {

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -46,12 +47,31 @@ struct SimGpu {
   bool mig_enabled = false;
   std::vector<SimMig> migs;
   bool lost = false;
+  bool persistence_mode = true;  // NVML's persistence mode (machine file: persistence_mode)
   unsigned utilization_gpu = 0, utilization_memory = 0;
   std::vector<SimProcess> processes;
   // Topology: GPUs in one NVLink domain are connected all-to-all (an NVSwitch system); GPUs
   // under one PCIe switch share it. -1: none.
   int nvlink_domain = -1;
   int pcie_switch = -1;
+  // The PCIe host bridge (root port) the GPU hangs from; -1: one per NUMA node. GPUs under one
+  // host bridge are HOSTBRIDGE apart, under two of one NUMA node NODE, across nodes SYSTEM.
+  int pcie_root = -1;
+  bool pcie_p2p = true;                      // peer access over PCIe (off on GeForce boards)
+  unsigned nvlinks = 0, nvlink_version = 0;  // links per GPU when on NVLink
+  // Identity and sensors (defaults per model: sim/gpu_model.hpp).
+  std::string brand;   // "NVIDIA", "NVIDIA RTX", "GeForce", "Tesla", "Quadro", "Titan"
+  std::string serial;  // empty: not reported (GeForce boards)
+  unsigned clock_mhz = 0, memory_clock_mhz = 0, memory_bus_width = 0, gpu_cores = 0;
+  unsigned temperature = 0;  // degrees C
+  unsigned temperature_slowdown = 0, temperature_shutdown = 0, temperature_gpu_max = 0,
+           temperature_memory_max = 0;
+  unsigned power_limit_mw = 0, power_draw_mw = 0;
+  int fan_speed = -1;  // percent; -1: passively cooled, NVML says NOT_SUPPORTED
+  unsigned performance_state = 0;
+  std::uint64_t throttle_reasons = 0;
+  bool throttle_given = false;
+  std::map<int, int> cuda_attributes;  // CUdevice_attribute -> value, from the machine file
 };
 
 struct SimFaults {
@@ -99,6 +119,18 @@ std::string find_machine(const std::string& spec, const std::vector<std::string>
 
 // The default FASTEST_FIRST key when a file gives none: 1000 * (10 * major + minor) + SM count.
 double derived_speed(int cc_major, int cc_minor, int sm_count);
+
+// nvmlGpuTopologyLevel_t between two GPUs of one machine: INTERNAL 0 (the same GPU), SINGLE 10
+// (one PCIe switch), HOSTBRIDGE 30 (one host bridge, pcie_root), NODE 40 (one NUMA node),
+// SYSTEM 50 (across NUMA nodes).
+int topology_level(const SimGpu& a, const SimGpu& b);
+
+// The two GPUs are in one NVLink domain (NVLink all-to-all).
+bool nvlink_between(const SimGpu& a, const SimGpu& b);
+
+// Peer access (cuDeviceCanAccessPeer): over NVLink, or over PCIe where both boards allow it and
+// the path stays within one NUMA node (at most NODE apart).
+bool peer_access(const SimGpu& a, const SimGpu& b);
 
 // CUDA's enumeration order under FASTEST_FIRST: positions into gpus, by speed (highest first),
 // ties by PCI bus id.

@@ -2,10 +2,15 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <string>
+#include <tuple>
 #include <type_traits>
+#include <vector>
 
 #include "../src/driver/nvml_abi.hpp"
+#include "gpu_model.hpp"
 #include "sim_common.hpp"
+#include "trace.hpp"
 #include "usage.hpp"
 
 #define NVML_SIM_API extern "C" __attribute__((visibility("default")))
@@ -20,6 +25,18 @@ namespace {
 
 using gpusel::sim::SimGpu;
 using gpusel::sim::SimMachine;
+
+// The legacy nvmlPciInfo_t of nvmlDeviceGetPciInfo (v1): 52 bytes, busId first.
+typedef struct {
+  char busId[16];
+  unsigned int domain;
+  unsigned int bus;
+  unsigned int device;
+  unsigned int pciDeviceId;
+  unsigned int pciSubSystemId;
+  unsigned int reserved[4];
+} nvmlPciInfoLegacy_t;
+static_assert(sizeof(nvmlPciInfoLegacy_t) == 52);
 
 struct gpuselNvmlDeviceBox {
   int gpu = 0;
@@ -125,17 +142,19 @@ nvmlReturn_t device_count(unsigned* count) {
 
 }  // namespace
 
-NVML_SIM_V2_API nvmlReturn_t nvmlInit_v2(void) {
+namespace impl {
+
+nvmlReturn_t nvmlInit_v2(void) {
   return do_init();
 }
-NVML_SIM_API nvmlReturn_t nvmlInit(void) {
+nvmlReturn_t nvmlInit(void) {
   return do_init();
 }
-NVML_SIM_API nvmlReturn_t nvmlInitWithFlags(unsigned int) {
+nvmlReturn_t nvmlInitWithFlags(unsigned int) {
   return do_init();
 }
 
-NVML_SIM_API nvmlReturn_t nvmlShutdown(void) {
+nvmlReturn_t nvmlShutdown(void) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (s.refcount == 0) return NVML_ERROR_UNINITIALIZED;
@@ -143,7 +162,7 @@ NVML_SIM_API nvmlReturn_t nvmlShutdown(void) {
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API const char* nvmlErrorString(nvmlReturn_t result) {
+const char* nvmlErrorString(nvmlReturn_t result) {
   switch (result) {
     case NVML_SUCCESS:
       return "Success";
@@ -186,36 +205,35 @@ NVML_SIM_API const char* nvmlErrorString(nvmlReturn_t result) {
   }
 }
 
-NVML_SIM_API nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
+nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
   return copy_string(state().loaded.machine.driver_version, version, length);
 }
 
-NVML_SIM_V2_API nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) {
+nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
   if (version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   *version = state().loaded.machine.cuda_driver_version;
   return NVML_SUCCESS;
 }
-NVML_SIM_API nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* version) {
+nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* version) {
   return nvmlSystemGetCudaDriverVersion_v2(version);
 }
 
-NVML_SIM_V2_API nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
+nvmlReturn_t nvmlDeviceGetCount_v2(unsigned int* count) {
   return device_count(count);
 }
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
+nvmlReturn_t nvmlDeviceGetCount(unsigned int* count) {
   return device_count(count);
 }
-NVML_SIM_V2_API nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index,
-                                                           nvmlDevice_t* device) {
+nvmlReturn_t nvmlDeviceGetHandleByIndex_v2(unsigned int index, nvmlDevice_t* device) {
   return handle_by_index(index, device);
 }
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
+nvmlReturn_t nvmlDeviceGetHandleByIndex(unsigned int index, nvmlDevice_t* device) {
   return handle_by_index(index, device);
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
+nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
   if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   State& s = state();
@@ -236,7 +254,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice
   return NVML_ERROR_NOT_FOUND;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
+nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -244,7 +262,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, uns
                      uuid, length);
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
+nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, unsigned int length) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -252,7 +270,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetName(nvmlDevice_t device, char* name, uns
                      name, length);
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
+nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* index) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -261,11 +279,11 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetIndex(nvmlDevice_t device, unsigned int* 
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
+nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int* minor) {
   return nvmlDeviceGetIndex(device, minor);  // /dev/nvidiaN numbering follows PCI order here
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
+nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -283,8 +301,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemor
   return NVML_SUCCESS;
 }
 
-NVML_SIM_V2_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
-                                                        nvmlMemory_v2_t* memory) {
+nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device, nvmlMemory_v2_t* memory) {
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   if (memory->version != gpusel::abi::kNvmlMemoryV2Version) return NVML_ERROR_INVALID_ARGUMENT;
   nvmlMemory_t v1{};
@@ -296,7 +313,7 @@ NVML_SIM_V2_API nvmlReturn_t nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t device,
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t* pci) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -314,8 +331,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciIn
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major,
-                                                             int* minor) {
+nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device, int* major, int* minor) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -325,8 +341,8 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetCudaComputeCapability(nvmlDevice_t device
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int words,
-                                                   unsigned long* mask) {
+nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned int words,
+                                      unsigned long* mask) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -340,8 +356,8 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetCpuAffinity(nvmlDevice_t device, unsigned
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int words,
-                                                      unsigned long* nodes, unsigned int scope) {
+nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsigned int words,
+                                         unsigned long* nodes, unsigned int scope) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -354,7 +370,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetMemoryAffinity(nvmlDevice_t device, unsig
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
+nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned int* node) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -362,8 +378,8 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetNumaNodeId(nvmlDevice_t device, unsigned 
   return NVML_ERROR_NOT_SUPPORTED;  // only where GPU memory is a NUMA node of its own
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
-                                               unsigned int* pending) {
+nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int* current,
+                                  unsigned int* pending) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -373,7 +389,17 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetMigMode(nvmlDevice_t device, unsigned int
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
+nvmlReturn_t nvmlDeviceGetPersistenceMode(nvmlDevice_t device, unsigned int* mode) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (box->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+  *mode = gpu->persistence_mode ? 1u : 0u;  // NVML_FEATURE_ENABLED : NVML_FEATURE_DISABLED
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, unsigned int* count) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -382,9 +408,8 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetMaxMigDeviceCount(nvmlDevice_t device, un
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device,
-                                                              unsigned int index,
-                                                              nvmlDevice_t* mig) {
+nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t device, unsigned int index,
+                                                 nvmlDevice_t* mig) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -395,7 +420,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetMigDeviceHandleByIndex(nvmlDevice_t devic
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* is_mig) {
+nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsigned int* is_mig) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -404,8 +429,8 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceIsMigDeviceHandle(nvmlDevice_t device, unsig
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t device,
-                                                                       nvmlDevice_t* parent) {
+nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_t device,
+                                                          nvmlDevice_t* parent) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -414,7 +439,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevic
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
+nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsigned int* id) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -423,7 +448,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetGpuInstanceId(nvmlDevice_t device, unsign
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
+nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, unsigned int* id) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -432,8 +457,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetComputeInstanceId(nvmlDevice_t device, un
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
-                                                        nvmlUtilization_t* util) {
+nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_t* util) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -447,9 +471,8 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device,
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device,
-                                                                  unsigned int* count,
-                                                                  nvmlProcessInfo_t* infos) {
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) {
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
@@ -476,8 +499,7 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t d
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b,
-                                                              int* level) {
+nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nvmlDevice_t b, int* level) {
   const gpuselNvmlDeviceBox* ba;
   const gpuselNvmlDeviceBox* bb;
   const SimGpu* ga;
@@ -485,29 +507,33 @@ NVML_SIM_API nvmlReturn_t nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_t a, nv
   if (nvmlReturn_t rc = check(a, &ba, &ga); rc != NVML_SUCCESS) return rc;
   if (nvmlReturn_t rc = check(b, &bb, &gb); rc != NVML_SUCCESS) return rc;
   if (level == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // Same GPU: INTERNAL; one PCIe switch: SINGLE; same NUMA node: NODE; else SYSTEM.
-  *level = ga == gb                                                       ? 0
-           : (ga->pcie_switch >= 0 && ga->pcie_switch == gb->pcie_switch) ? 10
-           : ga->numa_node == gb->numa_node                               ? 40
-                                                                          : 50;
+  *level = gpusel::sim::topology_level(*ga, *gb);
   return NVML_SUCCESS;
 }
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps,
-                                                 int* status) {
+nvmlReturn_t nvmlDeviceGetP2PStatus(nvmlDevice_t a, nvmlDevice_t b, int caps, int* status) {
   const gpuselNvmlDeviceBox *ba, *bb;
   const SimGpu* ga;
   const SimGpu* gb;
   if (nvmlReturn_t rc = check(a, &ba, &ga); rc != NVML_SUCCESS) return rc;
   if (nvmlReturn_t rc = check(b, &bb, &gb); rc != NVML_SUCCESS) return rc;
   if (status == nullptr || caps < 0 || caps > 4) return NVML_ERROR_INVALID_ARGUMENT;
-  constexpr int kOk = 0, kNotSupported = 5;  // nvmlGpuP2PStatus_t
-  const bool nvlink = ga->nvlink_domain >= 0 && ga->nvlink_domain == gb->nvlink_domain;
-  if (caps == gpusel::abi::kNvmlP2PCapsIndexNvlink) {
-    *status = ga != gb && nvlink ? kOk : kNotSupported;
+  // nvmlGpuP2PStatus_t: OK 0, GPU_NOT_SUPPORTED 2, IOH_TOPOLOGY_NOT_SUPPORTED 3, NOT_SUPPORTED 5.
+  // The same answers as the CUDA double's cuDeviceCanAccessPeer and cuDeviceGetP2PAttribute.
+  constexpr int kOk = 0, kGpuNotSupported = 2, kTopologyNotSupported = 3, kNotSupported = 5;
+  const bool mig = ba->mig >= 0 || bb->mig >= 0;
+  const bool nvlink = !mig && gpusel::sim::nvlink_between(*ga, *gb);
+  const bool access = !mig && gpusel::sim::peer_access(*ga, *gb);
+  if (caps == gpusel::abi::kNvmlP2PCapsIndexNvlink || caps == 3) {  // NVLINK, ATOMICS
+    *status = nvlink ? kOk : kNotSupported;
+  } else if (access) {
+    *status = kOk;
+  } else if (ga == gb || mig) {
+    *status = kNotSupported;
+  } else if (!ga->pcie_p2p || !gb->pcie_p2p) {
+    *status = kGpuNotSupported;
   } else {
-    // Reads, writes, atomics and the PCIe property work between GPUs of one machine here.
-    *status = ga != gb ? kOk : kNotSupported;
+    *status = kTopologyNotSupported;
   }
   return NVML_SUCCESS;
 }
@@ -524,18 +550,461 @@ nvmlReturn_t link_value(nvmlDevice_t device, unsigned int* out, unsigned SimGpu:
 }
 }  // namespace
 
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device,
-                                                              unsigned int* v) {
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkGeneration(nvmlDevice_t device, unsigned int* v) {
   return link_value(device, v, &SimGpu::pcie_generation);
 }
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int* v) {
+nvmlReturn_t nvmlDeviceGetCurrPcieLinkWidth(nvmlDevice_t device, unsigned int* v) {
   return link_value(device, v, &SimGpu::pcie_width);
 }
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int* v) {
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkGeneration(nvmlDevice_t device, unsigned int* v) {
   return link_value(device, v, &SimGpu::pcie_max_generation);
 }
-NVML_SIM_API nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int* v) {
+nvmlReturn_t nvmlDeviceGetMaxPcieLinkWidth(nvmlDevice_t device, unsigned int* v) {
   return link_value(device, v, &SimGpu::pcie_max_width);
+}
+
+namespace {
+
+// Busy: the machine file's utilisation, or a simulated process with a context on it.
+bool busy(const SimGpu& gpu) {
+  return gpu.utilization_gpu > 0 ||
+         !gpusel::sim::live_processes(state().loaded.machine, gpu.uuid).empty() ||
+         !gpu.processes.empty();
+}
+
+// Sensors and clocks belong to the whole GPU: a MIG handle gets NOT_SUPPORTED, as on real ones.
+nvmlReturn_t check_whole(nvmlDevice_t device, const SimGpu** gpu) {
+  const gpuselNvmlDeviceBox* box;
+  if (nvmlReturn_t rc = check(device, &box, gpu); rc != NVML_SUCCESS) return rc;
+  return box->mig >= 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+}
+
+// "0000:18:00.0", "00000000:18:00.0" or "18:00.0", any case -> the GPU's position, or -1.
+int gpu_by_bus(const char* bus) {
+  unsigned dom = 0, b = 0, d = 0, f = 0;
+  char tail = 0;
+  if (std::sscanf(bus, "%x:%x:%x.%x%c", &dom, &b, &d, &f, &tail) != 4) {
+    dom = 0;
+    if (std::sscanf(bus, "%x:%x.%x%c", &b, &d, &f, &tail) != 3) return -1;
+  }
+  const auto& gpus = state().loaded.machine.gpus;
+  for (std::size_t i = 0; i < gpus.size(); ++i) {
+    const SimGpu& g = gpus[i];
+    if (g.pci_domain == dom && g.pci_bus == b && g.pci_device == d && g.pci_function == f)
+      return static_cast<int>(i);
+  }
+  return -1;
+}
+
+void fill_pci(nvmlPciInfo_t* pci, unsigned domain, unsigned bus, unsigned dev, unsigned id) {
+  std::memset(pci, 0, sizeof *pci);
+  std::snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%04X:%02X:%02X.0", domain, bus, dev);
+  pci->domain = domain;
+  pci->bus = bus;
+  pci->device = dev;
+  pci->pciDeviceId = id;
+  std::snprintf(pci->busId, sizeof pci->busId, "%08X:%02X:%02X.0", domain, bus, dev);
+}
+
+// The legacy nvmlPciInfo_t (nvmlDeviceGetPciInfo, the v1 symbols): 52 bytes, busId first.
+void to_legacy(const nvmlPciInfo_t& v3, nvmlPciInfoLegacy_t* out) {
+  std::memset(out, 0, sizeof *out);
+  std::memcpy(out->busId, v3.busIdLegacy, sizeof out->busId);
+  out->domain = v3.domain;
+  out->bus = v3.bus;
+  out->device = v3.device;
+  out->pciDeviceId = v3.pciDeviceId;
+  out->pciSubSystemId = v3.pciSubSystemId;
+}
+
+// What NVLink `link` of `gpu` reaches: in a domain of two GPUs, the other one over a bridge;
+// in a larger domain, one of four NVSwitches (synthetic PCI addresses 0000000F:F0-F3:00.0,
+// device 0x22A3). Returns NOT_SUPPORTED off NVLink, INVALID_ARGUMENT past the GPU's links.
+nvmlReturn_t nvlink_remote(nvmlDevice_t device, unsigned link, const SimGpu** peer, int* sw) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (gpu->nvlink_domain < 0 || gpu->nvlinks == 0) return NVML_ERROR_NOT_SUPPORTED;
+  if (link >= gpu->nvlinks) return NVML_ERROR_INVALID_ARGUMENT;
+  std::vector<const SimGpu*> others;
+  for (const SimGpu& g : state().loaded.machine.gpus) {
+    if (gpusel::sim::nvlink_between(*gpu, g)) others.push_back(&g);
+  }
+  *peer = others.size() == 1 ? others[0] : nullptr;
+  *sw = others.size() == 1 ? -1 : static_cast<int>(link % 4);
+  return NVML_SUCCESS;
+}
+
+}  // namespace
+
+nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
+  if (!initialised()) return NVML_ERROR_UNINITIALIZED;
+  const SimMachine& m = state().loaded.machine;
+  // "<CUDA major>.<driver version>", as NVML itself reports it (e.g. 12.570.124.06).
+  return copy_string(std::to_string(m.cuda_driver_version / 1000) + "." + m.driver_version, version,
+                     length);
+}
+
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus, nvmlDevice_t* device) {
+  if (!initialised()) return NVML_ERROR_UNINITIALIZED;
+  if (bus == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const int g = gpu_by_bus(bus);
+  if (g < 0) return NVML_ERROR_NOT_FOUND;
+  if (state().loaded.machine.gpus[static_cast<std::size_t>(g)].lost) return NVML_ERROR_GPU_IS_LOST;
+  *device = to_handle(&state().gpu_handles[static_cast<std::size_t>(g)]);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetHandleByPciBusId(const char* bus, nvmlDevice_t* device) {
+  return nvmlDeviceGetHandleByPciBusId_v2(bus, device);
+}
+
+nvmlReturn_t nvmlDeviceGetSerial(nvmlDevice_t device, char* serial, unsigned int length) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (gpu->serial.empty()) return NVML_ERROR_NOT_SUPPORTED;  // GeForce boards report none
+  return copy_string(gpu->serial, serial, length);
+}
+
+nvmlReturn_t nvmlDeviceGetBrand(nvmlDevice_t device, int* brand) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (brand == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *brand = static_cast<int>(gpusel::sim::model::brand_by_name(gpu->brand));
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetArchitecture(nvmlDevice_t device, unsigned int* arch) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (arch == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *arch = gpusel::sim::model::architecture(gpu->cc_major, gpu->cc_minor);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNumGpuCores(nvmlDevice_t device, unsigned int* cores) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (cores == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (box->mig < 0) {
+    *cores = gpu->gpu_cores;
+  } else {
+    const int sms = gpu->migs[static_cast<std::size_t>(box->mig)].sm_count;
+    *cores = static_cast<unsigned>(std::max(0, sms)) *
+             static_cast<unsigned>(gpusel::sim::model::cores_per_sm(gpu->cc_major, gpu->cc_minor));
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int* width) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (width == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *width = gpu->memory_bus_width;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t* pci) {
+  return nvmlDeviceGetPciInfo_v3(device, pci);
+}
+nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfoLegacy_t* pci) {
+  if (pci == nullptr) {
+    const gpuselNvmlDeviceBox* box;
+    const SimGpu* gpu;
+    if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  nvmlPciInfo_t v3{};
+  if (nvmlReturn_t rc = nvmlDeviceGetPciInfo_v3(device, &v3); rc != NVML_SUCCESS) return rc;
+  to_legacy(v3, pci);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, int* active) {
+  const SimGpu* peer;
+  int sw;
+  if (nvmlReturn_t rc = nvlink_remote(device, link, &peer, &sw); rc != NVML_SUCCESS) return rc;
+  if (active == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *active = 1;  // NVML_FEATURE_ENABLED
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
+                                        unsigned int* version) {
+  const SimGpu* peer;
+  int sw;
+  if (nvmlReturn_t rc = nvlink_remote(device, link, &peer, &sw); rc != NVML_SUCCESS) return rc;
+  if (version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  check(device, &box, &gpu);
+  *version = gpu->nvlink_version;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_t device, unsigned int link,
+                                                 nvmlPciInfo_t* pci) {
+  const SimGpu* peer;
+  int sw;
+  if (nvmlReturn_t rc = nvlink_remote(device, link, &peer, &sw); rc != NVML_SUCCESS) return rc;
+  if (pci == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (peer != nullptr) {
+    fill_pci(pci, peer->pci_domain, peer->pci_bus, peer->pci_device, peer->pci_device_id);
+  } else {
+    fill_pci(pci, 0xF, 0xF0u + static_cast<unsigned>(sw), 0, 0x22A310DEu);
+  }
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkRemotePciInfo(nvmlDevice_t device, unsigned int link,
+                                              nvmlPciInfoLegacy_t* pci) {
+  nvmlPciInfo_t v2{};
+  if (nvmlReturn_t rc = nvmlDeviceGetNvLinkRemotePciInfo_v2(device, link, pci ? &v2 : nullptr);
+      rc != NVML_SUCCESS)
+    return rc;
+  to_legacy(v2, pci);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_t device, unsigned int link,
+                                                 int* type) {
+  const SimGpu* peer;
+  int sw;
+  if (nvmlReturn_t rc = nvlink_remote(device, link, &peer, &sw); rc != NVML_SUCCESS) return rc;
+  if (type == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *type = peer != nullptr ? 0 : 2;  // NVML_NVLINK_DEVICE_TYPE_GPU, _SWITCH
+  return NVML_SUCCESS;
+}
+
+// Temperature rises with load: the file's idle figure plus 0.4 degree per percent of use.
+nvmlReturn_t nvmlDeviceGetTemperature(nvmlDevice_t device, int sensor, unsigned int* temp) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (temp == nullptr || sensor != 0) return NVML_ERROR_INVALID_ARGUMENT;  // NVML_TEMPERATURE_GPU
+  nvmlUtilization_t util{};
+  nvmlDeviceGetUtilizationRates(device, &util);
+  *temp = gpu->temperature + util.gpu * 2 / 5;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetTemperatureThreshold(nvmlDevice_t device, int type, unsigned int* temp) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (temp == nullptr || type < 0 || type > 7) return NVML_ERROR_INVALID_ARGUMENT;
+  switch (type) {
+    case 0:  // SHUTDOWN
+      *temp = gpu->temperature_shutdown;
+      break;
+    case 1:  // SLOWDOWN
+      *temp = gpu->temperature_slowdown;
+      break;
+    case 2:  // MEM_MAX
+      *temp = gpu->temperature_memory_max;
+      break;
+    case 3:  // GPU_MAX
+      *temp = gpu->temperature_gpu_max;
+      break;
+    default:  // acoustic limits and GPS: not on these boards
+      return NVML_ERROR_NOT_SUPPORTED;
+  }
+  return NVML_SUCCESS;
+}
+
+// Power draw: the idle figure plus the used share of the way to the limit.
+nvmlReturn_t nvmlDeviceGetPowerUsage(nvmlDevice_t device, unsigned int* milliwatts) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (milliwatts == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  nvmlUtilization_t util{};
+  nvmlDeviceGetUtilizationRates(device, &util);
+  const unsigned headroom =
+      gpu->power_limit_mw > gpu->power_draw_mw ? gpu->power_limit_mw - gpu->power_draw_mw : 0;
+  *milliwatts = gpu->power_draw_mw +
+                static_cast<unsigned>(static_cast<unsigned long long>(headroom) * util.gpu / 100);
+  return NVML_SUCCESS;
+}
+
+namespace {
+nvmlReturn_t power_limit(nvmlDevice_t device, unsigned int* milliwatts) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (milliwatts == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *milliwatts = gpu->power_limit_mw;
+  return NVML_SUCCESS;
+}
+}  // namespace
+
+nvmlReturn_t nvmlDeviceGetPowerManagementLimit(nvmlDevice_t device, unsigned int* milliwatts) {
+  return power_limit(device, milliwatts);
+}
+nvmlReturn_t nvmlDeviceGetPowerManagementDefaultLimit(nvmlDevice_t device,
+                                                      unsigned int* milliwatts) {
+  return power_limit(device, milliwatts);
+}
+nvmlReturn_t nvmlDeviceGetEnforcedPowerLimit(nvmlDevice_t device, unsigned int* milliwatts) {
+  return power_limit(device, milliwatts);
+}
+nvmlReturn_t nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_t device, unsigned int* min,
+                                                          unsigned int* max) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (min == nullptr || max == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *min = gpu->power_limit_mw / 7 * 2;  // e.g. 200 W for a 700 W H100
+  *max = gpu->power_limit_mw;
+  return NVML_SUCCESS;
+}
+
+namespace {
+// Maximum clocks per nvmlClockType_t: GRAPHICS 0, SM 1, MEM 2, VIDEO 3.
+nvmlReturn_t max_clock(const SimGpu& gpu, int type, unsigned* mhz) {
+  switch (type) {
+    case 0:
+    case 1:
+      *mhz = gpu.clock_mhz;
+      return NVML_SUCCESS;
+    case 2:
+      *mhz = gpu.memory_clock_mhz;
+      return NVML_SUCCESS;
+    case 3:
+      *mhz = gpu.clock_mhz * 9 / 10;
+      return NVML_SUCCESS;
+    default:
+      return NVML_ERROR_INVALID_ARGUMENT;
+  }
+}
+}  // namespace
+
+// Current clocks: the maximum while busy, a fifth of it (memory: the full clock) when idle.
+nvmlReturn_t nvmlDeviceGetClockInfo(nvmlDevice_t device, int type, unsigned int* mhz) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (mhz == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (nvmlReturn_t rc = max_clock(*gpu, type, mhz); rc != NVML_SUCCESS) return rc;
+  if (type != 2 && !busy(*gpu)) *mhz /= 5;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type, unsigned int* mhz) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (mhz == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return max_clock(*gpu, type, mhz);
+}
+
+nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, int type, unsigned int* mhz) {
+  return nvmlDeviceGetMaxClockInfo(device, type, mhz);
+}
+nvmlReturn_t nvmlDeviceGetDefaultApplicationsClock(nvmlDevice_t device, int type,
+                                                   unsigned int* mhz) {
+  return nvmlDeviceGetMaxClockInfo(device, type, mhz);
+}
+
+// nvmlClockId_t: CURRENT 0, APP_CLOCK_TARGET 1, APP_CLOCK_DEFAULT 2, CUSTOMER_BOOST_MAX 3.
+nvmlReturn_t nvmlDeviceGetClock(nvmlDevice_t device, int type, int id, unsigned int* mhz) {
+  if (id == 0) return nvmlDeviceGetClockInfo(device, type, mhz);
+  if (id < 0 || id > 3) {
+    const SimGpu* gpu;
+    if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  return nvmlDeviceGetMaxClockInfo(device, type, mhz);
+}
+
+nvmlReturn_t nvmlDeviceGetPerformanceState(nvmlDevice_t device, int* pstate) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (pstate == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *pstate = static_cast<int>(gpu->performance_state);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPowerState(nvmlDevice_t device, int* pstate) {
+  return nvmlDeviceGetPerformanceState(device, pstate);
+}
+
+nvmlReturn_t nvmlDeviceGetNumFans(nvmlDevice_t device, unsigned int* fans) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (fans == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->fan_speed < 0) return NVML_ERROR_NOT_SUPPORTED;  // passively cooled
+  *fans = 1;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetFanSpeed_v2(nvmlDevice_t device, unsigned int fan,
+                                      unsigned int* percent) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (percent == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->fan_speed < 0) return NVML_ERROR_NOT_SUPPORTED;
+  if (fan != 0) return NVML_ERROR_INVALID_ARGUMENT;
+  *percent = static_cast<unsigned>(gpu->fan_speed);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetFanSpeed(nvmlDevice_t device, unsigned int* percent) {
+  return nvmlDeviceGetFanSpeed_v2(device, 0, percent);
+}
+
+namespace {
+constexpr unsigned long long kThrottleGpuIdle = 0x1, kThrottleSupported = 0x1FF;
+}
+
+// Clock event ("throttle") reasons: the machine file's mask, else GPU_IDLE while idle.
+nvmlReturn_t nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_t device,
+                                                    unsigned long long* reasons) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (reasons == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *reasons = gpu->throttle_given ? gpu->throttle_reasons : (busy(*gpu) ? 0 : kThrottleGpuIdle);
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetCurrentClocksThrottleReasons(nvmlDevice_t device,
+                                                       unsigned long long* reasons) {
+  return nvmlDeviceGetCurrentClocksEventReasons(device, reasons);
+}
+nvmlReturn_t nvmlDeviceGetSupportedClocksEventReasons(nvmlDevice_t device,
+                                                      unsigned long long* reasons) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (reasons == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *reasons = kThrottleSupported;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device,
+                                                         unsigned long long* reasons) {
+  return nvmlDeviceGetSupportedClocksEventReasons(device, reasons);
+}
+
+}  // namespace impl
+
+// ---- the exported entry points: traced wrappers around impl:: --------------------------------
+#define SIM_NVML_WRAP(visibility, name, params, args)                                           \
+  visibility nvmlReturn_t name params {                                                         \
+    const nvmlReturn_t rc = impl::name args;                                                    \
+    if (gpusel::sim::trace::on())                                                               \
+      std::apply(                                                                               \
+          [&](const auto&... traced_args) {                                                     \
+            gpusel::sim::trace::call("libnvidia-ml.so.1", #name, rc, impl::nvmlErrorString(rc), \
+                                     rc == NVML_SUCCESS, traced_args...);                       \
+          },                                                                                    \
+          std::make_tuple args);                                                                \
+    return rc;                                                                                  \
+  }
+#define SIM_NVML(name, params, args) SIM_NVML_WRAP(NVML_SIM_API, name, params, args)
+#define SIM_NVML_V2(name, params, args) SIM_NVML_WRAP(NVML_SIM_V2_API, name, params, args)
+#include "nvml_exports.inc"
+#undef SIM_NVML
+#undef SIM_NVML_V2
+
+NVML_SIM_API const char* nvmlErrorString(nvmlReturn_t result) {
+  const char* text = impl::nvmlErrorString(result);
+  if (gpusel::sim::trace::on()) {
+    std::string line;
+    gpusel::sim::trace::quote(line, text);
+    gpusel::sim::trace::call("libnvidia-ml.so.1", "nvmlErrorString", 0, line.c_str(), true, result);
+  }
+  return text;
 }
 
 // Each exported function of nvml.def has exactly the prototype gpusel's loader expects.
