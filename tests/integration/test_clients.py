@@ -240,7 +240,8 @@ offline = true
 
 
 def find_cargo():
-    for c in (shutil.which("cargo"), os.path.expanduser("~/.cargo/bin/cargo")):
+    # Debian's cargo first: it matches Debian's vendored crates.
+    for c in ("/usr/bin/cargo", shutil.which("cargo"), os.path.expanduser("~/.cargo/bin/cargo")):
         if c and os.access(c, os.X_OK):
             return c
     return None
@@ -266,6 +267,8 @@ class NvmlWrapperTest(Case):
             if not os.path.exists(full) or open(full).read() != text:
                 with open(full, "w") as f:
                     f.write(text)
+        if os.path.exists(os.path.join(project, "Cargo.lock")):
+            os.remove(os.path.join(project, "Cargo.lock"))  # another cargo's lock format; offline it resolves alike
         r = subprocess.run([cargo, "build", "--offline", "--release", "-q"], cwd=project, capture_output=True,
                            text=True, env=base_env(), timeout=600)
         if r.returncode != 0:

@@ -5,7 +5,7 @@ import re
 import subprocess
 import unittest
 
-from support import SIM_ROOT, SOURCE, Case
+from support import SHARED, SIM_ROOT, SOURCE, Case
 
 
 def listed(def_file, macro):
@@ -23,7 +23,45 @@ def exported(path):
     return {line.split()[-1] for line in out.splitlines() if line.split()[1] in "TtWi"}
 
 
+def simulator_list(inc, macros):
+    """The symbols of sim/cuda_exports.inc or sim/nvml_exports.inc."""
+    with open(os.path.join(SOURCE, "sim", inc)) as f:
+        text = f.read()
+    return {m.group(2) for m in re.finditer(rf"^({'|'.join(macros)})\((\w+),", text, re.M)}
+
+
+def abi_symbols(section):
+    """Every function name in a section of shared/reference/abi.md's tables (the symbols to look up)."""
+    with open(os.path.join(SHARED, "reference", "abi.md")) as f:
+        text = f.read()
+    part = text.split("\n## ")[{"nvml": 1, "cuda": 2}[section]]
+    names = set()
+    for line in part.splitlines():
+        if not line.startswith("| ") or line.startswith("| symbol") or line.startswith("| API") or "---" in line:
+            continue
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        column = cells[0] if section == "nvml" else cells[1]
+        names.update(re.findall(r"\b(?:nvml|cu)[A-Za-z0-9_]+", column))
+    return names
+
+
 class ExportsTest(Case):
+    def test_export_lists_match_the_libraries(self):
+        cuda = exported(os.path.join(SIM_ROOT, "libcuda.so.1"))
+        self.assertEqual(simulator_list("cuda_exports.inc", ["SIM_CU"]), cuda)
+        nvml = exported(os.path.join(SIM_ROOT, "libnvidia-ml.so.1"))
+        self.assertEqual(simulator_list("nvml_exports.inc", ["SIM_NVML", "SIM_NVML_V2"]) | {"nvmlErrorString"}, nvml)
+
+    def test_the_export_lists_and_the_reference_abi_agree(self):
+        cuda_abi, nvml_abi = abi_symbols("cuda"), abi_symbols("nvml")
+        self.assertIn("cuDeviceGetUuid_v2", cuda_abi)
+        self.assertIn("nvmlDeviceGetTopologyCommonAncestor", nvml_abi)
+        self.assertEqual(cuda_abi - simulator_list("cuda_exports.inc", ["SIM_CU"]), set())
+        self.assertEqual(nvml_abi - simulator_list("nvml_exports.inc", ["SIM_NVML", "SIM_NVML_V2"]) - {"nvmlErrorString"},
+                         set())
+        # gpusel's loaders look up nothing the reference does not describe or the simulator lacks.
+        self.assertEqual(set(listed("cuda.def", "GPUSEL_CUDA")) - simulator_list("cuda_exports.inc", ["SIM_CU"]), set())
+
     def test_nvml(self):
         names = listed("nvml.def", "GPUSEL_NVML")
         self.assertIn("nvmlDeviceGetUUID", names)

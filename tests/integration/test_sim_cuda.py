@@ -307,5 +307,106 @@ class CudaMemoryTest(Case):
         self.assertFalse(out["roundtrip_ok"])
 
 
+# Issue 10: what real clients call, through ctypes in a child process.
+CLIENT_API = r"""
+import ctypes, json, os
+lib = ctypes.CDLL(os.path.join(os.environ["GPUSEL_SIM_ROOT"], "libcuda.so.1"))
+out = {}
+def call(name, *args):
+    return getattr(lib, name)(*args)
+call("cuInit", 0)
+n = ctypes.c_int()
+call("cuDeviceGetCount", ctypes.byref(n))
+v = ctypes.c_int()
+out["attrs"] = {a: [call("cuDeviceGetAttribute", ctypes.byref(v), a, 0), v.value][0] for a in range(-1, 150)}
+out["clock"] = [call("cuDeviceGetAttribute", ctypes.byref(v), 13, d) or v.value for d in range(n.value)]
+out["bus_width"] = [call("cuDeviceGetAttribute", ctypes.byref(v), 37, d) or v.value for d in range(n.value)]
+out["peer"] = [[call("cuDeviceCanAccessPeer", ctypes.byref(v), a, b) or v.value for b in range(n.value)]
+               for a in range(n.value)]
+out["atomic"] = [call("cuDeviceGetP2PAttribute", ctypes.byref(v), 3, 0, 1) or v.value,
+                 call("cuDeviceGetP2PAttribute", ctypes.byref(v), 2, 0, 0)]
+ma, mi = ctypes.c_int(), ctypes.c_int()
+out["cc"] = [call("cuDeviceComputeCapability", ctypes.byref(ma), ctypes.byref(mi), 0), ma.value, mi.value]
+ctx, popped, dev = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
+out["ctx"] = [call("cuCtxCreate_v2", ctypes.byref(ctx), 0, 1), call("cuCtxGetDevice", ctypes.byref(dev)), dev.value,
+              call("cuCtxPopCurrent_v2", ctypes.byref(popped)), popped.value == ctx.value,
+              call("cuCtxGetDevice", ctypes.byref(dev)), call("cuCtxPushCurrent_v2", ctx),
+              call("cuCtxDestroy_v2", ctx), call("cuCtxGetDevice", ctypes.byref(dev))]
+free, total = ctypes.c_size_t(), ctypes.c_size_t()
+pctx = ctypes.c_void_p()
+call("cuDevicePrimaryCtxRetain", ctypes.byref(pctx), 0)
+call("cuCtxSetCurrent", pctx)
+out["meminfo"] = [call("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total)), free.value < total.value]
+class IpcHandle(ctypes.Structure):
+    _fields_ = [("reserved", ctypes.c_char * 64)]  # passed by value
+ev, st = ctypes.c_void_p(), ctypes.c_void_p()
+call("cuEventCreate", ctypes.byref(ev), 0)
+call("cuStreamCreate", ctypes.byref(st), 0)
+out["queries"] = [call("cuEventQuery", ev), call("cuStreamQuery", st), call("cuModuleUnload", ctypes.c_void_p(8)),
+                  call("cuIpcOpenMemHandle_v2", ctypes.byref(ctypes.c_ulonglong()), IpcHandle(), 1),
+                  call("cuDevicePrimaryCtxRelease", 0)]
+fn, status = ctypes.c_void_p(), ctypes.c_int()
+def proc(name, version):
+    rc = call("cuGetProcAddress_v2", name.encode(), ctypes.byref(fn), version, ctypes.c_ulonglong(0), ctypes.byref(status))
+    return [rc, status.value, fn.value]
+addr = lambda s: ctypes.cast(getattr(lib, s), ctypes.c_void_p).value
+out["proc"] = {
+    "ctxcreate": proc("cuCtxCreate", 12000)[2] == addr("cuCtxCreate_v2"),
+    "release_old": proc("cuDevicePrimaryCtxRelease", 10000)[2] == addr("cuDevicePrimaryCtxRelease"),
+    "release_new": proc("cuDevicePrimaryCtxRelease", 11000)[2] == addr("cuDevicePrimaryCtxRelease_v2"),
+    "ipc_new": proc("cuIpcOpenMemHandle", 12000)[2] == addr("cuIpcOpenMemHandle_v2"),
+    "peer": proc("cuDeviceCanAccessPeer", 12000)[2] == addr("cuDeviceCanAccessPeer"),
+    "too_old": proc("cuMemAlloc", 2000)[:2],
+    "versioned_name": proc("cuMemAlloc_v2", 12000)[:2],
+}
+print(json.dumps(out))
+"""
+
+
+class CudaClientApiTest(Case):
+    def run_api(self, name, **env):
+        r = subprocess.run([sys.executable, "-c", CLIENT_API], capture_output=True, text=True,
+                           env=for_python(sim_env(name, GPUSEL_SIM_ROOT=SIM_ROOT, **env)), timeout=120)
+        if r.returncode != 0:
+            raise AssertionError(r.stdout + r.stderr)
+        return json.loads(r.stdout), r.stderr
+
+    def test_every_defined_attribute_answers(self):
+        out, _ = self.run_api("dgx-h100")
+        rcs = {int(k): v for k, v in out["attrs"].items()}
+        self.assertEqual([a for a in range(1, 148) if rcs[a] != 0], [])
+        self.assertEqual([rcs[a] for a in (-1, 0, 148, 149)], [1, 1, 1, 1])  # INVALID_VALUE
+        self.assertEqual(out["cc"], [0, 9, 0])
+
+    def test_per_model_figures_and_peer_access(self):
+        dgx, _ = self.run_api("dgx-h100")
+        self.assertEqual(set(dgx["clock"]), {1980000})
+        self.assertEqual(set(dgx["bus_width"]), {5120})
+        self.assertEqual(dgx["peer"], [[int(a != b) for b in range(8)] for a in range(8)])  # NVLink all-to-all
+        self.assertEqual(dgx["atomic"], [1, 101])  # native atomics over NVLink; a device to itself: INVALID_DEVICE
+        mixed, _ = self.run_api("workstation-mixed", CUDA_DEVICE_ORDER="PCI_BUS_ID")  # A4000, 4090, A6000
+        self.assertEqual(mixed["clock"], [1560000, 2520000, 1800000])
+        self.assertEqual(mixed["bus_width"], [256, 384, 384])
+        # PCIe peers between the RTX boards; the GeForce 4090 has peer access off.
+        self.assertEqual(mixed["peer"], [[0, 0, 1], [0, 0, 0], [1, 0, 0]])
+        self.assertEqual(mixed["atomic"], [0, 101])
+
+    def test_contexts_queries_and_proc_address(self):
+        out, _ = self.run_api("dgx-h100")
+        self.assertEqual(out["ctx"], [0, 0, 1, 0, True, 201, 0, 0, 201])
+        self.assertEqual(out["meminfo"], [0, True])
+        self.assertEqual(out["queries"], [0, 0, 400, 801, 0])
+        self.assertEqual(out["proc"], {"ctxcreate": True, "release_old": True, "release_new": True, "ipc_new": True,
+                                       "peer": True, "too_old": [500, 2], "versioned_name": [500, 1]})
+
+    def test_trace(self):
+        out, err = self.run_api("dgx-h100", GPUSEL_SIM_TRACE="stderr")
+        self.assertRegex(err, r"gpusel-sim\[\d+\] libcuda.so.1: cuInit\(0\) = 0 CUDA_SUCCESS")
+        self.assertRegex(err, r"cuDeviceGetCount\(0x[0-9a-f]+->8\) = 0 CUDA_SUCCESS")
+        self.assertIn("cuDeviceGetAttribute(", err)
+        self.assertIn("= 1 CUDA_ERROR_INVALID_VALUE", err)
+        self.assertIn('MISSING cuGetProcAddress "cuMemAlloc_v2" (version 12000)', err)
+
+
 if __name__ == "__main__":
     unittest.main()
