@@ -30,6 +30,10 @@ struct LeaseHolder {
   std::string started;  // local time the process started, "YYYY-MM-DD HH:MM:SS"; empty unknown
 };
 
+// Who a process is, from /proc (for lease holders and the processes NVML lists); fields stay empty
+// where /proc does not tell. The command has control characters replaced.
+LeaseHolder process_details(int pid);
+
 // "pid 4242 (user alice, command `python3 train.py`, since 2026-11-30 09:12:00)".
 std::string describe_holder(const LeaseHolder& holder);
 

@@ -56,7 +56,9 @@ std::optional<int> lock_owner(dev_t dev, ino_t ino) {
   return std::nullopt;
 }
 
-LeaseHolder holder_of(int pid) {
+}  // namespace
+
+LeaseHolder process_details(int pid) {
   LeaseHolder h;
   h.pid = pid;
   const std::string proc = "/proc/" + std::to_string(pid);
@@ -108,6 +110,8 @@ LeaseHolder holder_of(int pid) {
   }
   return h;
 }
+
+namespace {
 
 // Opens the lease file of `uuid` read-only, creating it when absent, never through a link.
 int open_lease_file(const std::string& path) {
@@ -227,7 +231,7 @@ std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
       }
       if (holder != nullptr) {
         std::optional<int> pid = got_stat ? lock_owner(st.st_dev, st.st_ino) : std::nullopt;
-        *holder = pid ? std::optional<LeaseHolder>(holder_of(*pid)) : std::nullopt;
+        *holder = pid ? std::optional<LeaseHolder>(process_details(*pid)) : std::nullopt;
       }
       return std::nullopt;
     }
@@ -251,7 +255,7 @@ std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::strin
   if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
   const std::optional<int> pid = lock_owner(st.st_dev, st.st_ino);
   if (!pid) return std::nullopt;
-  return holder_of(*pid);
+  return process_details(*pid);
 }
 
 }  // namespace gpusel

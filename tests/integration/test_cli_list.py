@@ -16,7 +16,8 @@ class ListTest(Case):
         self.assertEqual([row[0] for row in rows], [str(i) for i in range(8)])
         self.assertEqual([row[1] for row in rows], [str(i) for i in range(8)])
         self.assertEqual([row[2] for row in rows], uuids("dgx-h100"))
-        self.assertEqual(rows[4][-1], "1")  # NUMA node of GPU 4
+        self.assertEqual(rows[4][-4:], ["1", "0", "B", "0%"])  # NUMA node of GPU 4, memory used, utilisation
+        self.assertIn("USED UTIL", lines[2])
 
     def test_dgx_json_schema(self):
         j = gpusel_json("--sim", "dgx-h100", "list", "--json")

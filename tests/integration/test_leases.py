@@ -133,6 +133,39 @@ class PickTest(LeaseCase):
             worker.wait()
 
 
+class ListTest(LeaseCase):
+    def test_list_shows_usage_processes_and_leases(self):
+        worker = self.start("run", "--quiet", "--gpu", "2", "--", sys.executable, "-c",
+                            "import ctypes, os, time; c = ctypes.CDLL(os.environ['GPUSEL_CUDA_LIBRARY']); "
+                            "c.cuInit(0); x = ctypes.c_void_p(); c.cuDevicePrimaryCtxRetain(ctypes.byref(x), 2); "
+                            "p = ctypes.c_ulonglong(); c.cuCtxSetCurrent(x); c.cuMemAlloc_v2(ctypes.byref(p), 1 << 30); "
+                            "print(os.getpid(), flush=True); time.sleep(30)")
+        try:
+            pid = int(worker.stdout.readline())
+            r = self.run_gpusel("list", "--json")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            gpus = json.loads(r.stdout)["gpus"]
+            g = gpus[2]
+            self.assertEqual(g["memory_used_bytes"], (512 << 20) + (1 << 30))
+            self.assertEqual(g["utilization_percent"], 40)
+            self.assertEqual([(p["pid"], p["used_memory_bytes"]) for p in g["processes"]], [(pid, (512 << 20) + (1 << 30))])
+            self.assertIn("python", g["processes"][0]["command"])
+            self.assertEqual(g["lease"]["pid"], worker.pid)
+            self.assertIn("gpusel", g["lease"]["command"])
+            self.assertTrue(g["lease"]["user"])
+            self.assertEqual((gpus[0]["processes"], gpus[0]["lease"], gpus[0]["memory_used_bytes"]), ([], None, 0))
+            text = self.run_gpusel("list").stdout
+            self.assertRegex(text, r"\n2 .* 1\.5 GiB +40%\n")
+            self.assertIn(f"      process {pid} of ", text)
+            self.assertIn(f"      leased by pid {worker.pid} (user ", text)
+        finally:
+            worker.send_signal(signal.SIGTERM)
+            worker.wait()
+        # Gone with the worker: no process, no lease.
+        g = json.loads(self.run_gpusel("list", "--json").stdout)["gpus"][2]
+        self.assertEqual((g["processes"], g["lease"], g["memory_used_bytes"]), ([], None, 0))
+
+
 class LeaseTest(LeaseCase):
     def test_a_leased_gpu_is_refused_unless_shared(self):
         holder = self.start("run", "--quiet", "--gpu", "3", "--", "sleep", "30")

@@ -8,6 +8,7 @@
 #include "common.hpp"
 #include "gpusel/bandwidth.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
@@ -189,7 +190,7 @@ CLI::App* setup_list(CLI::App& app, ListOptions& options) {
 }
 
 int run_list(const ListOptions& options) {
-  const NvmlSnapshot snap = query_nvml();
+  const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});  // with usage
   const auto simulated = simulated_machine();
   if (!snap.available) {
     if (simulated) {
@@ -203,6 +204,7 @@ int run_list(const ListOptions& options) {
     return 1;
   }
   const CudaEnv env = cuda_env_from_environment();
+  const std::string lease_dir = lease_directory();
   VisibleSet vs = model_visible(snap.gpus, env);
   ProbeResult probe;  // CUDA's own view under this environment
   std::vector<std::string> probe_notes;
@@ -285,6 +287,27 @@ int run_list(const ListOptions& options) {
                      {"max_generation", gpu.pcie_max_generation},
                      {"max_width", gpu.pcie_max_width},
                      {"max_gbps", pcie_link_gbps(gpu.pcie_max_generation, gpu.pcie_max_width)}});
+      j["memory_used_bytes"] =
+          gpu.memory_used ? nlohmann::json(*gpu.memory_used) : nlohmann::json(nullptr);
+      j["utilization_percent"] =
+          gpu.utilization ? nlohmann::json(*gpu.utilization) : nlohmann::json(nullptr);
+      j["processes"] = nlohmann::json::array();
+      for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
+        const LeaseHolder who = process_details(static_cast<int>(p.pid));
+        j["processes"].push_back({{"pid", p.pid},
+                                  {"used_memory_bytes", p.used_memory},
+                                  {"user", who.user.empty() ? nlohmann::json(nullptr)
+                                                            : nlohmann::json(who.user)},
+                                  {"command", who.command.empty() ? nlohmann::json(nullptr)
+                                                                  : nlohmann::json(who.command)}});
+      }
+      const std::optional<LeaseHolder> lease =
+          gpu.failed() ? std::nullopt : lease_holder(lease_dir, gpu.uuid);
+      j["lease"] = lease ? nlohmann::json({{"pid", lease->pid},
+                                           {"user", lease->user},
+                                           {"command", lease->command},
+                                           {"started", lease->started}})
+                         : nlohmann::json(nullptr);
       j["mig_enabled"] = gpu.mig_enabled;
       j["mig_devices"] = nlohmann::json::array();
       for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
@@ -326,19 +349,31 @@ int run_list(const ListOptions& options) {
   // Text from the driver is printed with control bytes escaped: it never drives the terminal.
   for (const GpuInfo& gpu : snap.gpus)
     name_width = std::max(name_width, printable(gpu.name).size());
-  fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {}\n", "INDEX", "CUDA", "UUID", "NAME",
-             name_width, "MEMORY", "PCI BUS ID", "NUMA");
+  fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", "INDEX", "CUDA",
+             "UUID", "NAME", name_width, "MEMORY", "PCI BUS ID", "NUMA", "USED", "UTIL");
   for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
     const GpuInfo& gpu = snap.gpus[g];
     if (gpu.failed()) {
       fmt::print("{:<5} {:<4} {}\n", gpu.index, "-", "FAILED: " + printable(gpu.failure));
       continue;
     }
-    fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {}\n", gpu.index,
+    fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", gpu.index,
                ordinal_text(rows[g].visibility, rows[g].ordinal), printable(gpu.uuid),
                printable(gpu.name), name_width,
                gpu.memory_total ? format_bytes(gpu.memory_total) : "?", printable(gpu.pci_bus_id),
-               gpu.numa_node ? std::to_string(*gpu.numa_node) : "-");
+               gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
+               gpu.memory_used ? format_bytes(*gpu.memory_used) : "?",
+               gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?");
+    for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
+      const LeaseHolder who = process_details(static_cast<int>(p.pid));
+      fmt::print("      process {}{}{}, {}\n", p.pid,
+                 who.user.empty() ? std::string() : " of " + who.user,
+                 who.command.empty() ? std::string() : ": " + who.command,
+                 format_bytes(p.used_memory));
+    }
+    if (const auto lease = lease_holder(lease_dir, gpu.uuid)) {
+      fmt::print("      leased by {}\n", describe_holder(*lease));
+    }
     for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
       const int ord = rows[g].mig_ordinals[m];
       fmt::print("  MIG {:<4} {:<40} {:<{}} {:>10}  (GPU instance {}, compute instance {})\n",
