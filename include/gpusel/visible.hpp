@@ -46,6 +46,7 @@ struct GpuInfo {
   std::optional<std::uint64_t> memory_used;
   std::optional<unsigned> utilization;  // percent
   std::optional<std::vector<GpuProcess>> processes;
+  std::optional<bool> persistence_mode;  // read with usage; nullopt: not read or not reported
 };
 
 // What the process environment says; nullopt means the variable is unset.

@@ -177,6 +177,11 @@ void read_usage(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
              api.nvmlDeviceGetMemoryInfo(dev, &mem1) == NVML_SUCCESS) {
     gpu.memory_used = mem1.used;
   }
+  unsigned persistence = 0;  // nvmlEnableState_t: 0 disabled, 1 enabled
+  if (api.nvmlDeviceGetPersistenceMode &&
+      api.nvmlDeviceGetPersistenceMode(dev, &persistence) == NVML_SUCCESS) {
+    gpu.persistence_mode = persistence != 0;
+  }
   nvmlUtilization_t util{};
   if (api.nvmlDeviceGetUtilizationRates &&
       api.nvmlDeviceGetUtilizationRates(dev, &util) == NVML_SUCCESS) {
