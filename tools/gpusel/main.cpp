@@ -38,6 +38,8 @@ int main(int argc, char** argv) {
   BenchOptions bench_options, bench_worker_options;
   CLI::App* bench = setup_bench(app, bench_options);
   CLI::App* bench_worker = setup_bench_worker(app, bench_worker_options);
+  DoctorOptions doctor_options;
+  CLI::App* doctor = setup_doctor(app, doctor_options);
 
   // --sim is read wherever it stands before the command; `gpusel --sim X -- COMMAND` runs COMMAND
   // on the machine, as `gpusel sim exec X -- COMMAND` does.
@@ -85,6 +87,7 @@ int main(int argc, char** argv) {
     if (probe->parsed()) return run_probe();
     if (bench->parsed()) return run_bench(bench_options);
     if (bench_worker->parsed()) return run_bench_worker(bench_worker_options);
+    if (doctor->parsed()) return run_doctor(doctor_options);
   } catch (const gpusel::Error& e) {
     print_error(e.what());
     return e.exit_code();

@@ -1,0 +1,511 @@
+// gpusel doctor: what will go wrong on this machine and in this environment before a job runs,
+// each finding with a severity and a remedy.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpusel/bandwidth.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/lease.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/probe.hpp"
+#include "gpusel/resolve.hpp"
+#include "gpusel/spec.hpp"
+#include "gpusel/units.hpp"
+#include "gpusel/worker.hpp"
+
+namespace gpusel::cli {
+
+std::string printable(std::string_view text);  // list.cpp
+
+namespace {
+
+enum class Severity { Error, Warning, Info };
+
+const char* severity_name(Severity s) {
+  switch (s) {
+    case Severity::Error:
+      return "error";
+    case Severity::Warning:
+      return "warning";
+    case Severity::Info:
+      return "info";
+  }
+  return "info";
+}
+
+struct Finding {
+  Severity severity;
+  std::string id;  // stable, for scripts and tests
+  std::string message;
+  std::string remedy;
+  std::vector<unsigned> gpus;  // nvidia-smi indices concerned, when any
+};
+
+std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
+  std::string out;
+  for (const std::string& s : items) out += (out.empty() ? "" : sep) + s;
+  return out;
+}
+
+std::string index_list(const std::vector<unsigned>& indices) {
+  std::vector<std::string> s;
+  for (unsigned i : indices) s.push_back(std::to_string(i));
+  return join(s, ",");
+}
+
+std::string cuda_version_text(int v) {
+  if (v <= 0) return "unknown";
+  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
+}
+
+class Doctor {
+ public:
+  std::vector<Finding> findings;
+
+  void add(Severity s, std::string id, std::string message, std::string remedy,
+           std::vector<unsigned> gpus = {}) {
+    findings.push_back({s, std::move(id), std::move(message), std::move(remedy), std::move(gpus)});
+  }
+
+  void run() {
+    env = cuda_env_from_environment();
+    snap = query_nvml(NvmlQuery{true, false});
+    probe = probe_cuda(default_probe_helper(), true);
+    check_drivers();
+    if (snap.available) {
+      check_gpus();
+      check_order();
+    }
+    check_preset();
+    if (snap.available && probe.ok) check_agreement();
+    if (snap.available) check_usage();
+    check_slurm();
+    check_assignment();
+  }
+
+  NvmlSnapshot snap;
+  ProbeResult probe;
+  CudaEnv env;
+
+ private:
+  std::vector<const GpuInfo*> readable() const {
+    std::vector<const GpuInfo*> out;
+    for (const GpuInfo& g : snap.gpus) {
+      if (!g.failed()) out.push_back(&g);
+    }
+    return out;
+  }
+
+  void check_drivers() {
+    if (!snap.available) {
+      const bool cuda_ok = probe.ok;
+      add(cuda_ok ? Severity::Warning : Severity::Error, "nvml-unavailable",
+          "NVML is unavailable: " + snap.reason +
+              (cuda_ok ? "; gpusel places nvidia-smi indices through CUDA's own list instead, "
+                         "without CPU placement, usage or leases by free:N"
+                       : ""),
+          simulated_machine()
+              ? "this simulated machine models a missing or broken NVML; choose another with "
+                "--sim (gpusel sim list)"
+              : "install the NVIDIA driver's NVML (libnvidia-ml.so.1, in the driver package) or "
+                "point GPUSEL_NVML_LIBRARY at it; on a machine without a GPU, try --sim dgx-h100");
+    }
+    if (!probe.ok) {
+      const bool stub = probe.reason.find("link stub") != std::string::npos;
+      if (stub) {
+        add(Severity::Error, "cuda-stub",
+            "the libcuda.so.1 that programs load is the CUDA toolkit's link stub "
+            "(.../stubs/libcuda.so), not the driver: every CUDA program fails with "
+            "CUDA_ERROR_STUB_LIBRARY",
+            "remove the toolkit's stubs folder from LD_LIBRARY_PATH (and from ld.so.conf); link "
+            "against the stub at build time only");
+      } else if (probe.reason.find("cannot load") != std::string::npos) {
+        add(Severity::Error, "cuda-missing", "CUDA cannot be used here: " + probe.reason,
+            "install the NVIDIA driver (it provides libcuda.so.1), or point GPUSEL_CUDA_LIBRARY "
+            "at it; in a container, start it with the NVIDIA container toolkit (docker run "
+            "--gpus all)");
+      } else {
+        add(Severity::Error, "cuda-unavailable", "CUDA cannot be used here: " + probe.reason,
+            "install or repair the NVIDIA driver (libcuda.so.1), check `dmesg` for NVRM errors, "
+            "and that CUDA_VISIBLE_DEVICES does not hide every GPU");
+      }
+    }
+  }
+
+  void check_gpus() {
+    if (snap.gpus.empty()) {
+      add(Severity::Error, "no-gpus", "NVML reports no GPU on this machine",
+          "check that the GPUs are seen on the PCI bus (lspci -d 10de:) and that the driver "
+          "loaded (dmesg | grep NVRM)");
+    }
+    for (const GpuInfo& g : snap.gpus) {
+      if (g.failed()) {
+        add(Severity::Error, "gpu-lost",
+            fmt::format("GPU {} cannot be read by NVML ({}); CUDA does not enumerate it, so "
+                        "CUDA ordinals past it shift by one",
+                        g.index, printable(g.failure)),
+            fmt::format("look for Xid errors in `dmesg`; reset the GPU (nvidia-smi -r -i {}) or "
+                        "reboot; until then leave it out of --gpu and name GPUs by UUID, which "
+                        "never shift",
+                        g.index),
+            {g.index});
+        continue;
+      }
+      if (g.mig_enabled) {
+        if (g.migs.empty()) {
+          add(Severity::Warning, "mig-no-instances",
+              fmt::format("GPU {} has MIG mode on but no MIG device: CUDA cannot use it at all",
+                          g.index),
+              fmt::format("create instances (nvidia-smi mig -i {} -cgi ... -C) or turn MIG off "
+                          "(nvidia-smi -i {} -mig 0, then reset the GPU)",
+                          g.index, g.index),
+              {g.index});
+        } else {
+          add(Severity::Info, "mig-enabled",
+              fmt::format("GPU {} is in MIG mode with {} MIG devices: CUDA sees those, not the "
+                          "GPU; gpusel assigns whole GPUs, so --gpu cannot name it",
+                          g.index, g.migs.size()),
+              "run MIG jobs with CUDA_VISIBLE_DEVICES=MIG-<uuid> (gpusel list shows them), or "
+              "turn MIG off for whole-GPU jobs (nvidia-smi -i N -mig 0)",
+              {g.index});
+        }
+      }
+      if (g.pcie_generation > 0 && g.pcie_max_generation > 0 &&
+          (g.pcie_width < g.pcie_max_width || g.pcie_generation < g.pcie_max_generation)) {
+        const double now = pcie_link_gbps(g.pcie_generation, g.pcie_width);
+        const double best = pcie_link_gbps(g.pcie_max_generation, g.pcie_max_width);
+        const bool narrow = g.pcie_width < g.pcie_max_width;
+        add(narrow ? Severity::Warning : Severity::Info, "pcie-trained-down",
+            fmt::format("GPU {}'s PCIe link runs at Gen{} x{} ({:.1f} GB/s per direction); it "
+                        "can do Gen{} x{} ({:.1f} GB/s)",
+                        g.index, g.pcie_generation, g.pcie_width, now, g.pcie_max_generation,
+                        g.pcie_max_width, best),
+            narrow ? "reseat the card or its riser and check the slot's wiring and the BIOS PCIe "
+                     "settings; `gpusel bench bw --gpu N` measures what the link delivers"
+                   : "an idle GPU lowers its link speed to save power, so this may be harmless: "
+                     "check under load with `gpusel bench bw --gpu N`",
+            {g.index});
+      }
+      if (g.persistence_mode && !*g.persistence_mode) {
+        off_persistence.push_back(g.index);
+      }
+    }
+    if (!off_persistence.empty()) {
+      add(Severity::Warning, "persistence-off",
+          fmt::format("persistence mode is off on GPU {}: the driver tears the GPU down when "
+                      "the last program exits, so every job start (and each probe) pays seconds "
+                      "of initialisation",
+                      index_list(off_persistence)),
+          "start nvidia-persistenced (the driver's daemon), or `sudo nvidia-smi -pm 1`",
+          off_persistence);
+    }
+  }
+
+  void check_order() {
+    std::vector<const GpuInfo*> ok = readable();
+    std::vector<GpuInfo> gpus;
+    for (const GpuInfo* g : ok) gpus.push_back(*g);
+    if (homogeneous(gpus)) return;
+    if (pci_bus_order(env)) return;
+    std::set<std::string> models;
+    for (const GpuInfo* g : ok) models.insert(printable(g->name));
+    const std::string order =
+        env.device_order
+            ? "CUDA_DEVICE_ORDER=\"" + printable(*env.device_order) + "\" (read as FASTEST_FIRST)"
+            : std::string("CUDA_DEVICE_ORDER is unset");
+    add(Severity::Warning, "mixed-models-order",
+        fmt::format("this machine has GPUs of different models ({}) and {}: CUDA numbers them "
+                    "fastest first, so cuda:N and cudaSetDevice(N) do not mean nvidia-smi's GPU N",
+                    join({models.begin(), models.end()}), order),
+        "export CUDA_DEVICE_ORDER=PCI_BUS_ID (then CUDA ordinals follow nvidia-smi), or name GPUs "
+        "by UUID; gpusel run binds by UUID either way");
+  }
+
+  void check_preset() {
+    if (!env.visible_devices) return;
+    const std::string value = *env.visible_devices;
+    const std::string shown = "CUDA_VISIBLE_DEVICES=" + quote_value(value);
+    if (!snap.available) {
+      return;  // without NVML the devices cannot be placed; the probe's findings stand
+    }
+    std::vector<GpuInfo> gpus = snap.gpus;
+    std::optional<std::vector<int>> order;
+    if (probe.ok) order = cuda_order_from(gpus, probe.devices);
+    const VisibleSet vs = model_visible(gpus, env, order ? &*order : nullptr);
+    if (vs.entries.empty() || (vs.entries.size() == 1 && vs.entries[0].empty())) {
+      add(Severity::Error, "visible-empty",
+          shown + " is set but empty: CUDA sees no device, and every CUDA program fails",
+          "unset CUDA_VISIBLE_DEVICES, or give it the GPUs this job may use");
+      return;
+    }
+    if (vs.duplicate) {
+      add(Severity::Error, "visible-duplicate",
+          shown + " names a GPU twice: the driver then exposes no device at all",
+          "list each GPU once (gpusel resolve --gpu SPEC --format csv prints a clean list)");
+      return;
+    }
+    if (vs.invalid_entry) {
+      std::vector<std::string> kept;
+      for (std::size_t i = 0; i < vs.used_entries; ++i) kept.push_back(vs.entries[i]);
+      add(Severity::Error, "visible-truncated",
+          fmt::format("{}: the driver stops reading at the invalid entry {}, so CUDA sees only "
+                      "{}{}",
+                      shown, quote_value(*vs.invalid_entry),
+                      kept.empty() ? std::string("no device") : "\"" + join(kept, ",") + "\"",
+                      kept.empty() ? "" : fmt::format(" ({} devices)", vs.devices.size())),
+          "remove " + quote_value(*vs.invalid_entry) +
+              " (an index past the last GPU, a negative number, a typo or a UUID of another "
+              "machine); `gpusel list` shows the GPUs");
+      return;
+    }
+    if (vs.mode == VisibleMode::MigUuids) {
+      add(Severity::Info, "visible-mig",
+          shown +
+              " names MIG devices: CUDA sees only those; gpusel assigns whole GPUs, so "
+              "--gpu and GPUSEL_GPUS cannot be used under it",
+          "run one process per MIG device with its own CUDA_VISIBLE_DEVICES");
+    }
+  }
+
+  void check_agreement() {
+    std::set<std::string> nvml, cuda;
+    for (const GpuInfo* g : readable()) nvml.insert(lower(g->uuid));
+    for (const CudaDevice& d : probe.devices) cuda.insert(lower(d.parent_uuid));
+    std::vector<std::string> only_nvml, only_cuda;
+    for (const std::string& u : nvml) {
+      if (!cuda.count(u)) only_nvml.push_back(u);
+    }
+    for (const std::string& u : cuda) {
+      if (!nvml.count(u)) only_cuda.push_back(u);
+    }
+    if (only_nvml.empty() && only_cuda.empty()) return;
+    std::string what;
+    if (!only_nvml.empty()) what += "NVML lists " + join(only_nvml) + ", which CUDA does not";
+    if (!only_cuda.empty()) {
+      what += (what.empty() ? "" : "; ") + std::string("CUDA enumerates ") + join(only_cuda) +
+              ", which NVML does not list";
+    }
+    add(Severity::Error, "nvml-cuda-disagree",
+        fmt::format("NVML and CUDA disagree about the GPUs ({} for NVML, {} for CUDA without "
+                    "CUDA_VISIBLE_DEVICES): {}; gpusel resolves --gpu through NVML and binds "
+                    "through CUDA, so some GPUs cannot be bound",
+                    nvml.size(), cuda.size(), what),
+        "check that libnvidia-ml.so.1 and libcuda.so.1 come from the same driver installation "
+        "(ldconfig -p | grep -E 'libcuda|libnvidia-ml'); in a container, that the runtime passes "
+        "the same GPUs to both");
+  }
+
+  void check_usage() {
+    std::string dir = lease_directory();
+    for (const GpuInfo* g : readable()) {
+      if (g->processes && !g->processes->empty()) {
+        std::vector<std::string> who;
+        for (const GpuProcess& p : *g->processes) {
+          if (p.pid == static_cast<unsigned>(getpid())) continue;
+          who.push_back(p.used_memory
+                            ? fmt::format("pid {} ({})", p.pid, format_bytes(p.used_memory))
+                            : fmt::format("pid {}", p.pid));
+        }
+        if (!who.empty()) {
+          add(Severity::Warning, "gpu-busy",
+              fmt::format("GPU {} is in use by {} process{}: {}{}", g->index, who.size(),
+                          who.size() == 1 ? "" : "es", join(who),
+                          g->utilization ? fmt::format("; {}% utilised", *g->utilization) : ""),
+              "let gpusel pick idle GPUs (--gpu free:N), or wait for them (--wait); "
+              "`nvidia-smi` names the programs",
+              {g->index});
+        }
+      }
+      try {
+        if (const auto holder = lease_holder(dir, g->uuid)) {
+          add(Severity::Warning, "gpu-leased",
+              fmt::format("GPU {} is leased by another gpusel job: {}", g->index,
+                          describe_holder(*holder)),
+              "gpusel run and bench bw refuse it until that job ends: choose other GPUs, use "
+              "--gpu free:N, or --wait (or --share, if the GPU can hold both jobs)",
+              {g->index});
+        }
+      } catch (const Error& e) {
+        add(Severity::Warning, "lease-unreadable",
+            fmt::format("the lease of GPU {} cannot be read: {}", g->index, e.what()),
+            "fix or remove the lease folder " + quote_value(dir) + " (GPUSEL_LEASE_DIR)",
+            {g->index});
+      }
+    }
+  }
+
+  void check_slurm() {
+    const auto job = env_value("SLURM_JOB_ID");
+    if (!job || env.visible_devices) return;
+    add(Severity::Warning, "slurm-unfenced",
+        fmt::format("this is Slurm job {} but CUDA_VISIBLE_DEVICES is unset: the job's GPUs are "
+                    "not fenced, so it sees every GPU of the node, other jobs' included",
+                    printable(*job)),
+        "request GPUs with --gres=gpu:N (or --gpus) so that Slurm sets CUDA_VISIBLE_DEVICES; ask "
+        "the administrators to set ConstrainDevices=yes in cgroup.conf");
+  }
+
+  void check_assignment() {
+    const auto one = env_value("GPUSEL_GPU");
+    const auto list = env_value("GPUSEL_GPUS");
+    std::optional<LocalRank> rank;
+    try {
+      rank = local_rank();
+    } catch (const Error& e) {
+      add(Severity::Error, "local-rank", std::string("the local rank cannot be read: ") + e.what(),
+          "unset the stray variable, or start the workers with a single launcher");
+      return;
+    }
+    if (one) {
+      try {
+        parse_single_gpu(*one);
+      } catch (const Error& e) {
+        add(Severity::Error, "gpusel-gpu", std::string("GPUSEL_GPU: ") + e.what(),
+            "unset GPUSEL_GPU (gpusel run sets it per rank), or give it one GPU");
+        return;
+      }
+      if (rank && rank->local_size && *rank->local_size > 1) {
+        add(Severity::Error, "gpusel-gpu-shared",
+            fmt::format("GPUSEL_GPU={} is set while {}={} ranks run: every rank would bind the "
+                        "same GPU",
+                        quote_value(*one), rank->size_variable, *rank->local_size),
+            "set GPUSEL_GPUS (one GPU per rank) instead: eval \"$(gpusel resolve --gpu SPEC "
+            "--format env)\"");
+      }
+      return;
+    }
+    if (!list) return;
+    std::vector<std::string> entries;
+    try {
+      entries = parse_gpu_spec(*list);
+    } catch (const Error& e) {
+      add(Severity::Error, "gpusel-gpus",
+          "GPUSEL_GPUS=" + quote_value(*list) + " cannot be read: " + e.what(),
+          "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\"");
+      return;
+    }
+    if (snap.available) {
+      try {
+        resolve_gpus(entries, env, default_probe_helper());
+      } catch (const Error& e) {
+        add(Severity::Error, "gpusel-gpus",
+            "GPUSEL_GPUS=" + quote_value(*list) + " does not resolve here: " + e.what(),
+            "resolve it on this node, within the job's GPUs: eval \"$(gpusel resolve --gpu "
+            "SPEC --format env)\"");
+        return;
+      }
+    }
+    if (!rank) {
+      add(Severity::Info, "gpusel-gpus-no-rank",
+          fmt::format("GPUSEL_GPUS lists {} GPUs; each worker picks its entry by its local rank, "
+                      "which no launcher has set in this shell",
+                      entries.size()),
+          "start the workers with srun, mpirun, torchrun or gpusel run, one per listed GPU");
+      return;
+    }
+    if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
+      add(Severity::Error, "gpusel-gpus-count",
+          fmt::format("{}={} ranks run on this node, but GPUSEL_GPUS={} lists {} GPUs: workers "
+                      "will refuse to bind",
+                      rank->size_variable, *rank->local_size, quote_value(*list), entries.size()),
+          "start as many workers per node as GPUs listed, or list one GPU per worker");
+    } else if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
+      add(Severity::Error, "gpusel-gpus-rank",
+          fmt::format("{}={} is beyond GPUSEL_GPUS={} ({} entries)", rank->variable, rank->rank,
+                      quote_value(*list), entries.size()),
+          "start at most one worker per listed GPU, or list more GPUs");
+    }
+  }
+
+  static std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return s;
+  }
+
+  std::vector<unsigned> off_persistence;
+};
+
+}  // namespace
+
+CLI::App* setup_doctor(CLI::App& app, DoctorOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "doctor", "check this machine and environment for what will go wrong before a job runs");
+  cmd->add_flag("--json", options.json, "print {\"findings\": [...], ...}");
+  return cmd;
+}
+
+int run_doctor(const DoctorOptions& options) {
+  Doctor d;
+  d.run();
+  std::stable_sort(d.findings.begin(), d.findings.end(), [](const Finding& a, const Finding& b) {
+    return static_cast<int>(a.severity) < static_cast<int>(b.severity);
+  });
+  std::size_t counts[3] = {0, 0, 0};
+  for (const Finding& f : d.findings) ++counts[static_cast<int>(f.severity)];
+  const auto sim = simulated_machine();
+  std::set<std::string> models;
+  std::size_t readable = 0;
+  for (const GpuInfo& g : d.snap.gpus) {
+    if (g.failed()) continue;
+    ++readable;
+    models.insert(printable(g.name));
+  }
+  if (options.json) {
+    nlohmann::json out;
+    out["simulated"] = sim ? nlohmann::json(*sim) : nlohmann::json(nullptr);
+    out["nvml"] = d.snap.available;
+    out["cuda"] = d.probe.ok;
+    out["driver_version"] = d.snap.available ? nlohmann::json(d.snap.driver_version) : nullptr;
+    out["gpus"] = d.snap.gpus.size();
+    out["errors"] = counts[0];
+    out["warnings"] = counts[1];
+    out["infos"] = counts[2];
+    out["findings"] = nlohmann::json::array();
+    for (const Finding& f : d.findings) {
+      out["findings"].push_back({{"id", f.id},
+                                 {"severity", severity_name(f.severity)},
+                                 {"message", f.message},
+                                 {"remedy", f.remedy},
+                                 {"gpus", f.gpus}});
+    }
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+  } else {
+    std::string head = "gpusel doctor: ";
+    if (d.snap.available) {
+      head += fmt::format("{} GPU{}", d.snap.gpus.size(), d.snap.gpus.size() == 1 ? "" : "s");
+      if (!models.empty()) head += " (" + join({models.begin(), models.end()}) + ")";
+      head += fmt::format(", driver {}, CUDA {}", printable(d.snap.driver_version),
+                          cuda_version_text(d.snap.cuda_driver_version));
+    } else {
+      head += "NVML unavailable";
+    }
+    head += d.probe.ok ? fmt::format("; CUDA enumerates {} device{}", d.probe.devices.size(),
+                                     d.probe.devices.size() == 1 ? "" : "s")
+                       : "; CUDA unavailable";
+    if (sim) head += "; simulated machine " + *sim;
+    std::cout << head << "\n";
+    for (const Finding& f : d.findings) {
+      std::cout << severity_name(f.severity) << ": " << f.message << "\n"
+                << "  remedy: " << f.remedy << "\n";
+    }
+    if (d.findings.empty()) {
+      std::cout << "no problems found\n";
+    } else {
+      std::cout << fmt::format("{} error{}, {} warning{}, {} note{}\n", counts[0],
+                               counts[0] == 1 ? "" : "s", counts[1], counts[1] == 1 ? "" : "s",
+                               counts[2], counts[2] == 1 ? "" : "s");
+    }
+    (void)readable;
+  }
+  return counts[0] > 0 ? 1 : 0;
+}
+
+}  // namespace gpusel::cli
