@@ -230,12 +230,12 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
     }
   }
   const int n = free_request ? parse_free_request(entries.front()).value() : 0;
-  const auto deadline =
-      options.wait_seconds && std::isfinite(*options.wait_seconds)
-          ? std::optional<Clock::time_point>(
-                Clock::now() +
-                std::chrono::milliseconds(static_cast<long long>(*options.wait_seconds * 1000)))
-          : std::nullopt;
+  // When to give up waiting; never for "--wait" without a value.
+  Clock::time_point deadline = Clock::time_point::max();
+  if (options.wait_seconds && std::isfinite(*options.wait_seconds)) {
+    deadline = Clock::now() +
+               std::chrono::milliseconds(static_cast<long long>(*options.wait_seconds * 1000));
+  }
   std::optional<Ticket> ticket;
   bool told = false;
   while (true) {
@@ -265,16 +265,19 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
                                   : "pass --share to run beside the holder, ") +
                     "or pick other GPUs");
     }
-    if (deadline && Clock::now() >= *deadline) {
+    if (Clock::now() >= deadline) {
       throw failure("still waiting after " + std::to_string(*options.wait_seconds) +
                     " s: " + why_not);
     }
     if (!ticket) ticket.emplace(lease_dir);
     if (!told && options.on_wait) {
+      // One line: the reason's first line ("... 0 of the 8 GPUs here are free:", a holder).
+      std::string why_first = why_not.substr(0, why_not.find('\n'));
+      if (!why_first.empty() && why_first.back() == ':') why_first.pop_back();
       options.on_wait("waiting for " +
                       (free_request ? std::to_string(n) + " free GPU" + (n == 1 ? "" : "s")
                                     : std::string("GPUs ") + join_entries(explicit_gpus.gpus)) +
-                      " (" + why_not + ")");
+                      " (" + why_first + ")");
       told = true;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

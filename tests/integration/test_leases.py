@@ -10,7 +10,7 @@ import tempfile
 import time
 import unittest
 
-from support import BIN, Case, gpusel, machine, sim_env, uuids
+from support import BIN, SOURCE, Case, for_python, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 
@@ -58,6 +58,20 @@ class PickTest(LeaseCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         # All three share NVLink; 5 and 6 also share a NUMA node.
         self.assertEqual(sorted(r.stdout.split()), sorted([DGX[5], DGX[6]]))
+
+    def test_free_through_the_c_abi_and_python(self):
+        code = ("import gpusel, json; print(json.dumps([gpusel.gpu_arg('free:2'), "
+                "gpusel.resolve_gpu_uuids(['free:3'])]))")
+        env = self.env(PYTHONPATH=os.path.join(SOURCE, "python"),
+                       GPUSEL_LIBRARY=os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.0"))
+        r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=for_python(env),
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout), [["free:2"], DGX[:3]])
+        # bind --gpu free:1 picks one (leasing nothing: bind runs inside someone's job).
+        r = self.run_gpusel("bind", "--gpu", "free:1", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["uuid"], DGX[0])
 
     def test_pcie_switch_then_numa_without_nvlink(self):
         # Without NVLink, a PCIe switch pair beats two GPUs of one NUMA node.

@@ -62,7 +62,7 @@ Acquisition acquire(const std::vector<std::string>& gpus, const ChoiceOptions& o
   }
   a.on_wait = [](const std::string& what) { print_note(what); };
   Acquisition got = acquire_gpus(gpus, cuda_env_from_environment(), default_probe_helper(), a);
-  if (!got.why.empty()) print_note("--gpu " + gpus.front() + ": " + got.why);
+  if (!got.why.empty() && !options.quiet) print_note("--gpu " + gpus.front() + ": " + got.why);
   return got;
 }
 

@@ -15,6 +15,7 @@ struct ChoiceOptions {
   unsigned max_utilization = 10;
   std::string wait_text;  // --wait's value: "" not given, "inf" without a value, else seconds
   bool share = false;
+  bool quiet = false;  // no note of what free:N picked
 };
 
 // Adds --min-free-memory, --max-utilization and --wait; with `leasing`, --share too.

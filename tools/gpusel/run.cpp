@@ -39,7 +39,8 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
                   "order (job: cuda:LOCAL_RANK is its own); none (default) leaves it alone")
       ->check(CLI::IsMember({"none", "own", "job"}));
   add_choice_options(*cmd, options.choice, true);
-  cmd->add_flag("--quiet", options.quiet, "no line per rank on stderr when the workers start");
+  cmd->add_flag("--quiet", options.quiet,
+                "no line per rank on stderr when the workers start, nor what free:N picked");
   cmd->add_option("COMMAND", options.command, "the program to run, and its arguments (after --)")
       ->required();
   return cmd;
@@ -48,7 +49,9 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
 int run_run(const RunOptions& options) {
   find_program(options.command.front());  // fail before any worker starts
   // The leases are held until the last worker has exited (the end of this function).
-  const Acquisition held = acquire(options.gpus, options.choice, true);
+  ChoiceOptions choice = options.choice;
+  choice.quiet = options.quiet;
+  const Acquisition held = acquire(options.gpus, choice, true);
   const Resolution& r = held.resolution;
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
