@@ -294,12 +294,12 @@ int run_list(const ListOptions& options) {
       j["processes"] = nlohmann::json::array();
       for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
         const LeaseHolder who = process_details(static_cast<int>(p.pid));
-        j["processes"].push_back({{"pid", p.pid},
-                                  {"used_memory_bytes", p.used_memory},
-                                  {"user", who.user.empty() ? nlohmann::json(nullptr)
-                                                            : nlohmann::json(who.user)},
-                                  {"command", who.command.empty() ? nlohmann::json(nullptr)
-                                                                  : nlohmann::json(who.command)}});
+        j["processes"].push_back(
+            {{"pid", p.pid},
+             {"used_memory_bytes", p.used_memory},
+             {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
+             {"command",
+              who.command.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.command)}});
       }
       const std::optional<LeaseHolder> lease =
           gpu.failed() ? std::nullopt : lease_holder(lease_dir, gpu.uuid);
@@ -366,10 +366,9 @@ int run_list(const ListOptions& options) {
                gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?");
     for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
       const LeaseHolder who = process_details(static_cast<int>(p.pid));
-      fmt::print("      process {}{}{}, {}\n", p.pid,
-                 who.user.empty() ? std::string() : " of " + who.user,
-                 who.command.empty() ? std::string() : ": " + who.command,
-                 format_bytes(p.used_memory));
+      fmt::print(
+          "      process {}{}{}, {}\n", p.pid, who.user.empty() ? std::string() : " of " + who.user,
+          who.command.empty() ? std::string() : ": " + who.command, format_bytes(p.used_memory));
     }
     if (const auto lease = lease_holder(lease_dir, gpu.uuid)) {
       fmt::print("      leased by {}\n", describe_holder(*lease));
