@@ -222,8 +222,7 @@ void read_topology(const NvmlApi& api, const std::vector<nvmlDevice_t>& handles,
       GpuLink link;
       int level = -1;
       if (api.nvmlDeviceGetTopologyCommonAncestor &&
-          api.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b], &level) ==
-              NVML_SUCCESS) {
+          api.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b], &level) == NVML_SUCCESS) {
         link.ancestor = level;
       }
       int status = -1;
