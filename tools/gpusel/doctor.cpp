@@ -452,11 +452,8 @@ int run_doctor(const DoctorOptions& options) {
   for (const Finding& f : d.findings) ++counts[static_cast<int>(f.severity)];
   const auto sim = simulated_machine();
   std::set<std::string> models;
-  std::size_t readable = 0;
   for (const GpuInfo& g : d.snap.gpus) {
-    if (g.failed()) continue;
-    ++readable;
-    models.insert(printable(g.name));
+    if (!g.failed()) models.insert(printable(g.name));
   }
   if (options.json) {
     nlohmann::json out;
@@ -503,7 +500,6 @@ int run_doctor(const DoctorOptions& options) {
                                counts[0] == 1 ? "" : "s", counts[1], counts[1] == 1 ? "" : "s",
                                counts[2], counts[2] == 1 ? "" : "s");
     }
-    (void)readable;
   }
   return counts[0] > 0 ? 1 : 0;
 }
