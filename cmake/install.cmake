@@ -29,6 +29,7 @@ endif()
 set(GPUSEL_SIM_INSTALL_DIR "lib/gpusel/sim")
 
 install(DIRECTORY include/gpusel DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${GPUSEL_GENERATED_INCLUDE_DIR}/gpusel/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpusel)
 install(TARGETS gpusel_shared gpusel_static EXPORT gpuselTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
@@ -62,5 +63,7 @@ install(FILES ${CMAKE_BINARY_DIR}/gpusel.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/
 install(FILES share/completions/gpusel.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
   RENAME gpusel)
 install(FILES share/completions/_gpusel DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/site-functions)
-install(FILES share/man/gpusel.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+# The man page's header carries the version: installed as configured from project(VERSION).
+configure_file(share/man/gpusel.1 ${CMAKE_BINARY_DIR}/share/man/gpusel.1 @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/share/man/gpusel.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
 install(DIRECTORY python/gpusel DESTINATION ${GPUSEL_PYTHON_DIR} PATTERN "__pycache__" EXCLUDE)

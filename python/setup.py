@@ -5,7 +5,9 @@ folder (../build/lib/libgpusel.so.0). Without either, the package is built witho
 for an installed libgpusel at import time (see gpusel/__init__.py).
 """
 
+import ctypes
 import os
+import re
 import shutil
 
 from setuptools import setup
@@ -24,6 +26,27 @@ def library():
     return built if os.path.isfile(built) else None
 
 
+def version():
+    """The version's one definition is project(VERSION) in CMakeLists.txt; a copy of this folder
+    without the source tree asks the library it bundles."""
+    cmake = os.path.join(HERE, "..", "CMakeLists.txt")
+    if os.path.isfile(cmake):
+        with open(cmake) as f:
+            m = re.search(r"project\(gpusel\s+VERSION\s+([0-9.]+)", f.read())
+        if m:
+            return m.group(1)
+    lib = library()
+    if lib is not None:
+        try:
+            fn = ctypes.CDLL(os.path.realpath(lib)).gpusel_version
+            fn.restype = ctypes.c_char_p
+            return fn().decode()
+        except OSError:
+            pass
+    raise SystemExit("gpusel: cannot tell the version: no ../CMakeLists.txt and no libgpusel.so.0 "
+                     "(set GPUSEL_LIBRARY)")
+
+
 class BuildWithLibrary(build_py):
     def run(self):
         super().run()
@@ -37,4 +60,4 @@ class BuildWithLibrary(build_py):
         os.chmod(target, 0o755)
 
 
-setup(cmdclass={"build_py": BuildWithLibrary})
+setup(version=version(), cmdclass={"build_py": BuildWithLibrary})

@@ -21,7 +21,8 @@ typedef int gpusel_status;
 #define GPUSEL_BAD_INPUT 2 /* a --gpu value, an environment value, a GPU CUDA does not expose */
 #define GPUSEL_TOO_SMALL 3 /* the caller's buffer is too small; *needed says how large */
 
-/* "0.1.0". */
+/* The library's version, "MAJOR.MINOR.PATCH": GPUSEL_VERSION_STRING of the gpusel/version.h it was
+ * built with. */
 const char* gpusel_version(void);
 
 /* The message of the calling thread's last failed call; "" when none failed. Valid until the

@@ -15,11 +15,8 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel/version.h"
 #include "gpusel/worker.hpp"
-
-#ifndef GPUSEL_VERSION
-#define GPUSEL_VERSION "0.1.0"
-#endif
 
 namespace {
 
@@ -74,7 +71,7 @@ struct gpusel_gpu_list {
 extern "C" {
 
 const char* gpusel_version(void) {
-  return GPUSEL_VERSION;
+  return GPUSEL_VERSION_STRING;
 }
 const char* gpusel_last_error(void) {
   return last_error.c_str();

@@ -2,6 +2,7 @@
 
 import glob
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -11,6 +12,12 @@ import unittest
 from support import SOURCE, Case, base_env, uuids
 
 BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
+
+
+def project_version():
+    """The version's one definition: project(VERSION) in CMakeLists.txt."""
+    with open(os.path.join(SOURCE, "CMakeLists.txt")) as f:
+        return re.search(r"project\(gpusel\s+VERSION\s+([0-9]+\.[0-9]+\.[0-9]+)", f.read()).group(1)
 
 
 class InstallTest(Case):
@@ -93,7 +100,26 @@ class InstallTest(Case):
         self.assertNotIn(self.libdir(), env["LD_LIBRARY_PATH"])
         r = subprocess.run([exe, "0"], capture_output=True, text=True, env=env)
         u = uuids("single-l4")[0]
-        self.assertEqual(r.stdout.splitlines(), [f"version=0.1.0 resolved=1 gpus={u}", f"0 0 {u} NVIDIA L4"], r.stderr)
+        self.assertEqual(r.stdout.splitlines(), [f"version={project_version()} resolved=1 gpus={u}", f"0 0 {u} NVIDIA L4"], r.stderr)
+
+    def test_version_in_one_place(self):
+        version = project_version()
+        major, minor, patch = version.split(".")
+        with open(self.path("include", "gpusel", "version.h")) as f:
+            header = f.read()
+        self.assertIn(f'#define GPUSEL_VERSION_STRING "{version}"', header)
+        self.assertIn(f"#define GPUSEL_VERSION_MAJOR {major}\n", header)
+        self.assertIn(f"#define GPUSEL_VERSION_MINOR {minor}\n", header)
+        self.assertIn(f"#define GPUSEL_VERSION_PATCH {patch}\n", header)
+        r = subprocess.run([self.path("bin", "gpusel"), "--version"], capture_output=True, text=True, env=base_env())
+        self.assertEqual(r.stdout.strip(), version)
+        env = base_env(PKG_CONFIG_PATH=os.path.join(self.libdir(), "pkgconfig"))
+        r = subprocess.run(["pkg-config", "--modversion", "gpusel"], capture_output=True, text=True, env=env)
+        self.assertEqual(r.stdout.strip(), version)
+        with open(os.path.join(self.libdir(), "cmake", "gpusel", "gpuselConfigVersion.cmake")) as f:
+            self.assertIn(f'set(PACKAGE_VERSION "{version}")', f.read())
+        with open(self.path("share", "man", "man1", "gpusel.1")) as f:
+            self.assertIn(f'"gpusel {version}"', f.readline())
 
     def test_installed_cli_needs_no_library_path(self):
         env = base_env()
@@ -152,12 +178,15 @@ class PipInstallTest(Case):
             self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "libgpusel.so.0")))
             env = base_env(PYTHONPATH=target, GPUSEL_LIBRARY=None, LD_LIBRARY_PATH=None)
             r = subprocess.run([python, "-c", "import gpusel; print(gpusel.library_path); "
-                                "print(gpusel.parse_gpu_spec('0, 1'))"], capture_output=True, text=True, env=env,
-                               cwd=tmp)
+                                "print(gpusel.parse_gpu_spec('0, 1')); import importlib.metadata as m; "
+                                "print(m.version('gpusel'), gpusel.__version__)"], capture_output=True, text=True,
+                               env=env, cwd=tmp)
             self.assertEqual(r.returncode, 0, r.stderr)
             lines = r.stdout.splitlines()
             self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.0"))
             self.assertEqual(lines[1], "('0', '1')")
+            # The package's version is the library's, which is project(VERSION)'s.
+            self.assertEqual(lines[2], f"{project_version()} {project_version()}")
 
 
 if __name__ == "__main__":

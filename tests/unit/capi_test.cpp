@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "gpusel/gpusel.h"
+#include "gpusel/version.h"
 
 TEST(CApi, ParseIntoCallerBuffer) {
   char buf[64];
@@ -69,5 +70,8 @@ TEST(CApi, LastErrorIsPerThread) {
 }
 
 TEST(CApi, Version) {
-  EXPECT_STREQ(gpusel_version(), GPUSEL_VERSION);
+  EXPECT_STREQ(gpusel_version(), GPUSEL_VERSION_STRING);
+  EXPECT_EQ(std::string(GPUSEL_VERSION_STRING), std::to_string(GPUSEL_VERSION_MAJOR) + "." +
+                                                    std::to_string(GPUSEL_VERSION_MINOR) + "." +
+                                                    std::to_string(GPUSEL_VERSION_PATCH));
 }

@@ -6,17 +6,14 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
-
-#ifndef GPUSEL_VERSION
-#define GPUSEL_VERSION "0.1.0"
-#endif
+#include "gpusel/version.h"
 
 int main(int argc, char** argv) {
   using namespace gpusel::cli;
   CLI::App app{"gpusel: resolve --gpu lists to GPU UUIDs and bind each process to its GPU"};
   app.name("gpusel");
   app.require_subcommand(1);
-  app.set_version_flag("--version", GPUSEL_VERSION);
+  app.set_version_flag("--version", GPUSEL_VERSION_STRING);
   std::string sim;
   app.add_option("--sim", sim,
                  "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
