@@ -89,6 +89,24 @@ class InstallTest(Case):
         u = uuids("dgx-h100")
         self.assertEqual(r.stdout.splitlines(), [f"resolved=1 gpus={u[5]},{u[1]}", "nvml gpus=8"], r.stderr)
 
+    def test_cli11_consumer(self):
+        # find_package(gpusel COMPONENTS cli11) and gpusel::cli11: CLI11 comes with the target.
+        build = os.path.join(self.tmp, "consumer-cli11")
+        r = subprocess.run(["cmake", "-S", os.path.join(SOURCE, "tests", "consumer", "cli11"), "-B", build, "-G",
+                            "Ninja", f"-DCMAKE_PREFIX_PATH={self.prefix}"], capture_output=True, text=True,
+                           env=base_env())
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        r = subprocess.run(["cmake", "--build", build], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        env = base_env()
+        env["LD_LIBRARY_PATH"] = self.libdir()
+        exe = os.path.join(build, "consumer_cli11")
+        r = subprocess.run([exe, "--gpu", " 3, gpu-ab12 "], capture_output=True, text=True, env=env)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("mixes", r.stderr)
+        r = subprocess.run([exe, "--gpu", " 3, ,1"], capture_output=True, text=True, env=env)
+        self.assertEqual((r.returncode, r.stdout), (0, "gpus=3,1\n"), r.stderr)
+
     def test_pkg_config_consumer(self):
         env = base_env(PKG_CONFIG_PATH=os.path.join(self.libdir(), "pkgconfig"))
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "gpusel"], capture_output=True, text=True,

@@ -1,0 +1,16 @@
+// The README's one line: gpusel's --gpu option in a CLI11 program.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gpusel/cli11.hpp"
+#include "gpusel/spec.hpp"
+
+int main(int argc, char** argv) {
+  CLI::App app{"consumer_cli11"};
+  std::vector<std::string> gpus;
+  gpusel::add_gpu_option(app, gpus)->required();
+  CLI11_PARSE(app, argc, argv);
+  std::printf("gpus=%s\n", gpusel::join_entries(gpus).c_str());
+  return 0;
+}
