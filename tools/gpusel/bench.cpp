@@ -395,7 +395,8 @@ int run_bench_worker(const BenchOptions& options) {
       } else {
         e = {{"test", p.test}, {"sample", p.sample}, {"seconds", p.seconds}};
       }
-      events << e.dump() << "\n" << std::flush;
+      events << e.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"
+             << std::flush;
     };
     for (const BandwidthResult& r : measure_bandwidth(b, observe))
       out["results"].push_back(result_json(r));
@@ -404,7 +405,8 @@ int run_bench_worker(const BenchOptions& options) {
     print_error("GPU " + name + ": " + e.what());
     status = e.exit_code();
   }
-  std::ofstream(worker_file(options.out, name)) << out.dump();
+  std::ofstream(worker_file(options.out, name))
+      << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
   return status;
 }
 
@@ -579,7 +581,7 @@ int run_bench(const BenchOptions& options) {
     out["simulated"] = sim ? nlohmann::json(*sim) : nlohmann::json(nullptr);
     out["copies"] = b.copies;
     out["samples"] = b.samples;
-    std::cout << out.dump(2) << "\n";
+    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   }
   if (!options.csv.empty()) write_output("--csv", options.csv, bench_csv(results));
   if (!options.plot.empty()) {

@@ -64,7 +64,7 @@ int run_resolve(const ResolveOptions& options) {
     j["notes"] = r.notes;
     if (!picked.why.empty()) j["picked"] = picked.why;
     j["gpus"] = out;
-    std::cout << j.dump() << "\n";
+    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (options.format == "csv") {
     std::cout << join_entries(out) << "\n";
   } else if (options.format == "env") {
