@@ -352,7 +352,9 @@ class RunTest(Case):
 
         with tempfile.TemporaryDirectory() as d:
             worker = (f'echo $$ > {d}/pid-$RANK; while [ ! -e {d}/go-$RANK ]; do sleep 0.02; done')
-            p = subprocess.Popen(["sh", "-c", f'true & echo $! > {d}/foreign; exec "$0" run --gpu 0,1 -- sh -c "$1"',
+            # The foreign child outlives the shell's exec (a `true` could end first and be reaped by
+            # the shell itself before it execs gpusel, on a loaded machine).
+            p = subprocess.Popen(["sh", "-c", f'sleep 1 & echo $! > {d}/foreign; exec "$0" run --gpu 0,1 -- sh -c "$1"',
                                   BIN, worker], env=sim_env("dgx-h100"), stdout=subprocess.DEVNULL,
                                  stderr=subprocess.PIPE)
             self.addCleanup(lambda: p.poll() is None and p.kill())
