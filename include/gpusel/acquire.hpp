@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/export.h"
 #include "gpusel/lease.hpp"
 #include "gpusel/pick.hpp"
 #include "gpusel/probe.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 struct AcquireOptions {
   FreeLimits limits;
@@ -38,4 +39,4 @@ struct Acquisition {
 Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
                          const std::string& probe_helper, const AcquireOptions& options);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -18,7 +18,9 @@
 #include <string_view>
 #include <vector>
 
-namespace gpusel {
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
 
 enum class AssignmentSource { Code, GpuselGpu, GpuselGpus, Launcher, Single, Default };
 
@@ -91,4 +93,4 @@ bool ranks_disagree(const LauncherView& view);
 // when two disagree and the nearer one cannot be told from the distances.
 std::optional<LocalRank> choose_local_rank(const LauncherView& view);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

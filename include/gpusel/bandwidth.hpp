@@ -8,7 +8,9 @@
 #include <string>
 #include <vector>
 
-namespace gpusel {
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
 
 // h2d, d2h: pinned host memory. d2d: a device-local copy. h2d-pageable, d2h-pageable: ordinary
 // host memory. bidir: h2d and d2h at once, on two streams.
@@ -57,4 +59,4 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
 // unknown.
 double pcie_link_gbps(unsigned generation, unsigned width);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -14,9 +14,10 @@
 #include <vector>
 
 #include "gpusel/error.hpp"
+#include "gpusel/export.h"
 #include "gpusel/spec.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 inline CLI::Option* add_gpu_option(CLI::App& app, std::vector<std::string>& entries,
                                    const std::string& name = "--gpu",
@@ -56,4 +57,4 @@ inline CLI::Option* add_single_gpu_option(CLI::App& app, std::string& entry,
       ->type_name("ENTRY");
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -5,7 +5,9 @@
 #include <string>
 #include <vector>
 
-namespace gpusel {
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
 
 // One device as CUDA enumerates it in this process.
 struct CudaDevice {
@@ -32,4 +34,4 @@ std::string format_uuid(const unsigned char bytes[16], const char* prefix = "GPU
 // "0000:18:00.0" (CUDA's form, any case) -> "00000000:18:00.0" (NVML's form, upper case).
 std::string normalise_bus_id(const std::string& bus);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

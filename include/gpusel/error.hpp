@@ -4,7 +4,9 @@
 #include <stdexcept>
 #include <string>
 
-namespace gpusel {
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
 
 // BadInput: the user gave a value gpusel cannot accept (exit code 2).
 // Failure: something outside the user's input went wrong (exit code 1).
@@ -27,4 +29,4 @@ inline Error failure(const std::string& message) {
   return Error(ErrorKind::Failure, message);
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

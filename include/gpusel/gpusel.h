@@ -11,6 +11,8 @@
 
 #include <stddef.h>
 
+#include "gpusel/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -23,26 +25,28 @@ typedef int gpusel_status;
 
 /* The library's version, "MAJOR.MINOR.PATCH": GPUSEL_VERSION_STRING of the gpusel/version.h it was
  * built with. */
-const char* gpusel_version(void);
+GPUSEL_API const char* gpusel_version(void);
 
 /* The message of the calling thread's last failed call; "" when none failed. Valid until the
  * thread's next gpusel call. */
-const char* gpusel_last_error(void);
+GPUSEL_API const char* gpusel_last_error(void);
 
 /* 1 when `entry` starts with "GPU-" in any case / is ASCII digits only, else 0. */
-int gpusel_is_gpu_uuid(const char* entry);
-int gpusel_is_gpu_index(const char* entry);
+GPUSEL_API int gpusel_is_gpu_uuid(const char* entry);
+GPUSEL_API int gpusel_is_gpu_index(const char* entry);
 
 /* A --gpu value -> its canonical entries, comma-separated. */
-gpusel_status gpusel_parse_gpu_spec(const char* value, char* buf, size_t size, size_t* needed);
+GPUSEL_API gpusel_status gpusel_parse_gpu_spec(const char* value, char* buf, size_t size,
+                                               size_t* needed);
 /* The same for a value that must hold exactly one entry. */
-gpusel_status gpusel_parse_single_gpu(const char* value, char* buf, size_t size, size_t* needed);
+GPUSEL_API gpusel_status gpusel_parse_single_gpu(const char* value, char* buf, size_t size,
+                                                 size_t* needed);
 
 /* A --gpu value -> full GPU UUIDs, comma-separated, in rank order, as a launcher's parent resolves
  * it (NVML, a preset CUDA_VISIBLE_DEVICES as a quota, a CUDA probe only where NVML cannot tell).
  * *resolved is 1 when NVML answered, 0 when it is unavailable and the entries are passed on. */
-gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* needed,
-                             int* resolved);
+GPUSEL_API gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* needed,
+                                        int* resolved);
 
 /* One physical GPU, as NVML and the CUDA_VISIBLE_DEVICES model see it. */
 typedef struct gpusel_gpu_info {
@@ -60,17 +64,18 @@ typedef struct gpusel_gpu_info {
 typedef struct gpusel_gpu_list gpusel_gpu_list;
 
 /* Enumerates the GPUs through NVML; GPUSEL_FAILURE (with the reason) when NVML is unavailable. */
-gpusel_status gpusel_list_gpus(gpusel_gpu_list** list);
-size_t gpusel_gpu_list_count(const gpusel_gpu_list* list);
-gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i, gpusel_gpu_info* info);
-void gpusel_gpu_list_free(gpusel_gpu_list* list);
+GPUSEL_API gpusel_status gpusel_list_gpus(gpusel_gpu_list** list);
+GPUSEL_API size_t gpusel_gpu_list_count(const gpusel_gpu_list* list);
+GPUSEL_API gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i,
+                                             gpusel_gpu_info* info);
+GPUSEL_API void gpusel_gpu_list_free(gpusel_gpu_list* list);
 
 /* The worker side (see gpusel/worker.hpp). */
-gpusel_status gpusel_set_assigned_gpu(const char* target);
-gpusel_status gpusel_assign_gpu(const char* value);
+GPUSEL_API gpusel_status gpusel_set_assigned_gpu(const char* target);
+GPUSEL_API gpusel_status gpusel_assign_gpu(const char* value);
 /* Publishes GPUSEL_GPU, else this rank's entry of GPUSEL_GPUS. *rank: the local rank that chose
  * the entry, or -1 (GPUSEL_GPU decided, or neither variable is set and nothing was published). */
-gpusel_status gpusel_assign_from_environment(int* rank);
+GPUSEL_API gpusel_status gpusel_assign_from_environment(int* rank);
 
 /* Where this process's GPU came from (see gpusel/assignment.hpp for the rule). */
 #define GPUSEL_SOURCE_NONE (-1) /* nothing published or bound yet */
@@ -82,12 +87,12 @@ gpusel_status gpusel_assign_from_environment(int* rank);
 #define GPUSEL_SOURCE_DEFAULT 5  /* no launcher: the default ordinal */
 /* *source: one of GPUSEL_SOURCE_*; *rank: the local rank that decided, or -1. Either may be NULL.
  */
-gpusel_status gpusel_assignment_source(int* source, int* rank);
+GPUSEL_API gpusel_status gpusel_assignment_source(int* source, int* rank);
 /* *rank: the launcher's local rank, or -1 when no local-rank variable is set. */
-gpusel_status gpusel_local_rank(int* rank);
-gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordinal);
+GPUSEL_API gpusel_status gpusel_local_rank(int* rank);
+GPUSEL_API gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordinal);
 /* *ordinal: -1 when nothing is published or bound. */
-gpusel_status gpusel_assigned_visible_gpu(int* ordinal);
+GPUSEL_API gpusel_status gpusel_assigned_visible_gpu(int* ordinal);
 
 typedef struct gpusel_identity {
   int index; /* nvidia-smi index, -1 without NVML */
@@ -99,7 +104,7 @@ typedef struct gpusel_identity {
   char pci_bus_id[32];
 } gpusel_identity;
 
-gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity);
+GPUSEL_API gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity);
 
 #ifdef __cplusplus
 }

@@ -5,9 +5,10 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/export.h"
 #include "gpusel/visible.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 enum class CpuBinding { None, Node, Exclusive };
 
@@ -53,4 +54,4 @@ std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, C
 // This process's CPU affinity.
 std::vector<int> own_cpus();
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -12,7 +12,9 @@
 #include <optional>
 #include <string>
 
-namespace gpusel {
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
 
 // The lease directory: GPUSEL_LEASE_DIR, else /tmp/gpusel-leases.
 std::string lease_directory();
@@ -64,4 +66,4 @@ std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
 // Who holds the lease on `uuid` now, without taking it; nullopt when nobody does.
 std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::string& uuid);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -4,10 +4,11 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/export.h"
 #include "gpusel/pick.hpp"
 #include "gpusel/visible.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 struct NvmlSnapshot {
   bool available = false;
@@ -29,4 +30,4 @@ struct NvmlQuery {
 // broken library: the snapshot says NVML is unavailable and why. Thread-safe.
 NvmlSnapshot query_nvml(const NvmlQuery& what = {});
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -7,9 +7,10 @@
 #include <string_view>
 #include <vector>
 
+#include "gpusel/export.h"
 #include "gpusel/visible.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 // The largest N that free:N accepts.
 inline constexpr int kMaxFreeRequest = 4096;
@@ -60,4 +61,4 @@ std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
                                     const std::vector<FreeCandidate>& candidates,
                                     const std::vector<std::vector<GpuLink>>& links, int n);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

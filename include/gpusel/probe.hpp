@@ -7,9 +7,10 @@
 #include <vector>
 
 #include "gpusel/cuda.hpp"
+#include "gpusel/export.h"
 #include "gpusel/visible.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 struct ProbeResult {
   bool ok = false;
@@ -60,4 +61,4 @@ std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
 Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
                         const std::string& probe_helper);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -4,9 +4,10 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/export.h"
 #include "gpusel/visible.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 // Resolves canonical entries (from parse_gpu_spec) against the physical GPUs NVML reported.
 // Without a preset CUDA_VISIBLE_DEVICES an index is an nvidia-smi index and a UUID prefix must
@@ -23,4 +24,4 @@ std::string quote_value(std::string_view value);
 // Describes the preset for messages: CUDA_VISIBLE_DEVICES="..." or "unset".
 std::string describe_preset(const CudaEnv& env);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

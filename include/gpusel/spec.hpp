@@ -5,7 +5,9 @@
 #include <string_view>
 #include <vector>
 
-namespace gpusel {
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
 
 // "GPU-" in any letter case at the start.
 bool is_gpu_uuid(std::string_view entry) noexcept;
@@ -35,4 +37,4 @@ bool equal_ci(std::string_view a, std::string_view b) noexcept;
 // Joins entries with commas (for messages).
 std::string join_entries(const std::vector<std::string>& entries);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

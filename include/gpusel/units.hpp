@@ -7,7 +7,9 @@
 #include <string_view>
 #include <vector>
 
-namespace gpusel {
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
 
 // "512MiB", "80GiB", "1.5GB", "4096", "64 KiB": binary (KiB, MiB, GiB, TiB) or decimal
 // (kB, KB, MB, GB, TB) units, or plain bytes. nullopt for anything else, zero, or overflow.
@@ -22,4 +24,4 @@ std::string format_cpu_list(const std::vector<int>& cpus);
 // 85899345920 -> "80 GiB"; exact binary units when they fit, else one decimal.
 std::string format_bytes(std::uint64_t bytes);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

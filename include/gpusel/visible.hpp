@@ -7,7 +7,9 @@
 #include <string>
 #include <vector>
 
-namespace gpusel {
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
 
 struct MigDevice {
   std::string uuid;  // MIG-xxxxxxxx-...
@@ -103,4 +105,4 @@ VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                          const std::vector<int>* cuda_order = nullptr,
                          MigRule mig_rule = MigRule::R570);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

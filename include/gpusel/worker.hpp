@@ -14,8 +14,9 @@
 
 #include "gpusel/assignment.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/export.h"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 // The local-rank variables, in the order kRankVariables lists them.
 inline constexpr const char* kLocalRankVariables[] = {
@@ -86,4 +87,4 @@ struct GpuIdentity {
 };
 GpuIdentity gpu_identity(int cuda_ordinal);
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

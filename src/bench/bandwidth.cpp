@@ -12,7 +12,12 @@
 #include "gpusel/error.hpp"
 #include "gpusel/units.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
+
+using detail::cuda_error_text;
+using detail::cuda_initialised;
+using detail::CudaApi;
+
 namespace {
 
 // The word at `index` of sample `sample`'s pattern: distinct per sample, never all zero.
@@ -268,4 +273,4 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
   return results;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

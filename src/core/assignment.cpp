@@ -5,7 +5,7 @@
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 std::string setting(const RankCandidate& c) {
@@ -170,4 +170,4 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
   return out;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

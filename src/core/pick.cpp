@@ -9,7 +9,7 @@
 #include "gpusel/spec.hpp"
 #include "gpusel/units.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 constexpr std::string_view kFree = "free:";
@@ -182,4 +182,4 @@ std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
   return r;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

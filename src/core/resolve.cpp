@@ -6,7 +6,7 @@
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 constexpr const char* kListHint = "run `gpusel list` to see the GPUs and how CUDA numbers them";
@@ -213,4 +213,4 @@ std::vector<std::string> resolve_entries(const std::vector<std::string>& entries
   return out;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

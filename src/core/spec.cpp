@@ -8,7 +8,7 @@
 #include "gpusel/pick.hpp"
 #include "gpusel/resolve.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 constexpr std::string_view kUuidHead = "GPU-";
@@ -257,4 +257,4 @@ std::string parse_single_gpu(std::string_view value) {
   return entries.front();
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -3,7 +3,7 @@
 #include <cmath>
 #include <cstdio>
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
   std::size_t i = 0;
@@ -101,4 +101,4 @@ std::string format_bytes(std::uint64_t bytes) {
   return buf;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

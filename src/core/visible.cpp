@@ -7,7 +7,7 @@
 
 #include "gpusel/spec.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 std::vector<std::string> split_commas(const std::string& value) {
@@ -261,4 +261,4 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
 
 }  // namespace
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -13,7 +13,7 @@
 #include "dl.hpp"
 #include "gpusel/error.hpp"
 
-namespace gpusel {
+namespace gpusel::detail {
 namespace {
 
 // More devices than any machine holds (the same bound as NVML's GPU count): a count past this is
@@ -95,6 +95,16 @@ const CudaApi& cuda_initialised() {
   return lib.api;
 }
 
+}  // namespace gpusel::detail
+
+GPUSEL_BEGIN_NAMESPACE
+
+using detail::cuda_error_text;
+using detail::cuda_initialised;
+using detail::CudaApi;
+using detail::kMaxDevices;
+using detail::read_string;
+
 std::string format_uuid(const unsigned char b[16], const char* prefix) {
   char out[64];
   std::snprintf(out, sizeof out,
@@ -171,4 +181,4 @@ std::vector<CudaDevice> cuda_devices() {
   return out;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

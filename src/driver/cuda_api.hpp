@@ -5,7 +5,7 @@
 
 #include "cuda_abi.hpp"
 
-namespace gpusel {
+namespace gpusel::detail {
 
 struct CudaApi {
 #define GPUSEL_CUDA(api, symbol, required, params) CUresult(*api) params = nullptr;
@@ -29,4 +29,4 @@ const CudaApi& cuda_initialised();
 // "CUDA_ERROR_X (description)" for a result code.
 std::string cuda_error_text(const CudaApi& api, CUresult rc);
 
-}  // namespace gpusel
+}  // namespace gpusel::detail

@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-namespace gpusel {
+namespace gpusel::detail {
 
 void* open_driver_library(const char* override_var, const char* default_name, std::string& path,
                           std::string& reason) {
@@ -24,4 +24,4 @@ void note_missing(std::string& missing, const char* symbol) {
   missing += (missing.empty() ? "" : ", ") + std::string(symbol);
 }
 
-}  // namespace gpusel
+}  // namespace gpusel::detail

@@ -3,7 +3,7 @@
 
 #include <string>
 
-namespace gpusel {
+namespace gpusel::detail {
 
 // dlopen()s the file named by the environment variable `override_var` (read with secure_getenv)
 // or else `default_name`, never to be closed. On failure returns nullptr and sets `reason`.
@@ -14,4 +14,4 @@ void* open_driver_library(const char* override_var, const char* default_name, st
 // Appends `symbol` to a comma-separated list of missing symbols.
 void note_missing(std::string& missing, const char* symbol);
 
-}  // namespace gpusel
+}  // namespace gpusel::detail

@@ -11,7 +11,11 @@
 #include "dl.hpp"
 #include "nvml_abi.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
+
+using detail::note_missing;
+using detail::open_driver_library;
+
 namespace {
 
 struct NvmlApi {
@@ -317,4 +321,4 @@ NvmlSnapshot query_nvml(const NvmlQuery& what) {
   return snap;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -19,7 +19,7 @@
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -284,4 +284,4 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
   }
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -9,7 +9,7 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/units.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 std::string read_line(const std::string& path) {
@@ -85,4 +85,4 @@ std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, C
   return out;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

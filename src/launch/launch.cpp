@@ -26,7 +26,7 @@
 
 extern char** environ;
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -559,4 +559,4 @@ int launch_workers(const LaunchOptions& options) {
   return exit_code(workers[static_cast<std::size_t>(first_failure)].status);
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

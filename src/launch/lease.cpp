@@ -19,7 +19,7 @@
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 std::string errno_text(int e) {
@@ -258,4 +258,4 @@ std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::strin
   return process_details(*pid);
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -27,7 +27,7 @@
 
 extern char** environ;
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 std::string field_safe(std::string s) {
@@ -398,4 +398,4 @@ Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& 
   return r;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -19,7 +19,12 @@
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 
-namespace gpusel {
+GPUSEL_BEGIN_NAMESPACE
+
+using detail::cuda_error_text;
+using detail::cuda_initialised;
+using detail::CudaApi;
+
 namespace {
 
 struct Assignment {
@@ -438,4 +443,4 @@ GpuIdentity gpu_identity(int cuda_ordinal) {
   return id;
 }
 
-}  // namespace gpusel
+GPUSEL_END_NAMESPACE

@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""libgpusel.so exports exactly the symbols listed in libgpusel.exports: the C ABI (gpusel_*), the
+C++ API (gpusel::v0::...) and nothing internal (gpusel::detail, helpers, inline functions).
+
+Usage: check_exports.py LIBRARY LIST            fails, showing the difference, when they differ
+       check_exports.py --update LIBRARY LIST   rewrites LIST from LIBRARY (a deliberate change)
+"""
+
+import subprocess
+import sys
+
+HEADER = """\
+# Every symbol libgpusel.so.0 exports (nm -D --defined-only, demangled), one a line, sorted.
+# tests/abi/check_exports.py fails when the library's exports differ from this list. Change it only
+# deliberately, with tests/abi/check_exports.py --update, and review the diff: a symbol removed or
+# changed breaks programs built against libgpusel.so.0.
+"""
+
+
+def exported(library):
+    out = subprocess.run(["nm", "-D", "--defined-only", "--demangle", library], capture_output=True, text=True,
+                         check=True).stdout
+    symbols = set()
+    for line in out.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3:
+            symbols.add(parts[2])
+    return symbols
+
+
+def listed(path):
+    with open(path) as f:
+        return {line.rstrip("\n") for line in f if line.strip() and not line.startswith("#")}
+
+
+def main(argv):
+    update = "--update" in argv
+    args = [a for a in argv if a != "--update"]
+    if len(args) != 2:
+        sys.exit(__doc__)
+    library, path = args
+    actual = exported(library)
+    if update:
+        with open(path, "w") as f:
+            f.write(HEADER + "".join(s + "\n" for s in sorted(actual)))
+        print(f"wrote {len(actual)} symbols to {path}")
+        return 0
+    expected = listed(path)
+    if actual == expected:
+        print(f"{library}: {len(actual)} exported symbols, as listed in {path}")
+        return 0
+    print(f"{library} does not export what {path} lists.")
+    for s in sorted(actual - expected):
+        print(f"  + {s}   (exported, not listed)")
+    for s in sorted(expected - actual):
+        print(f"  - {s}   (listed, not exported)")
+    print("An internal symbol leaking out belongs in namespace gpusel::detail (hidden); a public one "
+          "in GPUSEL_BEGIN_NAMESPACE / GPUSEL_API (gpusel/export.h).\n"
+          "If the change is deliberate (new API, or an ABI change that warrants it), update the list "
+          "and review its diff in the commit:\n"
+          f"  python3 tests/abi/check_exports.py --update {library} tests/abi/libgpusel.exports\n"
+          "Removing or changing a listed symbol breaks programs linked against libgpusel.so.0.")
+    return 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
