@@ -48,8 +48,16 @@ GPUSEL_API gpusel_status gpusel_parse_single_gpu(const char* value, char* buf, s
 GPUSEL_API gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* needed,
                                         int* resolved);
 
+/* The structs below can grow: a caller sets `size` to sizeof the struct it was compiled with
+ * before each call, and the library fills only that much (fields it does not know are zeroed), so
+ * a newer library serves an older caller. A size below the first version's is GPUSEL_BAD_INPUT.
+ *
+ *   gpusel_identity id = {sizeof id};
+ *   gpusel_gpu_identity(0, &id); */
+
 /* One physical GPU, as NVML and the CUDA_VISIBLE_DEVICES model see it. */
 typedef struct gpusel_gpu_info {
+  size_t size;      /* set by the caller: sizeof(gpusel_gpu_info) */
   unsigned index;   /* nvidia-smi index */
   int cuda_ordinal; /* under this process's environment; -1 hidden or unknown */
   char uuid[96];
@@ -95,7 +103,8 @@ GPUSEL_API gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordi
 GPUSEL_API gpusel_status gpusel_assigned_visible_gpu(int* ordinal);
 
 typedef struct gpusel_identity {
-  int index; /* nvidia-smi index, -1 without NVML */
+  size_t size; /* set by the caller: sizeof(gpusel_identity) */
+  int index;   /* nvidia-smi index, -1 without NVML */
   int cuda_ordinal;
   char uuid[96];
   char name[256];

@@ -28,7 +28,7 @@ _OK, _FAILURE, _BAD_INPUT, _TOO_SMALL = 0, 1, 2, 3
 
 
 class _Identity(ctypes.Structure):
-    _fields_ = [("index", ctypes.c_int), ("cuda_ordinal", ctypes.c_int), ("uuid", ctypes.c_char * 96),
+    _fields_ = [("size", ctypes.c_size_t), ("index", ctypes.c_int), ("cuda_ordinal", ctypes.c_int), ("uuid", ctypes.c_char * 96),
                 ("name", ctypes.c_char * 256), ("total_bytes", ctypes.c_ulonglong), ("cc_major", ctypes.c_int),
                 ("cc_minor", ctypes.c_int), ("pci_bus_id", ctypes.c_char * 32)]
 
@@ -260,7 +260,7 @@ def format_gpu_uuid(raw) -> "str | None":
 
 def gpu_identity(index: int) -> dict:
     """{index, name, uuid, total_bytes} of visible device `index` (a CUDA ordinal)."""
-    ident = _Identity()
+    ident = _Identity(size=ctypes.sizeof(_Identity))
     _check(_lib.gpusel_gpu_identity(_c_int(index, "index"), ctypes.byref(ident)), RuntimeError)
     return {
         "index": index,

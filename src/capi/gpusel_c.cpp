@@ -3,6 +3,7 @@
 #include "gpusel/gpusel.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -55,6 +56,37 @@ void copy_field(char (&dst)[N], const std::string& src) {
   const std::size_t n = std::min(src.size(), N - 1);
   std::memcpy(dst, src.data(), n);
   dst[n] = '\0';
+}
+
+// The first version of each caller-sized struct ends with these fields; a caller's `size` below
+// that is refused. (Later versions only append fields.)
+constexpr std::size_t kGpuInfoFirstSize =
+    offsetof(gpusel_gpu_info, mig_enabled) + sizeof(gpusel_gpu_info::mig_enabled);
+constexpr std::size_t kIdentityFirstSize =
+    offsetof(gpusel_identity, pci_bus_id) + sizeof(gpusel_identity::pci_bus_id);
+
+// Throws Error(BadInput) unless the caller's struct `out` (of `what`) is at least the first
+// version's size.
+template <typename T>
+void check_size(const T* out, std::size_t first_size, const char* what) {
+  if (out == nullptr) throw gpusel::bad_input(std::string(what) + " is NULL");
+  if (out->size < first_size) {
+    throw gpusel::bad_input(std::string(what) + "->size is " + std::to_string(out->size) +
+                            "; set it to sizeof(" + what + ") (at least " +
+                            std::to_string(first_size) + ")");
+  }
+}
+
+// Copies `value` into the caller's struct as far as both know it and zeroes the caller's fields
+// this library does not know; `size` stays as the caller set it.
+template <typename T>
+void fill_sized(T* out, const T& value) {
+  const std::size_t caller = out->size;
+  const std::size_t n = std::min(caller, sizeof(T));
+  std::memcpy(reinterpret_cast<unsigned char*>(out) + sizeof out->size,
+              reinterpret_cast<const unsigned char*>(&value) + sizeof value.size,
+              n - sizeof value.size);
+  if (caller > sizeof(T)) std::memset(reinterpret_cast<unsigned char*>(out) + n, 0, caller - n);
 }
 
 std::string need(const char* s, const char* what) {
@@ -119,6 +151,7 @@ gpusel_status gpusel_list_gpus(gpusel_gpu_list** list) {
     auto out = std::make_unique<gpusel_gpu_list>();
     for (const gpusel::GpuInfo& g : snap.gpus) {
       gpusel_gpu_info info{};
+      info.size = sizeof info;
       info.index = g.index;
       info.cuda_ordinal = -1;
       copy_field(info.uuid, g.uuid);
@@ -147,11 +180,12 @@ size_t gpusel_gpu_list_count(const gpusel_gpu_list* list) {
 gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i, gpusel_gpu_info* info) {
   return guarded([&] {
     if (list == nullptr || info == nullptr) throw gpusel::bad_input("list or info is NULL");
+    check_size(info, kGpuInfoFirstSize, "gpusel_gpu_info");
     if (i >= list->gpus.size()) {
       throw gpusel::bad_input("GPU " + std::to_string(i) + " is past the end of the list (" +
                               std::to_string(list->gpus.size()) + " GPUs)");
     }
-    *info = list->gpus[i];
+    fill_sized(info, list->gpus[i]);
     return GPUSEL_OK;
   });
 }
@@ -219,16 +253,19 @@ gpusel_status gpusel_assigned_visible_gpu(int* ordinal) {
 gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity) {
   return guarded([&] {
     if (identity == nullptr) throw gpusel::bad_input("identity is NULL");
+    check_size(identity, kIdentityFirstSize, "gpusel_identity");
     const gpusel::GpuIdentity id = gpusel::gpu_identity(cuda_ordinal);
-    *identity = gpusel_identity{};
-    identity->index = id.index ? static_cast<int>(*id.index) : -1;
-    identity->cuda_ordinal = id.cuda_ordinal;
-    copy_field(identity->uuid, id.uuid);
-    copy_field(identity->name, id.name);
-    identity->total_bytes = id.total_bytes;
-    identity->cc_major = id.cc_major;
-    identity->cc_minor = id.cc_minor;
-    copy_field(identity->pci_bus_id, id.pci_bus_id);
+    gpusel_identity out{};
+    out.size = sizeof out;
+    out.index = id.index ? static_cast<int>(*id.index) : -1;
+    out.cuda_ordinal = id.cuda_ordinal;
+    copy_field(out.uuid, id.uuid);
+    copy_field(out.name, id.name);
+    out.total_bytes = id.total_bytes;
+    out.cc_major = id.cc_major;
+    out.cc_minor = id.cc_minor;
+    copy_field(out.pci_bus_id, id.pci_bus_id);
+    fill_sized(identity, out);
     return GPUSEL_OK;
   });
 }

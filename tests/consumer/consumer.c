@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
     return 1;
   }
   for (size_t i = 0; i < gpusel_gpu_list_count(list); ++i) {
-    gpusel_gpu_info info;
+    gpusel_gpu_info info = {sizeof info};
     gpusel_gpu_list_get(list, i, &info);
     printf("%u %d %s %s\n", info.index, info.cuda_ordinal, info.uuid, info.name);
   }

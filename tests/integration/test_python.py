@@ -194,7 +194,7 @@ print(json.dumps(out))
         cc = shutil.which("cc") or shutil.which("gcc")
         if cc is None:
             self.skipTest("no C compiler")
-        fields = ["index", "cuda_ordinal", "uuid", "name", "total_bytes", "cc_major", "cc_minor", "pci_bus_id"]
+        fields = ["size", "index", "cuda_ordinal", "uuid", "name", "total_bytes", "cc_major", "cc_minor", "pci_bus_id"]
         program = "#include <stdio.h>\n#include <stddef.h>\n#include <gpusel/gpusel.h>\nint main(void) {\n"
         program += '  printf("%zu", sizeof(gpusel_identity));\n'
         for f in fields:
@@ -209,6 +209,50 @@ print(json.dumps(out))
         py = python("import ctypes, gpusel, json; I = gpusel._Identity; "
                     f"print(json.dumps([ctypes.sizeof(I)] + [getattr(I, f).offset for f in {fields!r}]))")
         self.assertEqual(py, c_layout)
+
+    def test_structs_serve_callers_of_other_sizes(self):
+        # A newer caller's larger struct: the library fills what it knows and zeroes the rest; a
+        # caller of exactly the first version's size is served; a smaller size is bad input.
+        code = r'''
+import ctypes, json, gpusel
+lib, I = gpusel._lib, gpusel._Identity
+def call(size, extra=0, prefill=0xff):
+    buf = (ctypes.c_ubyte * (ctypes.sizeof(I) + extra))(*([prefill] * (ctypes.sizeof(I) + extra)))
+    ident = I.from_buffer(buf)
+    ident.size = size
+    rc = lib.gpusel_gpu_identity(1, ctypes.byref(ident))
+    return rc, ident, bytes(buf[ctypes.sizeof(I):])
+out = {}
+rc, ident, tail = call(ctypes.sizeof(I) + 16, 16)
+out["newer"] = [rc, ident.size, ident.uuid.decode(), ident.cuda_ordinal, tail.hex()]
+first = I.pci_bus_id.offset + I.pci_bus_id.size
+rc, ident, _ = call(first)
+out["first"] = [rc, ident.uuid.decode(), ident.pci_bus_id.decode() != ""]
+rc, _, _ = call(first - 1)
+out["short"] = [rc, lib.gpusel_last_error().decode()]
+lib.gpusel_list_gpus.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+lib.gpusel_gpu_list_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+lst = ctypes.c_void_p()
+assert lib.gpusel_list_gpus(ctypes.byref(lst)) == 0
+info = (ctypes.c_ubyte * 512)()
+ctypes.c_size_t.from_buffer(info).value = 512
+for i in range(8, 512):
+    info[i] = 0xee
+out["info"] = [lib.gpusel_gpu_list_get(lst, 2, info), bytes(info[12:16]).hex(), bytes(info[500:512]).hex()]
+ctypes.c_size_t.from_buffer(info).value = 4
+out["info_short"] = lib.gpusel_gpu_list_get(lst, 2, info)
+print(json.dumps(out))
+'''
+        out = python(code)
+        u = uuids("dgx-h100")[1]
+        size = python("import ctypes, gpusel; print(ctypes.sizeof(gpusel._Identity))")
+        self.assertEqual(out["newer"], [0, size + 16, u, 1, "00" * 16])  # `size` stays the caller's
+        self.assertEqual(out["first"], [0, u, True])
+        self.assertEqual(out["short"][0], 2)
+        self.assertIn("gpusel_identity->size is", out["short"][1])
+        # index 2 of the GPU list (little-endian unsigned after the size), and the zeroed tail.
+        self.assertEqual(out["info"], [0, "02000000", "00" * 12])
+        self.assertEqual(out["info_short"], 2)
 
     def test_library_not_found(self):
         e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY="/nonexistent/libgpusel.so.0")

@@ -1,6 +1,7 @@
 // The C ABI's contract: statuses, the thread-local last error, caller buffers and size queries.
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <string>
 #include <thread>
 
@@ -55,6 +56,19 @@ TEST(CApi, NullArgumentsAreBadInputNotCrashes) {
   EXPECT_EQ(gpusel_gpu_list_count(nullptr), 0u);
   gpusel_gpu_list_free(nullptr);
   EXPECT_EQ(gpusel_gpu_identity(0, nullptr), GPUSEL_BAD_INPUT);
+}
+
+TEST(CApi, StructSizeBelowTheFirstVersionIsBadInput) {
+  // Refused before CUDA is touched: the caller did not set `size`.
+  gpusel_identity id{};
+  EXPECT_EQ(gpusel_gpu_identity(0, &id), GPUSEL_BAD_INPUT);
+  EXPECT_NE(std::string(gpusel_last_error()).find("gpusel_identity->size is 0"), std::string::npos);
+  id.size = offsetof(gpusel_identity, pci_bus_id);  // an impossible older version: too short
+  EXPECT_EQ(gpusel_gpu_identity(0, &id), GPUSEL_BAD_INPUT);
+  EXPECT_NE(std::string(gpusel_last_error()).find("sizeof(gpusel_identity)"), std::string::npos);
+  // `size` leads each struct, so any version of a caller can set it.
+  EXPECT_EQ(offsetof(gpusel_identity, size), 0u);
+  EXPECT_EQ(offsetof(gpusel_gpu_info, size), 0u);
 }
 
 TEST(CApi, LastErrorIsPerThread) {
