@@ -1,0 +1,53 @@
+/* The floor for binding a GPU the way a worker must: dlopen the CUDA driver (GPUSEL_CUDA_LIBRARY,
+ * else libcuda.so.1), cuInit, enumerate the devices' UUIDs, find the one asked for (argv[1], a
+ * full GPU UUID), retain its primary context and make it current, print its ordinal, exit.
+ * bench/floors.py times it beside `gpusel bind` and the worker API. */
+#include <dlfcn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct {
+  unsigned char bytes[16];
+} uuid_t16;
+typedef int (*init_fn)(unsigned);
+typedef int (*count_fn)(int*);
+typedef int (*get_fn)(int*, int);
+typedef int (*uuid_fn)(uuid_t16*, int);
+typedef int (*retain_fn)(void**, int);
+typedef int (*current_fn)(void*);
+
+int main(int argc, char** argv) {
+  if (argc != 2) return fprintf(stderr, "usage: floor_bind GPU-UUID\n"), 2;
+  const char* path = getenv("GPUSEL_CUDA_LIBRARY");
+  void* lib = dlopen(path && *path ? path : "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (!lib) return fprintf(stderr, "floor_bind: %s\n", dlerror()), 1;
+  init_fn init = (init_fn)dlsym(lib, "cuInit");
+  count_fn count = (count_fn)dlsym(lib, "cuDeviceGetCount");
+  get_fn get = (get_fn)dlsym(lib, "cuDeviceGet");
+  uuid_fn uuid = (uuid_fn)dlsym(lib, "cuDeviceGetUuid_v2");
+  retain_fn retain = (retain_fn)dlsym(lib, "cuDevicePrimaryCtxRetain");
+  current_fn current = (current_fn)dlsym(lib, "cuCtxSetCurrent");
+  if (!init || !count || !get || !uuid || !retain || !current || init(0) != 0) return 1;
+  int n = 0;
+  if (count(&n) != 0) return 1;
+  for (int i = 0; i < n; ++i) {
+    int dev = 0;
+    uuid_t16 u;
+    char text[64];
+    if (get(&dev, i) != 0 || uuid(&u, dev) != 0) return 1;
+    const unsigned char* b = u.bytes;
+    snprintf(text, sizeof text,
+             "GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", b[0], b[1],
+             b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14],
+             b[15]);
+    if (strcmp(text, argv[1]) == 0) {
+      void* ctx = NULL;
+      if (retain(&ctx, dev) != 0 || current(ctx) != 0) return 1;
+      printf("%d\n", i);
+      return 0;
+    }
+  }
+  fprintf(stderr, "floor_bind: %s is not visible\n", argv[1]);
+  return 1;
+}
