@@ -26,12 +26,22 @@ std::string errno_text(int e) {
   return std::strerror(e);
 }
 
-// A lease file's name: the UUID, which holds only letters, digits and dashes.
-std::string lease_path(const std::string& dir, const std::string& uuid) {
+bool lease_name_ok(const std::string& uuid) {
+  if (uuid.empty() || uuid.size() > 96) return false;
   for (char c : uuid) {
     const bool ok =
         (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    if (!ok) throw failure("cannot lease GPU " + quote_value(uuid) + ": not a GPU UUID");
+    if (!ok) return false;
+  }
+  return true;
+}
+
+// A lease file's name: the UUID, which holds only letters, digits and dashes.
+std::string lease_path(const std::string& dir, const std::string& uuid) {
+  if (!lease_name_ok(uuid)) {
+    throw failure(
+        "cannot lease GPU " + quote_value(uuid) +
+        ": not a GPU UUID (letters, digits and dashes), as the NVIDIA driver reported it");
   }
   return dir + "/" + uuid + ".lock";
 }
@@ -250,6 +260,7 @@ std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
 
 std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::string& uuid) {
   // Read-only: /proc/locks, not a test lock, which would make a concurrent taker fail.
+  if (!lease_name_ok(uuid)) return std::nullopt;  // never leasable, so never leased
   const std::string path = lease_path(dir, uuid);
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;

@@ -27,6 +27,11 @@ class LeaseCase(Case):
     def env(self, name="dgx-h100", **extra):
         return sim_env(name, **{"GPUSEL_LEASE_DIR": self.lease_dir, "GPUSEL_SIM_STATE_DIR": self.state_dir, **extra})
 
+    def py_env(self, **extra):
+        # A Python worker loads the simulated libcuda itself: under the sanitizer build it needs the
+        # sanitizer runtime preloaded (gpusel, itself instrumented, runs fine with it too).
+        return for_python(self.env(**extra))
+
     def run_gpusel(self, *args, env=None, timeout=60):
         return subprocess.run([BIN, *args], capture_output=True, text=True, env=env or self.env(), timeout=timeout)
 
@@ -135,7 +140,7 @@ class PickTest(LeaseCase):
         worker = self.start("run", "--quiet", "--share", "--gpu", "0", "--", sys.executable, "-c",
                             "import ctypes, os, time; c = ctypes.CDLL(os.environ['GPUSEL_CUDA_LIBRARY']); "
                             "c.cuInit(0); x = ctypes.c_void_p(); c.cuDevicePrimaryCtxRetain(ctypes.byref(x), 0); "
-                            "print('ready', flush=True); time.sleep(30)")
+                            "print('ready', flush=True); time.sleep(30)", env=self.py_env())
         try:
             self.assertEqual(worker.stdout.readline().strip(), "ready")
             r = self.run_gpusel("resolve", "--gpu", "free:8")
@@ -153,7 +158,7 @@ class ListTest(LeaseCase):
                             "import ctypes, os, time; c = ctypes.CDLL(os.environ['GPUSEL_CUDA_LIBRARY']); "
                             "c.cuInit(0); x = ctypes.c_void_p(); c.cuDevicePrimaryCtxRetain(ctypes.byref(x), 2); "
                             "p = ctypes.c_ulonglong(); c.cuCtxSetCurrent(x); c.cuMemAlloc_v2(ctypes.byref(p), 1 << 30); "
-                            "print(os.getpid(), flush=True); time.sleep(30)")
+                            "print(os.getpid(), flush=True); time.sleep(30)", env=self.py_env())
         try:
             pid = int(worker.stdout.readline())
             r = self.run_gpusel("list", "--json")
