@@ -9,7 +9,7 @@ import sys
 import tempfile
 import unittest
 
-from support import BIN, SOURCE, Case, base_env, gpusel, sim_env, uuids
+from support import BIN, SOURCE, Case, base_env, for_python, gpusel, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 
@@ -401,8 +401,10 @@ class ReadmeExamplesTest(Case):
             with self.subTest(command=command):
                 runnable = command.replace("build/bin/", self.BUILD + "/bin/").replace("build/lib/",
                                                                                           self.BUILD + "/lib/")
-                r = subprocess.run(["sh", "-c", runnable], capture_output=True, text=True, env=env, cwd=SOURCE,
-                                   timeout=120)
+                # A Python worker loads the (under ASan, instrumented) library itself: it needs the
+                # sanitizer runtime the test runner was given.
+                r = subprocess.run(["sh", "-c", runnable], capture_output=True, text=True,
+                                   env=for_python(env) if "python3" in command else env, cwd=SOURCE, timeout=120)
                 want_err = [e for e in expected if e.startswith("gpusel: ")]
                 want_out = [e for e in expected if not e.startswith("gpusel: ")]
                 if "..." in want_out:
