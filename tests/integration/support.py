@@ -27,6 +27,10 @@ _SCRUB = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUSEL_SIM_MACHINE", "GP
           "GPUSEL_SIM_STATE_DIR")
 
 
+# False under the ThreadSanitizer build: a Python process cannot load the instrumented libgpusel or
+# doubles there (libtsan must be there from the start), so tests skip those parts.
+PYTHON_LOADS_LIBRARIES = "GPUSEL_TEST_TSAN" not in os.environ
+
 # Each test process gets lease and simulator-usage folders of its own, so test modules running at
 # once (ctest -j) neither see each other's leases nor each other's simulated processes.
 _PRIVATE = tempfile.mkdtemp(prefix="gpusel-test-")

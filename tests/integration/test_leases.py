@@ -10,7 +10,9 @@ import tempfile
 import time
 import unittest
 
-from support import BIN, SOURCE, Case, for_python, sim_env, uuids
+from support import BIN, PYTHON_LOADS_LIBRARIES, SOURCE, Case, for_python, sim_env, uuids
+
+NEEDS_PYTHON_LOADER = unittest.skipUnless(PYTHON_LOADS_LIBRARIES, "a Python process cannot load the TSan-instrumented libraries")
 
 DGX = uuids("dgx-h100")
 
@@ -64,6 +66,7 @@ class PickTest(LeaseCase):
         # All three share NVLink; 5 and 6 also share a NUMA node.
         self.assertEqual(sorted(r.stdout.split()), sorted([DGX[5], DGX[6]]))
 
+    @NEEDS_PYTHON_LOADER
     def test_free_through_the_c_abi_and_python(self):
         code = ("import gpusel, json; print(json.dumps([gpusel.gpu_arg('free:2'), "
                 "gpusel.resolve_gpu_uuids(['free:3'])]))")
@@ -124,6 +127,7 @@ class PickTest(LeaseCase):
         self.assertFailsWith(self.run_gpusel("run", "--gpu", "free:1", "--wait", "soon", "--", "true"), 2, "--wait",
                              '"soon"')
 
+    @NEEDS_PYTHON_LOADER
     def test_busy_gpus_are_not_free(self):
         # A process with a context on GPU 0 (a simulated worker) shows in NVML and makes it busy.
         busy = subprocess.Popen(["sh", "-c", f"{BIN} bind --gpu 0 >/dev/null && exec sleep 30"],
@@ -153,6 +157,7 @@ class PickTest(LeaseCase):
 
 
 class ListTest(LeaseCase):
+    @NEEDS_PYTHON_LOADER
     def test_list_shows_usage_processes_and_leases(self):
         worker = self.start("run", "--quiet", "--gpu", "2", "--", sys.executable, "-c",
                             "import ctypes, os, time; c = ctypes.CDLL(os.environ['GPUSEL_CUDA_LIBRARY']); "
