@@ -396,8 +396,6 @@ class ReadmeExamplesTest(Case):
         self.assertGreaterEqual(len(examples), 6, examples)
         env = base_env(PATH=os.path.dirname(os.path.abspath(BIN)) + os.pathsep + os.environ["PATH"])
         for command, expected in examples:
-            if "bench bw" in command:
-                continue  # minutes of simulated copies; test_bench checks its figures
             if "python3" in command and not PYTHON_LOADS_LIBRARIES:
                 continue  # a Python worker cannot load the TSan-instrumented library
             with self.subTest(command=command):
