@@ -12,6 +12,10 @@
 #include <cstdio>
 #include <cstring>
 #include <numeric>
+#ifdef _WIN32
+#include <filesystem>
+#include <fstream>
+#endif
 
 #include "gpu_model.hpp"
 #include "gpusel/units.hpp"
@@ -316,6 +320,35 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
 
 // The text of a machine file: a regular file of at most kMaxMachineFileBytes. Opened without
 // blocking (a FIFO with no writer would block open) and read with a bound (/dev/zero never ends).
+#ifdef _WIN32
+// Windows: std::filesystem for the checks (no FIFOs or devices to guard against on a path there).
+std::string read_machine_file(const std::string& path) {
+  const std::string limit = "a machine file is a regular file of at most " +
+                            std::to_string(kMaxMachineFileBytes / 1024 / 1024) + " MiB (" +
+                            std::to_string(kMaxMachineFileBytes) + " bytes)";
+  const std::filesystem::path p = std::filesystem::u8path(path);
+  std::error_code ec;
+  const auto status = std::filesystem::status(p, ec);
+  if (ec) throw MachineError(path + ": cannot open the machine file: " + ec.message());
+  if (status.type() == std::filesystem::file_type::directory)
+    throw MachineError(path + ": is a folder; " + limit);
+  if (status.type() != std::filesystem::file_type::regular)
+    throw MachineError(path + ": is not a regular file; " + limit);
+  const auto size = std::filesystem::file_size(p, ec);
+  if (ec || size > kMaxMachineFileBytes)
+    throw MachineError(path + ": is " + std::to_string(size) + " bytes; " + limit);
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw MachineError(path + ": cannot open the machine file");
+  std::string text(kMaxMachineFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  const std::size_t have = static_cast<std::size_t>(in.gcount());
+  if (have > kMaxMachineFileBytes) {
+    throw MachineError(path + ": is more than " + std::to_string(kMaxMachineFileBytes) + " bytes; " + limit);
+  }
+  text.resize(have);
+  return text;
+}
+#else
 std::string read_machine_file(const std::string& path) {
   const std::string limit = "a machine file is a regular file of at most " +
                             std::to_string(kMaxMachineFileBytes / 1024 / 1024) + " MiB (" +
@@ -363,6 +396,7 @@ std::string read_machine_file(const std::string& path) {
   text.resize(have);
   return text;
 }
+#endif
 
 // Refuses, before the TOML parser sees it, text that would make toml++ fail badly:
 // - keys, tables and arrays nested deeper than kMaxMachineNesting (its recursion overflows the
@@ -589,14 +623,23 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
 }
 
 std::string find_machine(const std::string& spec, const std::vector<std::string>& dirs) {
+#ifdef _WIN32
+  const bool is_path = spec.find_first_of("/\\") != std::string::npos ||
+#else
   const bool is_path = spec.find('/') != std::string::npos ||
+#endif
                        (spec.size() > 5 && spec.compare(spec.size() - 5, 5, ".toml") == 0);
   if (is_path) return spec;
   for (const std::string& dir : dirs) {
     std::string candidate = dir + "/" + spec + ".toml";
     // Exists is enough: load_machine refuses what is not a regular file (and opening a FIFO to
     // test it would block).
+#ifdef _WIN32
+    std::error_code ec;
+    if (std::filesystem::exists(std::filesystem::u8path(candidate), ec)) return candidate;
+#else
     if (::access(candidate.c_str(), F_OK) == 0) return candidate;
+#endif
   }
   std::string where;
   for (const std::string& dir : dirs) where += (where.empty() ? "" : ", ") + dir;

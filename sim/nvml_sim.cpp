@@ -13,10 +13,16 @@
 #include "trace.hpp"
 #include "usage.hpp"
 
+#ifdef _WIN32
+#define NVML_SIM_API extern "C" __declspec(dllexport)
+#define NVML_SIM_HIDDEN extern "C"
+#else
 #define NVML_SIM_API extern "C" __attribute__((visibility("default")))
+#define NVML_SIM_HIDDEN extern "C" __attribute__((visibility("hidden")))
+#endif
 // The "no_v2" fault build hides the _v2 entry points, like a very old or fake library.
 #ifdef GPUSEL_SIM_NO_V2
-#define NVML_SIM_V2_API extern "C" __attribute__((visibility("hidden")))
+#define NVML_SIM_V2_API NVML_SIM_HIDDEN
 #else
 #define NVML_SIM_V2_API NVML_SIM_API
 #endif

@@ -5,7 +5,14 @@
 #pragma once
 
 #include <fcntl.h>
+#ifdef _WIN32
+#include <io.h>  // the C runtime's open and write
+// Windows: not inherited by child processes, and no CRLF translation.
+#define GPUSEL_TRACE_OPEN_FLAGS (_O_NOINHERIT | _O_BINARY)
+#else
 #include <unistd.h>
+#define GPUSEL_TRACE_OPEN_FLAGS O_CLOEXEC
+#endif
 
 #include <cinttypes>
 #include <cstdio>
@@ -23,7 +30,7 @@ inline int fd() {
     const char* where = std::getenv("GPUSEL_SIM_TRACE");
     if (where == nullptr || *where == '\0') return -1;
     if (std::strcmp(where, "stderr") == 0) return 2;
-    const int f = ::open(where, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    const int f = ::open(where, O_WRONLY | O_CREAT | O_APPEND | GPUSEL_TRACE_OPEN_FLAGS, 0644);
     if (f < 0) {
       const std::string line = std::string("gpusel-sim: cannot open GPUSEL_SIM_TRACE=") + where +
                                ": " + std::strerror(errno) + "; tracing to stderr\n";

@@ -6,10 +6,23 @@
 #ifndef GPUSEL_EXPORT_H
 #define GPUSEL_EXPORT_H
 
-#if defined(__GNUC__) || defined(__clang__)
+#if defined(_WIN32)
+/* Windows: gpusel.dll exports the C functions (GPUSEL_API); the C++ API is used through the static
+ * library there (define GPUSEL_STATIC, as CMake's gpusel::gpusel_static target does). */
+#if defined(GPUSEL_STATIC)
+#define GPUSEL_API
+#elif defined(GPUSEL_BUILDING_LIBRARY)
+#define GPUSEL_API __declspec(dllexport)
+#else
+#define GPUSEL_API __declspec(dllimport)
+#endif
+#define GPUSEL_NAMESPACE_API
+#elif defined(__GNUC__) || defined(__clang__)
 #define GPUSEL_API __attribute__((visibility("default")))
+#define GPUSEL_NAMESPACE_API GPUSEL_API
 #else
 #define GPUSEL_API
+#define GPUSEL_NAMESPACE_API
 #endif
 
 #ifdef __cplusplus
@@ -18,7 +31,7 @@
  */
 #define GPUSEL_BEGIN_NAMESPACE \
   namespace gpusel {           \
-  inline namespace v0 GPUSEL_API {
+  inline namespace v0 GPUSEL_NAMESPACE_API {
 #define GPUSEL_END_NAMESPACE \
   } /* namespace v0 */       \
   } /* namespace gpusel */

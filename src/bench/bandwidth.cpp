@@ -5,6 +5,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#ifdef _WIN32
+#include <malloc.h>
+#endif
 #include <functional>
 
 #include "../driver/cuda_api.hpp"
@@ -19,6 +22,23 @@ using detail::cuda_initialised;
 using detail::CudaApi;
 
 namespace {
+
+// Page-aligned host memory (std::aligned_alloc is not available on Windows).
+void* alloc_pages(std::size_t bytes) {
+#ifdef _WIN32
+  return _aligned_malloc(bytes, 4096);
+#else
+  return std::aligned_alloc(4096, bytes);
+#endif
+}
+
+void free_pages(void* p) {
+#ifdef _WIN32
+  _aligned_free(p);
+#else
+  std::free(p);
+#endif
+}
 
 // The word at `index` of sample `sample`'s pattern: distinct per sample, never all zero.
 inline std::uint32_t pattern_word(std::size_t index, int sample) {
@@ -87,7 +107,7 @@ struct Memory {
     for (void* p : pinned) {
       if (p) api.cuMemFreeHost(p);
     }
-    std::free(pageable);
+    free_pages(pageable);
   }
 };
 
@@ -142,7 +162,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
     }
   }
   if (pageable) {
-    mem.pageable = std::aligned_alloc(4096, (size + 4095) / 4096 * 4096);
+    mem.pageable = alloc_pages((size + 4095) / 4096 * 4096);
     if (mem.pageable == nullptr)
       throw failure("cannot allocate " + format_bytes(size) + " of host memory");
   }

@@ -1,8 +1,6 @@
 // CUDA driver loader: dlopen once, look up every symbol of cuda.def, never dlclose.
 #include "gpusel/cuda.hpp"
 
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -32,11 +30,11 @@ std::string read_string(const char (&buf)[N]) {
 CudaLibrary open_library() {
   CudaLibrary lib;
   std::string path;
-  void* handle = open_driver_library("GPUSEL_CUDA_LIBRARY", "libcuda.so.1", path, lib.reason);
+  void* handle = open_driver_library("GPUSEL_CUDA_LIBRARY", detail::kCudaLibraryName, path, lib.reason);
   if (handle == nullptr) return lib;
   std::string missing;
 #define GPUSEL_CUDA(name, symbol, required, params)                            \
-  lib.api.name = reinterpret_cast<CUresult(*) params>(dlsym(handle, #symbol)); \
+  lib.api.name = reinterpret_cast<CUresult(*) params>(detail::find_symbol(handle, #symbol)); \
   if (required && lib.api.name == nullptr) {                                   \
     note_missing(missing, #symbol);                                            \
   }

@@ -1,8 +1,6 @@
 // NVML loader: dlopen once, look up every symbol of nvml.def, never dlclose.
 #include "gpusel/nvml.hpp"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -33,11 +31,11 @@ struct NvmlLibrary {
 NvmlLibrary open_library() {
   NvmlLibrary lib;
   std::string path;
-  void* handle = open_driver_library("GPUSEL_NVML_LIBRARY", "libnvidia-ml.so.1", path, lib.reason);
+  void* handle = open_driver_library("GPUSEL_NVML_LIBRARY", detail::kNvmlLibraryName, path, lib.reason);
   if (handle == nullptr) return lib;
   std::string missing;
 #define GPUSEL_NVML(name, required, ret, params)                        \
-  lib.api.name = reinterpret_cast<ret(*) params>(dlsym(handle, #name)); \
+  lib.api.name = reinterpret_cast<ret(*) params>(detail::find_symbol(handle, #name)); \
   if (required && lib.api.name == nullptr) note_missing(missing, #name);
 #include "nvml.def"
 #undef GPUSEL_NVML

@@ -1,11 +1,13 @@
 // Picking free GPUs and leasing them, with an arrival-order queue for those who wait.
 #include "gpusel/acquire.hpp"
 
+#ifndef _WIN32
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -24,6 +26,14 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+#ifdef _WIN32
+// Windows has no queue yet: it is built on leases, which check_lease_directory refuses there.
+class Ticket {
+ public:
+  explicit Ticket(const std::string& lease_dir) { check_lease_directory(lease_dir + "/queue"); }
+  bool first() const { return true; }
+};
+#else
 // A place in the queue of waiters: a locked ticket file named by arrival time. A waiter may try
 // only when no live ticket older than its own exists; a ticket whose holder died is unlocked and
 // no longer counts.
@@ -82,6 +92,7 @@ class Ticket {
   std::string dir_, name_;
   int fd_ = -1;
 };
+#endif
 
 std::string gpu_label(const GpuInfo& g) {
   return "GPU " + std::to_string(g.index) + (g.uuid.empty() ? std::string() : " (" + g.uuid + ")");

@@ -1,5 +1,9 @@
 // CPU placement of workers near their GPUs.
+#ifdef _WIN32
+#include "../platform/win.hpp"
+#else
 #include <sched.h>
+#endif
 
 #include <algorithm>
 #include <cctype>
@@ -33,6 +37,19 @@ std::vector<int> sysfs_cpus(const std::string& nvml_bus_id) {
 
 }  // namespace
 
+#ifdef _WIN32
+// Windows: the process's affinity within its processor group (GetProcessAffinityMask); CPU
+// binding itself is refused in plan_cpus.
+std::vector<int> own_cpus() {
+  DWORD_PTR process = 0, system = 0;
+  std::vector<int> out;
+  if (!GetProcessAffinityMask(GetCurrentProcess(), &process, &system)) return out;
+  for (int c = 0; c < static_cast<int>(sizeof process * 8); ++c) {
+    if ((process >> c) & 1u) out.push_back(c);
+  }
+  return out;
+}
+#else
 std::vector<int> own_cpus() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -43,11 +60,18 @@ std::vector<int> own_cpus() {
   }
   return out;
 }
+#endif
 
 std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, CpuBinding mode,
                                         const std::vector<int>& allowed) {
   std::vector<std::vector<int>> near(rank_gpus.size());
   if (mode == CpuBinding::None) return near;
+#ifdef _WIN32
+  (void)allowed;
+  throw failure(
+      "binding workers to CPUs (--cpu-bind) is not supported on Windows yet (processor groups "
+      "and NUMA placement are not read there); run without --cpu-bind");
+#endif
   for (std::size_t r = 0; r < rank_gpus.size(); ++r) {
     const GpuInfo& g = rank_gpus[r];
     std::vector<int> cpus = !g.cpus.empty() ? g.cpus : sysfs_cpus(g.pci_bus_id);

@@ -1,6 +1,9 @@
 // The CUDA probe: a child process enumerates CUDA and reports back through a pipe.
 #include "gpusel/probe.hpp"
 
+#ifdef _WIN32
+#include "../platform/win.hpp"
+#else
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -8,6 +11,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -25,7 +29,9 @@
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 
+#ifndef _WIN32
 extern char** environ;
+#endif
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -72,6 +78,7 @@ std::string seconds_text(double seconds) {
   return out.str();
 }
 
+#ifndef _WIN32
 // Waits for `pid` until `deadline`; true when it was reaped (`status` set). A child that
 // SIGCHLD's disposition already reaped counts as reaped, with `status` left alone.
 bool wait_until(pid_t pid, int& status, std::chrono::steady_clock::time_point deadline) {
@@ -88,6 +95,7 @@ bool wait_until(pid_t pid, int& status, std::chrono::steady_clock::time_point de
     pause = std::min(pause * 2, std::chrono::microseconds(10000));
   }
 }
+#endif
 
 }  // namespace
 
@@ -130,6 +138,10 @@ std::optional<std::vector<CudaDevice>> parse_devices(const std::string& text) {
   return out;
 }
 
+#ifdef _WIN32
+// probe_cuda and default_probe_helper for Windows: CreateProcessW in a Job Object.
+#include "probe_win.inc"
+#else
 ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   ProbeResult result;
   const double timeout = probe_timeout();  // a bad value is refused whether or not a probe runs
@@ -233,6 +245,7 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   result.devices = std::move(*devices);
   return result;
 }
+#endif
 
 std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus,
                                                 const std::vector<CudaDevice>& devices) {
@@ -264,6 +277,7 @@ CudaEnv cuda_env_from_environment() {
   return CudaEnv{get("CUDA_VISIBLE_DEVICES"), get("CUDA_DEVICE_ORDER")};
 }
 
+#ifndef _WIN32
 std::string default_probe_helper() {
   if (const char* h = std::getenv("GPUSEL_PROBE_HELPER"); h != nullptr && *h != '\0') return h;
   std::error_code ec;
@@ -283,6 +297,7 @@ std::string default_probe_helper() {
   }
   return "";
 }
+#endif
 
 std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices) {
   std::vector<GpuInfo> gpus;

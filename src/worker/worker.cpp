@@ -1,9 +1,6 @@
 // The worker side: publish, bind, identity.
 #include "gpusel/worker.hpp"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cstdlib>
@@ -12,6 +9,7 @@
 #include <mutex>
 
 #include "../driver/cuda_api.hpp"
+#include "../platform/ancestry.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
@@ -72,65 +70,15 @@ std::optional<std::string> env_string(const char* name) {
   return v == nullptr ? std::nullopt : std::optional<std::string>(v);
 }
 
-// A process's environment at its start, from /proc; nullopt when it cannot be read.
-std::optional<std::map<std::string, std::string>> initial_environment(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/environ";
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  char buf[16384];
-  constexpr std::size_t kMax = 4u << 20;
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      close(fd);
-      return std::nullopt;
-    }
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMax) break;
-  }
-  close(fd);
-  std::map<std::string, std::string> env;
-  std::size_t start = 0;
-  while (start < text.size()) {
-    std::size_t end = text.find('\0', start);
-    if (end == std::string::npos) end = text.size();
-    const std::string_view entry(text.data() + start, end - start);
-    const std::size_t eq = entry.find('=');
-    if (eq != std::string_view::npos)
-      env.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
-    start = end + 1;
-  }
-  return env;
-}
-
-// The parent of `pid`, from /proc/PID/stat; 0 when unknown.
-pid_t parent_of(pid_t pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
-  char buf[1024];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  const char* close_paren = std::strrchr(buf, ')');  // the command name may hold anything
-  if (close_paren == nullptr) return 0;
-  char state = 0;
-  int ppid = 0;
-  if (std::sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) return 0;
-  return ppid;
-}
-
 // How far up the ancestry each candidate was set: the first process (this one at 0, then its
 // parent, ...) whose starting environment lacks the variable with this value. An environment that
 // cannot be read ends the walk, leaving lower bounds.
 void look_up_distances(std::vector<RankCandidate>& candidates) {
   constexpr int kMaxDepth = 32;
-  pid_t pid = getpid();
+  int pid = detail::current_pid();
   std::vector<bool> done(candidates.size(), false);
   for (int depth = 0; depth < kMaxDepth && pid > 0; ++depth) {
-    const auto env = initial_environment(pid);
+    const auto env = detail::initial_environment(pid);
     for (std::size_t i = 0; i < candidates.size(); ++i) {
       if (done[i]) continue;
       candidates[i].distance = depth;
@@ -142,7 +90,7 @@ void look_up_distances(std::vector<RankCandidate>& candidates) {
       }
     }
     if (!env || pid == 1) break;
-    pid = parent_of(pid);
+    pid = detail::parent_of(pid);
   }
 }
 

@@ -2,7 +2,11 @@
 #include "bench_report.hpp"
 
 #include <fmt/format.h>
+#ifdef _WIN32
+#include <io.h>
+#else
 #include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -271,7 +275,11 @@ void check_output_path(const std::string& option, const std::string& path) {
     throw bad_input(option + " " + quote_value(path) + ": the folder " + quote_value(dir.string()) +
                     " does not exist");
   }
+#ifdef _WIN32
+  if (_waccess(dir.c_str(), 2) != 0) {
+#else
   if (access(dir.c_str(), W_OK) != 0) {
+#endif
     throw bad_input(option + " " + quote_value(path) + ": cannot write in " +
                     quote_value(dir.string()) + " (" + std::strerror(errno) + ")");
   }

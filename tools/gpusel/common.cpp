@@ -1,6 +1,10 @@
 #include "common.hpp"
 
+#ifdef _WIN32
+#include "../../src/platform/win.hpp"
+#else
 #include <unistd.h>
+#endif
 
 #include <cstdlib>
 #include <filesystem>
@@ -18,11 +22,24 @@ std::optional<std::string> env_value(const char* name) {
   return v == nullptr ? std::nullopt : std::optional<std::string>(v);
 }
 
+void set_env(const std::string& name, const std::string& value) {
+#ifdef _WIN32
+  _wputenv_s(detail::win::widen(name).c_str(), detail::win::widen(value).c_str());
+#else
+  setenv(name.c_str(), value.c_str(), 1);
+#endif
+}
+
 std::string sim_root() {
   if (auto root = env_value("GPUSEL_SIM_ROOT"); root && !root->empty()) return *root;
   std::error_code ec;
+#ifdef _WIN32
+  fs::path exe = executable_path();
+  if (exe.empty()) return "lib/gpusel/sim";
+#else
   fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (ec) return "lib/gpusel/sim";
+#endif
   return (exe.parent_path().parent_path() / "lib" / "gpusel" / "sim").lexically_normal().string();
 }
 
@@ -39,10 +56,12 @@ SimSetup sim_setup(const std::string& machine) {
   std::error_code ec;
   fs::path absolute = fs::canonical(setup.machine_path, ec);
   if (!ec) setup.machine_path = absolute.string();
-  if (!fs::exists(root + "/libnvidia-ml.so.1") || !fs::exists(root + "/libcuda.so.1")) {
+  const std::string nvml = std::string("/") + kSimNvml, cuda = std::string("/") + kSimCuda;
+  if (!fs::exists(root + nvml) || !fs::exists(root + cuda)) {
     throw failure("the simulator's libraries are not in " + root +
                   " (a partial build or installation?); build the gpusel_sim target, or set "
-                  "GPUSEL_SIM_ROOT to the folder that holds libnvidia-ml.so.1 and libcuda.so.1");
+                  "GPUSEL_SIM_ROOT to the folder that holds " + std::string(kSimNvml) + " and " +
+                  kSimCuda);
   }
   std::string dir = root;
   if (m.faults.nvml == "missing") {
@@ -54,18 +73,18 @@ SimSetup sim_setup(const std::string& machine) {
   }
   setup.machine_name = m.name;
   std::string path = dir;
-  if (auto old = env_value("LD_LIBRARY_PATH"); old && !old->empty()) path += ":" + *old;
-  setup.env["LD_LIBRARY_PATH"] = path;
+  if (auto old = env_value(kSimSearchPath); old && !old->empty()) path += kPathSeparator + *old;
+  setup.env[kSimSearchPath] = path;
   setup.env["GPUSEL_SIM_MACHINE"] = setup.machine_path;
   // gpusel loads the libraries by these paths, so a missing one stays missing even on a machine
   // that has the real driver installed.
-  setup.env["GPUSEL_NVML_LIBRARY"] = dir + "/libnvidia-ml.so.1";
-  setup.env["GPUSEL_CUDA_LIBRARY"] = dir + "/libcuda.so.1";
+  setup.env["GPUSEL_NVML_LIBRARY"] = dir + nvml;
+  setup.env["GPUSEL_CUDA_LIBRARY"] = dir + cuda;
   return setup;
 }
 
 void apply_sim(const SimSetup& setup) {
-  for (const auto& [key, value] : setup.env) setenv(key.c_str(), value.c_str(), 1);
+  for (const auto& [key, value] : setup.env) set_env(key, value);
 }
 
 std::optional<std::string> simulated_machine() {

@@ -1,13 +1,13 @@
 // gpusel doctor: what will go wrong on this machine and in this environment before a job runs,
 // each finding with a severity and a remedy.
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "../../src/platform/ancestry.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/bandwidth.hpp"
@@ -308,7 +308,7 @@ class Doctor {
       if (g->processes && !g->processes->empty()) {
         std::vector<std::string> who;
         for (const GpuProcess& p : *g->processes) {
-          if (p.pid == static_cast<unsigned>(getpid())) continue;
+          if (p.pid == static_cast<unsigned>(detail::current_pid())) continue;
           who.push_back(p.used_memory
                             ? fmt::format("pid {} ({})", p.pid, format_bytes(p.used_memory))
                             : fmt::format("pid {}", p.pid));

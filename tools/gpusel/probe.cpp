@@ -1,8 +1,10 @@
 // gpusel internal-probe-cuda: prints what CUDA enumerates in this process, for a parent that
 // must not initialise CUDA itself (see gpusel::probe_cuda).
+#ifndef _WIN32
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
+#endif
 
 #include <cstdlib>
 #include <iostream>
@@ -23,11 +25,14 @@ CLI::App* setup_probe(CLI::App& app) {
 int run_probe() {
   // Die with the gpusel that started this probe (it waits a bounded time, and may itself be
   // stopped meanwhile), even while cuInit hangs. It passes its process id, so that a parent that
-  // died before the prctl is noticed too.
+  // died before the prctl is noticed too. (Windows: the parent's Job Object kills the probe with
+  // it, see probe_win.inc.)
+#ifndef _WIN32
   if (const char* parent = std::getenv("GPUSEL_PROBE_PARENT"); parent != nullptr) {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (std::to_string(getppid()) != parent) return 1;
   }
+#endif
   try {
     std::cout << serialise_devices(cuda_devices()) << std::flush;
     return 0;

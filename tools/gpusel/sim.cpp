@@ -1,6 +1,8 @@
 // gpusel sim: the bundled simulated machines, and the settings that put a shell on one.
 #include <fmt/format.h>
+#ifndef _WIN32
 #include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -26,6 +28,7 @@ bool one_printable_line(const std::string& text) {
   });
 }
 
+#ifndef _WIN32  // Windows: sim_exec_win.cpp
 // The file execv will run for `name`, looked up in PATH as execvp would; Error(BadInput) when there
 // is none, so that a typo is gpusel's exit 2 rather than the shell's 127 or 126.
 std::string program_path(const std::string& name) {
@@ -54,9 +57,11 @@ std::string program_path(const std::string& name) {
   throw bad_input("sim exec: command " + quote_value(name) + " not found in PATH=" +
                   quote_value(dirs) + "; check its spelling, or give its path");
 }
+#endif
 
 }  // namespace
 
+#ifndef _WIN32  // Windows: sim_exec_win.cpp
 int run_sim_exec(const std::string& machine, const std::vector<std::string>& command) {
   if (command.empty() || command.front().empty()) {
     throw bad_input("sim exec " + machine +
@@ -79,6 +84,7 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
     throw bad_input(message);
   throw failure(message);
 }
+#endif
 
 CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
   CLI::App* cmd = app.add_subcommand("sim", "simulated GPU machines, for testing without GPUs");

@@ -1,0 +1,22 @@
+// Internal: reading the ancestry of this process, for telling which launcher set a rank variable
+// (worker.cpp). Linux reads /proc (ancestry_linux.cpp); Windows cannot read another process's
+// starting environment, so there every lookup fails and the distances stay lower bounds
+// (ancestry_win.cpp): disagreeing rank variables are then refused, never guessed between.
+#pragma once
+
+#include <map>
+#include <optional>
+#include <string>
+
+namespace gpusel::detail {
+
+// The environment process `pid` started with; nullopt when it cannot be read.
+std::optional<std::map<std::string, std::string>> initial_environment(int pid);
+
+// The parent of process `pid`; 0 when unknown.
+int parent_of(int pid);
+
+// This process's id.
+int current_pid();
+
+}  // namespace gpusel::detail

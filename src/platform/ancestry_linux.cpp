@@ -1,0 +1,65 @@
+// Process ancestry on Linux, from /proc.
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+
+#include "ancestry.hpp"
+
+namespace gpusel::detail {
+
+// A process's environment at its start, from /proc; nullopt when it cannot be read.
+std::optional<std::map<std::string, std::string>> initial_environment(int pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/environ";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  std::string text;
+  char buf[16384];
+  constexpr std::size_t kMax = 4u << 20;
+  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      close(fd);
+      return std::nullopt;
+    }
+    text.append(buf, static_cast<std::size_t>(n));
+    if (text.size() > kMax) break;
+  }
+  close(fd);
+  std::map<std::string, std::string> env;
+  std::size_t start = 0;
+  while (start < text.size()) {
+    std::size_t end = text.find('\0', start);
+    if (end == std::string::npos) end = text.size();
+    const std::string_view entry(text.data() + start, end - start);
+    const std::size_t eq = entry.find('=');
+    if (eq != std::string_view::npos)
+      env.emplace(std::string(entry.substr(0, eq)), std::string(entry.substr(eq + 1)));
+    start = end + 1;
+  }
+  return env;
+}
+
+// The parent of `pid`, from /proc/PID/stat; 0 when unknown.
+int parent_of(int pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[1024];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  const char* close_paren = std::strrchr(buf, ')');  // the command name may hold anything
+  if (close_paren == nullptr) return 0;
+  char state = 0;
+  int ppid = 0;
+  if (std::sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) return 0;
+  return ppid;
+}
+
+int current_pid() { return static_cast<int>(getpid()); }
+
+}  // namespace gpusel::detail

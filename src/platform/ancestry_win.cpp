@@ -1,0 +1,16 @@
+// Process ancestry on Windows: not read. Another process's starting environment is not
+// available through a supported API, so a worker whose launchers' rank variables disagree is
+// refused with the message that names them (the distances stay lower bounds).
+#include "ancestry.hpp"
+
+#include "win.hpp"
+
+namespace gpusel::detail {
+
+std::optional<std::map<std::string, std::string>> initial_environment(int) { return std::nullopt; }
+
+int parent_of(int) { return 0; }
+
+int current_pid() { return static_cast<int>(GetCurrentProcessId()); }
+
+}  // namespace gpusel::detail

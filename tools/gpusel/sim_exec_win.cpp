@@ -1,0 +1,62 @@
+// gpusel sim exec on Windows: Windows has no exec, so the program runs as a child process in a
+// Job Object that kills it when gpusel ends, and gpusel exits with its exit code. Ctrl-C and
+// Ctrl-Break reach the child through the shared console; gpusel ignores them while it waits.
+#include <filesystem>
+
+#include "../../src/platform/win.hpp"
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/launch.hpp"
+#include "gpusel/resolve.hpp"
+
+namespace gpusel::cli {
+
+std::string executable_path() { return detail::win::narrow(detail::win::module_path()); }
+
+int run_sim_exec(const std::string& machine, const std::vector<std::string>& command) {
+  namespace win = detail::win;
+  if (command.empty() || command.front().empty()) {
+    throw bad_input("sim exec " + machine +
+                    ": no command given; put it after --, as in: gpusel sim exec " + machine +
+                    " -- python prog.py");
+  }
+  const SimSetup setup = sim_setup(machine);
+  std::string program;
+  try {
+    program = find_program(command.front());
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (what.rfind("run: ", 0) == 0) what = what.substr(5);
+    throw bad_input("sim exec: " + what);
+  }
+  apply_sim(setup);
+  std::vector<std::string> args = command;
+  args[0] = program;
+  std::wstring line = win::command_line(args);
+  const std::wstring exe = win::widen(program);
+  win::Handle job = win::kill_on_close_job();
+  STARTUPINFOW si{};
+  si.cb = sizeof si;
+  PROCESS_INFORMATION pi{};
+  if (!CreateProcessW(exe.c_str(), line.data(), nullptr, nullptr, TRUE,
+                      CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED, nullptr, nullptr, &si, &pi)) {
+    const DWORD e = GetLastError();
+    const std::string message =
+        "sim exec: cannot start " + quote_value(program) + ": " + win::error_text(e);
+    if (e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND || e == ERROR_ACCESS_DENIED ||
+        e == ERROR_BAD_EXE_FORMAT)
+      throw bad_input(message);
+    throw failure(message);
+  }
+  win::Handle process(pi.hProcess), thread(pi.hThread);
+  if (job) AssignProcessToJobObject(job.get(), process.get());
+  SetConsoleCtrlHandler(nullptr, TRUE);  // the child decides what Ctrl-C does
+  ResumeThread(thread.get());
+  WaitForSingleObject(process.get(), INFINITE);
+  DWORD code = 1;
+  GetExitCodeProcess(process.get(), &code);
+  return static_cast<int>(code);
+}
+
+}  // namespace gpusel::cli
