@@ -16,8 +16,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "../src/bench/copy_sample.hpp"
-#include "../src/driver/cuda_abi.hpp"
+#include "copy_sample.hpp"
+#include "cuda_abi.hpp"
 #include "cuda_rules.hpp"
 #include "gpu_model.hpp"
 #include "sim_common.hpp"
@@ -1738,5 +1738,5 @@ CUresult impl::cuGetProcAddress_v2(const char* symbol, void** fn, int version,
 // Each exported function of cuda.def has exactly the prototype gpusel's loader expects.
 #define GPUSEL_CUDA(api, symbol, required, params) \
   static_assert(std::is_same_v<decltype(&::symbol), CUresult(*) params>, #symbol " prototype");
-#include "../src/driver/cuda.def"
+#include "cuda.def"
 #undef GPUSEL_CUDA
