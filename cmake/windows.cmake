@@ -60,3 +60,4 @@ macro(gpusel_windows_sim_folders)
     DEPENDS gpusel_sim_nvml gpusel_sim_cuda
     COMMENT "simulator folders for Windows")
 endmacro()
+

@@ -10,8 +10,8 @@
 #endif
 #include <functional>
 
-#include "../driver/cuda_api.hpp"
 #include "copy_sample.hpp"
+#include "cuda_api.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/units.hpp"
 

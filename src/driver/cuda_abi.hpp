@@ -18,22 +18,11 @@ typedef struct CUuuid_st {
   char bytes[16];
 } CUuuid;
 
+// CUDA_SUCCESS and the CUDA_ERROR_* result codes, from the one list of them.
 enum : int {
-  CUDA_SUCCESS = 0,
-  CUDA_ERROR_INVALID_VALUE = 1,
-  CUDA_ERROR_OUT_OF_MEMORY = 2,
-  CUDA_ERROR_NOT_INITIALIZED = 3,
-  CUDA_ERROR_DEINITIALIZED = 4,
-  CUDA_ERROR_STUB_LIBRARY = 34,
-  CUDA_ERROR_NO_DEVICE = 100,
-  CUDA_ERROR_INVALID_DEVICE = 101,
-  CUDA_ERROR_INVALID_IMAGE = 200,
-  CUDA_ERROR_INVALID_CONTEXT = 201,
-  CUDA_ERROR_INVALID_HANDLE = 400,
-  CUDA_ERROR_NOT_FOUND = 500,
-  CUDA_ERROR_NOT_READY = 600,
-  CUDA_ERROR_NOT_SUPPORTED = 801,
-  CUDA_ERROR_UNKNOWN = 999,
+#define GPUSEL_CUDA_ERROR(name, value, text) name = value,
+#include "cuda_errors.def"
+#undef GPUSEL_CUDA_ERROR
 };
 
 enum : int {

@@ -2,7 +2,7 @@
 """The CUDA driver ABI gpusel declares by hand (src/driver/cuda.def, src/driver/cuda_abi.hpp)
 against NVIDIA's own cuda.h: every function of cuda.def has the prototype cuda.h gives the symbol
 it names (the versioned one, e.g. cuDeviceTotalMem_v2, which cuda.h #defines cuDeviceTotalMem to),
-every enumerator of cuda_abi.hpp has NVIDIA's value, and the types and CUuuid have NVIDIA's layout.
+every enumerator of cuda_abi.hpp and cuda_errors.def has NVIDIA's value, and the types and CUuuid have NVIDIA's layout.
 Types are compared by ABI: integers by size and signedness (cuda.h's cuuint64_t, unsigned long,
 is gpusel's unsigned long long), cuda.h's enums (CUresult, CUdevice_attribute) as ints of their
 size, NVIDIA's CUuuid as gpusel's.
@@ -72,6 +72,8 @@ def main(argv):
         entries = re.findall(r"^GPUSEL_CUDA\((\w+),\s*(\w+),\s*\w+,\s*(\(.*\))\)\s*$", f.read(), re.M)
     with open(os.path.join(driver, "cuda_abi.hpp")) as f:
         enumerators = re.findall(r"^\s+((?:CUDA|CU)_[A-Z0-9_]+) = ", f.read(), re.M)
+    with open(os.path.join(driver, "cuda_errors.def")) as f:
+        enumerators += re.findall(r"^GPUSEL_CUDA_ERROR\((CUDA_\w+),", f.read(), re.M)
     if len(entries) < 20 or len(enumerators) < 10:
         print(f"read only {len(entries)} functions and {len(enumerators)} enumerators: the parser is out of date")
         return 1

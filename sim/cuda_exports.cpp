@@ -1,0 +1,192 @@
+// The simulated libcuda.so.1's exported functions: each a traced wrapper around
+// gpusel::sim::cuda::impl (the other cuda_*.cpp files), and cuGetProcAddress's table of them.
+#include <cstring>
+#include <string>
+#include <tuple>
+#include <type_traits>
+
+#include "cuda_sim.hpp"
+#include "trace.hpp"
+
+#if defined(_WIN32)
+#define CUDA_SIM_API extern "C" __declspec(dllexport)
+#else
+#define CUDA_SIM_API extern "C" __attribute__((visibility("default")))
+#endif
+
+namespace impl = gpusel::sim::cuda::impl;
+using gpusel::sim::cuda::error_name;
+
+// ---- the exported entry points: traced wrappers around impl:: --------------------------------
+#define SIM_CU(name, params, args)                                              \
+  CUDA_SIM_API CUresult name params {                                           \
+    const CUresult rc = impl::name args;                                        \
+    if (gpusel::sim::trace::on())                                               \
+      std::apply(                                                               \
+          [&](const auto&... traced_args) {                                     \
+            gpusel::sim::trace::call("libcuda.so.1", #name, rc, error_name(rc), \
+                                     rc == CUDA_SUCCESS, traced_args...);       \
+          },                                                                    \
+          std::make_tuple args);                                                \
+    return rc;                                                                  \
+  }
+#include "cuda_exports.inc"
+#undef SIM_CU
+
+namespace {
+
+template <typename F>
+void* proc(F* f) {
+  return reinterpret_cast<void*>(f);
+}
+
+struct Export {
+  const char* symbol;
+  void* fn;
+};
+const Export kExports[] = {
+#define SIM_CU(name, params, args) {#name, proc(&::name)},
+#include "cuda_exports.inc"
+#undef SIM_CU
+};
+
+// The CUDA version that brought each exported symbol's ABI (cudaTypedefs.h's PFN_<name>_v<N>):
+// cuGetProcAddress hands out, for a base name, the newest of its symbols at or below the version
+// asked for. Symbols not listed came with CUDA 2.0.
+struct Since {
+  const char* symbol;
+  int version;
+};
+const Since kSince[] = {
+    {"cuDeviceTotalMem_v2", 3020},
+    {"cuCtxCreate_v2", 3020},
+    {"cuMemGetInfo_v2", 3020},
+    {"cuMemAlloc_v2", 3020},
+    {"cuMemFree_v2", 3020},
+    {"cuMemGetAddressRange_v2", 3020},
+    {"cuMemAllocHost_v2", 3020},
+    {"cuMemHostGetDevicePointer_v2", 3020},
+    {"cuMemcpyHtoD_v2", 3020},
+    {"cuMemcpyDtoH_v2", 3020},
+    {"cuMemcpyDtoD_v2", 3020},
+    {"cuMemcpyHtoDAsync_v2", 3020},
+    {"cuMemcpyDtoHAsync_v2", 3020},
+    {"cuMemcpyDtoDAsync_v2", 3020},
+    {"cuMemsetD8_v2", 3020},
+    {"cuMemsetD32_v2", 3020},
+    {"cuModuleGetGlobal_v2", 3020},
+    {"cuCtxDestroy_v2", 4000},
+    {"cuCtxPushCurrent_v2", 4000},
+    {"cuCtxPopCurrent_v2", 4000},
+    {"cuStreamDestroy_v2", 4000},
+    {"cuEventDestroy_v2", 4000},
+    {"cuMemHostRegister_v2", 6050},
+    {"cuLinkCreate_v2", 6050},
+    {"cuDevicePrimaryCtxRelease_v2", 11000},
+    {"cuDevicePrimaryCtxSetFlags_v2", 11000},
+    {"cuDevicePrimaryCtxReset_v2", 11000},
+    {"cuIpcOpenMemHandle_v2", 11000},
+    {"cuDeviceGetUuid_v2", 11040},
+    {"cuGetProcAddress_v2", 12000},
+    {"cuEventElapsedTime_v2", 12080},
+    {"cuMemHostAlloc", 2020},
+    {"cuDriverGetVersion", 2020},
+    {"cuFuncGetAttribute", 2020},
+    {"cuCtxGetApiVersion", 3020},
+    {"cuCtxGetCacheConfig", 3020},
+    {"cuCtxSetCacheConfig", 3020},
+    {"cuStreamWaitEvent", 3020},
+    {"cuMemsetD8Async", 3020},
+    {"cuMemsetD32Async", 3020},
+    {"cuCtxGetLimit", 3010},
+    {"cuCtxSetLimit", 3010},
+    {"cuCtxSetCurrent", 4000},
+    {"cuCtxGetCurrent", 4000},
+    {"cuDeviceCanAccessPeer", 4000},
+    {"cuCtxEnablePeerAccess", 4000},
+    {"cuCtxDisablePeerAccess", 4000},
+    {"cuMemHostUnregister", 4000},
+    {"cuPointerGetAttribute", 4000},
+    {"cuLaunchKernel", 4000},
+    {"cuDeviceGetByPCIBusId", 4010},
+    {"cuDeviceGetPCIBusId", 4010},
+    {"cuIpcGetMemHandle", 4010},
+    {"cuIpcOpenMemHandle", 4010},
+    {"cuIpcCloseMemHandle", 4010},
+    {"cuIpcGetEventHandle", 4010},
+    {"cuIpcOpenEventHandle", 4010},
+    {"cuCtxGetStreamPriorityRange", 5050},
+    {"cuStreamCreateWithPriority", 5050},
+    {"cuLinkDestroy", 5050},
+    {"cuMemAllocManaged", 6000},
+    {"cuGetErrorString", 6000},
+    {"cuGetErrorName", 6000},
+    {"cuDevicePrimaryCtxRetain", 7000},
+    {"cuDevicePrimaryCtxRelease", 7000},
+    {"cuDevicePrimaryCtxSetFlags", 7000},
+    {"cuDevicePrimaryCtxGetState", 7000},
+    {"cuDevicePrimaryCtxReset", 7000},
+    {"cuCtxGetFlags", 7000},
+    {"cuDeviceGetP2PAttribute", 8000},
+    {"cuDeviceGetUuid", 9020},
+    {"cuGetProcAddress", 11030},
+};
+
+int since(const char* symbol) {
+  for (const Since& s : kSince) {
+    if (std::strcmp(s.symbol, symbol) == 0) return s.version;
+  }
+  return 2000;
+}
+
+// "cuMemAlloc" for "cuMemAlloc_v2".
+std::string base_name(const char* symbol) {
+  std::string s = symbol;
+  const auto at = s.rfind("_v");
+  if (at != std::string::npos && at + 2 < s.size() &&
+      s.find_first_not_of("0123456789", at + 2) == std::string::npos)
+    s.resize(at);
+  return s;
+}
+
+}  // namespace
+
+CUresult impl::cuGetProcAddress(const char* symbol, void** fn, int version,
+                                unsigned long long flags) {
+  return cuGetProcAddress_v2(symbol, fn, version, flags, nullptr);
+}
+
+// cuGetProcAddress: `symbol` is a base name ("cuMemAlloc"), as the real driver expects; the
+// per-thread-default-stream flag gives the same functions (the simulator has one kind of stream).
+CUresult impl::cuGetProcAddress_v2(const char* symbol, void** fn, int version,
+                                   unsigned long long flags, int* status) {
+  if (symbol == nullptr || fn == nullptr || flags > 2) return CUDA_ERROR_INVALID_VALUE;
+  *fn = nullptr;
+  int best = -1;
+  bool too_new = false;
+  for (const Export& e : kExports) {
+    if (base_name(e.symbol) != symbol) continue;
+    const int v = since(e.symbol);
+    if (v > version) {
+      too_new = true;
+    } else if (v > best) {
+      best = v;
+      *fn = e.fn;
+    }
+  }
+  const int found = *fn != nullptr ? CU_GET_PROC_ADDRESS_SUCCESS
+                    : too_new      ? CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT
+                                   : CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+  if (status != nullptr) *status = found;
+  if (found == CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND && gpusel::sim::trace::on()) {
+    gpusel::sim::trace::missing("libcuda.so.1", "cuGetProcAddress", symbol,
+                                "(version " + std::to_string(version) + ")");
+  }
+  return *fn != nullptr ? CUDA_SUCCESS : CUDA_ERROR_NOT_FOUND;
+}
+
+// Each exported function of cuda.def has exactly the prototype gpusel's loader expects.
+#define GPUSEL_CUDA(api, symbol, required, params) \
+  static_assert(std::is_same_v<decltype(&::symbol), CUresult(*) params>, #symbol " prototype");
+#include "cuda.def"
+#undef GPUSEL_CUDA

@@ -1,0 +1,146 @@
+// The simulated libcuda.so.1's internals, shared by its sources (one concern each):
+//   cuda_state.cpp       the process's driver state, cuInit's enumeration, device and context
+//   lookup cuda_device.cpp      device queries (name, UUID, PCI, peer access); cuda_attributes.cpp
+//   their values cuda_context.cpp     primary and created contexts, the thread's context stack,
+//   context settings cuda_memory.cpp      device and pinned host memory, copies and memsets
+//   cuda_timing.cpp      streams, events and the simulated time copies take
+//   cuda_modules.cpp     module, linker and launch entry points (no device code runs)
+//   cuda_errors.cpp      result names and descriptions (src/driver/cuda_errors.def)
+//   cuda_exports.cpp     the exported, traced entry points and cuGetProcAddress's table
+//   host_memory_posix.cpp  the one platform-specific piece: reserving host address space
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cuda_abi.hpp"
+#include "machine.hpp"
+#include "sim_common.hpp"
+
+// The handle types the driver API names; CUcontext, CUstream and CUevent point to these.
+struct CUctx_st {
+  int device = 0;
+  int retains = 0;         // a primary context: references; alive while above 0
+  bool primary = true;     // false: made by cuCtxCreate
+  bool destroyed = false;  // a created context after cuCtxDestroy (kept: other threads may hold it)
+  unsigned flags = 0;
+  std::set<CUcontext> peers;  // cuCtxEnablePeerAccess
+};
+struct CUlinkState_st {};
+typedef struct CUlinkState_st* CUlinkState;
+typedef struct {
+  char reserved[64];
+} CUipcMemHandle;
+typedef struct {
+  char reserved[64];
+} CUipcEventHandle;
+struct CUstream_st {
+  int device = 0;
+  bool non_blocking = false;
+  double ready = 0;  // simulated seconds at which the stream's queued work is done
+};
+struct CUevent_st {
+  bool recorded = false;
+  double time = 0;
+};
+
+namespace gpusel::sim::cuda {
+
+struct Device {
+  int gpu = 0;
+  int mig = -1;
+  std::string name;
+  std::string uuid;         // MIG UUID for a MIG device
+  std::string parent_uuid;  // the GPU's
+  std::uint64_t memory_total = 0;
+  std::uint64_t memory_used = 0;
+  int sm_count = 0;
+  CUctx_st primary;
+  CUstream_st legacy_stream;                          // stream 0
+  double h2d_free = 0, d2h_free = 0, local_free = 0;  // when each link is next idle
+};
+
+struct Allocation {
+  std::size_t size = 0;
+  int device = 0;
+};
+
+struct State {
+  LoadedMachine loaded;
+  std::mutex mutex;  // guards everything below that changes after cuInit
+  // Set once, under the mutex, after init_result, devices and loaded are final: a thread that
+  // reads true (acquire) may read those without the mutex, as they never change again.
+  std::atomic<bool> initialised{false};
+  CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
+  std::vector<Device> devices;  // the vector and each device's identity; retains, memory_used
+                                // and the streams' times change under the mutex
+  std::map<CUdeviceptr, Allocation> allocations;  // device memory, by base address
+  std::map<const void*, std::size_t> pinned;      // cuMemHostAlloc'd memory, by base address
+  std::map<const void*, std::size_t> registered;  // cuMemHostRegister'd memory (the caller's)
+  std::set<CUstream> streams;
+  std::set<CUevent> events;
+  std::set<CUcontext> created;  // contexts of cuCtxCreate, destroyed ones included
+};
+
+// The calling thread's context stack: the current context, and below it those pushed over.
+extern thread_local CUcontext current_context;
+extern thread_local std::vector<CUcontext> context_stack;
+
+// ---- cuda_state.cpp ----
+State& state();
+const SimGpu& gpu_of(const State& s, const Device& d);
+// Guard for every call after cuInit: returns CUDA_SUCCESS when the driver is usable.
+CUresult ready();
+// The device a CUdevice names, or nullptr.
+Device* device(CUdevice d);
+// A context that is alive. Call with the mutex held (it reads retains).
+bool alive(CUcontext c);
+// A context this library gave out and still alive. Call with the mutex held.
+bool known_context(CUcontext c);
+// The device of the calling thread's current context. Call with the mutex held.
+Device* current_device();
+
+// ---- cuda_device.cpp, cuda_attributes.cpp ----
+// Peer access between two enumerated devices.
+bool peer_access(const Device& a, const Device& b);
+// A CUdevice_attribute's value for the device; nullopt for a number CUDA does not define.
+std::optional<int> attribute_value(const State& s, const Device& d, int attribute);
+
+// ---- cuda_memory.cpp ----
+// The allocation holding [ptr, ptr + size), or nullptr. Call with the mutex held.
+const Allocation* find_allocation(CUdeviceptr ptr, std::size_t size);
+// Pinned (allocated or registered) host memory. Call with the mutex held.
+bool is_pinned(const void* host, std::size_t size);
+
+// ---- cuda_timing.cpp ----
+enum class Link { H2D, D2H, Local };
+CUstream_st* stream_of(CUstream stream, Device& d);
+bool valid_stream(CUstream stream);
+// Queues `bytes` on a link of device d behind whatever the stream and the link already hold.
+void account(Device& d, CUstream stream, Link link, std::size_t bytes);
+
+// ---- cuda_errors.cpp ----
+const char* error_name(CUresult rc);
+const char* error_text(CUresult rc);
+
+// ---- host_memory_posix.cpp ----
+// Reserves `bytes` of zeroed, readable and writable host memory, committed only as it is
+// touched; nullptr when the address space is exhausted.
+void* reserve_host_memory(std::size_t bytes);
+void release_host_memory(void* p, std::size_t bytes);
+
+}  // namespace gpusel::sim::cuda
+
+// The implementation of each exported function (cuda_exports.inc), wrapped by cuda_exports.cpp.
+namespace gpusel::sim::cuda::impl {
+#define SIM_CU(name, params, args) CUresult name params;
+#include "cuda_exports.inc"
+#undef SIM_CU
+}  // namespace gpusel::sim::cuda::impl

@@ -1,0 +1,206 @@
+// The simulated libcuda.so.1's time: streams and events, and the simulated seconds each copy or
+// memset takes on its device's links. Work completes as it is queued; only simulated time advances.
+#include "cuda_sim.hpp"
+
+#include <algorithm>
+
+namespace gpusel::sim::cuda {
+
+CUstream_st* stream_of(CUstream stream, Device& d) {
+  return stream == nullptr ? &d.legacy_stream : stream;
+}
+
+bool valid_stream(CUstream stream) {
+  return stream == nullptr || state().streams.count(stream) > 0;
+}
+
+// Queues B bytes on a link of device d behind whatever the stream and the link already hold.
+// The legacy stream also waits for, and holds back, every blocking stream of its device.
+void account(Device& d, CUstream stream, Link link, std::size_t bytes) {
+  State& s = state();
+  const SimGpu& g = gpu_of(s, d);
+  double seconds = 0;
+  double* link_free = nullptr;
+  switch (link) {
+    case Link::H2D:
+      seconds = static_cast<double>(bytes) / (g.pcie_h2d_gbps * 1e9);
+      link_free = &d.h2d_free;
+      break;
+    case Link::D2H:
+      seconds = static_cast<double>(bytes) / (g.pcie_d2h_gbps * 1e9);
+      link_free = &d.d2h_free;
+      break;
+    case Link::Local:  // a device-local copy reads and writes every byte
+      seconds = 2.0 * static_cast<double>(bytes) / (g.memory_bandwidth_gbps * 1e9);
+      link_free = &d.local_free;
+      break;
+  }
+  const int dev_index = static_cast<int>(&d - s.devices.data());
+  CUstream_st* st = stream_of(stream, d);
+  double start = std::max(st->ready, *link_free);
+  if (stream == nullptr) {
+    for (CUstream other : s.streams) {
+      if (other->device == dev_index && !other->non_blocking) start = std::max(start, other->ready);
+    }
+  } else if (!st->non_blocking) {
+    start = std::max(start, d.legacy_stream.ready);
+  }
+  const double end = start + seconds;
+  st->ready = end;
+  *link_free = end;
+  if (stream == nullptr) {
+    for (CUstream other : s.streams) {
+      if (other->device == dev_index && !other->non_blocking)
+        other->ready = std::max(other->ready, end);
+    }
+  }
+}
+
+namespace impl {
+
+CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (stream == nullptr || flags > CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+  auto* st = new CUstream_st;
+  st->device = current_context->device;
+  st->non_blocking = flags == CU_STREAM_NON_BLOCKING;
+  st->ready = s.devices[static_cast<std::size_t>(st->device)].legacy_stream.ready;
+  s.streams.insert(st);
+  *stream = st;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int) {
+  return cuStreamCreate(stream, flags);  // priorities do not change simulated time
+}
+
+CUresult cuStreamDestroy_v2(CUstream stream) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  delete stream;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamSynchronize(CUstream stream) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream == nullptr && current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;  // work completes as it is queued; only simulated time advances
+}
+
+// Work completes as it is queued (only simulated time advances): nothing is ever pending.
+CUresult cuStreamQuery(CUstream stream) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (stream == nullptr && current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (!valid_stream(stream) || s.events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  Device* d = current_device();
+  if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  CUstream_st* st = stream_of(stream, *d);
+  if (event->recorded) st->ready = std::max(st->ready, event->time);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventCreate(CUevent* event, unsigned int) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto* e = new CUevent_st;
+  s.events.insert(e);
+  *event = e;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventRecord(CUevent event, CUstream stream) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.events.count(event) == 0 || !valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  Device* d = current_device();
+  if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  CUstream_st* st = stream_of(stream, *d);
+  double t = st->ready;
+  if (stream == nullptr) {
+    const int dev_index = static_cast<int>(d - s.devices.data());
+    for (CUstream other : s.streams) {
+      if (other->device == dev_index && !other->non_blocking) t = std::max(t, other->ready);
+    }
+  }
+  event->time = t;
+  event->recorded = true;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventSynchronize(CUevent event) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.events.count(event) == 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+
+CUresult cuEventQuery(CUevent event) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  return s.events.count(event) == 0 ? CUDA_ERROR_INVALID_HANDLE : CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (ms == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (s.events.count(start) == 0 || s.events.count(end) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (!start->recorded || !end->recorded) return CUDA_ERROR_INVALID_HANDLE;
+  *ms = static_cast<float>((end->time - start->time) * 1e3);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuEventElapsedTime_v2(float* ms, CUevent start, CUevent end) {
+  return cuEventElapsedTime(ms, start, end);
+}
+
+CUresult cuEventDestroy_v2(CUevent event) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.events.erase(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  delete event;
+  return CUDA_SUCCESS;
+}
+
+CUresult cuIpcGetEventHandle(CUipcEventHandle* handle, CUevent event) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  std::lock_guard<std::mutex> lock(state().mutex);
+  if (handle == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  if (state().events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult cuIpcOpenEventHandle(CUevent* event, CUipcEventHandle) {
+  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
+  if (event == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+}  // namespace impl
+
+}  // namespace gpusel::sim::cuda
