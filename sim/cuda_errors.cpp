@@ -8,7 +8,7 @@ const char* error_name(CUresult rc) {
 #define GPUSEL_CUDA_ERROR(name, value, text) \
   case name:                                 \
     return #name;
-#include "../src/driver/cuda_errors.def"
+#include "cuda_errors.def"
 #undef GPUSEL_CUDA_ERROR
     default:
       return nullptr;
@@ -20,7 +20,7 @@ const char* error_text(CUresult rc) {
 #define GPUSEL_CUDA_ERROR(name, value, text) \
   case name:                                 \
     return text;
-#include "../src/driver/cuda_errors.def"
+#include "cuda_errors.def"
 #undef GPUSEL_CUDA_ERROR
     default:
       return nullptr;

@@ -188,5 +188,5 @@ CUresult impl::cuGetProcAddress_v2(const char* symbol, void** fn, int version,
 // Each exported function of cuda.def has exactly the prototype gpusel's loader expects.
 #define GPUSEL_CUDA(api, symbol, required, params) \
   static_assert(std::is_same_v<decltype(&::symbol), CUresult(*) params>, #symbol " prototype");
-#include "../src/driver/cuda.def"
+#include "cuda.def"
 #undef GPUSEL_CUDA

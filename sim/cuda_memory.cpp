@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "../src/bench/copy_sample.hpp"
+#include "copy_sample.hpp"
 #include "usage.hpp"
 
 namespace gpusel::sim::cuda {

@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "../src/driver/cuda_abi.hpp"
+#include "cuda_abi.hpp"
 #include "machine.hpp"
 #include "sim_common.hpp"
 

@@ -497,18 +497,6 @@ double derived_speed(int cc_major, int cc_minor, int sm_count) {
   return 1000.0 * (10.0 * cc_major + cc_minor) + sm_count;
 }
 
-std::string shell_quote(std::string_view value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 SimMachine load_machine(const std::string& path) {
   return parse_machine(read_machine_file(path), path);
 }

@@ -110,9 +110,6 @@ SimMachine load_machine(const std::string& path);
 // The same over the file's text; `path` names it in messages.
 SimMachine parse_machine(std::string_view text, const std::string& path);
 
-// `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval.
-std::string shell_quote(std::string_view value);
-
 // A bundled machine's name or a path -> the file. A spec holding '/' or ending in ".toml" is a
 // path; otherwise "<dir>/<spec>.toml" for the first dir that has it. Throws MachineError.
 std::string find_machine(const std::string& spec, const std::vector<std::string>& dirs);

@@ -7,8 +7,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "../src/driver/nvml_abi.hpp"
 #include "gpu_model.hpp"
+#include "nvml_abi.hpp"
 #include "sim_common.hpp"
 #include "trace.hpp"
 #include "usage.hpp"
@@ -1010,5 +1010,5 @@ NVML_SIM_API const char* nvmlErrorString(nvmlReturn_t result) {
 // Each exported function of nvml.def has exactly the prototype gpusel's loader expects.
 #define GPUSEL_NVML(name, required, ret, params) \
   static_assert(std::is_same_v<decltype(&::name), ret(*) params>, #name " prototype");
-#include "../src/driver/nvml.def"
+#include "nvml.def"
 #undef GPUSEL_NVML

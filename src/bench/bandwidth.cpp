@@ -7,8 +7,8 @@
 #include <cstring>
 #include <functional>
 
-#include "../driver/cuda_api.hpp"
 #include "copy_sample.hpp"
+#include "cuda_api.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/units.hpp"
 

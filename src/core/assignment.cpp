@@ -2,8 +2,8 @@
 #include "gpusel/assignment.hpp"
 
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -60,34 +60,31 @@ const char* source_name(AssignmentSource source) noexcept {
 }
 
 std::optional<int> read_rank_number(std::string_view value) noexcept {
-  if (!is_gpu_index(value)) return std::nullopt;
-  while (value.size() > 1 && value.front() == '0') value.remove_prefix(1);
-  if (value.size() > 6) return std::nullopt;
-  int n = 0;
-  for (char ch : value) n = n * 10 + (ch - '0');
-  return n;
+  // At most six digits after the leading zeros.
+  const std::optional<std::uint64_t> n = detail::read_decimal(value, 999999);
+  if (!n) return std::nullopt;
+  return static_cast<int>(*n);
 }
 
 std::optional<int> slurm_tasks_on_node(std::string_view value, int node) noexcept {
   // Groups "N" or "N(xM)", separated by commas.
   long seen = 0;
-  while (!value.empty()) {
-    const std::size_t comma = value.find(',');
-    std::string_view group = value.substr(0, comma);
-    value = comma == std::string_view::npos ? std::string_view() : value.substr(comma + 1);
+  std::optional<int> found;
+  if (value.empty()) return std::nullopt;
+  detail::each_comma_piece(value, [&](std::string_view group) {
     std::string_view count = group, repeat = "1";
     if (const std::size_t paren = group.find("(x"); paren != std::string_view::npos) {
-      if (group.back() != ')') return std::nullopt;
+      if (group.back() != ')') return false;
       count = group.substr(0, paren);
       repeat = group.substr(paren + 2, group.size() - paren - 3);
     }
     const std::optional<int> n = read_rank_number(count), times = read_rank_number(repeat);
-    if (!n || !times) return std::nullopt;
+    if (!n || !times) return false;
     seen += *times;
-    if (node < seen) return n;
-    if (comma == std::string_view::npos) break;
-  }
-  return std::nullopt;
+    if (node < seen) found = n;
+    return !found;
+  });
+  return found;
 }
 
 bool ranks_disagree(const LauncherView& view) {

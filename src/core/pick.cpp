@@ -5,21 +5,16 @@
 #include <tuple>
 
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel/units.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 constexpr std::string_view kFree = "free:";
 
-std::string_view trim(std::string_view s) noexcept {
-  auto blank = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
-  while (!s.empty() && blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && blank(s.back())) s.remove_suffix(1);
-  return s;
-}
+constexpr auto trim = detail::trim_blanks;
 
 // How well a set sits together: lower is better.
 enum Tier { kNvlink = 0, kSwitch = 1, kNuma = 2, kSpread = 3 };
@@ -116,12 +111,11 @@ std::optional<int> parse_free_request(std::string_view value) {
                     ": after free: comes a number of GPUs (free:2 picks two free " + "GPUs); " +
                     quote_value(count) + " is not one");
   }
-  std::string_view digits = count;
-  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
-  if (digits.size() > 4 || std::stoi(std::string(digits)) > kMaxFreeRequest) {
+  const std::optional<std::uint64_t> requested = detail::read_decimal(count, kMaxFreeRequest);
+  if (!requested) {
     throw bad_input("--gpu " + shown + " asks for more GPUs than any machine holds");
   }
-  const int n = std::stoi(std::string(digits));
+  const int n = static_cast<int>(*requested);
   if (n == 0) throw bad_input("--gpu " + shown + " asks for no GPU; ask for at least one (free:1)");
   return n;
 }

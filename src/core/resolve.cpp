@@ -1,10 +1,9 @@
 // Resolution of --gpu entries to full GPU UUIDs.
 #include "gpusel/resolve.hpp"
 
-#include <cstdio>
-
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -58,16 +57,15 @@ void refuse_mig(const GpuInfo& gpu, const std::string& entry) {
 
 // An index with no preset: the nvidia-smi index.
 std::size_t physical_index(const std::vector<GpuInfo>& gpus, const std::string& entry) {
-  std::string_view digits = entry;
-  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
-  if (digits.size() > 9 || std::stoul(std::string(digits)) >= gpus.size()) {
+  const std::optional<std::uint64_t> n = detail::read_decimal(entry);
+  if (!n || *n >= gpus.size()) {
     throw bad_input(
         "--gpu entry " + quote_value(entry) + " is out of range: this machine has " +
         count_gpus(gpus.size()) +
         (gpus.empty() ? std::string() : ", indices 0 to " + std::to_string(gpus.size() - 1)) +
         "; " + kListHint);
   }
-  return std::stoul(std::string(digits));
+  return static_cast<std::size_t>(*n);
 }
 
 std::size_t physical_uuid(const std::vector<GpuInfo>& gpus, const std::string& entry) {
@@ -92,9 +90,8 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                     "; give --gpu as GPU UUIDs, or set CUDA_DEVICE_ORDER=PCI_BUS_ID (" + kListHint +
                     ")");
   }
-  std::string_view digits = entry;
-  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
-  if (digits.size() > 9 || std::stoul(std::string(digits)) >= vs.devices.size()) {
+  const std::optional<std::uint64_t> n = detail::read_decimal(entry);
+  if (!n || *n >= vs.devices.size()) {
     std::string why;
     if (vs.invalid_entry) {
       why =
@@ -105,7 +102,7 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
         count_gpus(vs.devices.size(), "device") + " (" + smi_indices(gpus, vs) + ")" + why +
         "; with a preset, indices count within that list (0 is its first device); " + kListHint);
   }
-  const VisibleDevice& d = vs.devices[std::stoul(std::string(digits))];
+  const VisibleDevice& d = vs.devices[static_cast<std::size_t>(*n)];
   const GpuInfo& gpu = gpus[static_cast<std::size_t>(d.gpu)];
   if (d.mig >= 0) refuse_mig(gpu, entry);
   return static_cast<std::size_t>(d.gpu);
@@ -147,23 +144,6 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
 }
 
 }  // namespace
-
-std::string quote_value(std::string_view value) {
-  std::string out = "\"";
-  for (unsigned char c : value) {
-    if (c == '"' || c == '\\') {
-      out += '\\';
-      out += static_cast<char>(c);
-    } else if (c < 0x20 || c == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += static_cast<char>(c);
-    }
-  }
-  return out + "\"";
-}
 
 std::string describe_preset(const CudaEnv& env) {
   if (!env.visible_devices) return "CUDA_VISIBLE_DEVICES (unset)";

@@ -6,31 +6,17 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/pick.hpp"
-#include "gpusel/resolve.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
 
+using detail::is_blank;
+using detail::strip_zeros;
+constexpr auto trim = detail::trim_blanks;
+constexpr auto lower = detail::ascii_lower;
+
 constexpr std::string_view kUuidHead = "GPU-";
-
-bool is_blank(char c) noexcept {
-  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-}
-
-std::string_view trim(std::string_view s) noexcept {
-  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
-  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
-  return s;
-}
-
-char lower(char c) noexcept {
-  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c;
-}
-
-std::string_view strip_zeros(std::string_view digits) noexcept {
-  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
-  return digits;
-}
 
 // What `same_entry` compares: an index without its leading zeros, a UUID in lower case.
 std::string entry_key(std::string_view entry) {
@@ -56,8 +42,7 @@ bool is_gpu_uuid(std::string_view entry) noexcept {
 }
 
 bool is_gpu_index(std::string_view entry) noexcept {
-  return !entry.empty() &&
-         std::all_of(entry.begin(), entry.end(), [](char c) { return c >= '0' && c <= '9'; });
+  return detail::all_digits(entry);
 }
 
 namespace {
@@ -161,16 +146,12 @@ void precheck_pasted(std::string_view value) {
                     "`gpusel resolve --gpu SPEC --format csv` prints them, or pipe through "
                     "`paste -sd,`");
   }
-  std::size_t start = 0;
-  while (start <= value.size()) {
-    std::size_t comma = value.find(',', start);
-    if (comma == std::string_view::npos) comma = value.size();
-    const std::string_view piece = trim(value.substr(start, comma - start));
+  for (std::string_view piece : detail::split_commas(value)) {
+    piece = trim(piece);
     if (is_gpu_uuid(piece) && std::any_of(piece.begin(), piece.end(), is_blank)) {
       throw bad_input("--gpu entry " + quote_value(piece) + " holds blanks" +
                       pasted_entry_hint(piece) + "; run `gpusel list` to see every GPU's UUID");
     }
-    start = comma + 1;
   }
 }
 
@@ -211,13 +192,9 @@ std::vector<std::string> parse_gpu_spec(std::string_view value) {
   if (const std::optional<int> n = parse_free_request(value)) return {"free:" + std::to_string(*n)};
   precheck_pasted(value);
   std::vector<std::string> entries;
-  std::size_t start = 0;
-  while (start <= value.size()) {
-    std::size_t comma = value.find(',', start);
-    if (comma == std::string_view::npos) comma = value.size();
-    std::string_view piece = trim(value.substr(start, comma - start));
+  for (std::string_view piece : detail::split_commas(value)) {
+    piece = trim(piece);
     if (!piece.empty()) entries.push_back(canonical_entry(piece));
-    start = comma + 1;
   }
   if (entries.empty()) {
     throw bad_input("--gpu " + quote_value(value) +

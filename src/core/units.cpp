@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "text.hpp"
+
 GPUSEL_BEGIN_NAMESPACE
 
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
@@ -38,7 +40,9 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
   };
   for (const Unit& u : kUnits) {
     if (unit != u.name) continue;
-    const double value = std::stod(number) * u.factor;
+    const std::optional<double> count = detail::read_plain_number(number);
+    if (!count) return std::nullopt;  // beyond any double
+    const double value = *count * u.factor;
     if (!(value >= 1.0) || value > 1.8e19 || value != std::floor(value)) return std::nullopt;
     return static_cast<std::uint64_t>(value);
   }

@@ -6,22 +6,10 @@
 #include <limits>
 
 #include "gpusel/spec.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
-
-std::vector<std::string> split_commas(const std::string& value) {
-  std::vector<std::string> out;
-  std::size_t start = 0;
-  while (true) {
-    std::size_t comma = value.find(',', start);
-    out.push_back(
-        value.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
-    if (comma == std::string::npos) break;
-    start = comma + 1;
-  }
-  return out;
-}
 
 // [NV] A MIG-enabled GPU exposes its MIG devices, not itself.
 void expand(const std::vector<GpuInfo>& gpus, int gpu, std::vector<VisibleDevice>& out) {
@@ -162,7 +150,7 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
     for (int g : order) expand(gpus, g, vs.devices);
   } else {
     const std::string& value = *env.visible_devices;
-    vs.entries = split_commas(value);
+    for (std::string_view entry : detail::split_commas(value)) vs.entries.emplace_back(entry);
     // [DRV] The first entry decides the kind of the whole list. [OPEN] compared without regard
     // to letter case, as gpusel compares UUIDs.
     if (starts_with_ci(value, "GPU-")) {

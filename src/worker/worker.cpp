@@ -11,13 +11,14 @@
 #include <map>
 #include <mutex>
 
-#include "../driver/cuda_api.hpp"
+#include "cuda_api.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -183,11 +184,10 @@ void set_assigned_gpu(std::string_view target) {
   if (is_gpu_uuid(entry)) {
     physical = entry;
   } else {
-    std::string_view digits = entry;
-    while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
-    if (digits.size() > 6)
-      throw bad_input("CUDA ordinal " + quote_value(entry) + " is out of range");
-    visible = std::stoi(std::string(digits));
+    // At most six digits after the leading zeros.
+    const std::optional<std::uint64_t> n = detail::read_decimal(entry, 999999);
+    if (!n) throw bad_input("CUDA ordinal " + quote_value(entry) + " is out of range");
+    visible = static_cast<int>(*n);
   }
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;

@@ -10,7 +10,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "../../src/driver/cuda_abi.hpp"
+#include "cuda_abi.hpp"
 #include "fault.hpp"
 
 #define FAULT_API extern "C" __attribute__((visibility("default")))

@@ -11,8 +11,8 @@
 #include <climits>
 #include <cstdio>
 
-#include "../../src/driver/nvml_abi.hpp"
 #include "fault.hpp"
+#include "nvml_abi.hpp"
 
 #define FAULT_API extern "C" __attribute__((visibility("default")))
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <limits>
 
 #include "common.hpp"
 #include "gpusel/error.hpp"
@@ -10,6 +11,7 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "text.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -385,7 +387,10 @@ std::uint64_t parse_size_option(const std::string& option, const std::string& te
                     "(powers of 1000), or plain bytes; " +
                     examples);
   }
-  const double bytes = std::stod(number) * found->factor;
+  // A number beyond any double reads as infinity: "is too large" below.
+  const double bytes =
+      detail::read_plain_number(number).value_or(std::numeric_limits<double>::infinity()) *
+      found->factor;
   if (bytes == 0) {
     throw bad_input(head + " is zero bytes; a buffer must hold at least " +
                     std::to_string(multiple) + " bytes (the default is 512MiB)");

@@ -1,0 +1,98 @@
+// The core's text helpers: see text.hpp.
+#include "text.hpp"
+
+#include <charconv>
+#include <cstdio>
+
+GPUSEL_BEGIN_NAMESPACE
+
+std::string quote_value(std::string_view value) {
+  std::string out = "\"";
+  for (unsigned char c : value) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20 || c == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+std::string_view trim_blanks(std::string_view s) noexcept {
+  while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
+  while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
+  return s;
+}
+
+bool all_digits(std::string_view s) noexcept {
+  if (s.empty()) return false;
+  for (char c : s) {
+    if (c < '0' || c > '9') return false;
+  }
+  return true;
+}
+
+std::vector<std::string_view> split_commas(std::string_view value) {
+  std::vector<std::string_view> out;
+  each_comma_piece(value, [&](std::string_view piece) {
+    out.push_back(piece);
+    return true;
+  });
+  return out;
+}
+
+std::string_view strip_zeros(std::string_view digits) noexcept {
+  while (digits.size() > 1 && digits.front() == '0') digits.remove_prefix(1);
+  return digits;
+}
+
+std::optional<std::uint64_t> read_decimal(std::string_view digits, std::uint64_t max) noexcept {
+  if (!all_digits(digits)) return std::nullopt;
+  std::uint64_t value = 0;
+  const char* end = digits.data() + digits.size();
+  const auto [ptr, ec] = std::from_chars(digits.data(), end, value);
+  if (ec != std::errc() || ptr != end || value > max) return std::nullopt;
+  return value;
+}
+
+std::optional<double> read_plain_number(std::string_view text) noexcept {
+  bool dot = false, digit = false;
+  for (char c : text) {
+    if (c == '.' && !dot) {
+      dot = true;
+    } else if (c >= '0' && c <= '9') {
+      digit = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!digit) return std::nullopt;
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
+  if (ec != std::errc() || ptr != end) return std::nullopt;
+  return value;
+}
+
+std::string shell_quote(std::string_view value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
+}  // namespace gpusel::detail

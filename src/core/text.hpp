@@ -1,0 +1,72 @@
+// gpusel: the core's small text helpers (pure, no I/O, no locale): quoting for messages and for
+// the shell, blanks, comma lists and decimal numbers read with std::from_chars.
+// A private header: src/core is on the include path of the targets that use it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
+
+// Quotes a value for a message: "value" with control characters escaped. (API: also declared in
+// gpusel/resolve.hpp.)
+std::string quote_value(std::string_view value);
+
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+// The blanks of C's isspace in the "C" locale: space, \t, \n, \v, \f, \r.
+constexpr bool is_blank(char c) noexcept {
+  return c == ' ' || (c >= '\t' && c <= '\r');
+}
+
+// `s` without blanks at either end.
+std::string_view trim_blanks(std::string_view s) noexcept;
+
+// ASCII letters to lower case; every other byte as it is.
+constexpr char ascii_lower(char c) noexcept {
+  return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c;
+}
+
+// True when `s` is one or more ASCII decimal digits and nothing else.
+bool all_digits(std::string_view s) noexcept;
+
+// Every piece between commas, untouched (blanks kept, empty pieces kept): "a,,b" gives
+// {"a", "", "b"}, "" gives {""}. The views point into `value`.
+std::vector<std::string_view> split_commas(std::string_view value);
+
+// The same pieces, handed one by one to `fn` (which returns false to stop), without allocating.
+// Returns false when `fn` stopped early.
+template <typename Fn>
+bool each_comma_piece(std::string_view value, Fn&& fn) {
+  std::size_t start = 0;
+  while (true) {
+    const std::size_t comma = value.find(',', start);
+    if (comma == std::string_view::npos) return fn(value.substr(start));
+    if (!fn(value.substr(start, comma - start))) return false;
+    start = comma + 1;
+  }
+}
+
+// Digits without their leading zeros ("007" -> "7", "000" -> "0"); other text as it is.
+std::string_view strip_zeros(std::string_view digits) noexcept;
+
+// The value of a whole string of ASCII decimal digits (leading zeros allowed, no sign, no
+// blanks); nullopt for anything else, or a value above `max`.
+std::optional<std::uint64_t> read_decimal(std::string_view digits,
+                                          std::uint64_t max = UINT64_MAX) noexcept;
+
+// A whole string as a non-negative decimal number with an optional fraction ("12", "1.5", "0.25",
+// ".5", "5."): no sign, no exponent, no blanks, independent of the locale; nullopt otherwise.
+std::optional<double> read_plain_number(std::string_view text) noexcept;
+
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval.
+std::string shell_quote(std::string_view value);
+
+}  // namespace gpusel::detail

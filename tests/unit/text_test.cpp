@@ -1,0 +1,87 @@
+// The core's text helpers (src/core/text.hpp): quoting, blanks, comma lists, decimal numbers.
+#include <gtest/gtest.h>
+
+#include <clocale>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "text.hpp"
+
+using namespace gpusel;
+using namespace gpusel::detail;
+
+TEST(Text, QuoteValueEscapesQuotesBackslashesAndControlCharacters) {
+  EXPECT_EQ(quote_value("0,1"), "\"0,1\"");
+  EXPECT_EQ(quote_value(""), "\"\"");
+  EXPECT_EQ(quote_value("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(quote_value(std::string_view("a\nb\x7f\0", 5)), "\"a\\x0ab\\x7f\\x00\"");
+  EXPECT_EQ(quote_value("\xc3\xa9"), "\"\xc3\xa9\"");  // UTF-8 passes through
+}
+
+TEST(Text, TrimBlanksStripsTheCLocaleSpaces) {
+  EXPECT_EQ(trim_blanks(" \t\n\v\f\r0,1 \r\n"), "0,1");
+  EXPECT_EQ(trim_blanks("   "), "");
+  EXPECT_EQ(trim_blanks("a b"), "a b");
+  EXPECT_FALSE(is_blank('\0'));
+  EXPECT_FALSE(is_blank('\xa0'));  // no-break space in Latin-1: not a blank
+}
+
+TEST(Text, SplitCommasKeepsEveryPieceUntouched) {
+  using V = std::vector<std::string_view>;
+  EXPECT_EQ(split_commas(""), V{""});
+  EXPECT_EQ(split_commas("0"), V{"0"});
+  EXPECT_EQ(split_commas("0, 1,,2,"), (V{"0", " 1", "", "2", ""}));
+  EXPECT_EQ(split_commas(","), (V{"", ""}));
+  // each_comma_piece hands out the same pieces and stops when told.
+  V seen;
+  EXPECT_FALSE(each_comma_piece("a,b,c", [&](std::string_view p) {
+    seen.push_back(p);
+    return p != "b";
+  }));
+  EXPECT_EQ(seen, (V{"a", "b"}));
+}
+
+TEST(Text, ReadDecimalTakesDigitsOnly) {
+  EXPECT_EQ(read_decimal("0"), 0u);
+  EXPECT_EQ(read_decimal("007"), 7u);
+  EXPECT_EQ(read_decimal("0000000000000000000000000000042"), 42u);  // zeros do not overflow
+  EXPECT_EQ(read_decimal("18446744073709551615"), UINT64_MAX);
+  EXPECT_EQ(read_decimal("18446744073709551616"), std::nullopt);  // one past
+  EXPECT_EQ(read_decimal("99999999999999999999999"), std::nullopt);
+  for (const char* bad : {"", " 1", "1 ", "+1", "-1", "1e3", "0x10", "1.0", "١"}) {
+    EXPECT_EQ(read_decimal(bad), std::nullopt) << bad;
+  }
+  EXPECT_EQ(read_decimal("4096", 4096), 4096u);
+  EXPECT_EQ(read_decimal("4097", 4096), std::nullopt);
+  EXPECT_EQ(strip_zeros("007"), "7");
+  EXPECT_EQ(strip_zeros("000"), "0");
+  EXPECT_EQ(strip_zeros("10"), "10");
+  EXPECT_TRUE(all_digits("0123456789"));
+  EXPECT_FALSE(all_digits(""));
+  EXPECT_FALSE(all_digits("1a"));
+}
+
+TEST(Text, ReadPlainNumberIgnoresTheLocale) {
+  EXPECT_EQ(read_plain_number("12"), 12.0);
+  EXPECT_EQ(read_plain_number("1.5"), 1.5);
+  EXPECT_EQ(read_plain_number(".5"), 0.5);
+  EXPECT_EQ(read_plain_number("5."), 5.0);
+  for (const char* bad : {"", ".", "1.2.3", "-1", "+1", "1e3", "1,5", " 1", "inf", "nan"}) {
+    EXPECT_EQ(read_plain_number(bad), std::nullopt) << bad;
+  }
+  EXPECT_EQ(read_plain_number(std::string(400, '9')), std::nullopt);  // beyond any double
+  // A locale whose decimal point is a comma changes nothing (where such a locale exists).
+  if (std::setlocale(LC_NUMERIC, "de_DE.UTF-8") != nullptr) {
+    EXPECT_EQ(read_plain_number("1.5"), 1.5);
+    EXPECT_EQ(read_plain_number("1,5"), std::nullopt);
+    std::setlocale(LC_NUMERIC, "C");
+  }
+}
+
+TEST(Text, ShellQuoteMakesOneSingleQuotedWord) {
+  EXPECT_EQ(shell_quote(""), "''");
+  EXPECT_EQ(shell_quote("plain"), "'plain'");
+  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(shell_quote("$(id)`x`"), "'$(id)`x`'");
+}
