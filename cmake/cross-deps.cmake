@@ -26,3 +26,10 @@ if(GPUSEL_BUILD_TESTS AND GPUSEL_CROSS_GTEST_SOURCE)
   set(gtest_force_shared_crt ON CACHE BOOL "" FORCE)
   add_subdirectory(${GPUSEL_CROSS_GTEST_SOURCE} ${CMAKE_BINARY_DIR}/googletest EXCLUDE_FROM_ALL SYSTEM)
 endif()
+
+# Every .exe the build or ctest runs (GoogleTest's discovery included) runs under wine in one
+# prefix of this build's own, made on first use (about 7 s), without wine's debug chatter.
+if(GPUSEL_WINE)
+  set(CMAKE_CROSSCOMPILING_EMULATOR env WINEPREFIX=${CMAKE_BINARY_DIR}/wineprefix WINEDEBUG=-all
+    ${GPUSEL_WINE})
+endif()

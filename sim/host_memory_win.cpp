@@ -9,6 +9,8 @@ void* reserve_host_memory(std::size_t bytes) {
   return VirtualAlloc(nullptr, bytes, MEM_RESERVE | MEM_COMMIT, PAGE_READWRITE);
 }
 
-void release_host_memory(void* p, std::size_t) { VirtualFree(p, 0, MEM_RELEASE); }
+void release_host_memory(void* p, std::size_t) {
+  VirtualFree(p, 0, MEM_RELEASE);
+}
 
 }  // namespace gpusel::sim::cuda

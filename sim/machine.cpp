@@ -343,7 +343,8 @@ std::string read_machine_file(const std::string& path) {
   in.read(text.data(), static_cast<std::streamsize>(text.size()));
   const std::size_t have = static_cast<std::size_t>(in.gcount());
   if (have > kMaxMachineFileBytes) {
-    throw MachineError(path + ": is more than " + std::to_string(kMaxMachineFileBytes) + " bytes; " + limit);
+    throw MachineError(path + ": is more than " + std::to_string(kMaxMachineFileBytes) +
+                       " bytes; " + limit);
   }
   text.resize(have);
   return text;

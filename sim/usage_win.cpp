@@ -5,10 +5,14 @@
 
 namespace gpusel::sim {
 
-std::string usage_dir(const SimMachine&) { return ""; }
+std::string usage_dir(const SimMachine&) {
+  return "";
+}
 
 void note_usage(const SimMachine&, const std::string&, std::uint64_t) {}
 
-std::vector<SimProcess> live_processes(const SimMachine&, const std::string&) { return {}; }
+std::vector<SimProcess> live_processes(const SimMachine&, const std::string&) {
+  return {};
+}
 
 }  // namespace gpusel::sim

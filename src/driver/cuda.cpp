@@ -30,13 +30,14 @@ std::string read_string(const char (&buf)[N]) {
 CudaLibrary open_library() {
   CudaLibrary lib;
   std::string path;
-  void* handle = open_driver_library("GPUSEL_CUDA_LIBRARY", detail::kCudaLibraryName, path, lib.reason);
+  void* handle =
+      open_driver_library("GPUSEL_CUDA_LIBRARY", detail::kCudaLibraryName, path, lib.reason);
   if (handle == nullptr) return lib;
   std::string missing;
-#define GPUSEL_CUDA(name, symbol, required, params)                            \
+#define GPUSEL_CUDA(name, symbol, required, params)                                          \
   lib.api.name = reinterpret_cast<CUresult(*) params>(detail::find_symbol(handle, #symbol)); \
-  if (required && lib.api.name == nullptr) {                                   \
-    note_missing(missing, #symbol);                                            \
+  if (required && lib.api.name == nullptr) {                                                 \
+    note_missing(missing, #symbol);                                                          \
   }
 #include "cuda.def"
 #undef GPUSEL_CUDA

@@ -20,7 +20,9 @@ void* open_driver_library(const char* override_var, const char* default_name, st
   return handle;
 }
 
-void* find_symbol(void* handle, const char* symbol) { return dlsym(handle, symbol); }
+void* find_symbol(void* handle, const char* symbol) {
+  return dlsym(handle, symbol);
+}
 
 void note_missing(std::string& missing, const char* symbol) {
   missing += (missing.empty() ? "" : ", ") + std::string(symbol);

@@ -71,8 +71,9 @@ void* open_driver_library(const char* override_var, const char* default_name, st
     failures += (failures.empty() ? "" : "; ") + win::narrow(c.name) + ": " + win::error_text(code);
   }
   path = win::narrow(tries.front().name);
-  reason = "cannot load " + std::string(override_path && !override_path->empty() ? path : default_name) +
-           " (" + failures + "); is the NVIDIA driver installed?";
+  reason = "cannot load " +
+           std::string(override_path && !override_path->empty() ? path : default_name) + " (" +
+           failures + "); is the NVIDIA driver installed?";
   return nullptr;
 }
 

@@ -31,10 +31,11 @@ struct NvmlLibrary {
 NvmlLibrary open_library() {
   NvmlLibrary lib;
   std::string path;
-  void* handle = open_driver_library("GPUSEL_NVML_LIBRARY", detail::kNvmlLibraryName, path, lib.reason);
+  void* handle =
+      open_driver_library("GPUSEL_NVML_LIBRARY", detail::kNvmlLibraryName, path, lib.reason);
   if (handle == nullptr) return lib;
   std::string missing;
-#define GPUSEL_NVML(name, required, ret, params)                        \
+#define GPUSEL_NVML(name, required, ret, params)                                      \
   lib.api.name = reinterpret_cast<ret(*) params>(detail::find_symbol(handle, #name)); \
   if (required && lib.api.name == nullptr) note_missing(missing, #name);
 #include "nvml.def"

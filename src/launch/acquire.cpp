@@ -1,7 +1,11 @@
 // Picking free GPUs and leasing them, with an arrival-order queue for those who wait.
 #include "gpusel/acquire.hpp"
 
-#ifndef _WIN32
+#ifdef _WIN32
+#include <filesystem>
+
+#include "../platform/win_lock.hpp"
+#else
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -27,11 +31,55 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 #ifdef _WIN32
-// Windows has no queue yet: it is built on leases, which check_lease_directory refuses there.
+// Windows: the same queue, with LockFileEx locks (win_lock.hpp) for flock.
 class Ticket {
  public:
-  explicit Ticket(const std::string& lease_dir) { check_lease_directory(lease_dir + "/queue"); }
-  bool first() const { return true; }
+  explicit Ticket(const std::string& lease_dir) {
+    dir_ = lease_dir + "\\queue";
+    check_lease_directory(dir_);
+    const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         std::chrono::system_clock::now().time_since_epoch())
+                         .count();
+    char name[64];
+    std::snprintf(name, sizeof name, "%020lld-%lu", static_cast<long long>(now),
+                  static_cast<unsigned long>(GetCurrentProcessId()));
+    name_ = name;
+    std::string error;
+    file_ = detail::win::open_lock_file(dir_ + "\\" + name_, true, error);
+    if (!file_ || !detail::win::try_lock(file_.get(), true)) {
+      throw failure("cannot join the queue of waiting jobs in " + dir_ + ": " +
+                    (error.empty() ? "cannot lock the ticket" : error));
+    }
+  }
+  Ticket(const Ticket&) = delete;
+  Ticket& operator=(const Ticket&) = delete;
+  ~Ticket() {
+    file_.reset();
+    std::error_code ec;
+    std::filesystem::remove(detail::win::widen(dir_ + "\\" + name_), ec);
+  }
+
+  // True when no live ticket is older than this one.
+  bool first() const {
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(detail::win::widen(dir_), ec)) {
+      const std::string other = detail::win::narrow(e.path().filename().wstring());
+      if (other.empty() || other[0] == '.' || other >= name_) continue;
+      std::string error;
+      detail::win::Handle h =
+          detail::win::open_lock_file(detail::win::narrow(e.path().wstring()), false, error);
+      if (!h) continue;
+      if (!detail::win::try_lock(h.get(), false)) return false;  // its holder lives
+      detail::win::unlock(h.get());
+      h.reset();
+      std::filesystem::remove(e.path(), ec);  // a dead ticket
+    }
+    return true;
+  }
+
+ private:
+  std::string dir_, name_;
+  detail::win::Handle file_;
 };
 #else
 // A place in the queue of waiters: a locked ticket file named by arrival time. A waiter may try

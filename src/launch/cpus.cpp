@@ -69,8 +69,8 @@ std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, C
 #ifdef _WIN32
   (void)allowed;
   throw failure(
-      "binding workers to CPUs (--cpu-bind) is not supported on Windows yet (processor groups "
-      "and NUMA placement are not read there); run without --cpu-bind");
+      "binding workers to CPUs is not supported on Windows yet (processor groups and NUMA "
+      "placement are not read there)");
 #endif
   for (std::size_t r = 0; r < rank_gpus.size(); ++r) {
     const GpuInfo& g = rank_gpus[r];

@@ -186,10 +186,10 @@ std::string find_program(const std::string& name) {
   if (name.find_first_of("/\\:") != std::string::npos) {
     if (auto p = with_extension(given)) return win::narrow(p->wstring());
     std::error_code ec;
-    throw bad_input("run: " + quote_value(name) +
-                    (std::filesystem::exists(given, ec) ? " is not an executable file"
-                                                        : " does not exist") +
-                    "; no worker was started");
+    throw bad_input(
+        "run: " + quote_value(name) +
+        (std::filesystem::exists(given, ec) ? " is not an executable file" : " does not exist") +
+        "; no worker was started");
   }
   // PATH only: unlike cmd.exe, never the current directory first.
   const std::wstring dirs = win::environment(L"PATH").value_or(L"");
@@ -199,7 +199,8 @@ std::string find_program(const std::string& name) {
     if (semi == std::wstring::npos) semi = dirs.size();
     const std::wstring dir = dirs.substr(start, semi - start);
     if (!dir.empty()) {
-      if (auto p = with_extension(std::filesystem::path(dir) / given)) return win::narrow(p->wstring());
+      if (auto p = with_extension(std::filesystem::path(dir) / given))
+        return win::narrow(p->wstring());
     }
     start = semi + 1;
   }
@@ -216,11 +217,13 @@ int launch_workers(const LaunchOptions& options) {
   }
   for (const auto& cpus : options.cpus) {
     if (!cpus.empty())
-      throw failure("run: binding workers to CPUs is not supported on Windows yet; no worker was started");
+      throw failure(
+          "run: binding workers to CPUs is not supported on Windows yet; no worker was started");
   }
 
   win::Environment base = win::Environment::current();
-  for (const char* own : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GPUSEL_GPUS", "GPUSEL_GPU"})
+  for (const char* own :
+       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GPUSEL_GPUS", "GPUSEL_GPU"})
     base.unset(own);
   if (options.set_visible != SetVisible::None) base.unset("CUDA_VISIBLE_DEVICES");
   if (std::getenv("MASTER_ADDR") == nullptr) base.set("MASTER_ADDR", "127.0.0.1");
@@ -228,7 +231,8 @@ int launch_workers(const LaunchOptions& options) {
   base.set("WORLD_SIZE", std::to_string(n));
   base.set("LOCAL_WORLD_SIZE", std::to_string(n));
   base.set("GPUSEL_GPUS", join_entries(options.gpus));
-  if (options.set_visible == SetVisible::Job) base.set("CUDA_VISIBLE_DEVICES", join_entries(options.gpus));
+  if (options.set_visible == SetVisible::Job)
+    base.set("CUDA_VISIBLE_DEVICES", join_entries(options.gpus));
 
   std::vector<std::string> args = options.command;
   args[0] = program;
@@ -266,8 +270,8 @@ int launch_workers(const LaunchOptions& options) {
         SECURITY_ATTRIBUTES sa{sizeof(SECURITY_ATTRIBUTES), nullptr, TRUE};
         HANDLE rd = nullptr, wr = nullptr;
         if (!CreatePipe(&rd, &wr, &sa, 0))
-          throw failure("cannot start worker " + std::to_string(r) + ": CreatePipe: " +
-                        win::error_text(GetLastError()));
+          throw failure("cannot start worker " + std::to_string(r) +
+                        ": CreatePipe: " + win::error_text(GetLastError()));
         pipe_read[s] = win::Handle(rd);
         pipe_write[s] = win::Handle(wr);
         SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
@@ -281,8 +285,8 @@ int launch_workers(const LaunchOptions& options) {
     si.hStdError = options.tag_output ? pipe_write[1].get() : std_err.get();
     w.job = win::kill_on_close_job();
     if (!w.job)
-      throw failure("cannot start worker " + std::to_string(r) + ": CreateJobObject: " +
-                    win::error_text(GetLastError()));
+      throw failure("cannot start worker " + std::to_string(r) +
+                    ": CreateJobObject: " + win::error_text(GetLastError()));
     PROCESS_INFORMATION pi{};
     std::wstring cmd = command_line;
     if (!CreateProcessW(exe.c_str(), cmd.data(), nullptr, nullptr, TRUE,
@@ -298,8 +302,8 @@ int launch_workers(const LaunchOptions& options) {
     if (!AssignProcessToJobObject(w.job.get(), w.process.get())) {
       const DWORD e = GetLastError();
       TerminateProcess(w.process.get(), 1);
-      throw failure("cannot start worker " + std::to_string(r) + ": AssignProcessToJobObject: " +
-                    win::error_text(e));
+      throw failure("cannot start worker " + std::to_string(r) +
+                    ": AssignProcessToJobObject: " + win::error_text(e));
     }
     ResumeThread(thread.get());
     if (options.tag_output) {
@@ -308,10 +312,11 @@ int launch_workers(const LaunchOptions& options) {
       for (int s = 0; s < 2; ++s) {
         pipe_write[s].reset();
         HANDLE rd = pipe_read[s].get();
-        w.readers[s] = std::thread([rd, out = outs[s], prefix, owner = std::make_shared<win::Handle>(
-                                                                    std::move(pipe_read[s]))] {
-          tag_stream(rd, out, prefix);
-        });
+        w.readers[s] =
+            std::thread([rd, out = outs[s], prefix,
+                         owner = std::make_shared<win::Handle>(std::move(pipe_read[s]))] {
+              tag_stream(rd, out, prefix);
+            });
       }
     }
   }
@@ -393,15 +398,16 @@ int launch_workers(const LaunchOptions& options) {
                           "\n");
   }
   if (stop_signal != 0) {
-    write_handle(err, std::string("gpusel: stopped by ") +
-                          (stop_signal == kSigInt ? "Ctrl-C" : "Ctrl-Break") +
-                          "; CTRL_BREAK_EVENT was forwarded to " +
-                          (signalled == 0 ? std::string("no worker (all had ended)")
-                                          : "the " + workers_text(signalled) + " still running") +
-                          (killed == 0 ? std::string()
-                                       : ", and " + workers_text(killed) +
-                                             " still running after the grace period were terminated") +
-                          "\n");
+    write_handle(err,
+                 std::string("gpusel: stopped by ") +
+                     (stop_signal == kSigInt ? "Ctrl-C" : "Ctrl-Break") +
+                     "; CTRL_BREAK_EVENT was forwarded to " +
+                     (signalled == 0 ? std::string("no worker (all had ended)")
+                                     : "the " + workers_text(signalled) + " still running") +
+                     (killed == 0 ? std::string()
+                                  : ", and " + workers_text(killed) +
+                                        " still running after the grace period were terminated") +
+                     "\n");
     return 128 + stop_signal;
   }
   if (first_failure < 0) return 0;

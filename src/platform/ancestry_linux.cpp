@@ -60,6 +60,8 @@ int parent_of(int pid) {
   return ppid;
 }
 
-int current_pid() { return static_cast<int>(getpid()); }
+int current_pid() {
+  return static_cast<int>(getpid());
+}
 
 }  // namespace gpusel::detail

@@ -7,10 +7,16 @@
 
 namespace gpusel::detail {
 
-std::optional<std::map<std::string, std::string>> initial_environment(int) { return std::nullopt; }
+std::optional<std::map<std::string, std::string>> initial_environment(int) {
+  return std::nullopt;
+}
 
-int parent_of(int) { return 0; }
+int parent_of(int) {
+  return 0;
+}
 
-int current_pid() { return static_cast<int>(GetCurrentProcessId()); }
+int current_pid() {
+  return static_cast<int>(GetCurrentProcessId());
+}
 
 }  // namespace gpusel::detail

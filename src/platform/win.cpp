@@ -9,20 +9,22 @@ namespace gpusel::detail::win {
 
 std::wstring widen(const std::string& utf8) {
   if (utf8.empty()) return {};
-  const int n = MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), nullptr, 0);
+  const int n =
+      MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), nullptr, 0);
   std::wstring out(static_cast<std::size_t>(n > 0 ? n : 0), L'\0');
-  if (n > 0) MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), out.data(), n);
+  if (n > 0)
+    MultiByteToWideChar(CP_UTF8, 0, utf8.data(), static_cast<int>(utf8.size()), out.data(), n);
   return out;
 }
 
 std::string narrow(const std::wstring& wide) {
   if (wide.empty()) return {};
-  const int n = WideCharToMultiByte(CP_UTF8, 0, wide.data(), static_cast<int>(wide.size()), nullptr, 0,
-                                    nullptr, nullptr);
+  const int n = WideCharToMultiByte(CP_UTF8, 0, wide.data(), static_cast<int>(wide.size()), nullptr,
+                                    0, nullptr, nullptr);
   std::string out(static_cast<std::size_t>(n > 0 ? n : 0), '\0');
   if (n > 0)
-    WideCharToMultiByte(CP_UTF8, 0, wide.data(), static_cast<int>(wide.size()), out.data(), n, nullptr,
-                        nullptr);
+    WideCharToMultiByte(CP_UTF8, 0, wide.data(), static_cast<int>(wide.size()), out.data(), n,
+                        nullptr, nullptr);
   return out;
 }
 
@@ -65,7 +67,9 @@ std::wstring module_path(HMODULE module) {
   }
 }
 
-bool is_ntstatus_error(DWORD code) { return (code & 0xC0000000u) == 0xC0000000u; }
+bool is_ntstatus_error(DWORD code) {
+  return (code & 0xC0000000u) == 0xC0000000u;
+}
 
 std::string exit_code_text(DWORD code) {
   if (!is_ntstatus_error(code)) return "exit code " + std::to_string(code);
@@ -73,15 +77,32 @@ std::string exit_code_text(DWORD code) {
   std::snprintf(hex, sizeof hex, "0x%08lX", static_cast<unsigned long>(code));
   const char* what = nullptr;
   switch (code) {
-    case 0xC0000005u: what = "access violation"; break;
-    case 0xC000001Du: what = "illegal instruction"; break;
-    case 0xC0000094u: what = "integer division by zero"; break;
-    case 0xC00000FDu: what = "stack overflow"; break;
-    case 0xC0000409u: what = "stack buffer overrun / fail-fast"; break;
-    case 0xC000013Au: what = "Ctrl-C"; break;
-    case 0xC0000135u: what = "a DLL was not found"; break;
-    case 0xC0000142u: what = "DLL initialisation failed"; break;
-    default: break;
+    case 0xC0000005u:
+      what = "access violation";
+      break;
+    case 0xC000001Du:
+      what = "illegal instruction";
+      break;
+    case 0xC0000094u:
+      what = "integer division by zero";
+      break;
+    case 0xC00000FDu:
+      what = "stack overflow";
+      break;
+    case 0xC0000409u:
+      what = "stack buffer overrun / fail-fast";
+      break;
+    case 0xC000013Au:
+      what = "Ctrl-C";
+      break;
+    case 0xC0000135u:
+      what = "a DLL was not found";
+      break;
+    case 0xC0000142u:
+      what = "DLL initialisation failed";
+      break;
+    default:
+      break;
   }
   return std::string("exception ") + hex + (what ? std::string(" (") + what + ")" : std::string());
 }
@@ -144,7 +165,9 @@ void Environment::set(const std::string& name, const std::string& value) {
   vars[upper(w)] = {w, widen(value)};
 }
 
-void Environment::unset(const std::string& name) { vars.erase(upper(widen(name))); }
+void Environment::unset(const std::string& name) {
+  vars.erase(upper(widen(name)));
+}
 
 std::wstring Environment::block() const {
   std::wstring out;
@@ -168,6 +191,58 @@ Handle kill_on_close_job() {
     job.reset();
   }
   return job;
+}
+
+}  // namespace gpusel::detail::win
+
+// ---- file locks (win_lock.hpp) --------------------------------------------------------------
+#include "win_lock.hpp"
+
+namespace gpusel::detail::win {
+
+Handle open_lock_file(const std::string& path, bool create, std::string& error, bool* writable) {
+  const std::wstring wide = widen(path);
+  constexpr DWORD kShare = FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE;
+  constexpr DWORD kFlags = FILE_ATTRIBUTE_NORMAL | FILE_FLAG_OPEN_REPARSE_POINT;
+  const DWORD disposition = create ? OPEN_ALWAYS : OPEN_EXISTING;
+  Handle h(CreateFileW(wide.c_str(), GENERIC_READ | GENERIC_WRITE, kShare, nullptr, disposition,
+                       kFlags, nullptr));
+  if (writable != nullptr) *writable = static_cast<bool>(h);
+  if (!h && GetLastError() == ERROR_ACCESS_DENIED) {
+    h = Handle(
+        CreateFileW(wide.c_str(), GENERIC_READ, kShare, nullptr, OPEN_EXISTING, kFlags, nullptr));
+  }
+  if (!h) {
+    error = error_text(GetLastError());
+    return h;
+  }
+  FILE_ATTRIBUTE_TAG_INFO tag{};
+  if (GetFileInformationByHandleEx(h.get(), FileAttributeTagInfo, &tag, sizeof tag) &&
+      (tag.FileAttributes & FILE_ATTRIBUTE_REPARSE_POINT)) {
+    error = "it is a symbolic link or junction, which gpusel does not follow there";
+    return Handle();
+  }
+  if (GetFileInformationByHandleEx(h.get(), FileAttributeTagInfo, &tag, sizeof tag) &&
+      (tag.FileAttributes & FILE_ATTRIBUTE_DIRECTORY)) {
+    error = "it is not a regular file";
+    return Handle();
+  }
+  return h;
+}
+
+bool try_lock(HANDLE file, bool exclusive, DWORD* error) {
+  OVERLAPPED at{};
+  at.Offset = kLockOffset;
+  const DWORD flags = LOCKFILE_FAIL_IMMEDIATELY | (exclusive ? LOCKFILE_EXCLUSIVE_LOCK : 0);
+  if (LockFileEx(file, flags, 0, 1, 0, &at)) return true;
+  if (error != nullptr) *error = GetLastError();
+  return false;
+}
+
+void unlock(HANDLE file) {
+  OVERLAPPED at{};
+  at.Offset = kLockOffset;
+  UnlockFileEx(file, 0, 1, 0, &at);
 }
 
 }  // namespace gpusel::detail::win

@@ -81,6 +81,11 @@ class Handle {
   ~Handle() { reset(); }
   HANDLE get() const noexcept { return h_; }
   explicit operator bool() const noexcept { return h_ != nullptr; }
+  HANDLE release() noexcept {
+    HANDLE h = h_;
+    h_ = nullptr;
+    return h;
+  }
   void reset() noexcept {
     if (h_ != nullptr) CloseHandle(h_);
     h_ = nullptr;

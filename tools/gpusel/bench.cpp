@@ -4,7 +4,11 @@
 // files bench_ipc.cpp (in bench_schema.cpp's JSON), the live display bench_display.cpp, the
 // diagnosis bench_diagnosis.cpp and the output bench_output.cpp and bench_report.cpp.
 #include <fmt/format.h>
+#ifdef _WIN32
+#include <io.h>  // isatty
+#else
 #include <unistd.h>
+#endif
 
 #include <algorithm>
 #include <filesystem>
@@ -86,7 +90,7 @@ int run_bench(const BenchOptions& options) {
   const bool table = !options.json && options.csv != "-";
   if (table) bench::print_table_heading(b, options.parallel, sim);
 
-  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  const std::string self = executable_path();
   LaunchOptions launch;
   launch.command = {self,        "internal-bench-worker",   "--tests",  options.tests,
                     "--size",    std::to_string(b.bytes),   "--copies", std::to_string(b.copies),

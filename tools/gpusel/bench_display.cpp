@@ -1,7 +1,11 @@
 #include "bench_display.hpp"
 
 #include <fmt/format.h>
+#ifdef _WIN32
+#include "../../src/platform/win.hpp"
+#else
 #include <sys/ioctl.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -35,13 +39,18 @@ Display::~Display() {
 
 void Display::start() {
   if (!rows_ && !progress_) return;
-  // The supervisor reads INT, TERM, HUP, QUIT and CHLD from a signalfd: they must stay blocked
-  // in this thread, or the kernel could deliver one here, where its default action applies.
+    // The supervisor reads INT, TERM, HUP, QUIT and CHLD from a signalfd: they must stay blocked
+    // in this thread, or the kernel could deliver one here, where its default action applies.
+    // (Windows has no signals to block: console control events run on a thread of their own.)
+#ifdef _WIN32
+  thread_ = std::thread([this] { loop(); });
+#else
   sigset_t all, old;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &old);
   thread_ = std::thread([this] { loop(); });
   pthread_sigmask(SIG_SETMASK, &old, nullptr);
+#endif
 }
 
 void Display::stop() {
@@ -142,9 +151,17 @@ void Display::draw() {
   std::string line =
       fmt::format("gpusel: measuring {}; {}% done, {}", where, total ? 100 * done / total : 0,
                   left ? "about " + format_seconds(*left) + " left" : "estimating the time left");
+#ifdef _WIN32
+  CONSOLE_SCREEN_BUFFER_INFO console{};
+  if (GetConsoleScreenBufferInfo(GetStdHandle(STD_ERROR_HANDLE), &console)) {
+    const int columns = console.srWindow.Right - console.srWindow.Left + 1;
+    if (columns > 1 && line.size() >= static_cast<std::size_t>(columns)) line.resize(columns - 1);
+  }
+#else
   winsize ws{};
   if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col)
     line.resize(ws.ws_col - 1);
+#endif
   std::cerr << "\r" << line << "\33[K" << std::flush;
   drawn_ = true;
 }

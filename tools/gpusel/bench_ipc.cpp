@@ -3,6 +3,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <iterator>
+#ifdef _WIN32
+#include <random>
+#endif
 
 #include "gpusel/error.hpp"
 
@@ -20,9 +23,22 @@ std::string events_file(const std::string& folder, const std::string& gpu) {
 }  // namespace
 
 TempFolder::TempFolder() {
+#ifdef _WIN32
+  // Windows: a new folder under %TEMP% (no mkdtemp there); create_directory fails on a name
+  // that exists, so the name is tried afresh.
+  std::error_code ec;
+  const auto base = std::filesystem::temp_directory_path(ec);
+  std::random_device random;
+  for (int attempt = 0; attempt < 100 && path_.empty(); ++attempt) {
+    const auto dir = base / ("gpusel-bench-" + std::to_string(random()));
+    if (std::filesystem::create_directory(dir, ec)) path_ = dir.string();
+  }
+  if (path_.empty()) throw failure("cannot make a temporary folder in " + base.string());
+#else
   char dir_template[] = "/tmp/gpusel-bench-XXXXXX";
   if (mkdtemp(dir_template) == nullptr) throw failure("cannot make a temporary folder in /tmp");
   path_ = dir_template;
+#endif
 }
 
 TempFolder::~TempFolder() {

@@ -18,7 +18,7 @@ int run_bench_worker(const BenchOptions& options) {
   if (simulated_machine()) {
     // Simulated copies take simulated time; moving every byte would only cost real time. The
     // double then moves a sample of each buffer, and the bench writes and checks that sample.
-    setenv("GPUSEL_SIM_SAMPLED_COPIES", "1", 1);
+    set_env("GPUSEL_SIM_SAMPLED_COPIES", "1");
     b.sampled = true;
   }
   bench::WorkerReport report;

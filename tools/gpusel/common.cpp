@@ -30,16 +30,19 @@ void set_env(const std::string& name, const std::string& value) {
 #endif
 }
 
+#ifndef _WIN32  // Windows: sim_exec_win.cpp
+std::string executable_path() {
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  return ec ? std::string() : exe.string();
+}
+#endif
+
 std::string sim_root() {
   if (auto root = env_value("GPUSEL_SIM_ROOT"); root && !root->empty()) return *root;
   std::error_code ec;
-#ifdef _WIN32
   fs::path exe = executable_path();
   if (exe.empty()) return "lib/gpusel/sim";
-#else
-  fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) return "lib/gpusel/sim";
-#endif
   return (exe.parent_path().parent_path() / "lib" / "gpusel" / "sim").lexically_normal().string();
 }
 
@@ -60,8 +63,8 @@ SimSetup sim_setup(const std::string& machine) {
   if (!fs::exists(root + nvml) || !fs::exists(root + cuda)) {
     throw failure("the simulator's libraries are not in " + root +
                   " (a partial build or installation?); build the gpusel_sim target, or set "
-                  "GPUSEL_SIM_ROOT to the folder that holds " + std::string(kSimNvml) + " and " +
-                  kSimCuda);
+                  "GPUSEL_SIM_ROOT to the folder that holds " +
+                  std::string(kSimNvml) + " and " + kSimCuda);
   }
   std::string dir = root;
   if (m.faults.nvml == "missing") {

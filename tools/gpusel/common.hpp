@@ -14,6 +14,9 @@ std::optional<std::string> env_value(const char* name);
 // Sets an environment variable of this process (and the children it starts).
 void set_env(const std::string& name, const std::string& value);
 
+// This executable's full path (/proc/self/exe; Windows: GetModuleFileNameW); empty when unknown.
+std::string executable_path();
+
 // The simulator's doubles, and the variable other programs find them through (the loader's
 // search path: on Windows PATH, which LoadLibrary without flags searches; gpusel itself loads
 // them by the absolute paths in GPUSEL_NVML_LIBRARY and GPUSEL_CUDA_LIBRARY).
@@ -22,8 +25,6 @@ inline constexpr const char* kSimNvml = "nvml.dll";
 inline constexpr const char* kSimCuda = "nvcuda.dll";
 inline constexpr const char* kSimSearchPath = "PATH";
 inline constexpr const char* kPathSeparator = ";";
-// This executable's full path (GetModuleFileNameW).
-std::string executable_path();
 #else
 inline constexpr const char* kSimNvml = "libnvidia-ml.so.1";
 inline constexpr const char* kSimCuda = "libcuda.so.1";

@@ -1,6 +1,9 @@
 // gpusel internal-probe-cuda: prints what CUDA enumerates in this process, for a parent that
 // must not initialise CUDA itself (see gpusel::probe_cuda).
-#ifndef _WIN32
+#ifdef _WIN32
+#include <fcntl.h>
+#include <io.h>
+#else
 #include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
@@ -32,6 +35,9 @@ int run_probe() {
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (std::to_string(getppid()) != parent) return 1;
   }
+#endif
+#ifdef _WIN32
+  _setmode(_fileno(stdout), _O_BINARY);  // the parent parses "\n"-ended lines, not "\r\n"
 #endif
   try {
     std::cout << serialise_devices(cuda_devices()) << std::flush;

@@ -12,7 +12,9 @@
 
 namespace gpusel::cli {
 
-std::string executable_path() { return detail::win::narrow(detail::win::module_path()); }
+std::string executable_path() {
+  return detail::win::narrow(detail::win::module_path());
+}
 
 int run_sim_exec(const std::string& machine, const std::vector<std::string>& command) {
   namespace win = detail::win;

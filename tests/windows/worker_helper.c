@@ -1,0 +1,97 @@
+/* A worker for tests/windows/test_wine.py: what gpusel run's Windows supervision is tested with.
+ *   worker_helper exit N            exit with N
+ *   worker_helper exit-rank R N     exit with N when RANK is R, else sleep 60 s
+ *   worker_helper crash-rank R      ends as a crash does, with NTSTATUS 0xC0000005 (access
+ *                                   violation), when RANK is R, else sleeps (TerminateProcess with
+ *                                   that code: a real fault would start wine's debugger)
+ *   worker_helper sleep-tree FILE   start a child that sleeps, append both pids to FILE, sleep 60 s
+ *                                   (the child's command line holds FILE too, so that the test
+ *                                   can find both among the host's processes)
+ *   worker_helper tree-or-exit R N FILE   rank R exits with N after 1 s; the others sleep-tree
+ *   worker_helper sleep S           sleep S seconds
+ *   worker_helper alive PID...      print "PID alive" or "PID gone" for each (exit 0)
+ *   worker_helper env NAME...       print NAME=value for each (or NAME unset)
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <windows.h>
+
+static int rank_is(const char* r) {
+  const char* v = getenv("RANK");
+  return v != NULL && strcmp(v, r) == 0;
+}
+
+static void append_pid(const char* file, DWORD pid) {
+  FILE* f = fopen(file, "a");
+  if (f == NULL) return;
+  fprintf(f, "%lu\n", (unsigned long)pid);
+  fclose(f);
+}
+
+static int sleep_tree(const char* file) {
+  wchar_t self[MAX_PATH];
+  GetModuleFileNameW(NULL, self, MAX_PATH);
+  wchar_t cmd[2 * MAX_PATH + 32];
+  _snwprintf(cmd, sizeof cmd / sizeof cmd[0], L"\"%ls\" sleep 60 %hs", self, file);
+  STARTUPINFOW si;
+  PROCESS_INFORMATION pi;
+  memset(&si, 0, sizeof si);
+  si.cb = sizeof si;
+  if (CreateProcessW(self, cmd, NULL, NULL, FALSE, 0, NULL, NULL, &si, &pi)) {
+    append_pid(file, pi.dwProcessId);
+    CloseHandle(pi.hThread);
+    CloseHandle(pi.hProcess);
+  }
+  append_pid(file, GetCurrentProcessId());
+  Sleep(60000);
+  return 0;
+}
+
+int main(int argc, char** argv) {
+  if (argc >= 3 && strcmp(argv[1], "exit") == 0) return atoi(argv[2]);
+  if (argc >= 4 && strcmp(argv[1], "exit-rank") == 0) {
+    if (rank_is(argv[2])) return atoi(argv[3]);
+    Sleep(60000);
+    return 0;
+  }
+  if (argc >= 3 && strcmp(argv[1], "crash-rank") == 0) {
+    if (rank_is(argv[2])) TerminateProcess(GetCurrentProcess(), 0xC0000005u);
+    Sleep(60000);
+    return 0;
+  }
+  if (argc >= 3 && strcmp(argv[1], "sleep") == 0) {
+    Sleep((DWORD)(atof(argv[2]) * 1000));
+    return 0;
+  }
+  if (argc >= 5 && strcmp(argv[1], "tree-or-exit") == 0) {
+    if (rank_is(argv[2])) {
+      Sleep(1000);
+      return atoi(argv[3]);
+    }
+    return sleep_tree(argv[4]);
+  }
+  if (argc >= 3 && strcmp(argv[1], "sleep-tree") == 0) return sleep_tree(argv[2]);
+  if (argc >= 2 && strcmp(argv[1], "alive") == 0) {
+    for (int i = 2; i < argc; ++i) {
+      HANDLE h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE, FALSE,
+                             (DWORD)strtoul(argv[i], NULL, 10));
+      int alive = h != NULL && WaitForSingleObject(h, 0) == WAIT_TIMEOUT;
+      if (h != NULL) CloseHandle(h);
+      printf("%s %s\n", argv[i], alive ? "alive" : "gone");
+    }
+    return 0;
+  }
+  if (argc >= 2 && strcmp(argv[1], "env") == 0) {
+    for (int i = 2; i < argc; ++i) {
+      const char* v = getenv(argv[i]);
+      if (v)
+        printf("%s=%s\n", argv[i], v);
+      else
+        printf("%s unset\n", argv[i]);
+    }
+    return 0;
+  }
+  fprintf(stderr, "worker_helper: bad arguments\n");
+  return 2;
+}
