@@ -1,0 +1,55 @@
+// gpusel bench bw's worker (internal-bench-worker): one per GPU, started by run_bench with the
+// GPU assigned in its environment. It binds by UUID, measures, and tells the parent its figures
+// (and each step as it ends, for the progress display) through bench_ipc.hpp's files.
+#include <cstdlib>
+
+#include "bench_cli.hpp"
+#include "bench_ipc.hpp"
+#include "common.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/worker.hpp"
+
+namespace gpusel::cli {
+
+int run_bench_worker(const BenchOptions& options) {
+  BandwidthOptions b = bench::checked_options(options);
+  const char* gpu = std::getenv("GPUSEL_GPU");
+  const std::string name = gpu ? gpu : "unknown";
+  if (simulated_machine()) {
+    // Simulated copies take simulated time; moving every byte would only cost real time. The
+    // double then moves a sample of each buffer, and the bench writes and checks that sample.
+    setenv("GPUSEL_SIM_SAMPLED_COPIES", "1", 1);
+    b.sampled = true;
+  }
+  bench::WorkerReport report;
+  int status = 0;
+  try {
+    assign_from_environment();
+    const int ordinal = bind_assigned_gpu();
+    const GpuIdentity id = gpu_identity(ordinal);
+    report.gpu = {id.uuid, id.name, id.pci_bus_id};
+    report.l2_cache_bytes = id.l2_cache_bytes;
+    bench::EventWriter events(options.out, name);
+    auto observe = [&](const BandwidthProgress& p) {
+      bench::WorkerEvent e;
+      e.test = p.test;
+      if (p.result != nullptr) {
+        e.gpu = report.gpu;
+        e.result = *p.result;
+      } else {
+        e.sample = p.sample;
+        e.seconds = p.seconds;
+      }
+      events.write(e);
+    };
+    report.results = measure_bandwidth(b, observe);
+  } catch (const Error& e) {
+    report.error = e.what();
+    print_error("GPU " + name + ": " + e.what());
+    status = e.exit_code();
+  }
+  bench::write_report(options.out, name, report);
+  return status;
+}
+
+}  // namespace gpusel::cli
