@@ -3,8 +3,8 @@
 
 # Platform files: each POSIX file has a Windows counterpart with the same interface.
 list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/driver/dl\\.cpp$" "src/driver/dl_win.cpp")
-list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/launch/launch\\.cpp$" "src/launch/launch_win.cpp")
-list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/launch/lease\\.cpp$" "src/launch/lease_win.cpp")
+list(TRANSFORM GPUSEL_UPPER_SOURCES REPLACE "^src/launch/launch\\.cpp$" "src/launch/launch_win.cpp")
+list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/resolution/lease\\.cpp$" "src/resolution/lease_win.cpp")
 list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/platform/ancestry_linux\\.cpp$"
   "src/platform/ancestry_win.cpp")
 list(APPEND GPUSEL_DRIVER_SOURCES src/platform/win.cpp)
@@ -22,8 +22,8 @@ endif()
 # used through the static library, whose users get GPUSEL_STATIC.
 macro(gpusel_windows_library)
   target_compile_definitions(gpusel_objects PRIVATE GPUSEL_BUILDING_LIBRARY)
+  target_compile_definitions(gpusel_driver_objects PRIVATE GPUSEL_BUILDING_LIBRARY)
   target_compile_definitions(gpusel_static INTERFACE GPUSEL_STATIC)
-  target_link_libraries(gpusel_objects PUBLIC ws2_32)
   target_link_libraries(gpusel_shared PRIVATE ws2_32)
   target_link_libraries(gpusel_static PUBLIC ws2_32)
   set_target_properties(gpusel_shared PROPERTIES PREFIX "" IMPORT_PREFIX "" IMPORT_SUFFIX ".lib"
@@ -40,6 +40,8 @@ function(gpusel_windows_sim_library target soname dir)
     set(name nvml)
   elseif(soname STREQUAL "libcuda.so.1")
     set(name nvcuda)
+  elseif(soname STREQUAL "libgpusel-sim-machines.so")
+    set(name gpusel-sim-machines)
   else()
     message(FATAL_ERROR "no Windows name for ${soname}")
   endif()

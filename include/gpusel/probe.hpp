@@ -8,6 +8,7 @@
 
 #include "gpusel/cuda.hpp"
 #include "gpusel/export.h"
+#include "gpusel/resolution.hpp"  // resolve_gpus, which uses the probe, was declared here first
 #include "gpusel/visible.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -36,29 +37,8 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
 // own executable when it is gpusel, else empty (no probe).
 std::string default_probe_helper();
 
-// CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as this process sees them.
-CudaEnv cuda_env_from_environment();
-
-struct Resolution {
-  bool resolved = false;      // false: entries passed on as given (UUIDs without NVML)
-  std::string reason;         // why NVML is unavailable
-  bool probed = false;        // CUDA's order came from a probe
-  bool through_cuda = false;  // NVML unavailable: indices mapped through CUDA's PCI order
-  std::vector<std::string> gpus;
-  std::vector<GpuInfo> machine;    // the GPUs resolution used (NVML's, else CUDA's)
-  std::vector<std::string> notes;  // what a user should be told once (renumbering, fallbacks)
-};
-
 // The GPUs CUDA enumerates, as NVML would list them: one per physical GPU (MIG devices under
 // their GPU), in PCI bus order, indexed from 0.
 std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
-
-// The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place
-// an integer preset (GPUs of mixed models under FASTEST_FIRST). Without NVML, index entries are
-// mapped through CUDA's own enumeration in PCI bus order (a probe); UUID entries are passed on.
-// Throws Error(BadInput) for an entry that cannot be resolved, Error(Failure) when indices
-// cannot be placed at all.
-Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
-                        const std::string& probe_helper);
 
 GPUSEL_END_NAMESPACE

@@ -33,20 +33,26 @@ class _Identity(ctypes.Structure):
                 ("cc_minor", ctypes.c_int), ("pci_bus_id", ctypes.c_char * 32)]
 
 
+# Windows: gpusel.dll, looked for only by absolute path (beside this package, else in the
+# installation's bin folder), never through the DLL search path.
+_LIBRARY = "gpusel.dll" if os.name == "nt" else "libgpusel.so.0"
+
+
 def _candidates():
     explicit = os.environ.get("GPUSEL_LIBRARY")
     if explicit:
         yield explicit
         return
     here = os.path.dirname(os.path.abspath(__file__))
-    yield os.path.join(here, "libgpusel.so.0")
+    yield os.path.join(here, _LIBRARY)
     # Installed: <prefix>/lib[/<arch>]/python3/dist-packages/gpusel -> <prefix>/lib[/<arch>]
     d = here
     for _ in range(5):
         d = os.path.dirname(d)
-        for sub in ("", "lib"):
-            yield os.path.join(d, sub, "libgpusel.so.0")
-    yield "libgpusel.so.0"
+        for sub in ("", "lib", "bin") if os.name == "nt" else ("", "lib"):
+            yield os.path.join(d, sub, _LIBRARY)
+    if os.name != "nt":
+        yield _LIBRARY
 
 
 def _load():
@@ -59,7 +65,7 @@ def _load():
             return ctypes.CDLL(path), path
         except OSError as exc:
             tried.append(f"{path} ({exc})")
-    raise ImportError("gpusel: cannot find libgpusel.so.0; set GPUSEL_LIBRARY to its path "
+    raise ImportError(f"gpusel: cannot find {_LIBRARY}; set GPUSEL_LIBRARY to its path "
                       "(tried: " + "; ".join(tried) + ")")
 
 

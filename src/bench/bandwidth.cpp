@@ -111,6 +111,15 @@ struct Memory {
   }
 };
 
+// The optional driver functions measuring bandwidth calls (cuda.def marks memory, streams and
+// events optional: binding needs none of them).
+using BandwidthNeeds = detail::CudaNeeds<
+    &CudaApi::cuMemAlloc, &CudaApi::cuMemFree, &CudaApi::cuMemHostAlloc, &CudaApi::cuMemFreeHost,
+    &CudaApi::cuMemcpyHtoDAsync, &CudaApi::cuMemcpyDtoHAsync, &CudaApi::cuMemcpyDtoDAsync,
+    &CudaApi::cuStreamCreate, &CudaApi::cuStreamDestroy, &CudaApi::cuStreamSynchronize,
+    &CudaApi::cuStreamWaitEvent, &CudaApi::cuEventCreate, &CudaApi::cuEventRecord,
+    &CudaApi::cuEventSynchronize, &CudaApi::cuEventElapsedTime, &CudaApi::cuEventDestroy>;
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -133,6 +142,7 @@ double pcie_link_gbps(unsigned generation, unsigned width) {
 std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
                                                const BandwidthObserver& observe) {
   const CudaApi& api = cuda_initialised();
+  BandwidthNeeds::check(api, "measuring copy bandwidth");
   const Cuda ok{api};
   const std::uint64_t size = options.bytes;
   auto wants = [&](const char* t) {

@@ -33,6 +33,7 @@ CudaLibrary open_library() {
   void* handle =
       open_driver_library("GPUSEL_CUDA_LIBRARY", detail::kCudaLibraryName, path, lib.reason);
   if (handle == nullptr) return lib;
+  lib.path = path;
   std::string missing;
 #define GPUSEL_CUDA(name, symbol, required, params)                                          \
   lib.api.name = reinterpret_cast<CUresult(*) params>(detail::find_symbol(handle, #symbol)); \
@@ -55,6 +56,11 @@ CudaLibrary open_library() {
 const CudaLibrary& cuda_library() {
   static const CudaLibrary lib = open_library();
   return lib;
+}
+
+void cuda_functions_missing(const std::string& feature, const std::string& missing) {
+  throw failure(feature + " needs " + missing + ", which " + cuda_library().path +
+                " lacks (a CUDA driver too old for it, or not the CUDA driver library)");
 }
 
 std::string cuda_error_text(const CudaApi& api, CUresult rc) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <type_traits>
 
 #include "cuda_abi.hpp"
 
@@ -16,6 +17,7 @@ struct CudaApi {
 struct CudaLibrary {
   CudaApi api;
   bool usable = false;
+  std::string path;  // the library opened
   std::string reason;
 };
 
@@ -28,5 +30,38 @@ const CudaApi& cuda_initialised();
 
 // "CUDA_ERROR_X (description)" for a result code.
 std::string cuda_error_text(const CudaApi& api, CUresult rc);
+
+// The symbol each CudaApi member was looked up by: cuda_symbol<&CudaApi::cuMemAlloc> is
+// "cuMemAlloc_v2".
+template <auto Member>
+inline constexpr const char* cuda_symbol = nullptr;
+#define GPUSEL_CUDA(api, symbol, required, params) \
+  template <>                                      \
+  inline constexpr const char* cuda_symbol<&CudaApi::api> = #symbol;
+#include "cuda.def"
+#undef GPUSEL_CUDA
+
+// Throws Error(Failure): `feature` needs `missing` (symbols), which the loaded library lacks.
+[[noreturn]] void cuda_functions_missing(const std::string& feature, const std::string& missing);
+
+// The optional functions of cuda.def (required ones are checked at load) that a feature calls:
+// each feature names its own, e.g.
+//   using Needs = CudaNeeds<&CudaApi::cuMemAlloc, &CudaApi::cuMemFree>;
+//   Needs::check(api, "measuring copy bandwidth");
+// check() throws Error(Failure) naming every one the loaded library lacks, before the feature
+// calls any (so an old or partial driver fails with a message, never a call through null).
+template <auto... Members>
+struct CudaNeeds {
+  static_assert(sizeof...(Members) > 0);
+  static_assert((std::is_member_object_pointer_v<decltype(Members)> && ...));
+  static void check(const CudaApi& api, const std::string& feature) {
+    std::string missing;
+    ((api.*Members == nullptr
+          ? void(missing += (missing.empty() ? "" : ", ") + std::string(cuda_symbol<Members>))
+          : void()),
+     ...);
+    if (!missing.empty()) cuda_functions_missing(feature, missing);
+  }
+};
 
 }  // namespace gpusel::detail

@@ -107,6 +107,16 @@ class HostileDriverTest(Case):
         self.assertIn("2147483647", r.stderr)
         self.assertEqual(r.stdout, "")
 
+    # ---- 2b. a driver without the optional functions a feature needs ---------------------------
+
+    def test_bench_without_memory_stream_and_event_functions_names_them(self):
+        # The fault libcuda.so.1 has what binding needs and none of the memory, stream and event
+        # functions cuda.def marks optional: bench bw must say which it lacks, not call through null.
+        r = self.run_gpusel("bench", "bw", "--gpu", "0", "--size", "1MiB", "--samples", "1")
+        self.assertFailed(r, 1, "measuring copy bandwidth needs", "cuMemAlloc_v2", "cuStreamCreate",
+                          "cuEventElapsedTime", FAULT_CUDA, "no figures from 1 of 1 GPUs")
+        self.assertNotIn("cuInit", r.stderr)  # required functions are there: only the missing named
+
     # ---- 3. a CUDA probe that never answers ----------------------------------------------------
 
     def hung_probe(self, *args, **extra):

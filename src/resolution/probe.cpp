@@ -23,11 +23,9 @@
 #include <sstream>
 #include <thread>
 
-#include "gpusel/acquire.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/nvml.hpp"
-#include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "text.hpp"
 
 #ifndef _WIN32
 extern char** environ;
@@ -269,14 +267,6 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
   return order;
 }
 
-CudaEnv cuda_env_from_environment() {
-  auto get = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  };
-  return CudaEnv{get("CUDA_VISIBLE_DEVICES"), get("CUDA_DEVICE_ORDER")};
-}
-
 #ifndef _WIN32
 std::string default_probe_helper() {
   if (const char* h = std::getenv("GPUSEL_PROBE_HELPER"); h != nullptr && *h != '\0') return h;
@@ -325,92 +315,6 @@ std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices) {
                    [](const GpuInfo& a, const GpuInfo& b) { return a.pci_bus_id < b.pci_bus_id; });
   for (std::size_t i = 0; i < gpus.size(); ++i) gpus[i].index = static_cast<unsigned>(i);
   return gpus;
-}
-
-namespace {
-
-// NVML is unavailable: nvidia-smi indices are PCI bus order, which CUDA's own enumeration (without
-// CUDA_VISIBLE_DEVICES) gives too. UUID entries need no mapping: CUDA matches them at bind.
-Resolution resolve_through_cuda(const std::vector<std::string>& entries, const CudaEnv& env,
-                                const std::string& probe_helper, const std::string& nvml_reason) {
-  Resolution r;
-  r.reason = nvml_reason;
-  if (entries.empty() || !is_gpu_index(entries.front())) {
-    r.gpus = entries;
-    return r;
-  }
-  const ProbeResult probe = probe_cuda(probe_helper, true);
-  if (!probe.ok) {
-    throw failure("--gpu " + join_entries(entries) +
-                  ": nvidia-smi indices cannot be placed: NVML is unavailable (" + nvml_reason +
-                  ") and asking CUDA failed too (" + probe.reason +
-                  "); give --gpu as GPU UUIDs, or fix the NVIDIA driver installation");
-  }
-  r.machine = gpus_from_cuda(probe.devices);
-  const std::optional<std::vector<int>> order = cuda_order_from(r.machine, probe.devices);
-  if (!order) throw failure("CUDA's enumeration of the GPUs could not be read (a MIG device?)");
-  r.gpus = resolve_entries(entries, r.machine, env, &*order);
-  r.resolved = true;
-  r.through_cuda = true;
-  r.probed = true;
-  r.notes.push_back("NVML is unavailable (" + nvml_reason +
-                    "); nvidia-smi indices were mapped through CUDA's own device list in PCI bus "
-                    "order");
-  return r;
-}
-
-// "--gpu 2,3 counts within CUDA_VISIBLE_DEVICES="4,5,6,7": nvidia-smi 6,7", when a preset
-// renumbers index entries.
-void note_renumbering(Resolution& r, const std::vector<std::string>& entries, const CudaEnv& env) {
-  if (!env.visible_devices || entries.empty() || !is_gpu_index(entries.front())) return;
-  std::string smi;
-  bool renumbered = false;
-  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
-    for (const GpuInfo& g : r.machine) {
-      if (g.uuid != r.gpus[i]) continue;
-      smi += (smi.empty() ? "" : ",") + std::to_string(g.index);
-      renumbered = renumbered || !same_entry(entries[i], std::to_string(g.index));
-    }
-  }
-  if (renumbered) {
-    r.notes.push_back("--gpu " + join_entries(entries) + " counts within " + describe_preset(env) +
-                      ": nvidia-smi " + smi);
-  }
-}
-
-}  // namespace
-
-Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
-                        const std::string& probe_helper) {
-  if (entries.size() == 1 && is_free_entry(entries.front())) {
-    return acquire_gpus(entries, env, probe_helper, AcquireOptions{}).resolution;  // picks only
-  }
-  const NvmlSnapshot snap = query_nvml();
-  if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason);
-  Resolution r;
-  r.resolved = true;
-  r.machine = snap.gpus;
-  // A preset of indices on a machine whose CUDA order NVML cannot tell: ask CUDA for its order.
-  if (env.visible_devices && !model_visible(snap.gpus, env).known) {
-    ProbeResult probe = probe_cuda(probe_helper, true);
-    std::optional<std::vector<int>> order;
-    if (probe.ok) order = cuda_order_from(snap.gpus, probe.devices);
-    if (!order) {
-      try {
-        resolve_entries(entries, snap.gpus, env);
-      } catch (const Error& e) {
-        throw bad_input(std::string(e.what()) + " (asking CUDA for its order did not help: " +
-                        (probe.ok ? "its devices did not match NVML's" : probe.reason) + ")");
-      }
-      throw failure("CUDA's device order is unknown and could not be probed");
-    }
-    r.probed = true;
-    r.gpus = resolve_entries(entries, snap.gpus, env, &*order);
-  } else {
-    r.gpus = resolve_entries(entries, snap.gpus, env);
-  }
-  note_renumbering(r, entries, env);
-  return r;
 }
 
 GPUSEL_END_NAMESPACE

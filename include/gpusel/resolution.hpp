@@ -1,0 +1,35 @@
+// gpusel: a parent's resolution of a --gpu list on this machine: NVML once, the CUDA probe only
+// where NVML cannot tell CUDA's order, free:N picks; and the CUDA environment it reads.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gpusel/export.h"
+#include "gpusel/visible.hpp"
+
+GPUSEL_BEGIN_NAMESPACE
+
+// CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as this process sees them.
+CudaEnv cuda_env_from_environment();
+
+struct Resolution {
+  bool resolved = false;      // false: entries passed on as given (UUIDs without NVML)
+  std::string reason;         // why NVML is unavailable
+  bool probed = false;        // CUDA's order came from a probe
+  bool through_cuda = false;  // NVML unavailable: indices mapped through CUDA's PCI order
+  std::vector<std::string> gpus;
+  std::vector<GpuInfo> machine;    // the GPUs resolution used (NVML's, else CUDA's)
+  std::vector<std::string> notes;  // what a user should be told once (renumbering, fallbacks)
+};
+
+// The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place
+// an integer preset (GPUs of mixed models under FASTEST_FIRST). Without NVML, index entries are
+// mapped through CUDA's own enumeration in PCI bus order (a probe); UUID entries are passed on.
+// One "free:N" entry picks N free GPUs as acquire_gpus does, leasing none.
+// Throws Error(BadInput) for an entry that cannot be resolved, Error(Failure) when indices
+// cannot be placed at all.
+Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+                        const std::string& probe_helper);
+
+GPUSEL_END_NAMESPACE
