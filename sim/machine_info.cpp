@@ -27,8 +27,9 @@ void field(std::string& out, const std::string& value) {
 #else
 #define GPUSEL_SIM_MACHINES_API extern "C" __attribute__((visibility("default")))
 #endif
-GPUSEL_SIM_MACHINES_API std::size_t gpuselSimDescribeMachine(
-    const char* spec, const char* machines_dir, char* buf, std::size_t len) noexcept {
+GPUSEL_SIM_MACHINES_API std::size_t gpuselSimDescribeMachine(const char* spec,
+                                                             const char* machines_dir, char* buf,
+                                                             std::size_t len) noexcept {
   std::string out;
   try {
     std::string path = spec != nullptr ? spec : "";
