@@ -32,6 +32,7 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "launch_detail.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -208,9 +209,10 @@ std::string find_program(const std::string& name) {
                   quote_value(win::narrow(dirs)) + "; no worker was started");
 }
 
-int launch_workers(const LaunchOptions& options) {
+namespace {
+
+int run_workers(const LaunchOptions& options, const std::string& program) {
   const std::size_t n = options.gpus.size();
-  const std::string program = find_program(options.command.at(0));
   if (!std::isfinite(options.grace_seconds) || options.grace_seconds < 0) {
     throw bad_input("run: the grace period must be a finite number of seconds, 0 or more, not " +
                     std::to_string(options.grace_seconds));
@@ -414,4 +416,18 @@ int launch_workers(const LaunchOptions& options) {
   return static_cast<int>(sup.workers[static_cast<std::size_t>(first_failure)].code);
 }
 
+}  // namespace
+
+int launch_workers(const LaunchOptions& options) {
+  return run_workers(options, find_program(options.command.at(0)));
+}
+
 GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+int launch_program(const LaunchOptions& options, const std::string& program) {
+  return gpusel::run_workers(options, program);
+}
+
+}  // namespace gpusel::detail
