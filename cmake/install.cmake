@@ -36,7 +36,7 @@ install(TARGETS gpusel_shared gpusel_static gpusel_cli11 EXPORT gpuselTargets
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS gpusel_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
 
-install(TARGETS gpusel_sim_nvml gpusel_sim_cuda LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR})
+install(TARGETS gpusel_sim_nvml gpusel_sim_cuda gpusel_sim_machines LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR})
 install(TARGETS gpusel_sim_nvml_no_v2 LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/nvml-no-v2)
 install(DIRECTORY sim/machines/ DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/machines FILES_MATCHING PATTERN "*.toml")
 install(CODE "

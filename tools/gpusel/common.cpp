@@ -7,7 +7,7 @@
 #include <iostream>
 
 #include "gpusel/error.hpp"
-#include "machine.hpp"
+#include "sim_machine.hpp"
 
 namespace gpusel::cli {
 
@@ -26,33 +26,35 @@ std::string sim_root() {
   return (exe.parent_path().parent_path() / "lib" / "gpusel" / "sim").lexically_normal().string();
 }
 
+// The message for a simulator folder without its libraries.
+std::string missing_simulator(const std::string& root) {
+  return "the simulator's libraries are not in " + root +
+         " (a partial build or installation?); build the gpusel_sim target, or set "
+         "GPUSEL_SIM_ROOT to the folder that holds libnvidia-ml.so.1 and libcuda.so.1";
+}
+
 SimSetup sim_setup(const std::string& machine) {
   const std::string root = sim_root();
   SimSetup setup;
-  sim::SimMachine m;
-  try {
-    setup.machine_path = sim::find_machine(machine, {root + "/machines"});
-    m = sim::load_machine(setup.machine_path);
-  } catch (const sim::MachineError& e) {
-    throw bad_input(std::string("--sim ") + machine + ": " + e.what());
-  }
+  const std::optional<SimMachineInfo> m = describe_sim_machine(root, machine, root + "/machines");
+  if (!m) throw failure(missing_simulator(root));
+  if (!m->ok) throw bad_input(std::string("--sim ") + machine + ": " + m->error);
+  setup.machine_path = m->path;
   std::error_code ec;
   fs::path absolute = fs::canonical(setup.machine_path, ec);
   if (!ec) setup.machine_path = absolute.string();
   if (!fs::exists(root + "/libnvidia-ml.so.1") || !fs::exists(root + "/libcuda.so.1")) {
-    throw failure("the simulator's libraries are not in " + root +
-                  " (a partial build or installation?); build the gpusel_sim target, or set "
-                  "GPUSEL_SIM_ROOT to the folder that holds libnvidia-ml.so.1 and libcuda.so.1");
+    throw failure(missing_simulator(root));
   }
   std::string dir = root;
-  if (m.faults.nvml == "missing") {
+  if (m->nvml_fault == "missing") {
     dir = root + "/no-nvml";
-  } else if (m.faults.nvml == "no_v2") {
+  } else if (m->nvml_fault == "no_v2") {
     dir = root + "/nvml-no-v2";
-  } else if (m.faults.cuda == "missing") {
+  } else if (m->cuda_fault == "missing") {
     dir = root + "/no-cuda";
   }
-  setup.machine_name = m.name;
+  setup.machine_name = m->name;
   std::string path = dir;
   if (auto old = env_value("LD_LIBRARY_PATH"); old && !old->empty()) path += ":" + *old;
   setup.env["LD_LIBRARY_PATH"] = path;

@@ -26,6 +26,9 @@ struct SimSetup {
 // line and key of a bad machine file.
 SimSetup sim_setup(const std::string& machine);
 
+// Why --sim cannot work: the simulator's libraries are not in `root`.
+std::string missing_simulator(const std::string& root);
+
 // Sets the variables in this process, so that gpusel and every child it starts use the machine.
 void apply_sim(const SimSetup& setup);
 

@@ -13,7 +13,7 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/units.hpp"
-#include "machine.hpp"
+#include "sim_machine.hpp"
 
 namespace gpusel::cli {
 
@@ -159,7 +159,8 @@ std::string simulated_nvml_fault(const std::string& name) {
   std::string fault;
   std::string file = env_value("GPUSEL_SIM_MACHINE").value_or("");
   try {
-    fault = sim::load_machine(file).faults.nvml;
+    if (const auto m = describe_sim_machine(sim_root(), file, std::nullopt); m && m->ok)
+      fault = m->nvml_fault;
   } catch (const std::exception&) {
   }
   const std::string what = fault == "missing"      ? "a machine without libnvidia-ml.so.1"

@@ -13,7 +13,7 @@
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
-#include "machine.hpp"
+#include "sim_machine.hpp"
 #include "text.hpp"
 
 namespace gpusel::cli {
@@ -131,11 +131,16 @@ int run_sim(const SimOptions& options) {
   for (const auto& f : files) width = std::max(width, f.stem().string().size());
   int status = 0;
   for (const auto& f : files) {
-    try {
-      sim::SimMachine m = sim::load_machine(f.string());
-      fmt::print("{:<{}}  {}\n", f.stem().string(), width, m.description);
-    } catch (const sim::MachineError& e) {
-      print_error(e.what());
+    const std::optional<SimMachineInfo> m =
+        describe_sim_machine(sim_root(), f.string(), std::nullopt);
+    if (!m) {
+      print_error(missing_simulator(sim_root()));
+      return 1;
+    }
+    if (m->ok) {
+      fmt::print("{:<{}}  {}\n", f.stem().string(), width, m->description);
+    } else {
+      print_error(m->error);
       status = 1;
     }
   }

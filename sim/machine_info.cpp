@@ -1,0 +1,49 @@
+// libgpusel-sim-machines.so: the machine files as `gpusel --sim` needs to see them (found and
+// checked exactly as the doubles find and check them), so that the gpusel command itself links no
+// simulator code: it dlopens this library from the simulator's folder when --sim is used.
+#include <cstddef>
+#include <cstring>
+#include <exception>
+#include <string>
+
+#include "machine.hpp"
+
+namespace {
+
+void field(std::string& out, const std::string& value) {
+  out += value;
+  out += '\0';
+}
+
+}  // namespace
+
+// Finds the machine `spec` (a bundled name looked up in `machines_dir`, or a path; with
+// `machines_dir` NULL, `spec` is the machine file itself) and loads it. The answer is a list of
+// NUL-terminated fields: "ok", the file, the machine's name, its description, its NVML fault and
+// its CUDA fault; or "error" and the message of a machine that cannot be used; or "fatal" and what
+// went wrong otherwise. Returns the answer's size, and writes it to `buf` when `len` is enough.
+extern "C" __attribute__((visibility("default"))) std::size_t gpuselSimDescribeMachine(
+    const char* spec, const char* machines_dir, char* buf, std::size_t len) noexcept {
+  std::string out;
+  try {
+    std::string path = spec != nullptr ? spec : "";
+    if (machines_dir != nullptr) path = gpusel::sim::find_machine(path, {machines_dir});
+    const gpusel::sim::SimMachine m = gpusel::sim::load_machine(path);
+    field(out, "ok");
+    field(out, path);
+    field(out, m.name);
+    field(out, m.description);
+    field(out, m.faults.nvml);
+    field(out, m.faults.cuda);
+  } catch (const gpusel::sim::MachineError& e) {
+    out.clear();
+    field(out, "error");
+    field(out, e.what());
+  } catch (const std::exception& e) {
+    out.clear();
+    field(out, "fatal");
+    field(out, e.what());
+  }
+  if (buf != nullptr && len >= out.size()) std::memcpy(buf, out.data(), out.size());
+  return out.size();
+}
