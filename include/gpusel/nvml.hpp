@@ -25,9 +25,10 @@ struct NvmlQuery {
   bool topology = false;  // NVLink and PCIe common ancestors between every pair
 };
 
-// Opens libnvidia-ml.so.1 (or the file named by GPUSEL_NVML_LIBRARY) once per process, then
-// initialises NVML, reads every GPU and shuts NVML down again. Never throws for a missing or
-// broken library: the snapshot says NVML is unavailable and why. Thread-safe.
+// Opens libnvidia-ml.so.1 (or the file named by GPUSEL_NVML_LIBRARY) once per process and reads
+// every GPU. NVML is initialised by the first query and stays initialised for the later ones (one
+// session per process, shut down at exit; a forked child opens its own). Never throws for a missing
+// or broken library: the snapshot says NVML is unavailable and why. Thread-safe.
 NvmlSnapshot query_nvml(const NvmlQuery& what = {});
 
 GPUSEL_END_NAMESPACE

@@ -3,6 +3,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "resolve_detail.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -153,6 +154,22 @@ std::string describe_preset(const CudaEnv& env) {
 std::vector<std::string> resolve_entries(const std::vector<std::string>& entries,
                                          const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                          const std::vector<int>* cuda_order) {
+  std::optional<VisibleSet> vs;
+  if (env.visible_devices) vs = model_visible(gpus, env, cuda_order);
+  std::vector<std::string> out;
+  for (std::size_t g : detail::resolve_positions(entries, gpus, env, vs ? &*vs : nullptr)) {
+    out.push_back(gpus[g].uuid);
+  }
+  return out;
+}
+
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+std::vector<std::size_t> resolve_positions(const std::vector<std::string>& entries,
+                                           const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                                           const VisibleSet* vs) {
   std::vector<std::size_t> picked;
   if (!env.visible_devices) {
     for (const std::string& entry : entries) {
@@ -163,23 +180,21 @@ std::vector<std::string> resolve_entries(const std::vector<std::string>& entries
     }
   } else {
     const std::string preset = describe_preset(env);
-    VisibleSet vs = model_visible(gpus, env, cuda_order);
-    if (vs.mode == VisibleMode::MigUuids) {
+    if (vs->mode == VisibleMode::MigUuids) {
       throw bad_input(preset +
                       " selects MIG devices; gpusel assigns whole GPUs, so --gpu cannot choose "
                       "among them; run without MIG devices in CUDA_VISIBLE_DEVICES, or unset it");
     }
-    if (vs.duplicate) {
+    if (vs->duplicate) {
       throw bad_input(preset +
                       " names one GPU twice, so CUDA exposes no device at all; remove the repeated "
                       "entry from CUDA_VISIBLE_DEVICES");
     }
     for (const std::string& entry : entries) {
-      picked.push_back(is_gpu_uuid(entry) ? preset_uuid(gpus, vs, entry, preset)
-                                          : preset_index(gpus, vs, entry, preset));
+      picked.push_back(is_gpu_uuid(entry) ? preset_uuid(gpus, *vs, entry, preset)
+                                          : preset_index(gpus, *vs, entry, preset));
     }
   }
-  std::vector<std::string> out;
   for (std::size_t i = 0; i < picked.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (picked[i] == picked[j]) {
@@ -188,9 +203,8 @@ std::vector<std::string> resolve_entries(const std::vector<std::string>& entries
                         "; each rank needs a GPU of its own");
       }
     }
-    out.push_back(gpus[picked[i]].uuid);
   }
-  return out;
+  return picked;
 }
 
-GPUSEL_END_NAMESPACE
+}  // namespace gpusel::detail

@@ -2,6 +2,7 @@
 #include "gpusel/nvml.hpp"
 
 #include <dlfcn.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 
 #include "dl.hpp"
 #include "nvml_abi.hpp"
+#include "nvml_index.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -56,6 +58,36 @@ const NvmlLibrary& library() {
 }
 
 std::mutex nvml_mutex;  // NVML calls are serialised, init through shutdown
+
+// One NVML session per process: NVML is initialised by the first query and stays so for every
+// later one (initialising costs as much as a whole enumeration), and is shut down when the process
+// exits. A child forked after the first query opens a session of its own. Guarded by nvml_mutex.
+struct Session {
+  bool open = false;
+  pid_t pid = 0;
+  bool shutdown_registered = false;
+};
+Session session;
+
+void close_session() {
+  std::lock_guard<std::mutex> lock(nvml_mutex);
+  if (session.open && session.pid == getpid()) library().api.nvmlShutdown();
+  session.open = false;
+}
+
+// Opens the session unless it is open in this process; NVML_SUCCESS or nvmlInit_v2's error.
+// Called with nvml_mutex held.
+nvmlReturn_t open_session(const NvmlApi& api) {
+  if (session.open && session.pid == getpid()) return NVML_SUCCESS;
+  const nvmlReturn_t rc = api.nvmlInit_v2();
+  if (rc != NVML_SUCCESS) return rc;
+  session.open = true;
+  session.pid = getpid();
+  if (!session.shutdown_registered) {
+    session.shutdown_registered = std::atexit(close_session) == 0;
+  }
+  return NVML_SUCCESS;
+}
 
 std::string error_text(const NvmlApi& api, nvmlReturn_t rc) {
   std::string text = "NVML error " + std::to_string(rc);
@@ -311,14 +343,36 @@ NvmlSnapshot query_nvml(const NvmlQuery& what) {
     return snap;
   }
   std::lock_guard<std::mutex> lock(nvml_mutex);
-  nvmlReturn_t rc = lib.api.nvmlInit_v2();
+  const nvmlReturn_t rc = open_session(lib.api);
   if (rc != NVML_SUCCESS) {
     snap.reason = "nvmlInit_v2 failed: " + error_text(lib.api, rc);
     return snap;
   }
   enumerate(lib.api, what, snap);
-  lib.api.nvmlShutdown();
   return snap;
 }
 
 GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+bool nvml_gpu_index(const std::string& uuid, std::optional<unsigned>& index) {
+  index.reset();
+  const NvmlLibrary& lib = library();
+  if (!lib.usable || lib.api.nvmlDeviceGetHandleByUUID == nullptr ||
+      lib.api.nvmlDeviceGetIndex == nullptr) {
+    return false;
+  }
+  std::lock_guard<std::mutex> lock(nvml_mutex);
+  if (open_session(lib.api) != NVML_SUCCESS) return true;  // NVML unavailable: no index
+  nvmlDevice_t dev = nullptr;
+  unsigned value = 0;
+  if (lib.api.nvmlDeviceGetHandleByUUID(uuid.c_str(), &dev) != NVML_SUCCESS ||
+      lib.api.nvmlDeviceGetIndex(dev, &value) != NVML_SUCCESS) {
+    return false;  // another spelling of the UUID, a GPU NVML cannot read: enumerate
+  }
+  index = value;
+  return true;
+}
+
+}  // namespace gpusel::detail

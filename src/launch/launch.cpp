@@ -23,6 +23,7 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "launch_detail.hpp"
 
 extern char** environ;
 
@@ -278,8 +279,15 @@ std::string find_program(const std::string& name) {
 }
 
 int launch_workers(const LaunchOptions& options) {
+  return detail::launch_program(options, find_program(options.command.at(0)));
+}
+
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+int launch_program(const LaunchOptions& options, const std::string& program) {
   const std::size_t n = options.gpus.size();
-  const std::string program = find_program(options.command.at(0));
   if (!std::isfinite(options.grace_seconds) || options.grace_seconds < 0) {
     throw bad_input("run: the grace period must be a finite number of seconds, 0 or more, not " +
                     std::to_string(options.grace_seconds));
@@ -559,4 +567,4 @@ int launch_workers(const LaunchOptions& options) {
   return exit_code(workers[static_cast<std::size_t>(first_failure)].status);
 }
 
-GPUSEL_END_NAMESPACE
+}  // namespace gpusel::detail

@@ -10,6 +10,7 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "resolve_detail.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -54,17 +55,16 @@ Resolution resolve_through_cuda(const std::vector<std::string>& entries, const C
 }
 
 // "--gpu 2,3 counts within CUDA_VISIBLE_DEVICES="4,5,6,7": nvidia-smi 6,7", when a preset
-// renumbers index entries.
-void note_renumbering(Resolution& r, const std::vector<std::string>& entries, const CudaEnv& env) {
+// renumbers index entries. `picked`: each entry's position in `gpus`.
+void note_renumbering(Resolution& r, const std::vector<std::string>& entries, const CudaEnv& env,
+                      const std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& picked) {
   if (!env.visible_devices || entries.empty() || !is_gpu_index(entries.front())) return;
   std::string smi;
   bool renumbered = false;
-  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
-    for (const GpuInfo& g : r.machine) {
-      if (g.uuid != r.gpus[i]) continue;
-      smi += (smi.empty() ? "" : ",") + std::to_string(g.index);
-      renumbered = renumbered || !same_entry(entries[i], std::to_string(g.index));
-    }
+  for (std::size_t i = 0; i < picked.size(); ++i) {
+    const std::string index = std::to_string(gpus[picked[i]].index);
+    smi += (smi.empty() ? "" : ",") + index;
+    renumbered = renumbered || !same_entry(entries[i], index);
   }
   if (renumbered) {
     r.notes.push_back("--gpu " + join_entries(entries) + " counts within " + describe_preset(env) +
@@ -79,19 +79,21 @@ Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& 
   if (entries.size() == 1 && is_free_entry(entries.front())) {
     return acquire_gpus(entries, env, probe_helper, AcquireOptions{}).resolution;  // picks only
   }
-  const NvmlSnapshot snap = query_nvml();
+  NvmlSnapshot snap = query_nvml();
   if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason);
   Resolution r;
   r.resolved = true;
-  r.machine = snap.gpus;
+  // The CUDA_VISIBLE_DEVICES model, made once: resolution reads the same one.
+  std::optional<VisibleSet> vs;
+  if (env.visible_devices) vs = model_visible(snap.gpus, env);
   // A preset of indices on a machine whose CUDA order NVML cannot tell: ask CUDA for its order.
-  if (env.visible_devices && !model_visible(snap.gpus, env).known) {
+  if (vs && !vs->known) {
     ProbeResult probe = probe_cuda(probe_helper, true);
     std::optional<std::vector<int>> order;
     if (probe.ok) order = cuda_order_from(snap.gpus, probe.devices);
     if (!order) {
       try {
-        resolve_entries(entries, snap.gpus, env);
+        detail::resolve_positions(entries, snap.gpus, env, &*vs);
       } catch (const Error& e) {
         throw bad_input(std::string(e.what()) + " (asking CUDA for its order did not help: " +
                         (probe.ok ? "its devices did not match NVML's" : probe.reason) + ")");
@@ -99,11 +101,13 @@ Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& 
       throw failure("CUDA's device order is unknown and could not be probed");
     }
     r.probed = true;
-    r.gpus = resolve_entries(entries, snap.gpus, env, &*order);
-  } else {
-    r.gpus = resolve_entries(entries, snap.gpus, env);
+    vs = model_visible(snap.gpus, env, &*order);
   }
-  note_renumbering(r, entries, env);
+  const std::vector<std::size_t> picked =
+      detail::resolve_positions(entries, snap.gpus, env, vs ? &*vs : nullptr);
+  for (std::size_t g : picked) r.gpus.push_back(snap.gpus[g].uuid);
+  note_renumbering(r, entries, env, snap.gpus, picked);
+  r.machine = std::move(snap.gpus);
   return r;
 }
 

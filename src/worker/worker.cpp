@@ -18,6 +18,7 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "nvml_index.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -442,6 +443,9 @@ GpuIdentity gpu_identity(int cuda_ordinal) {
   id.cc_minor = d.cc_minor;
   id.pci_bus_id = d.pci_bus_id;
   id.l2_cache_bytes = d.l2_cache_bytes;
+  // NVML finds the one GPU by its UUID; only where it cannot (another spelling of the UUID, an
+  // older library) are all GPUs enumerated.
+  if (detail::nvml_gpu_index(d.parent_uuid, id.index)) return id;
   const NvmlSnapshot snap = query_nvml();
   for (const GpuInfo& g : snap.gpus) {
     if (same_entry(g.uuid, d.parent_uuid)) id.index = g.index;

@@ -1,6 +1,9 @@
 """`gpusel resolve` on the simulated machines, including every NVML fault."""
 
+import collections
 import os
+import re
+import tempfile
 import unittest
 
 from support import SOURCE, Case, gpusel, gpusel_json, machine, uuids
@@ -164,6 +167,33 @@ class SimOptionTest(Case):
         self.assertRegex(r.stdout, r"export GPUSEL_SIM_MACHINE='[^']*/single-l4\.toml'")
         self.assertFailsWith(gpusel("sim", "env"), 2)
         self.assertFailsWith(gpusel("sim", "env", "nope"), 2, "no bundled machine")
+
+
+class NvmlSessionTest(Case):
+    """One NVML session per command, and no enumeration of every GPU to name one."""
+
+    def nvml_calls(self, *args):
+        with tempfile.NamedTemporaryFile(mode="r", suffix=".trace") as trace:
+            r = gpusel("--sim", "dgx-h100", *args, GPUSEL_SIM_TRACE=trace.name)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            calls = re.findall(r"libnvidia-ml\.so\.1: (\w+)\(", trace.read())
+        return r, collections.Counter(calls)
+
+    def test_bind_initialises_nvml_once_and_finds_its_gpu_by_uuid(self):
+        # Resolving the index enumerates the 8 GPUs once; naming the bound GPU's nvidia-smi index
+        # asks NVML for that one GPU by its UUID.
+        r, calls = self.nvml_calls("bind", "--gpu", "3", "--json")
+        self.assertEqual(calls["nvmlInit_v2"], 1, calls)
+        self.assertEqual(calls["nvmlShutdown"], 1, calls)
+        self.assertEqual(calls["nvmlDeviceGetHandleByIndex_v2"], 8, calls)
+        self.assertEqual(calls["nvmlDeviceGetHandleByUUID"], 1, calls)
+        self.assertIn('"index": 3', r.stdout.replace('"index":3', '"index": 3'))
+
+    def test_resolve_initialises_nvml_once(self):
+        r, calls = self.nvml_calls("resolve", "--gpu", "0,1,2,3,4,5,6,7")
+        self.assertEqual(r.stdout.split(), DGX)
+        self.assertEqual((calls["nvmlInit_v2"], calls["nvmlShutdown"], calls["nvmlDeviceGetCount_v2"]),
+                         (1, 1, 1), calls)
 
 
 if __name__ == "__main__":

@@ -9,6 +9,7 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
+#include "launch_detail.hpp"
 
 namespace gpusel::cli {
 
@@ -47,7 +48,8 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
 }
 
 int run_run(const RunOptions& options) {
-  find_program(options.command.front());  // fail before any worker starts
+  // Looked up once: to fail before any worker starts, and to start them.
+  const std::string program = find_program(options.command.front());
   // The leases are held until the last worker has exited (the end of this function).
   ChoiceOptions choice = options.choice;
   choice.quiet = options.quiet;
@@ -103,7 +105,7 @@ int run_run(const RunOptions& options) {
           "; run with --bind-cpu none, or allow those CPUs (taskset, the cgroup's cpuset)");
     }
   }
-  return launch_workers(launch);
+  return detail::launch_program(launch, program);
 }
 
 }  // namespace gpusel::cli
