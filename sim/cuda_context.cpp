@@ -85,7 +85,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
   Device* d = device(dev);
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   for (auto it = s.allocations.begin(); it != s.allocations.end();) {
-    if (it->second.device == dev) {
+    if (it->second.device == index_of(dev)) {
       release_host_memory(reinterpret_cast<void*>(it->first), it->second.size);
       d->memory_used -= it->second.size;
       it = s.allocations.erase(it);
@@ -110,7 +110,7 @@ CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice dev) {
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   if (ctx == nullptr || (flags & ~0xFFu) != 0) return CUDA_ERROR_INVALID_VALUE;
   auto* c = new CUctx_st;  // kept after destruction: a stale handle stays readable
-  c->device = dev;
+  c->device = index_of(dev);
   c->primary = false;
   c->flags = flags;
   s.created.insert(c);
@@ -184,7 +184,7 @@ CUresult cuCtxGetDevice(CUdevice* dev) {
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
   std::lock_guard<std::mutex> lock(state().mutex);
   if (current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
-  *dev = current_context->device;
+  *dev = handle_of(current_context->device);
   return CUDA_SUCCESS;
 }
 
@@ -264,7 +264,7 @@ CUresult cuCtxEnablePeerAccess(CUcontext peer, unsigned int flags) {
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
   if (!known_context(peer)) return CUDA_ERROR_INVALID_CONTEXT;
-  Device* p = device(peer->device);
+  Device* p = device_at(peer->device);
   if (p == nullptr || p == d || !peer_access(*d, *p)) return CUDA_ERROR_PEER_ACCESS_UNSUPPORTED;
   if (!current_context->peers.insert(peer).second) return CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED;
   return CUDA_SUCCESS;

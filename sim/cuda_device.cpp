@@ -57,7 +57,8 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
   Device* d = device(dev);
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return parse_uuid(d->parent_uuid, uuid) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+  const bool before_13 = state().loaded.machine.cuda_driver_version < 13000;
+  return parse_uuid(before_13 ? d->parent_uuid : d->uuid, uuid) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }
 
 CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
@@ -123,7 +124,7 @@ CUresult cuDeviceGetByPCIBusId(CUdevice* dev, const char* bus) {
   for (std::size_t i = 0; i < s.devices.size(); ++i) {
     const SimGpu& g = gpu_of(s, s.devices[i]);
     if (g.pci_domain == dom && g.pci_bus == b && g.pci_device == d && g.pci_function == f) {
-      *dev = static_cast<CUdevice>(i);
+      *dev = handle_of(static_cast<int>(i));
       return CUDA_SUCCESS;
     }
   }

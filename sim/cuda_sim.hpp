@@ -74,11 +74,13 @@ struct Allocation {
 
 struct State {
   LoadedMachine loaded;
-  std::mutex mutex;  // guards everything below that changes after cuInit
+  bool load_attempted = false;  // loaded is final (ok or not) once this is set
+  std::mutex mutex;             // guards everything below that changes after cuInit
   // Set once, under the mutex, after init_result, devices and loaded are final: a thread that
   // reads true (acquire) may read those without the mutex, as they never change again.
   std::atomic<bool> initialised{false};
   CUresult init_result = CUDA_ERROR_NOT_INITIALIZED;
+  CUdevice handle_base = 0;     // 0, or kDeviceHandleBase under GPUSEL_SIM_DEVICE_HANDLES=distinct
   std::vector<Device> devices;  // the vector and each device's identity; retains, memory_used
                                 // and the streams' times change under the mutex
   std::map<CUdeviceptr, Allocation> allocations;  // device memory, by base address
@@ -98,8 +100,17 @@ State& state();
 const SimGpu& gpu_of(const State& s, const Device& d);
 // Guard for every call after cuInit: returns CUDA_SUCCESS when the driver is usable.
 CUresult ready();
-// The device a CUdevice names, or nullptr.
-Device* device(CUdevice d);
+// CUdevice handles. NVIDIA's drivers hand out the ordinal itself, and real programs rely on it
+// (numba checks it), so the double does too by default. With GPUSEL_SIM_DEVICE_HANDLES=distinct
+// (gpusel's own tests) it hands out kDeviceHandleBase + ordinal, so that a program passing an
+// ordinal where cuDeviceGet's handle belongs gets CUDA_ERROR_INVALID_DEVICE instead of working by
+// luck. Contexts, streams and allocations hold the device's index (its ordinal) in State::devices.
+inline constexpr CUdevice kDeviceHandleBase = 0x1000;
+CUdevice handle_of(int index);
+int index_of(CUdevice handle);  // -1 for what no cuDeviceGet gave
+// The device a CUdevice handle names, or nullptr; device_at: by index (ordinal).
+Device* device(CUdevice handle);
+Device* device_at(int index);
 // A context that is alive. Call with the mutex held (it reads retains).
 bool alive(CUcontext c);
 // A context this library gave out and still alive. Call with the mutex held.

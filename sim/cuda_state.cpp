@@ -21,9 +21,18 @@ std::optional<std::string> env(const char* name) {
   return v == nullptr ? std::nullopt : std::optional<std::string>(v);
 }
 
-CUresult initialise(State& s) {
+// Loads the machine file once, for cuDriverGetVersion (which may come first) and cuInit. Call with
+// the mutex held.
+void load_once(State& s) {
+  if (s.load_attempted) return;
+  s.load_attempted = true;
   s.loaded =
       gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor), "libcuda.so.1");
+}
+
+CUresult initialise(State& s) {
+  if (env("GPUSEL_SIM_DEVICE_HANDLES") == "distinct") s.handle_base = kDeviceHandleBase;
+  load_once(s);
   if (!s.loaded.ok) return CUDA_ERROR_NO_DEVICE;
   const SimMachine& m = s.loaded.machine;
   if (m.faults.cuda == "missing") return CUDA_ERROR_STUB_LIBRARY;
@@ -88,10 +97,24 @@ CUresult ready() {
   return s.init_result;
 }
 
-Device* device(CUdevice d) {
+CUdevice handle_of(int index) {
+  return state().handle_base + index;
+}
+
+int index_of(CUdevice handle) {
+  const State& s = state();
+  const int index = handle - s.handle_base;
+  return handle < s.handle_base || static_cast<std::size_t>(index) >= s.devices.size() ? -1 : index;
+}
+
+Device* device_at(int index) {
   State& s = state();
-  if (d < 0 || static_cast<std::size_t>(d) >= s.devices.size()) return nullptr;
-  return &s.devices[static_cast<std::size_t>(d)];
+  if (index < 0 || static_cast<std::size_t>(index) >= s.devices.size()) return nullptr;
+  return &s.devices[static_cast<std::size_t>(index)];
+}
+
+Device* device(CUdevice handle) {
+  return device_at(index_of(handle));
 }
 
 bool alive(CUcontext c) {
@@ -109,7 +132,7 @@ bool known_context(CUcontext c) {
 
 Device* current_device() {
   if (current_context == nullptr || !alive(current_context)) return nullptr;
-  return device(current_context->device);
+  return device_at(current_context->device);
 }
 
 namespace impl {
@@ -129,10 +152,7 @@ CUresult cuDriverGetVersion(int* version) {
   if (version == nullptr) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (!s.initialised.load(std::memory_order_relaxed) && !s.loaded.ok) {
-    s.loaded =
-        gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor), "libcuda.so.1");
-  }
+  load_once(s);
   *version = s.loaded.ok ? s.loaded.machine.cuda_driver_version : 0;
   return CUDA_SUCCESS;
 }
@@ -147,8 +167,8 @@ CUresult cuDeviceGetCount(int* count) {
 CUresult cuDeviceGet(CUdevice* dev, int ordinal) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   if (dev == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (device(ordinal) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
-  *dev = ordinal;
+  if (device_at(ordinal) == nullptr) return CUDA_ERROR_INVALID_DEVICE;
+  *dev = handle_of(ordinal);
   return CUDA_SUCCESS;
 }
 

@@ -28,6 +28,10 @@ struct CudaDevice {
 // Initialises CUDA in the calling process (contexts are not created).
 std::vector<CudaDevice> cuda_devices();
 
+// The CUDA driver's version, as cuDriverGetVersion gave it when the library was loaded (once per
+// process; no cuInit): 1000 * major + 10 * minor, e.g. 12080 for 12.8. 0 when CUDA is unavailable.
+int cuda_driver_version();
+
 // Formats CUDA's 16 raw UUID bytes (which may hold zeros) the way nvidia-smi prints them.
 std::string format_uuid(const unsigned char bytes[16], const char* prefix = "GPU-");
 

@@ -48,6 +48,12 @@ CudaLibrary open_library() {
     return lib;
   }
   lib.usable = true;
+  // Once, here: what the driver's behaviour depends on (cuDeviceGetUuid's answer for a MIG
+  // device) and what bind and doctor report. It needs no cuInit.
+  int version = 0;
+  if (lib.api.cuDriverGetVersion(&version) == CUDA_SUCCESS && version > 0) {
+    lib.driver_version = version;
+  }
   return lib;
 }
 
@@ -100,15 +106,88 @@ const CudaApi& cuda_initialised() {
   return lib.api;
 }
 
+namespace {
+
+void check(const CudaApi& api, CUresult rc, const char* what) {
+  if (rc != CUDA_SUCCESS) throw failure(std::string(what) + " failed: " + cuda_error_text(api, rc));
+}
+
+}  // namespace
+
+std::vector<CudaHandle> cuda_device_handles() {
+  const CudaApi& api = cuda_initialised();
+  int count = 0;
+  check(api, api.cuDeviceGetCount(&count), "cuDeviceGetCount");
+  if (count < 0 || count > kMaxDevices) {
+    throw failure("cuDeviceGetCount reported " + std::to_string(count) + " devices" +
+                  (count < 0 ? std::string()
+                             : ", more than any machine holds (at most " +
+                                   std::to_string(kMaxDevices) + ")") +
+                  "; the CUDA driver library is broken");
+  }
+  // cuDeviceGetUuid (v1) gave a MIG device's parent GPU before CUDA 13, which tells MIG devices
+  // apart; from CUDA 13 it gives the MIG device's own UUID, as v2 does, and tells nothing.
+  const int version = cuda_library().driver_version;
+  const bool v1_gives_parent = api.cuDeviceGetUuidV1 != nullptr && version < 13000;
+  std::vector<CudaHandle> out;
+  out.reserve(static_cast<std::size_t>(count));
+  for (int i = 0; i < count; ++i) {
+    CudaHandle h;
+    h.ordinal = i;
+    check(api, api.cuDeviceGet(&h.device, i), "cuDeviceGet");
+    CUuuid uuid{};
+    check(api, api.cuDeviceGetUuid(&uuid, h.device), "cuDeviceGetUuid_v2");
+    const auto* raw = reinterpret_cast<const unsigned char*>(uuid.bytes);
+    h.uuid = h.parent_uuid = format_uuid(raw);
+    CUuuid parent{};
+    if (v1_gives_parent && api.cuDeviceGetUuidV1(&parent, h.device) == CUDA_SUCCESS &&
+        std::memcmp(parent.bytes, uuid.bytes, sizeof uuid.bytes) != 0) {
+      h.uuid = format_uuid(raw, "MIG-");
+      h.parent_uuid = format_uuid(reinterpret_cast<const unsigned char*>(parent.bytes));
+    }
+    out.push_back(std::move(h));
+  }
+  return out;
+}
+
+CudaDevice cuda_device(const CudaHandle& h) {
+  const CudaApi& api = cuda_initialised();
+  const CUdevice dev = h.device;
+  CudaDevice d;
+  d.ordinal = h.ordinal;
+  d.uuid = h.uuid;
+  d.parent_uuid = h.parent_uuid;
+  char name[256] = {};
+  check(api, api.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
+  d.name = read_string(name);
+  std::size_t total = 0;
+  check(api, api.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem_v2");
+  d.total_bytes = total;
+  check(api,
+        api.cuDeviceGetAttribute(&d.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
+        "cuDeviceGetAttribute");
+  check(api,
+        api.cuDeviceGetAttribute(&d.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
+        "cuDeviceGetAttribute");
+  check(api, api.cuDeviceGetAttribute(&d.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
+        "cuDeviceGetAttribute");
+  int l2 = 0;
+  if (api.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev) == CUDA_SUCCESS &&
+      l2 > 0) {
+    d.l2_cache_bytes = static_cast<std::uint64_t>(l2);
+  }
+  if (api.cuDeviceGetPCIBusId != nullptr) {
+    char bus[32] = {};
+    if (api.cuDeviceGetPCIBusId(bus, sizeof bus, dev) == CUDA_SUCCESS) {
+      d.pci_bus_id = normalise_bus_id(read_string(bus));
+    }
+  }
+  return d;
+}
+
 }  // namespace gpusel::detail
 
 GPUSEL_BEGIN_NAMESPACE
-
-using detail::cuda_error_text;
-using detail::cuda_initialised;
-using detail::CudaApi;
-using detail::kMaxDevices;
-using detail::read_string;
 
 std::string format_uuid(const unsigned char b[16], const char* prefix) {
   char out[64];
@@ -127,61 +206,14 @@ std::string normalise_bus_id(const std::string& bus) {
   return out;
 }
 
+int cuda_driver_version() {
+  return detail::cuda_library().driver_version;
+}
+
 std::vector<CudaDevice> cuda_devices() {
-  const CudaApi& api = cuda_initialised();
-  auto check = [&](CUresult rc, const char* what) {
-    if (rc != CUDA_SUCCESS)
-      throw failure(std::string(what) + " failed: " + cuda_error_text(api, rc));
-  };
-  int count = 0;
-  check(api.cuDeviceGetCount(&count), "cuDeviceGetCount");
-  if (count < 0 || count > kMaxDevices) {
-    throw failure("cuDeviceGetCount reported " + std::to_string(count) + " devices" +
-                  (count < 0 ? std::string()
-                             : ", more than any machine holds (at most " +
-                                   std::to_string(kMaxDevices) + ")") +
-                  "; the CUDA driver library is broken");
-  }
   std::vector<CudaDevice> out;
-  for (int i = 0; i < count; ++i) {
-    CUdevice dev = 0;
-    check(api.cuDeviceGet(&dev, i), "cuDeviceGet");
-    CudaDevice d;
-    d.ordinal = i;
-    CUuuid uuid{};
-    check(api.cuDeviceGetUuid(&uuid, dev), "cuDeviceGetUuid_v2");
-    const auto* raw = reinterpret_cast<const unsigned char*>(uuid.bytes);
-    d.uuid = d.parent_uuid = format_uuid(raw);
-    CUuuid parent{};
-    if (api.cuDeviceGetUuidV1 != nullptr && api.cuDeviceGetUuidV1(&parent, dev) == CUDA_SUCCESS &&
-        std::memcmp(parent.bytes, uuid.bytes, sizeof uuid.bytes) != 0) {
-      d.uuid = format_uuid(raw, "MIG-");
-      d.parent_uuid = format_uuid(reinterpret_cast<const unsigned char*>(parent.bytes));
-    }
-    char name[256] = {};
-    check(api.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
-    d.name = read_string(name);
-    std::size_t total = 0;
-    check(api.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem_v2");
-    d.total_bytes = total;
-    check(api.cuDeviceGetAttribute(&d.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
-          "cuDeviceGetAttribute");
-    check(api.cuDeviceGetAttribute(&d.cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, dev),
-          "cuDeviceGetAttribute");
-    check(api.cuDeviceGetAttribute(&d.sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, dev),
-          "cuDeviceGetAttribute");
-    int l2 = 0;
-    if (api.cuDeviceGetAttribute(&l2, CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, dev) == CUDA_SUCCESS &&
-        l2 > 0) {
-      d.l2_cache_bytes = static_cast<std::uint64_t>(l2);
-    }
-    if (api.cuDeviceGetPCIBusId != nullptr) {
-      char bus[32] = {};
-      if (api.cuDeviceGetPCIBusId(bus, sizeof bus, dev) == CUDA_SUCCESS) {
-        d.pci_bus_id = normalise_bus_id(read_string(bus));
-      }
-    }
-    out.push_back(std::move(d));
+  for (const detail::CudaHandle& h : detail::cuda_device_handles()) {
+    out.push_back(detail::cuda_device(h));
   }
   return out;
 }

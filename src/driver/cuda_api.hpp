@@ -3,8 +3,10 @@
 
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include "cuda_abi.hpp"
+#include "gpusel/cuda.hpp"
 
 namespace gpusel::detail {
 
@@ -19,6 +21,7 @@ struct CudaLibrary {
   bool usable = false;
   std::string path;  // the library opened
   std::string reason;
+  int driver_version = 0;  // cuDriverGetVersion's, read once at load; 0 when it failed
 };
 
 // Opens libcuda.so.1 (or GPUSEL_CUDA_LIBRARY) once per process; never throws.
@@ -27,6 +30,22 @@ const CudaLibrary& cuda_library();
 // The table after a successful cuInit (called once per process). Throws Error(Failure) with the
 // reason when the library is missing, is the toolkit's stub, or cuInit fails.
 const CudaApi& cuda_initialised();
+
+// One visible device by what binding needs: its ordinal, its CUdevice (from cuDeviceGet: NVIDIA's
+// drivers make it equal to the ordinal, which the API does not promise and the simulator does
+// not do) and its UUIDs.
+struct CudaHandle {
+  int ordinal = 0;
+  CUdevice device = 0;
+  std::string uuid;         // GPU-... or MIG-...
+  std::string parent_uuid;  // the whole GPU's
+};
+
+// The visible devices, UUIDs only (cuInit first). Throws Error(Failure) as cuda_devices() does.
+std::vector<CudaHandle> cuda_device_handles();
+
+// Everything cuda_devices() says of one device.
+CudaDevice cuda_device(const CudaHandle& handle);
 
 // "CUDA_ERROR_X (description)" for a result code.
 std::string cuda_error_text(const CudaApi& api, CUresult rc);

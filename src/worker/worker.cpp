@@ -21,9 +21,12 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
+using detail::cuda_device;
+using detail::cuda_device_handles;
 using detail::cuda_error_text;
 using detail::cuda_initialised;
 using detail::CudaApi;
+using detail::CudaHandle;
 
 namespace {
 
@@ -45,10 +48,10 @@ std::string describe(const Assignment& a) {
 }
 
 // The CUDA ordinal of a published UUID among this process's visible devices.
-int ordinal_of(const std::string& uuid, const std::vector<CudaDevice>& devices) {
+int ordinal_of(const std::string& uuid, const std::vector<CudaHandle>& devices) {
   std::vector<int> hits;
   std::string seen;
-  for (const CudaDevice& d : devices) {
+  for (const CudaHandle& d : devices) {
     seen += (seen.empty() ? "" : ", ") + d.uuid;
     if (starts_with_ci(d.uuid, uuid)) hits.push_back(d.ordinal);
   }
@@ -279,7 +282,7 @@ namespace {
 
 // Steps 4 to 6 of the rule, for a process that nothing was published for: a launcher's local rank
 // over several visible devices, the only visible device, or the caller's default.
-AssignmentInfo ordinal_from_launcher(const std::vector<CudaDevice>& devices, int default_ordinal,
+AssignmentInfo ordinal_from_launcher(const std::vector<CudaHandle>& devices, int default_ordinal,
                                      int& ordinal) {
   const std::optional<LocalRank> rank = local_rank();
   const std::string preset = describe_preset(cuda_env_from_environment());
@@ -331,7 +334,8 @@ int bind_assigned_gpu(int default_ordinal) {
   Assignment& a = assignment;
   const CudaApi& api = cuda_initialised();
   if (a.context == nullptr) {
-    const std::vector<CudaDevice> devices = cuda_devices();
+    // UUIDs only: binding needs nothing else of the devices.
+    const std::vector<CudaHandle> devices = cuda_device_handles();
     int ordinal = 0;
     if (a.physical) {
       ordinal = ordinal_of(*a.physical, devices);
@@ -346,15 +350,16 @@ int bind_assigned_gpu(int default_ordinal) {
                       describe_preset(cuda_env_from_environment()) +
                       "); run `gpusel list` to see them");
     }
+    const CudaHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
     CUcontext ctx = nullptr;
-    CUresult rc = api.cuDevicePrimaryCtxRetain(&ctx, ordinal);
+    CUresult rc = api.cuDevicePrimaryCtxRetain(&ctx, chosen.device);
     if (rc != CUDA_SUCCESS) {
       throw failure("cuDevicePrimaryCtxRetain failed for CUDA device " + std::to_string(ordinal) +
                     ": " + cuda_error_text(api, rc));
     }
     a.context = ctx;
     a.visible = ordinal;
-    a.bound_uuid = devices[static_cast<std::size_t>(ordinal)].uuid;
+    a.bound_uuid = chosen.uuid;
   }
   CUresult rc = api.cuCtxSetCurrent(a.context);
   if (rc != CUDA_SUCCESS) throw failure("cuCtxSetCurrent failed: " + cuda_error_text(api, rc));
@@ -365,17 +370,18 @@ std::optional<int> assigned_visible_gpu() {
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
   if (a.visible) return a.visible;
-  if (a.physical) return ordinal_of(*a.physical, cuda_devices());
+  if (a.physical) return ordinal_of(*a.physical, cuda_device_handles());
   return std::nullopt;
 }
 
 GpuIdentity gpu_identity(int cuda_ordinal) {
-  const std::vector<CudaDevice> devices = cuda_devices();
+  const std::vector<CudaHandle> devices = cuda_device_handles();
   if (cuda_ordinal < 0 || static_cast<std::size_t>(cuda_ordinal) >= devices.size()) {
     throw bad_input("no CUDA device " + std::to_string(cuda_ordinal) + ": " +
                     std::to_string(devices.size()) + " visible");
   }
-  const CudaDevice& d = devices[static_cast<std::size_t>(cuda_ordinal)];
+  // The other devices' names, memory and attributes are not needed: only this one's.
+  const CudaDevice d = cuda_device(devices[static_cast<std::size_t>(cuda_ordinal)]);
   GpuIdentity id;
   id.cuda_ordinal = cuda_ordinal;
   id.uuid = d.uuid;

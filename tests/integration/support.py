@@ -36,7 +36,11 @@ PYTHON_LOADS_LIBRARIES = "GPUSEL_TEST_TSAN" not in os.environ
 _PRIVATE = tempfile.mkdtemp(prefix="gpusel-test-")
 atexit.register(shutil.rmtree, _PRIVATE, True)
 _PRIVATE_ENV = {"GPUSEL_LEASE_DIR": os.path.join(_PRIVATE, "leases"),
-                "GPUSEL_SIM_STATE_DIR": os.path.join(_PRIVATE, "sim-state")}
+                "GPUSEL_SIM_STATE_DIR": os.path.join(_PRIVATE, "sim-state"),
+                # The CUDA double's CUdevice handles differ from the ordinals (they are equal on
+                # NVIDIA's drivers): gpusel passing an ordinal where a handle belongs fails here.
+                # test_clients unsets it: real programs rely on equal ones.
+                "GPUSEL_SIM_DEVICE_HANDLES": "distinct"}
 
 
 def base_env(**extra):

@@ -45,6 +45,8 @@ def short_bus(bus_id):
 
 
 def run_client(cmd, name, timeout=120, **env):
+    # As on NVIDIA's drivers, CUdevice handles equal the ordinals: numba checks it.
+    env.setdefault("GPUSEL_SIM_DEVICE_HANDLES", None)
     r = subprocess.run(cmd, capture_output=True, text=True, env=sim_env(name, **env), timeout=timeout)
     if r.returncode != 0 or r.returncode < 0:
         raise AssertionError(f"{cmd[0]} on {name} {env}: exit {r.returncode}\n{r.stdout[-3000:]}\n{r.stderr[-3000:]}")

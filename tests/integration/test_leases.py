@@ -143,7 +143,8 @@ class PickTest(LeaseCase):
         # A worker that keeps its context: GPU 0 is busy while it lives.
         worker = self.start("run", "--quiet", "--share", "--gpu", "0", "--", sys.executable, "-c",
                             "import ctypes, os, time; c = ctypes.CDLL(os.environ['GPUSEL_CUDA_LIBRARY']); "
-                            "c.cuInit(0); x = ctypes.c_void_p(); c.cuDevicePrimaryCtxRetain(ctypes.byref(x), 0); "
+                            "c.cuInit(0); x = ctypes.c_void_p(); d = ctypes.c_int(); c.cuDeviceGet(ctypes.byref(d), 0); "
+                            "c.cuDevicePrimaryCtxRetain(ctypes.byref(x), d); "
                             "print('ready', flush=True); time.sleep(30)", env=self.py_env())
         try:
             self.assertEqual(worker.stdout.readline().strip(), "ready")
@@ -161,7 +162,8 @@ class ListTest(LeaseCase):
     def test_list_shows_usage_processes_and_leases(self):
         worker = self.start("run", "--quiet", "--gpu", "2", "--", sys.executable, "-c",
                             "import ctypes, os, time; c = ctypes.CDLL(os.environ['GPUSEL_CUDA_LIBRARY']); "
-                            "c.cuInit(0); x = ctypes.c_void_p(); c.cuDevicePrimaryCtxRetain(ctypes.byref(x), 2); "
+                            "c.cuInit(0); x = ctypes.c_void_p(); d = ctypes.c_int(); c.cuDeviceGet(ctypes.byref(d), 2); "
+                            "c.cuDevicePrimaryCtxRetain(ctypes.byref(x), d); "
                             "p = ctypes.c_ulonglong(); c.cuCtxSetCurrent(x); c.cuMemAlloc_v2(ctypes.byref(p), 1 << 30); "
                             "print(os.getpid(), flush=True); time.sleep(30)", env=self.py_env())
         try:

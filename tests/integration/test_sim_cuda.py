@@ -318,23 +318,35 @@ call("cuInit", 0)
 n = ctypes.c_int()
 call("cuDeviceGetCount", ctypes.byref(n))
 v = ctypes.c_int()
-out["attrs"] = {a: [call("cuDeviceGetAttribute", ctypes.byref(v), a, 0), v.value][0] for a in range(-1, 150)}
-out["clock"] = [call("cuDeviceGetAttribute", ctypes.byref(v), 13, d) or v.value for d in range(n.value)]
-out["bus_width"] = [call("cuDeviceGetAttribute", ctypes.byref(v), 37, d) or v.value for d in range(n.value)]
-out["peer"] = [[call("cuDeviceCanAccessPeer", ctypes.byref(v), a, b) or v.value for b in range(n.value)]
-               for a in range(n.value)]
-out["atomic"] = [call("cuDeviceGetP2PAttribute", ctypes.byref(v), 3, 0, 1) or v.value,
-                 call("cuDeviceGetP2PAttribute", ctypes.byref(v), 2, 0, 0)]
+# CUdevice handles come from cuDeviceGet; the double's differ from the ordinals.
+h = []
+for i in range(n.value):
+    call("cuDeviceGet", ctypes.byref(v), i)
+    h.append(v.value)
+out["handles"] = h
+out["ordinal_as_handle"] = [call("cuDeviceGetAttribute", ctypes.byref(v), 13, i) for i in range(n.value)
+                            if i not in h]
+found = ctypes.c_int()
+bus = ctypes.create_string_buffer(32)
+call("cuDeviceGetPCIBusId", bus, 32, h[1])
+out["by_bus"] = [call("cuDeviceGetByPCIBusId", ctypes.byref(found), bus.value), found.value == h[1]]
+out["attrs"] = {a: [call("cuDeviceGetAttribute", ctypes.byref(v), a, h[0]), v.value][0] for a in range(-1, 150)}
+out["clock"] = [call("cuDeviceGetAttribute", ctypes.byref(v), 13, d) or v.value for d in h]
+out["bus_width"] = [call("cuDeviceGetAttribute", ctypes.byref(v), 37, d) or v.value for d in h]
+out["peer"] = [[call("cuDeviceCanAccessPeer", ctypes.byref(v), a, b) or v.value for b in h] for a in h]
+out["atomic"] = [call("cuDeviceGetP2PAttribute", ctypes.byref(v), 3, h[0], h[1]) or v.value,
+                 call("cuDeviceGetP2PAttribute", ctypes.byref(v), 2, h[0], h[0])]
 ma, mi = ctypes.c_int(), ctypes.c_int()
-out["cc"] = [call("cuDeviceComputeCapability", ctypes.byref(ma), ctypes.byref(mi), 0), ma.value, mi.value]
+out["cc"] = [call("cuDeviceComputeCapability", ctypes.byref(ma), ctypes.byref(mi), h[0]), ma.value, mi.value]
 ctx, popped, dev = ctypes.c_void_p(), ctypes.c_void_p(), ctypes.c_int()
-out["ctx"] = [call("cuCtxCreate_v2", ctypes.byref(ctx), 0, 1), call("cuCtxGetDevice", ctypes.byref(dev)), dev.value,
+out["ctx"] = [call("cuCtxCreate_v2", ctypes.byref(ctx), 0, h[1]), call("cuCtxGetDevice", ctypes.byref(dev)),
+              dev.value == h[1],
               call("cuCtxPopCurrent_v2", ctypes.byref(popped)), popped.value == ctx.value,
               call("cuCtxGetDevice", ctypes.byref(dev)), call("cuCtxPushCurrent_v2", ctx),
               call("cuCtxDestroy_v2", ctx), call("cuCtxGetDevice", ctypes.byref(dev))]
 free, total = ctypes.c_size_t(), ctypes.c_size_t()
 pctx = ctypes.c_void_p()
-call("cuDevicePrimaryCtxRetain", ctypes.byref(pctx), 0)
+call("cuDevicePrimaryCtxRetain", ctypes.byref(pctx), h[0])
 call("cuCtxSetCurrent", pctx)
 out["meminfo"] = [call("cuMemGetInfo_v2", ctypes.byref(free), ctypes.byref(total)), free.value < total.value]
 class IpcHandle(ctypes.Structure):
@@ -344,7 +356,7 @@ call("cuEventCreate", ctypes.byref(ev), 0)
 call("cuStreamCreate", ctypes.byref(st), 0)
 out["queries"] = [call("cuEventQuery", ev), call("cuStreamQuery", st), call("cuModuleUnload", ctypes.c_void_p(8)),
                   call("cuIpcOpenMemHandle_v2", ctypes.byref(ctypes.c_ulonglong()), IpcHandle(), 1),
-                  call("cuDevicePrimaryCtxRelease", 0)]
+                  call("cuDevicePrimaryCtxRelease", h[0])]
 fn, status = ctypes.c_void_p(), ctypes.c_int()
 def proc(name, version):
     rc = call("cuGetProcAddress_v2", name.encode(), ctypes.byref(fn), version, ctypes.c_ulonglong(0), ctypes.byref(status))
@@ -371,6 +383,15 @@ class CudaClientApiTest(Case):
             raise AssertionError(r.stdout + r.stderr)
         return json.loads(r.stdout), r.stderr
 
+    def test_device_handles_are_not_ordinals(self):
+        # NVIDIA's drivers make a CUdevice equal to its ordinal, which the API does not promise; the
+        # double's differ, so that a program passing an ordinal where a handle belongs fails here.
+        out, _ = self.run_api("dgx-h100")
+        self.assertEqual(len(set(out["handles"])), 8)
+        self.assertEqual(set(out["handles"]) & set(range(8)), set())
+        self.assertEqual(out["ordinal_as_handle"], [101] * 8)  # CUDA_ERROR_INVALID_DEVICE
+        self.assertEqual(out["by_bus"], [0, True])
+
     def test_every_defined_attribute_answers(self):
         out, _ = self.run_api("dgx-h100")
         rcs = {int(k): v for k, v in out["attrs"].items()}
@@ -393,7 +414,7 @@ class CudaClientApiTest(Case):
 
     def test_contexts_queries_and_proc_address(self):
         out, _ = self.run_api("dgx-h100")
-        self.assertEqual(out["ctx"], [0, 0, 1, 0, True, 201, 0, 0, 201])
+        self.assertEqual(out["ctx"], [0, 0, True, 0, True, 201, 0, 0, 201])
         self.assertEqual(out["meminfo"], [0, True])
         self.assertEqual(out["queries"], [0, 0, 400, 801, 0])
         self.assertEqual(out["proc"], {"ctxcreate": True, "release_old": True, "release_new": True, "ipc_new": True,

@@ -33,6 +33,8 @@ class BindTest(Case):
             self.assertEqual(j["compute_capability"], "9.0")
             self.assertEqual(j["pci_bus_id"], machine("dgx-h100")["gpu"][i]["pci_bus_id"])
             self.assertIsNone(j["rank"])
+            # The CUDA driver's own version, as the machine file gives the double.
+            self.assertEqual(j["cuda_driver_version"], "12.8")
 
     def test_mixed_machine_binds_by_uuid_not_by_number(self):
         # nvidia-smi index 0 is the A4000, which CUDA numbers 2 under FASTEST_FIRST.

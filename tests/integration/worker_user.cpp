@@ -14,6 +14,7 @@
 extern "C" {
 typedef struct CUctx_st* CUcontext;
 int cuCtxGetCurrent(CUcontext* ctx);
+int cuDeviceGet(int* device, int ordinal);
 int cuDevicePrimaryCtxRetain(CUcontext* ctx, int device);
 int cuDevicePrimaryCtxRelease_v2(int device);
 }
@@ -23,9 +24,11 @@ namespace {
 // True when the calling thread's current context is the primary context of `ordinal`.
 bool primary_is_current(int ordinal) {
   CUcontext current = nullptr, primary = nullptr;
-  if (cuCtxGetCurrent(&current) != 0 || cuDevicePrimaryCtxRetain(&primary, ordinal) != 0)
+  int device = 0;  // a CUdevice: cuDeviceGet's, not the ordinal
+  if (cuCtxGetCurrent(&current) != 0 || cuDeviceGet(&device, ordinal) != 0 ||
+      cuDevicePrimaryCtxRetain(&primary, device) != 0)
     return false;
-  cuDevicePrimaryCtxRelease_v2(ordinal);
+  cuDevicePrimaryCtxRelease_v2(device);
   return current != nullptr && current == primary;
 }
 

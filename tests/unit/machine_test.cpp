@@ -343,6 +343,7 @@ TEST(CudaDouble, EightThreadsInitialiseBindAndCopy) {
                              "GPUSEL_GPU", "LOCAL_RANK", "SLURM_LOCALID"})
       ::unsetenv(name);
     ::setenv("GPUSEL_SIM_MACHINE", (kMachines + "/dgx-h100.toml").c_str(), 1);
+    ::setenv("GPUSEL_SIM_DEVICE_HANDLES", "distinct", 1);  // handles that are not ordinals
     ::setenv("GPUSEL_CUDA_LIBRARY", (sim / "libcuda.so.1").c_str(), 1);
     ::setenv("GPUSEL_NVML_LIBRARY", (sim / "libnvidia-ml.so.1").c_str(), 1);
     void* lib = ::dlopen((sim / "libcuda.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
@@ -356,6 +357,7 @@ TEST(CudaDouble, EightThreadsInitialiseBindAndCopy) {
     };
     auto cuInit = reinterpret_cast<int (*)(unsigned)>(sym("cuInit"));
     auto cuDeviceGetCount = reinterpret_cast<int (*)(int*)>(sym("cuDeviceGetCount"));
+    auto cuDeviceGet = reinterpret_cast<int (*)(int*, int)>(sym("cuDeviceGet"));
     auto retain = reinterpret_cast<int (*)(Ctx*, int)>(sym("cuDevicePrimaryCtxRetain"));
     auto release = reinterpret_cast<int (*)(int)>(sym("cuDevicePrimaryCtxRelease_v2"));
     auto set_current = reinterpret_cast<int (*)(Ctx)>(sym("cuCtxSetCurrent"));
@@ -385,7 +387,8 @@ TEST(CudaDouble, EightThreadsInitialiseBindAndCopy) {
         }
         std::vector<unsigned char> out(4096), in(4096);
         for (int round = 0; round < 20; ++round) {
-          const int dev = (t + round) % count;
+          int dev = 0;  // a CUdevice, from cuDeviceGet (the double's are not ordinals)
+          if (cuDeviceGet(&dev, (t + round) % count) != 0) return fail();
           Ctx ctx = nullptr;
           if (retain(&ctx, dev) != 0 || set_current(ctx) != 0) return fail();
           for (std::size_t i = 0; i < out.size(); ++i)

@@ -7,6 +7,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/cli11.hpp"
+#include "gpusel/cuda.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/units.hpp"
 #include "gpusel/worker.hpp"
@@ -52,6 +53,11 @@ int run_bind(const BindOptions& options) {
     j["total_bytes"] = id.total_bytes;
     j["compute_capability"] = cc;
     j["pci_bus_id"] = id.pci_bus_id;
+    // The CUDA driver's own version (cuDriverGetVersion), "12.8"; null when it gave none.
+    const int version = cuda_driver_version();
+    j["cuda_driver_version"] =
+        version > 0 ? nlohmann::json(fmt::format("{}.{}", version / 1000, version % 1000 / 10))
+                    : nlohmann::json(nullptr);
     j["cpus"] = cpus;
     j["simulated"] =
         simulated_machine() ? nlohmann::json(*simulated_machine()) : nlohmann::json(nullptr);

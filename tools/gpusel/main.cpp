@@ -1,6 +1,8 @@
 // gpusel: put every process of a multi-GPU program on the right NVIDIA GPU.
 #include <CLI/CLI.hpp>
 #include <iostream>
+#include <memory>
+#include <optional>
 
 #include "args.hpp"
 #include "commands.hpp"
@@ -8,35 +10,140 @@
 #include "gpusel/error.hpp"
 #include "gpusel/version.h"
 
-int main(int argc, char** argv) {
-  using namespace gpusel::cli;
-  CLI::App app{"gpusel: resolve --gpu lists to GPU UUIDs and bind each process to its GPU"};
-  app.name("gpusel");
-  app.require_subcommand(1);
-  app.set_version_flag("--version", GPUSEL_VERSION_STRING);
-  std::string sim;
-  app.add_option("--sim", sim,
-                 "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
-                 "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
-                 "COMMAND` runs any program on it")
-      ->type_name("MACHINE");
+namespace {
 
+using namespace gpusel::cli;
+
+// The command line's parser: every subcommand, or (`only`) the one the command line names.
+struct Cli {
+  CLI::App app{"gpusel: resolve --gpu lists to GPU UUIDs and bind each process to its GPU"};
+  std::string sim;
   ListOptions list_options;
   ResolveOptions resolve_options;
   SimOptions sim_options;
   BindOptions bind_options;
   RunOptions run_options;
-  CLI::App* list = setup_list(app, list_options);
-  CLI::App* resolve = setup_resolve(app, resolve_options);
-  CLI::App* bind = setup_bind(app, bind_options);
-  CLI::App* run = setup_run(app, run_options);
-  CLI::App* sim_cmd = setup_sim(app, sim_options);
-  CLI::App* probe = setup_probe(app);
   BenchOptions bench_options, bench_worker_options;
-  CLI::App* bench = setup_bench(app, bench_options);
-  CLI::App* bench_worker = setup_bench_worker(app, bench_worker_options);
   DoctorOptions doctor_options;
-  CLI::App* doctor = setup_doctor(app, doctor_options);
+  CLI::App* list = nullptr;
+  CLI::App* resolve = nullptr;
+  CLI::App* bind = nullptr;
+  CLI::App* run = nullptr;
+  CLI::App* sim_cmd = nullptr;
+  CLI::App* probe = nullptr;
+  CLI::App* bench = nullptr;
+  CLI::App* bench_worker = nullptr;
+  CLI::App* doctor = nullptr;
+
+  explicit Cli(const std::string& only) {
+    app.name("gpusel");
+    app.require_subcommand(1);
+    app.set_version_flag("--version", GPUSEL_VERSION_STRING);
+    app.add_option("--sim", sim,
+                   "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
+                   "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
+                   "COMMAND` runs any program on it")
+        ->type_name("MACHINE");
+    auto want = [&only](const char* name) { return only.empty() || only == name; };
+    if (want("list")) list = setup_list(app, list_options);
+    if (want("resolve")) resolve = setup_resolve(app, resolve_options);
+    if (want("bind")) bind = setup_bind(app, bind_options);
+    if (want("run")) run = setup_run(app, run_options);
+    if (want("sim")) sim_cmd = setup_sim(app, sim_options);
+    if (only.empty()) probe = setup_probe(app);
+    if (want("bench")) bench = setup_bench(app, bench_options);
+    if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
+    if (want("doctor")) doctor = setup_doctor(app, doctor_options);
+  }
+
+  static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
+
+  // Runs the parsed command.
+  int dispatch() {
+    try {
+      if (!sim.empty()) apply_sim(sim_setup(sim));
+      if (parsed(list)) return run_list(list_options);
+      if (parsed(resolve)) return run_resolve(resolve_options);
+      if (parsed(sim_cmd)) return run_sim(sim_options);
+      if (parsed(bind)) return run_bind(bind_options);
+      if (parsed(run)) return run_run(run_options);
+      if (parsed(probe)) return run_probe();
+      if (parsed(bench)) return run_bench(bench_options);
+      if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
+      if (parsed(doctor)) return run_doctor(doctor_options);
+    } catch (const gpusel::Error& e) {
+      print_error(e.what());
+      return e.exit_code();
+    } catch (const std::exception& e) {
+      print_error(e.what());
+      return 1;
+    }
+    return 1;
+  }
+};
+
+// CLI11 takes the arguments in reverse order, without the program's name.
+std::vector<std::string> parser_arguments(const CommandLine& line) {
+  std::vector<std::string> given(line.args.begin() + 1, line.args.end());
+  join_wait_values(given);  // --wait SECONDS -> --wait=SECONDS
+  return std::vector<std::string>(given.rbegin(), given.rend());
+}
+
+// The subcommand a plain command line names: its first word that is not an option, when nothing
+// before it but --sim and its value, and that word one of gpusel's everyday commands; else "".
+// Building only that subcommand's options halves gpusel's start-up. Help, --version, `--`, any
+// other option before the command and the internal commands take the whole parser.
+std::string plain_command(int argc, char** argv) {
+  static constexpr const char* kCommands[] = {"list", "resolve", "bind",  "run",
+                                              "sim",  "bench",   "doctor"};
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view t = argv[i];
+    if (t == "--sim") {
+      ++i;
+      continue;
+    }
+    if (t.rfind("--sim=", 0) == 0) continue;
+    if (t.empty() || t.front() == '-') return "";
+    for (const char* c : kCommands) {
+      if (t == c) {
+        // Any help anywhere before `--` takes the whole parser, whose help it prints.
+        for (int j = i + 1; j < argc; ++j) {
+          const std::string_view u = argv[j];
+          if (u == "--") break;
+          if (u == "-h" || u.rfind("--help", 0) == 0) return "";
+        }
+        return c;
+      }
+    }
+    return "";
+  }
+  return "";
+}
+
+// The command line read with only its subcommand's parser, and run; nullopt when that parser
+// refuses it or it needs more (`--gpu all`): the whole parser then reads it again, from the start,
+// so that every message and exit status is the whole parser's.
+std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
+  Cli cli(only);
+  try {
+    const CommandLine line = read_command_line(cli.app, argc, argv);
+    if (line.exec || line.gpu_all != 0) return std::nullopt;
+    cli.sim = line.sim;
+    cli.app.parse(parser_arguments(line));
+  } catch (...) {
+    return std::nullopt;
+  }
+  return cli.dispatch();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (const std::string only = plain_command(argc, argv); !only.empty()) {
+    if (const std::optional<int> status = run_plain(only, argc, argv)) return *status;
+  }
+  Cli cli("");
+  CLI::App& app = cli.app;
 
   // --sim is read wherever it stands before the command; `gpusel --sim X -- COMMAND` runs COMMAND
   // on the machine, as `gpusel sim exec X -- COMMAND` does.
@@ -55,13 +162,9 @@ int main(int argc, char** argv) {
     print_error(e.what());
     return e.exit_code();
   }
-  if (!sim_applied) sim = line.sim;
+  if (!sim_applied) cli.sim = line.sim;
   try {
-    std::vector<std::string> given(line.args.begin() + 1, line.args.end());
-    join_wait_values(given);  // --wait SECONDS -> --wait=SECONDS
-    // CLI11 takes the arguments in reverse order, without the program's name.
-    std::vector<std::string> args(given.rbegin(), given.rend());
-    app.parse(args);
+    app.parse(parser_arguments(line));
   } catch (const CLI::Success& e) {
     return app.exit(e);
   } catch (const CLI::ValidationError& e) {
@@ -73,24 +176,5 @@ int main(int argc, char** argv) {
                                : better);
     return 2;
   }
-
-  try {
-    if (!sim.empty()) apply_sim(sim_setup(sim));
-    if (list->parsed()) return run_list(list_options);
-    if (resolve->parsed()) return run_resolve(resolve_options);
-    if (sim_cmd->parsed()) return run_sim(sim_options);
-    if (bind->parsed()) return run_bind(bind_options);
-    if (run->parsed()) return run_run(run_options);
-    if (probe->parsed()) return run_probe();
-    if (bench->parsed()) return run_bench(bench_options);
-    if (bench_worker->parsed()) return run_bench_worker(bench_worker_options);
-    if (doctor->parsed()) return run_doctor(doctor_options);
-  } catch (const gpusel::Error& e) {
-    print_error(e.what());
-    return e.exit_code();
-  } catch (const std::exception& e) {
-    print_error(e.what());
-    return 1;
-  }
-  return 1;
+  return cli.dispatch();
 }
