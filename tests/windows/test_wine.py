@@ -43,6 +43,10 @@ class Wine:
                      "RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE"):
             self.env.pop(name, None)
         self.env.setdefault("WINEPREFIX", str(self.gpusel.parent.parent / "wineprefix"))
+        # A lease folder of this run's own: ctest runs the cases in parallel, and run and bench
+        # lease their GPUs.
+        self.lease_dir = tempfile.mkdtemp(prefix="gpusel-wine-leases-")
+        self.env["GPUSEL_LEASE_DIR"] = self.windows_path(self.lease_dir)
 
     def run(self, *args, exe=None, cwd=None, env=None, timeout=120):
         full_env = dict(self.env)
@@ -326,6 +330,41 @@ def case_sim_exec(w):
     print("sim exec: the program runs on the machine and its exit code is gpusel's")
 
 
+def case_leases(w):
+    gpus = expected_gpus(w, "dgx-h100")
+    tag = f"gpusel-lease-{uuid.uuid4().hex[:12]}"
+    pids = Path(w.lease_dir) / f"{tag}.txt"
+    holder = subprocess.Popen([w.wine, str(w.gpusel), "--sim", "dgx-h100", "run", "--gpu", "2", "--",
+                               str(w.helper), "sleep-tree", w.windows_path(pids)],
+                              env=w.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while not (pids.exists() and len(pids.read_text().split()) >= 2):
+            if time.monotonic() > deadline:
+                fail("the lease holder's worker did not start within 30 s")
+            time.sleep(0.2)
+        rc, _, err = w.run("--sim", "dgx-h100", "run", "--gpu", "2", "--", w.helper, "exit", "0")
+        if rc != 1 or "is leased by pid" not in err or "gpusel.exe" not in err:
+            fail(f"a leased GPU: exit {rc}, stderr {err!r}")
+        out, _ = w.ok("--sim", "dgx-h100", "list", "--json")
+        lease = json.loads(out)["gpus"][2]["lease"]
+        if lease is None or "gpusel.exe" not in lease["command"]:
+            fail(f"list does not show the lease: {lease}")
+        w.ok("--sim", "dgx-h100", "run", "--share", "--gpu", "2", "--", w.helper, "exit", "0")
+        out, _ = w.ok("--sim", "dgx-h100", "resolve", "--gpu", "free:1")
+        if out.split() == [gpus[2]["uuid"]]:
+            fail("free:1 picked the leased GPU")
+        print(f"leases: GPU 2 leased by a running job is refused (exit 1, naming {lease['pid']}), "
+              "shown by list, shared with --share, never picked by free:1")
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+        wait_gone(tag, 15)
+    # The holder is gone: Windows dropped its lock with its process.
+    w.ok("--sim", "dgx-h100", "run", "--gpu", "2", "--", w.helper, "exit", "0")
+    print("leases: a killed holder's lease is gone with it")
+
+
 def case_ctrl_break(w):
     # gpusel forwards Ctrl-C / Ctrl-Break to each worker's process group as CTRL_BREAK_EVENT
     # (GenerateConsoleCtrlEvent). Under wine without a console (ctest's pipes) no console control
@@ -343,6 +382,7 @@ CASES = {
     "dll_search": case_dll_search,
     "bench": case_bench,
     "sim_exec": case_sim_exec,
+    "leases": case_leases,
     "ctrl_break": case_ctrl_break,
 }
 
@@ -370,6 +410,7 @@ def main():
         except (AssertionError, subprocess.TimeoutExpired) as e:
             print(f"{name}: FAILED: {e}")
             failed += 1
+    shutil.rmtree(w.lease_dir, ignore_errors=True)
     if failed:
         return 1
     return SKIP if skipped else 0
