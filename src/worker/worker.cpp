@@ -34,6 +34,7 @@ struct Assignment {
   std::optional<std::string> physical;  // a published UUID (or prefix)
   std::optional<int> visible;           // a published or bound CUDA ordinal
   std::optional<std::string> bound_uuid;
+  std::optional<CudaHandle> bound;  // the device bound, as enumerated then
   CUcontext context = nullptr;
   AssignmentInfo info;
 };
@@ -360,6 +361,7 @@ int bind_assigned_gpu(int default_ordinal) {
     a.context = ctx;
     a.visible = ordinal;
     a.bound_uuid = chosen.uuid;
+    a.bound = chosen;
   }
   CUresult rc = api.cuCtxSetCurrent(a.context);
   if (rc != CUDA_SUCCESS) throw failure("cuCtxSetCurrent failed: " + cuda_error_text(api, rc));
@@ -374,14 +376,28 @@ std::optional<int> assigned_visible_gpu() {
   return std::nullopt;
 }
 
-GpuIdentity gpu_identity(int cuda_ordinal) {
-  const std::vector<CudaHandle> devices = cuda_device_handles();
+namespace {
+
+// The device of a CUDA ordinal: the bound one as bind found it (CUDA's devices do not change
+// within a process), else from a fresh enumeration of the UUIDs.
+CudaHandle device_handle(int cuda_ordinal) {
+  {
+    std::lock_guard<std::mutex> lock(assignment_mutex);
+    if (assignment.bound && assignment.bound->ordinal == cuda_ordinal) return *assignment.bound;
+  }
+  std::vector<CudaHandle> devices = cuda_device_handles();
   if (cuda_ordinal < 0 || static_cast<std::size_t>(cuda_ordinal) >= devices.size()) {
     throw bad_input("no CUDA device " + std::to_string(cuda_ordinal) + ": " +
                     std::to_string(devices.size()) + " visible");
   }
+  return std::move(devices[static_cast<std::size_t>(cuda_ordinal)]);
+}
+
+}  // namespace
+
+GpuIdentity gpu_identity(int cuda_ordinal) {
   // The other devices' names, memory and attributes are not needed: only this one's.
-  const CudaDevice d = cuda_device(devices[static_cast<std::size_t>(cuda_ordinal)]);
+  const CudaDevice d = cuda_device(device_handle(cuda_ordinal));
   GpuIdentity id;
   id.cuda_ordinal = cuda_ordinal;
   id.uuid = d.uuid;

@@ -41,6 +41,11 @@ class LeaseCase(Case):
         return subprocess.Popen([BIN, *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env=env or self.env())
 
+    def held(self, holder):
+        if holder.poll() is not None:
+            self.fail(f"the lease holder exited with {holder.returncode}: {holder.stderr.read()}")
+        return True
+
     def wait_for(self, predicate, what, seconds=20):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
@@ -196,7 +201,10 @@ class LeaseTest(LeaseCase):
     def test_a_leased_gpu_is_refused_unless_shared(self):
         holder = self.start("run", "--quiet", "--gpu", "3", "--", "sleep", "30")
         try:
-            self.wait_for(lambda: self.run_gpusel("run", "--gpu", "3", "--", "true").returncode == 1, "the lease")
+            # Watch with resolve, which takes no lease: a probing `run` could win the race for GPU 3
+            # before the holder starts, and the holder would then exit instead of holding it.
+            self.wait_for(lambda: self.held(holder) and
+                          self.run_gpusel("resolve", "--gpu", "free:8").returncode == 1, "the lease")
             r = self.run_gpusel("run", "--gpu", "3", "--", "true")
             self.assertFailsWith(r, 1, f"GPU 3 ({DGX[3]}) is leased by pid {holder.pid}", "user ",
                                  "command `", "sleep 30", "since ", "--share")

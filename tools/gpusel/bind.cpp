@@ -56,8 +56,7 @@ int run_bind(const BindOptions& options) {
     // The CUDA driver's own version (cuDriverGetVersion), "12.8"; null when it gave none.
     const int version = cuda_driver_version();
     j["cuda_driver_version"] =
-        version > 0 ? nlohmann::json(fmt::format("{}.{}", version / 1000, version % 1000 / 10))
-                    : nlohmann::json(nullptr);
+        version > 0 ? nlohmann::json(cuda_version_text(version)) : nlohmann::json(nullptr);
     j["cpus"] = cpus;
     j["simulated"] =
         simulated_machine() ? nlohmann::json(*simulated_machine()) : nlohmann::json(nullptr);

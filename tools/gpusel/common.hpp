@@ -56,6 +56,12 @@ void apply_sim(const SimSetup& setup);
 // The simulated machine's name when GPUSEL_SIM_MACHINE is set, else nullopt.
 std::optional<std::string> simulated_machine();
 
+// A CUDA driver version as CUDA writes it (12080 -> "12.8"), "unknown" for 0 or less.
+inline std::string cuda_version_text(int v) {
+  if (v <= 0) return "unknown";
+  return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
+}
+
 // "gpusel: <message>" on stderr.
 void print_error(const std::string& message);
 void print_warning(const std::string& message);

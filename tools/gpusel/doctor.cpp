@@ -60,11 +60,6 @@ std::string index_list(const std::vector<unsigned>& indices) {
   return join(s, ",");
 }
 
-std::string cuda_version_text(int v) {
-  if (v <= 0) return "unknown";
-  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
-}
-
 class Doctor {
  public:
   std::vector<Finding> findings;

@@ -70,11 +70,6 @@ struct Row {
   std::vector<int> mig_ordinals;  // per MIG device, -1 when hidden
 };
 
-std::string cuda_version_text(int v) {
-  if (v <= 0) return "unknown";
-  return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
-}
-
 // Where each GPU lands in CUDA's numbering, and the notes that explain it.
 std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const VisibleSet& vs,
                        std::vector<std::string>& notes) {
