@@ -6,6 +6,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "../platform/env.hpp"
 #include "cuda_abi.hpp"
 #include "cuda_api.hpp"
 #include "dl.hpp"
@@ -94,9 +95,9 @@ const CudaApi& cuda_initialised() {
         "driver; remove the toolkit's stubs folder from LD_LIBRARY_PATH");
   }
   if (init_rc == CUDA_ERROR_NO_DEVICE) {
-    const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+    const auto cvd = gpusel::detail::env_value("CUDA_VISIBLE_DEVICES");
     throw failure(std::string("CUDA sees no device (CUDA_ERROR_NO_DEVICE) with ") +
-                  (cvd ? "CUDA_VISIBLE_DEVICES=\"" + std::string(cvd) + "\""
+                  (cvd ? "CUDA_VISIBLE_DEVICES=\"" + *cvd + "\""
                        : std::string("CUDA_VISIBLE_DEVICES unset")) +
                   "; run `gpusel list` to see which GPUs it exposes");
   }

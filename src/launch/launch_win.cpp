@@ -228,8 +228,9 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
        {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GPUSEL_GPUS", "GPUSEL_GPU"})
     base.unset(own);
   if (options.set_visible != SetVisible::None) base.unset("CUDA_VISIBLE_DEVICES");
-  if (std::getenv("MASTER_ADDR") == nullptr) base.set("MASTER_ADDR", "127.0.0.1");
-  if (std::getenv("MASTER_PORT") == nullptr) base.set("MASTER_PORT", std::to_string(free_port()));
+  // The user's MASTER_ADDR/MASTER_PORT, as in base (the Win32 environment), are kept.
+  if (!base.vars.contains(L"MASTER_ADDR")) base.set("MASTER_ADDR", "127.0.0.1");
+  if (!base.vars.contains(L"MASTER_PORT")) base.set("MASTER_PORT", std::to_string(free_port()));
   base.set("WORLD_SIZE", std::to_string(n));
   base.set("LOCAL_WORLD_SIZE", std::to_string(n));
   base.set("GPUSEL_GPUS", join_entries(options.gpus));

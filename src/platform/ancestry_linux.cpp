@@ -4,11 +4,18 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "ancestry.hpp"
+#include "env.hpp"
 
 namespace gpusel::detail {
+
+std::optional<std::string> env_value(const char* name) {
+  const char* v = std::getenv(name);
+  return v == nullptr ? std::nullopt : std::optional<std::string>(v);
+}
 
 // A process's environment at its start, from /proc; nullopt when it cannot be read.
 std::optional<std::map<std::string, std::string>> initial_environment(int pid) {

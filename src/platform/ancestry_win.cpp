@@ -2,10 +2,16 @@
 // available through a supported API, so a worker whose launchers' rank variables disagree is
 // refused with the message that names them (the distances stay lower bounds).
 #include "ancestry.hpp"
+#include "env.hpp"
 
 #include "win.hpp"
 
 namespace gpusel::detail {
+
+std::optional<std::string> env_value(const char* name) {
+  const auto v = win::environment(win::widen(name).c_str());
+  return v ? std::optional<std::string>(win::narrow(*v)) : std::nullopt;
+}
 
 std::optional<std::map<std::string, std::string>> initial_environment(int) {
   return std::nullopt;

@@ -16,6 +16,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "../platform/env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
 
@@ -149,8 +150,7 @@ int open_lease_file(const std::string& path) {
 }  // namespace
 
 std::string lease_directory() {
-  const char* dir = std::getenv("GPUSEL_LEASE_DIR");
-  if (dir != nullptr && *dir != '\0') return dir;
+  if (auto dir = gpusel::detail::env_value("GPUSEL_LEASE_DIR"); dir && !dir->empty()) return *dir;
   return "/tmp/gpusel-leases";
 }
 

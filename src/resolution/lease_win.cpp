@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "../platform/env.hpp"
 #include "../platform/win_lock.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
@@ -78,8 +79,7 @@ LeaseHolder process_details(int pid) {
 }
 
 std::string lease_directory() {
-  const char* dir = std::getenv("GPUSEL_LEASE_DIR");
-  if (dir != nullptr && *dir != '\0') return dir;
+  if (auto dir = gpusel::detail::env_value("GPUSEL_LEASE_DIR"); dir && !dir->empty()) return *dir;
   const auto data = win::environment(L"ProgramData");
   return win::narrow(data && !data->empty() ? *data : std::wstring(L"C:\\ProgramData")) +
          "\\gpusel-leases";

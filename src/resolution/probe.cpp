@@ -23,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../platform/env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
 #include "text.hpp"
@@ -56,9 +57,9 @@ constexpr std::size_t kMaxProbeOutput = std::size_t{4} << 20;
 
 // The probe's deadline in seconds: GPUSEL_PROBE_TIMEOUT (unset or empty: 20).
 double probe_timeout() {
-  const char* v = std::getenv("GPUSEL_PROBE_TIMEOUT");
-  if (v == nullptr || *v == '\0') return kDefaultProbeTimeout;
-  const std::string_view text(v);
+  const auto v = gpusel::detail::env_value("GPUSEL_PROBE_TIMEOUT");
+  if (!v || v->empty()) return kDefaultProbeTimeout;
+  const std::string_view text(*v);
   double seconds = 0;
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
   if (ec != std::errc() || ptr != text.data() + text.size() || !(seconds > 0) ||
@@ -269,7 +270,7 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
 
 #ifndef _WIN32
 std::string default_probe_helper() {
-  if (const char* h = std::getenv("GPUSEL_PROBE_HELPER"); h != nullptr && *h != '\0') return h;
+  if (auto h = gpusel::detail::env_value("GPUSEL_PROBE_HELPER"); h && !h->empty()) return *h;
   std::error_code ec;
   auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (!ec && exe.filename() == "gpusel") return exe.string();

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 
+#include "../platform/env.hpp"
 #include "gpusel/acquire.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
@@ -15,11 +16,9 @@
 GPUSEL_BEGIN_NAMESPACE
 
 CudaEnv cuda_env_from_environment() {
-  auto get = [](const char* name) {
-    const char* v = std::getenv(name);
-    return v ? std::optional<std::string>(v) : std::nullopt;
-  };
-  return CudaEnv{get("CUDA_VISIBLE_DEVICES"), get("CUDA_DEVICE_ORDER")};
+  // Through detail::env_value: on Windows the C runtime's copy of the environment can be stale.
+  return CudaEnv{gpusel::detail::env_value("CUDA_VISIBLE_DEVICES"),
+                 gpusel::detail::env_value("CUDA_DEVICE_ORDER")};
 }
 
 namespace {

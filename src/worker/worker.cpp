@@ -9,6 +9,7 @@
 #include <mutex>
 
 #include "../platform/ancestry.hpp"
+#include "../platform/env.hpp"
 #include "cuda_api.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/error.hpp"
@@ -72,8 +73,7 @@ int ordinal_of(const std::string& uuid, const std::vector<CudaHandle>& devices) 
 namespace {
 
 std::optional<std::string> env_string(const char* name) {
-  const char* v = std::getenv(name);
-  return v == nullptr ? std::nullopt : std::optional<std::string>(v);
+  return detail::env_value(name);
 }
 
 // How far up the ancestry each candidate was set: the first process (this one at 0, then its
