@@ -108,7 +108,10 @@ int run_bench(const BenchOptions& options) {
       display.set_current(i);
       launch.gpus = {r.gpus[i]};
       launch.cpus = {cpus[i]};
-      worst = std::max(worst, launch_workers(launch));
+      // The first failure's status: a crash's NTSTATUS (0xC0000005) is negative as an int, so
+      // std::max would drop it.
+      const int rc = launch_workers(launch);
+      if (worst == 0) worst = rc;
     }
   }
   display.stop();
