@@ -34,25 +34,35 @@ class _Identity(ctypes.Structure):
 
 
 # Windows: gpusel.dll, looked for only by absolute path (beside this package, else in the
-# installation's bin folder), never through the DLL search path.
+# installation's bin folder at the install's known depth), never through the DLL search path nor
+# in folders further up (C:\gpusel.dll and the like could be planted by anyone).
 _LIBRARY = "gpusel.dll" if os.name == "nt" else "libgpusel.so.0"
 
 
 def _candidates():
     explicit = os.environ.get("GPUSEL_LIBRARY")
     if explicit:
+        if os.name == "nt" and not os.path.isabs(explicit):
+            raise ImportError(f"gpusel: GPUSEL_LIBRARY={explicit!r} is not an absolute path; on "
+                              "Windows give the full path of gpusel.dll (C:\\...\\gpusel.dll)")
         yield explicit
         return
     here = os.path.dirname(os.path.abspath(__file__))
     yield os.path.join(here, _LIBRARY)
+    if os.name == "nt":
+        # Installed: <prefix>\lib\python3.X\dist-packages\gpusel -> <prefix>\bin, and only there.
+        prefix = here
+        for _ in range(4):
+            prefix = os.path.dirname(prefix)
+        yield os.path.join(prefix, "bin", _LIBRARY)
+        return
     # Installed: <prefix>/lib[/<arch>]/python3/dist-packages/gpusel -> <prefix>/lib[/<arch>]
     d = here
     for _ in range(5):
         d = os.path.dirname(d)
-        for sub in ("", "lib", "bin") if os.name == "nt" else ("", "lib"):
+        for sub in ("", "lib"):
             yield os.path.join(d, sub, _LIBRARY)
-    if os.name != "nt":
-        yield _LIBRARY
+    yield _LIBRARY
 
 
 def _load():
