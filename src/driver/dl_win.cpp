@@ -49,13 +49,18 @@ std::wstring full_path(const std::wstring& path) {
 
 void* open_driver_library(const char* override_var, const char* default_name, std::string& path,
                           std::string& reason) {
-  // The override (an absolute path, or one relative to the current directory, which the user
-  // chose by setting it) replaces the list, as on Linux.
+  // The override replaces the list, as on Linux: a path (absolute, or relative to the current
+  // directory, which the user chose by writing one) is that file; a bare name (no \\, / or :)
+  // is looked for in the safe default folders only, never in the current directory.
   const auto override_path = win::environment(win::widen(override_var).c_str());
   std::vector<Candidate> tries;
   if (override_path && !override_path->empty()) {
-    tries.push_back({full_path(*override_path),
-                     LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS});
+    if (override_path->find_first_of(L"\\/:") == std::wstring::npos) {
+      tries.push_back({*override_path, LOAD_LIBRARY_SEARCH_DEFAULT_DIRS});
+    } else {
+      tries.push_back({full_path(*override_path),
+                       LOAD_LIBRARY_SEARCH_DLL_LOAD_DIR | LOAD_LIBRARY_SEARCH_DEFAULT_DIRS});
+    }
   } else {
     tries = candidates(win::widen(default_name));
   }

@@ -310,6 +310,13 @@ def case_dll_search(w):
         if len(json.loads(out)["gpus"]) != 8:
             fail("GPUSEL_NVML_LIBRARY not honoured")
         print("search order: GPUSEL_NVML_LIBRARY is honoured")
+        # A bare name in the override is looked for in the safe folders, not the current one
+        # (which holds the planted nvml.dll).
+        rc, out, err = w.run("list", "--json", cwd=planted, env={
+            "GPUSEL_SIM_MACHINE": machine, "GPUSEL_NVML_LIBRARY": "nvml.dll"})
+        if rc != 1 or "cannot load nvml.dll" not in err:
+            fail(f"GPUSEL_NVML_LIBRARY=nvml.dll loaded the planted nvml.dll: exit {rc}\n{out}\n{err}")
+        print("search order: GPUSEL_NVML_LIBRARY=nvml.dll does not load nvml.dll from the current directory")
 
 
 def case_bench(w):
