@@ -149,8 +149,10 @@ struct Supervision {
   Supervision(const Supervision&) = delete;
   Supervision& operator=(const Supervision&) = delete;
   ~Supervision() {
+    // Every job, not only those of running workers: a finished worker's leftover child may hold
+    // its output pipe open, and the reader threads joined below would wait for it forever.
     for (Worker& w : workers) {
-      if (w.running && w.job) TerminateJobObject(w.job.get(), 1);
+      if (w.job) TerminateJobObject(w.job.get(), 1);
       if (w.running && w.process) WaitForSingleObject(w.process.get(), 5000);
     }
     for (Worker& w : workers) {
@@ -164,6 +166,7 @@ struct Supervision {
   std::vector<Worker> workers;
   win::Handle wake;
   bool handler = false;
+  std::atomic<int> readers_open{0};  // --tag-output reader threads not yet at their pipe's end
 };
 
 std::string inheritable(HANDLE h, win::Handle& owner) {
@@ -315,10 +318,12 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
       for (int s = 0; s < 2; ++s) {
         pipe_write[s].reset();
         HANDLE rd = pipe_read[s].get();
+        ++sup.readers_open;
         w.readers[s] =
-            std::thread([rd, out = outs[s], prefix,
+            std::thread([rd, out = outs[s], prefix, open = &sup.readers_open,
                          owner = std::make_shared<win::Handle>(std::move(pipe_read[s]))] {
               tag_stream(rd, out, prefix);
+              --*open;
             });
       }
     }
@@ -378,12 +383,19 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
       kill_pending = false;
     }
   }
+  // Every worker has ended; output still held by their children gets a moment (200 ms, as on
+  // POSIX), no more: then their jobs end what they started, which closes the pipes, and the
+  // readers finish.
+  const Clock::time_point drain_until = Clock::now() + std::chrono::milliseconds(200);
+  while (sup.readers_open.load() > 0 && Clock::now() < drain_until) Sleep(5);
+  for (Worker& w : sup.workers) {
+    if (w.job) TerminateJobObject(w.job.get(), 1);
+  }
   for (Worker& w : sup.workers) {
     for (std::thread& t : w.readers) {
       if (t.joinable()) t.join();
     }
   }
-  // What the workers started may still run: their jobs end it now.
   for (Worker& w : sup.workers) w.job.reset();
 
   HANDLE err = GetStdHandle(STD_ERROR_HANDLE);

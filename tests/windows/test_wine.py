@@ -179,6 +179,17 @@ def case_run(w):
             if line not in out.splitlines():
                 fail(f"run --tag-output: {line!r} missing from {out!r}")
     print("run: each worker gets its rank, world size and GPU; --tag-output tags its lines")
+    # A worker's leftover child holds the output pipe: gpusel gives it 200 ms, then ends the job.
+    start = time.monotonic()
+    try:
+        rc, out, err = w.run("--sim", "dgx-h100", "run", "--tag-output", "--gpu", "0", "--",
+                             w.helper, "orphan-output", timeout=30)
+    except subprocess.TimeoutExpired:
+        fail("run --tag-output hung on a worker's leftover child holding the pipe")
+    if rc != 0 or "[rank 0] parent done" not in out.splitlines():
+        fail(f"run --tag-output with a leftover child: exit {rc}, stdout {out!r}, stderr {err!r}")
+    print(f"run --tag-output: a leftover child holding the pipe is ended "
+          f"({time.monotonic() - start:.1f} s)")
     rc, _, err = w.run("--sim", "dgx-h100", "run", "--grace", "1", "--gpu", "0,1", "--", w.helper,
                        "exit-rank", "1", "3")
     if rc != 3 or "rank 1" not in err or "exit code 3" not in err:

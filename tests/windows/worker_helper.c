@@ -9,6 +9,8 @@
  *                                   can find both among the host's processes)
  *   worker_helper tree-or-exit R N FILE   rank R exits with N after 1 s; the others sleep-tree
  *   worker_helper sleep S           sleep S seconds
+ *   worker_helper orphan-output     start a child that holds this process's stdout and stderr and
+ *                                   sleeps 60 s, print "parent done", exit 0 at once
  *   worker_helper alive PID...      print "PID alive" or "PID gone" for each (exit 0)
  *   worker_helper env NAME...       print NAME=value for each (or NAME unset)
  */
@@ -48,6 +50,27 @@ static int sleep_tree(const char* file) {
   return 0;
 }
 
+static int orphan_output(void) {
+  wchar_t self[MAX_PATH];
+  GetModuleFileNameW(NULL, self, MAX_PATH);
+  wchar_t cmd[MAX_PATH + 32];
+  _snwprintf(cmd, sizeof cmd / sizeof cmd[0], L"\"%ls\" sleep 60", self);
+  STARTUPINFOW si;
+  PROCESS_INFORMATION pi;
+  memset(&si, 0, sizeof si);
+  si.cb = sizeof si;
+  si.dwFlags = STARTF_USESTDHANDLES;
+  si.hStdInput = GetStdHandle(STD_INPUT_HANDLE);
+  si.hStdOutput = GetStdHandle(STD_OUTPUT_HANDLE);
+  si.hStdError = GetStdHandle(STD_ERROR_HANDLE);
+  if (!CreateProcessW(self, cmd, NULL, NULL, TRUE, 0, NULL, NULL, &si, &pi)) return 3;
+  CloseHandle(pi.hThread);
+  CloseHandle(pi.hProcess);
+  printf("parent done\n");
+  fflush(stdout);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && strcmp(argv[1], "exit") == 0) return atoi(argv[2]);
   if (argc >= 4 && strcmp(argv[1], "exit-rank") == 0) {
@@ -72,6 +95,7 @@ int main(int argc, char** argv) {
     return sleep_tree(argv[4]);
   }
   if (argc >= 3 && strcmp(argv[1], "sleep-tree") == 0) return sleep_tree(argv[2]);
+  if (argc >= 2 && strcmp(argv[1], "orphan-output") == 0) return orphan_output();
   if (argc >= 2 && strcmp(argv[1], "alive") == 0) {
     for (int i = 2; i < argc; ++i) {
       HANDLE h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE, FALSE,
