@@ -12,6 +12,16 @@
 
 namespace gpusel::cli {
 
+namespace {
+
+// While the child runs, Ctrl-C and Ctrl-Break are the child's to act on (it shares the console):
+// gpusel ignores both. (SetConsoleCtrlHandler(nullptr, TRUE) would ignore Ctrl-C only.)
+BOOL WINAPI ignore_control(DWORD type) {
+  return type == CTRL_C_EVENT || type == CTRL_BREAK_EVENT ? TRUE : FALSE;
+}
+
+}  // namespace
+
 std::string executable_path() {
   return detail::win::narrow(detail::win::module_path());
 }
@@ -38,6 +48,9 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
   std::wstring line = win::command_line(args);
   const std::wstring exe = win::widen(program);
   win::Handle job = win::kill_on_close_job();
+  if (!job)
+    throw failure("sim exec: cannot create a Job Object for " + quote_value(program) + ": " +
+                  win::error_text(GetLastError()) + "; nothing was started");
   STARTUPINFOW si{};
   si.cb = sizeof si;
   PROCESS_INFORMATION pi{};
@@ -52,8 +65,14 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
     throw failure(message);
   }
   win::Handle process(pi.hProcess), thread(pi.hThread);
-  if (job) AssignProcessToJobObject(job.get(), process.get());
-  SetConsoleCtrlHandler(nullptr, TRUE);  // the child decides what Ctrl-C does
+  if (!AssignProcessToJobObject(job.get(), process.get())) {
+    const DWORD e = GetLastError();
+    TerminateProcess(process.get(), 1);
+    throw failure("sim exec: cannot put " + quote_value(program) +
+                  " in a Job Object (it would outlive gpusel): " + win::error_text(e) +
+                  "; it was stopped before it ran");
+  }
+  SetConsoleCtrlHandler(ignore_control, TRUE);  // the child decides what Ctrl-C/Ctrl-Break do
   ResumeThread(thread.get());
   WaitForSingleObject(process.get(), INFINITE);
   DWORD code = 1;
