@@ -24,6 +24,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <cwctype>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -47,12 +48,17 @@ constexpr std::size_t kMaxPartial = 64 * 1024;
 // The console control event gpusel received (kSigInt / kSigBreak), and an event to wake the loop.
 std::atomic<int> g_control{0};
 HANDLE g_wake = nullptr;
+// Set while gpusel sends CTRL_BREAK_EVENT to its workers: an event arriving then may be its own
+// (Windows sends an event for a process group that no longer exists to the whole console), not
+// the user's, and is ignored.
+std::atomic<bool> g_forwarding{false};
 
 BOOL WINAPI on_control(DWORD type) {
   int sig = 0;
   if (type == CTRL_C_EVENT) sig = kSigInt;
   if (type == CTRL_BREAK_EVENT) sig = kSigBreak;
   if (sig == 0) return FALSE;  // close, logoff, shutdown: the default (the job kills the workers)
+  if (g_forwarding.load()) return TRUE;
   int expected = 0;
   g_control.compare_exchange_strong(expected, sig);
   if (g_wake != nullptr) SetEvent(g_wake);
@@ -182,13 +188,42 @@ std::string inheritable(HANDLE h, win::Handle& owner) {
 
 }  // namespace
 
+namespace {
+
+// CreateProcessW runs programs (PE files) only: a batch file would need cmd.exe (and its quoting
+// rules differ), a script its interpreter. Refused before any worker starts, with the remedy.
+std::string runnable(const std::filesystem::path& p, const std::string& name) {
+  std::wstring ext = p.extension().wstring();
+  for (wchar_t& c : ext) c = static_cast<wchar_t>(std::towlower(c));
+  if (ext == L".bat" || ext == L".cmd") {
+    throw bad_input("run: " + quote_value(name) +
+                    " is a batch file, which Windows runs only through cmd.exe; run it as: "
+                    "-- cmd /c " +
+                    name + "; no worker was started");
+  }
+  char magic[2] = {0, 0};
+  win::Handle f(CreateFileW(p.c_str(), GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, nullptr,
+                            OPEN_EXISTING, 0, nullptr));
+  DWORD got = 0;
+  if (f && ReadFile(f.get(), magic, 2, &got, nullptr) &&
+      (got < 2 || magic[0] != 'M' || magic[1] != 'Z')) {
+    throw bad_input("run: " + quote_value(name) +
+                    " is not a Windows program (.exe); run a script through its interpreter, as "
+                    "in: -- python " +
+                    name + "; no worker was started");
+  }
+  return win::narrow(p.wstring());
+}
+
+}  // namespace
+
 std::string find_program(const std::string& name) {
   if (name.empty())
     throw bad_input(
         "run: no command given; put it after --, as in: gpusel run --gpu 0,1 -- python train.py");
   const std::filesystem::path given(win::widen(name));
   if (name.find_first_of("/\\:") != std::string::npos) {
-    if (auto p = with_extension(given)) return win::narrow(p->wstring());
+    if (auto p = with_extension(given)) return runnable(*p, name);
     std::error_code ec;
     throw bad_input(
         "run: " + quote_value(name) +
@@ -203,8 +238,7 @@ std::string find_program(const std::string& name) {
     if (semi == std::wstring::npos) semi = dirs.size();
     const std::wstring dir = dirs.substr(start, semi - start);
     if (!dir.empty()) {
-      if (auto p = with_extension(std::filesystem::path(dir) / given))
-        return win::narrow(p->wstring());
+      if (auto p = with_extension(std::filesystem::path(dir) / given)) return runnable(*p, name);
     }
     start = semi + 1;
   }
@@ -298,7 +332,7 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
     if (!CreateProcessW(exe.c_str(), cmd.data(), nullptr, nullptr, TRUE,
                         CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP,
                         block.data(), nullptr, &si, &pi)) {
-      throw failure("gpusel: rank " + std::to_string(r) + ": cannot run " + program + ": " +
+      throw failure("rank " + std::to_string(r) + ": cannot run " + program + ": " +
                     win::error_text(GetLastError()));
     }
     w.process = win::Handle(pi.hProcess);
@@ -334,10 +368,17 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
     options.on_started(pids);
   }
 
+  // Only to workers still running: the group of one that has ended may be gone, and Windows then
+  // sends the event to every process on the console, gpusel included.
   auto break_workers = [&] {
+    g_forwarding = true;
     for (Worker& w : sup.workers) {
-      if (w.running) GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, w.pid);
+      if (w.running && WaitForSingleObject(w.process.get(), 0) == WAIT_TIMEOUT)
+        GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, w.pid);
     }
+    // Console control events are delivered on a thread of their own, a moment later.
+    Sleep(50);
+    g_forwarding = false;
   };
   std::size_t running = n;
   int first_failure = -1;

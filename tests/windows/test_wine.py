@@ -204,9 +204,22 @@ def case_run(w):
     if rc != 2 or "not found in PATH" not in err:
         fail(f"a missing program: exit {rc}, stderr {err!r}")
     rc, _, err = w.run("--sim", "dgx-h100", "run", "--bind-cpu", "node", "--gpu", "0", "--", w.helper, "exit", "0")
-    if rc != 1 or "not supported on Windows" not in err:
+    if rc != 1 or "not supported on Windows" not in err or "start /affinity" not in err or "taskset" in err:
         fail(f"--bind-cpu node: exit {rc}, stderr {err!r}")
-    print("run: a missing program is exit 2; --bind-cpu is refused on Windows (exit 1)")
+    print("run: a missing program is exit 2; --bind-cpu is refused on Windows (exit 1, remedy start /affinity)")
+    with tempfile.TemporaryDirectory() as d:
+        for script, remedy in (("job.bat", "cmd /c"), ("job.CMD", "cmd /c"), ("job.py", "python")):
+            path = Path(d) / script
+            path.write_text("print('hello')\r\n")
+            rc, _, err = w.run("--sim", "dgx-h100", "run", "--gpu", "0", "--", w.windows_path(path))
+            if rc != 2 or f"-- {remedy} " not in err or "gpusel: gpusel:" in err:
+                fail(f"run {script}: exit {rc} (want 2 and the remedy {remedy!r}), stderr {err!r}")
+        print("run: a batch file or a script is refused (exit 2) with the remedy (cmd /c, python)")
+    out, _ = w.ok("--sim", "dgx-h100", "run", "--gpu", "0", "--", w.helper, "env", "MASTER_ADDR",
+                  "MASTER_PORT", env={"MASTER_ADDR": "10.1.2.3", "MASTER_PORT": "23456"})
+    if "MASTER_ADDR=10.1.2.3" not in out.splitlines() or "MASTER_PORT=23456" not in out.splitlines():
+        fail(f"run: the user's MASTER_ADDR/MASTER_PORT were not kept: {out!r}")
+    print("run: the user's MASTER_ADDR and MASTER_PORT are kept")
 
 
 def tagged_processes(tag):

@@ -100,9 +100,15 @@ int run_run(const RunOptions& options) {
                               options.bind_cpu == "node" ? CpuBinding::Node : CpuBinding::Exclusive,
                               own_cpus());
     } catch (const Error& e) {
+#ifdef _WIN32
+      throw failure("--bind-cpu " + options.bind_cpu + ": " + e.what() +
+                    "; run with --bind-cpu none (to keep the workers on chosen CPUs, start "
+                    "gpusel with `start /affinity HEXMASK gpusel ...`: they inherit its affinity)");
+#else
       throw failure(
           "--bind-cpu " + options.bind_cpu + ": " + e.what() +
           "; run with --bind-cpu none, or allow those CPUs (taskset, the cgroup's cpuset)");
+#endif
     }
   }
   return detail::launch_program(launch, program);
