@@ -317,12 +317,38 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
         SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
       }
     }
-    STARTUPINFOW si{};
-    si.cb = sizeof si;
+    STARTUPINFOEXW six{};
+    six.StartupInfo.cb = sizeof six;
+    STARTUPINFOW& si = six.StartupInfo;
     si.dwFlags = STARTF_USESTDHANDLES;
     si.hStdInput = null_in.get();
     si.hStdOutput = options.tag_output ? pipe_write[0].get() : std_out.get();
     si.hStdError = options.tag_output ? pipe_write[1].get() : std_err.get();
+    // The worker inherits its own standard handles and nothing else gpusel holds
+    // (PROC_THREAD_ATTRIBUTE_HANDLE_LIST); where the list cannot be made, every inheritable handle.
+    std::vector<HANDLE> inherit;
+    for (HANDLE h : {si.hStdInput, si.hStdOutput, si.hStdError}) {
+      if (h != nullptr && std::find(inherit.begin(), inherit.end(), h) == inherit.end())
+        inherit.push_back(h);
+    }
+    SIZE_T attr_size = 0;
+    InitializeProcThreadAttributeList(nullptr, 1, 0, &attr_size);
+    std::vector<char> attr_buf(attr_size);
+    auto* attrs = reinterpret_cast<LPPROC_THREAD_ATTRIBUTE_LIST>(attr_buf.data());
+    const bool attrs_made = !inherit.empty() && attr_size > 0 &&
+                            InitializeProcThreadAttributeList(attrs, 1, 0, &attr_size);
+    struct AttrsGuard {
+      LPPROC_THREAD_ATTRIBUTE_LIST list;
+      ~AttrsGuard() {
+        if (list != nullptr) DeleteProcThreadAttributeList(list);
+      }
+    } attrs_guard{attrs_made ? attrs : nullptr};
+    const bool use_list =
+        attrs_made &&
+        UpdateProcThreadAttribute(attrs, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit.data(),
+                                  inherit.size() * sizeof(HANDLE), nullptr, nullptr);
+    if (use_list) six.lpAttributeList = attrs;
+    si.cb = use_list ? sizeof six : sizeof si;
     w.job = win::kill_on_close_job();
     if (!w.job)
       throw failure("cannot start worker " + std::to_string(r) +
@@ -330,7 +356,8 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
     PROCESS_INFORMATION pi{};
     std::wstring cmd = command_line;
     if (!CreateProcessW(exe.c_str(), cmd.data(), nullptr, nullptr, TRUE,
-                        CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP,
+                        CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP |
+                            (use_list ? EXTENDED_STARTUPINFO_PRESENT : 0),
                         block.data(), nullptr, &si, &pi)) {
       throw failure("rank " + std::to_string(r) + ": cannot run " + program + ": " +
                     win::error_text(GetLastError()));
