@@ -26,6 +26,22 @@
 #include "gpusel/spec.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
+
+// "pid 1234 (user ana, command `python train.py`, since 10:02)": what list, doctor and a refused
+// request say of a lease's holder, the same on every platform.
+std::string describe_holder(const LeaseHolder& holder) {
+  std::string out = "pid " + std::to_string(holder.pid);
+  std::string details;
+  if (!holder.user.empty()) details += "user " + holder.user;
+  if (!holder.command.empty()) {
+    details += (details.empty() ? "" : ", ") + std::string("command `") + holder.command + "`";
+  }
+  if (!holder.started.empty()) {
+    details += (details.empty() ? "" : ", ") + std::string("since ") + holder.started;
+  }
+  return details.empty() ? out : out + " (" + details + ")";
+}
+
 namespace {
 
 using Clock = std::chrono::steady_clock;

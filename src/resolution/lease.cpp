@@ -199,19 +199,6 @@ void check_lease_directory(const std::string& dir) {
   }
 }
 
-std::string describe_holder(const LeaseHolder& holder) {
-  std::string out = "pid " + std::to_string(holder.pid);
-  std::string details;
-  if (!holder.user.empty()) details += "user " + holder.user;
-  if (!holder.command.empty()) {
-    details += (details.empty() ? "" : ", ") + std::string("command `") + holder.command + "`";
-  }
-  if (!holder.started.empty()) {
-    details += (details.empty() ? "" : ", ") + std::string("since ") + holder.started;
-  }
-  return details.empty() ? out : out + " (" + details + ")";
-}
-
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) close(fd_);

@@ -108,19 +108,6 @@ void check_lease_directory(const std::string& dir) {
   }
 }
 
-std::string describe_holder(const LeaseHolder& holder) {
-  std::string out = "pid " + std::to_string(holder.pid);
-  std::string details;
-  if (!holder.user.empty()) details += "user " + holder.user;
-  if (!holder.command.empty()) {
-    details += (details.empty() ? "" : ", ") + std::string("command `") + holder.command + "`";
-  }
-  if (!holder.started.empty()) {
-    details += (details.empty() ? "" : ", ") + std::string("since ") + holder.started;
-  }
-  return details.empty() ? out : out + " (" + details + ")";
-}
-
 // A lease's descriptor is a C runtime descriptor over the file's handle (_open_osfhandle), so
 // the class is the same on both platforms; closing it closes the handle, which drops the lock.
 Lease& Lease::operator=(Lease&& other) noexcept {
