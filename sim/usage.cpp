@@ -12,18 +12,10 @@
 #include <map>
 #include <mutex>
 
+#include "text.hpp"
+
 namespace gpusel::sim {
 namespace {
-
-bool safe_name(const std::string& uuid) {
-  if (uuid.empty() || uuid.size() > 96) return false;
-  for (char c : uuid) {
-    const bool ok =
-        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
 
 void make_dir(const std::string& path, mode_t mode) {
   if (mkdir(path.c_str(), mode) != 0 && errno != EEXIST) return;
@@ -47,7 +39,7 @@ std::string usage_dir(const SimMachine& machine) {
 }
 
 void note_usage(const SimMachine& machine, const std::string& uuid, std::uint64_t bytes) {
-  if (!safe_name(uuid)) return;
+  if (!detail::is_plain_file_name(uuid)) return;
   const std::string dir = usage_dir(machine);
   const std::string gpu_dir = dir + "/" + uuid;
   std::lock_guard<std::mutex> lock(entries_mutex);
@@ -75,7 +67,7 @@ void note_usage(const SimMachine& machine, const std::string& uuid, std::uint64_
 
 std::vector<SimProcess> live_processes(const SimMachine& machine, const std::string& uuid) {
   std::vector<SimProcess> out;
-  if (!safe_name(uuid)) return out;
+  if (!detail::is_plain_file_name(uuid)) return out;
   const std::string gpu_dir = usage_dir(machine) + "/" + uuid;
   DIR* d = opendir(gpu_dir.c_str());
   if (d == nullptr) return out;

@@ -95,4 +95,14 @@ std::string shell_quote(std::string_view value) {
   return out + "'";
 }
 
+bool is_plain_file_name(std::string_view name) noexcept {
+  if (name.empty() || name.size() > 96) return false;
+  for (char c : name) {
+    const bool ok =
+        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
 }  // namespace gpusel::detail

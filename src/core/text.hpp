@@ -66,6 +66,10 @@ std::optional<std::uint64_t> read_decimal(std::string_view digits,
 // ".5", "5."): no sign, no exponent, no blanks, independent of the locale; nullopt otherwise.
 std::optional<double> read_plain_number(std::string_view text) noexcept;
 
+// Whether `name` can be used as a file name as it is: 1 to 96 ASCII letters, digits and dashes
+// (what a GPU UUID holds). Lease files and the simulator's usage files are named by UUID.
+bool is_plain_file_name(std::string_view name) noexcept;
+
 // `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval.
 std::string shell_quote(std::string_view value);
 

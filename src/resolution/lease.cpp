@@ -19,6 +19,7 @@
 #include "../platform/env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -27,19 +28,9 @@ std::string errno_text(int e) {
   return std::strerror(e);
 }
 
-bool lease_name_ok(const std::string& uuid) {
-  if (uuid.empty() || uuid.size() > 96) return false;
-  for (char c : uuid) {
-    const bool ok =
-        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 // A lease file's name: the UUID, which holds only letters, digits and dashes.
 std::string lease_path(const std::string& dir, const std::string& uuid) {
-  if (!lease_name_ok(uuid)) {
+  if (!detail::is_plain_file_name(uuid)) {
     throw failure(
         "cannot lease GPU " + quote_value(uuid) +
         ": not a GPU UUID (letters, digits and dashes), as the NVIDIA driver reported it");
@@ -247,7 +238,7 @@ std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
 
 std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::string& uuid) {
   // Read-only: /proc/locks, not a test lock, which would make a concurrent taker fail.
-  if (!lease_name_ok(uuid)) return std::nullopt;  // never leasable, so never leased
+  if (!detail::is_plain_file_name(uuid)) return std::nullopt;  // never leasable, so never leased
   const std::string path = lease_path(dir, uuid);
   struct stat st {};
   if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;

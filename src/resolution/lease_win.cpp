@@ -17,6 +17,7 @@
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/resolve.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -24,18 +25,8 @@ namespace {
 
 namespace win = detail::win;
 
-bool lease_name_ok(const std::string& uuid) {
-  if (uuid.empty() || uuid.size() > 96) return false;
-  for (char c : uuid) {
-    const bool ok =
-        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    if (!ok) return false;
-  }
-  return true;
-}
-
 std::string lease_path(const std::string& dir, const std::string& uuid) {
-  if (!lease_name_ok(uuid)) {
+  if (!detail::is_plain_file_name(uuid)) {
     throw failure(
         "cannot lease GPU " + quote_value(uuid) +
         ": not a GPU UUID (letters, digits and dashes), as the NVIDIA driver reported it");
@@ -167,7 +158,7 @@ std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
 }
 
 std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::string& uuid) {
-  if (!lease_name_ok(uuid)) return std::nullopt;  // never leasable, so never leased
+  if (!detail::is_plain_file_name(uuid)) return std::nullopt;  // never leasable, so never leased
   std::string error;
   win::Handle file = win::open_lock_file(lease_path(dir, uuid), false, error);
   if (!file) return std::nullopt;

@@ -85,3 +85,14 @@ TEST(Text, ShellQuoteMakesOneSingleQuotedWord) {
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
   EXPECT_EQ(shell_quote("$(id)`x`"), "'$(id)`x`'");
 }
+
+TEST(Text, PlainFileNamesAreLettersDigitsAndDashes) {
+  EXPECT_TRUE(is_plain_file_name("GPU-3b7e1a2c-0000-4a1b-9c2d-abcdef012345"));
+  EXPECT_TRUE(is_plain_file_name(std::string(96, 'a')));
+  EXPECT_FALSE(is_plain_file_name(""));
+  EXPECT_FALSE(is_plain_file_name(std::string(97, 'a')));
+  EXPECT_FALSE(is_plain_file_name("../GPU-1"));
+  EXPECT_FALSE(is_plain_file_name("GPU 1"));
+  EXPECT_FALSE(is_plain_file_name("GPU-1/x"));
+  EXPECT_FALSE(is_plain_file_name("GPU-\xc3\xa9"));
+}
