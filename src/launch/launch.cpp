@@ -707,7 +707,9 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     if (orphans_count > orphans_seen.size()) which += ", ...";
     write_all(2, "gpusel: " + std::to_string(orphans_count) + " process" +
                      (orphans_count == 1 ? "" : "es") + " the workers left running (" + which +
-                     ") were stopped with the job; its GPUs stayed leased until they exited\n");
+                     (orphans_count == 1 ? ") was" : ") were") +
+                     " stopped with the job; its GPUs stayed leased until " +
+                     (orphans_count == 1 ? "it" : "they") + " exited\n");
   }
   for (Worker& w : workers) {
     for (int s = 0; s < 2; ++s) flush_partial(w, w.streams[s], out_fd(s));
