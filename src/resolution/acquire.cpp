@@ -190,9 +190,18 @@ class FreeLook {
   std::vector<std::string> candidates_;
 };
 
-// Leases every named GPU, or none.
+// Leases every named GPU, or none. The lock table is read first, and nothing is opened while a
+// GPU is held: a failed try would close a lease file and wake every waiter for nothing.
 Attempt lease_named(const Resolution& r, const LeaseStore& store) {
   Attempt out;
+  const std::vector<LeaseStanding> standing = store.standings(r.gpus);
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+    if (standing[i].state != LeaseStanding::State::Free) {
+      out.why_not = gpu_label(r.machine, r.gpus[i]) + " is " + describe_standing(standing[i]);
+      out.unusable = standing[i].state == LeaseStanding::State::Unusable;
+      return out;
+    }
+  }
   std::vector<Lease> leases;
   for (const std::string& uuid : r.gpus) {
     LeaseStanding s;

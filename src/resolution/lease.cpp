@@ -752,29 +752,37 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout) {
     poll(nullptr, 0, static_cast<int>(std::min<long long>(timeout.count(), 50)));
     return true;  // without notifications, look again often
   }
-  pollfd p{fd_, POLLIN, 0};
-  const int ready =
-      poll(&p, 1, static_cast<int>(std::clamp<long long>(timeout.count(), 0, 1 << 30)));
-  if (ready <= 0) return false;
-  bool relevant = false;
-  alignas(inotify_event) char buf[8192];
+  // Events that tell nothing (a folder listed, a lease file looked at) are read and waited past,
+  // so that waiters looking around never wake each other, or themselves, for nothing.
+  const auto until = std::chrono::steady_clock::now() + timeout;
   while (true) {
-    const ssize_t got = read(fd_, buf, sizeof buf);
-    if (got <= 0) break;
-    for (ssize_t at = 0; at < got;) {
-      const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
-      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
-      const bool lease_dir =
-          std::find(lease_watches_.begin(), lease_watches_.end(), e->wd) != lease_watches_.end();
-      if (!lease_dir) {
-        relevant = true;  // the queue changed
-      } else if (e->len > 0) {
-        const std::string_view name(e->name);
-        relevant = relevant || (name.size() > 5 && name.substr(name.size() - 5) == ".lock");
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    pollfd p{fd_, POLLIN, 0};
+    const int ready =
+        poll(&p, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    bool relevant = false;
+    alignas(inotify_event) char buf[8192];
+    while (true) {
+      const ssize_t got = read(fd_, buf, sizeof buf);
+      if (got <= 0) break;
+      for (ssize_t at = 0; at < got;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+        const bool lease_dir =
+            std::find(lease_watches_.begin(), lease_watches_.end(), e->wd) != lease_watches_.end();
+        if (!lease_dir) {
+          relevant = true;  // a ticket left the queue, or its holder died
+        } else if (e->len > 0) {
+          const std::string_view name(e->name);
+          relevant = relevant || (name.size() > 5 && name.substr(name.size() - 5) == ".lock");
+        }
       }
     }
+    if (relevant) return true;
   }
-  return relevant;
 }
 
 std::string queue_directory(const LeaseStore& store) {
