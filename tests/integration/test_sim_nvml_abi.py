@@ -132,6 +132,14 @@ class GuardBytesTest(Case):
         # At SYSTEM (50) or closer: the 7 other GPUs of the machine.
         self.assertEqual(got["nvmlDeviceGetTopologyNearestGpus"]["count"], 7)
 
+    def test_pci_info_v2_writes_52_bytes(self):
+        # py3nvml passes nvmlDeviceGetPciInfo_v2 a 52-byte struct; the double wrote 68 bytes into it.
+        got = run_guarded("dgx-h100", [("nvmlDeviceGetPciInfo_v2", [0, -1], [], 52, 1, []),
+                                       ("nvmlDeviceGetPciInfo", [0, -1], [], 52, 1, [])])
+        for name in got:
+            self.assertEqual(got[name]["rc"], SUCCESS)
+            self.assertTrue(got[name]["guard_intact"], f"{name} wrote past its 52 bytes: {got[name]}")
+
     def test_mig_device_attributes(self):
         calls = [("nvmlDeviceGetAttributes_v2", [0, 0], [], 40, 1, []),
                  ("nvmlDeviceGetAttributes", [0, 1], [], 40, 1, [])]
