@@ -141,8 +141,10 @@ class GuardBytesTest(Case):
             self.assertTrue(got[name]["guard_intact"], f"{name} wrote past its 52 bytes: {got[name]}")
 
     def test_mig_device_attributes(self):
+        # nvitop reads BAR1 memory of MIG devices too.
         calls = [("nvmlDeviceGetAttributes_v2", [0, 0], [], 40, 1, []),
-                 ("nvmlDeviceGetAttributes", [0, 1], [], 40, 1, [])]
+                 ("nvmlDeviceGetAttributes", [0, 1], [], 40, 1, []),
+                 ("nvmlDeviceGetBAR1MemoryInfo", [0, 2], [], 24, 1, [])]
         got = run_guarded("mig-a100", calls)
         for name, *_ in calls:
             self.assertTrue(got[name]["guard_intact"], got[name])
