@@ -1,7 +1,7 @@
 // The simulated CUDA runtime: libcudart.so.11.0, libcudart.so.12 and libcudart.so.13, built from
 // this file with GPUSEL_CUDART_MAJOR set to 11, 12 or 13. The public runtime API over the
-// simulated driver: it loads libcuda.so.1 by name (the simulator's, first on the search path
-// under `gpusel sim exec`) and calls its cu* functions, so there is one model of the machine, its
+// simulated driver: it loads the libcuda.so.1 beside it (never another on the search path) and
+// calls its cu* functions, so there is one model of the machine, its
 // devices, contexts, memory and time. The primary context is the driver's: a context a program
 // (or gpusel bind) made current with the driver API is the runtime's current device.
 //
@@ -175,8 +175,22 @@ cudaError_t from_driver(CUresult rc) {
   return fail(static_cast<cudaError_t>(rc));
 }
 
+// This library's folder ("" when unknown).
+std::string own_folder() {
+  Dl_info info{};
+  if (dladdr(reinterpret_cast<const void*>(&own_folder), &info) == 0 || info.dli_fname == nullptr)
+    return "";
+  const std::string file = info.dli_fname;
+  const auto slash = file.rfind('/');
+  return slash == std::string::npos ? "" : file.substr(0, slash);
+}
+
 void initialise(Runtime& r) {
-  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  // The simulated driver beside this library (a fault machine's folder may have none: then there
+  // is no driver, as there is none on that machine), never another libcuda.so.1 on the search path.
+  const std::string folder = own_folder();
+  void* lib =
+      folder.empty() ? nullptr : dlopen((folder + "/libcuda.so.1").c_str(), RTLD_NOW | RTLD_LOCAL);
   if (lib == nullptr) {
     r.init_error = cudaErrorInsufficientDriver;
     return;
@@ -189,9 +203,8 @@ void initialise(Runtime& r) {
 #undef GPUSEL_DRIVER_LOOKUP
   if (!complete) {
     // Not the simulator's driver (or a very old one): nothing here can work over it.
-    say("the libcuda.so.1 found first on the library search path is not the simulator's (it "
-        "lacks calls this runtime uses); run the program under `gpusel sim exec MACHINE --` or "
-        "`gpusel --sim MACHINE --`");
+    say("the libcuda.so.1 beside this library is not the simulator's (it lacks calls this "
+        "runtime uses): reinstall or rebuild the simulator");
     r.init_error = cudaErrorInsufficientDriver;
     return;
   }
@@ -601,7 +614,7 @@ CUDART_API cudaError_t cudaSetDeviceFlags(unsigned int flags) {
   if (cudaError_t e = init(); e != cudaSuccess) return fail(e);
   const int d = current_ordinal();
   device = d >= 0 ? d : selected_device;
-  if (flags > 0x1F) return fail(cudaErrorInvalidValue);
+  if (flags > 0xFF) return fail(cudaErrorInvalidValue);
   std::lock_guard<std::mutex> lock(rt().mutex);
   rt().device_flags[static_cast<std::size_t>(device)] = flags;
   return from_driver(rt().cu.cuDevicePrimaryCtxSetFlags_v2(handle(device), flags & 0x7u));

@@ -158,6 +158,14 @@ class RuntimeProgramTest(Case):
         self.assertIn("older than this runtime", r.stderr)
         self.assertEqual(r.stderr.count("gpusel-sim ("), 1, r.stderr)
 
+    def test_a_machine_without_libcuda_has_no_driver(self):
+        # cuda-missing (with a CUDA 13 driver version): the runtime finds no libcuda.so.1 in its
+        # folder and never takes one from elsewhere on the search path.
+        missing = machine_with_driver(self.tmp, "cuda-missing")
+        r = run_program(self.shared, missing, "--devices")
+        out = json.loads(r.stdout)
+        self.assertEqual((out["count_error"], out["driver"], out["devices"]), ("cudaErrorInsufficientDriver", 0, []))
+
     def test_static_runtime_is_told_once(self):
         r = run_program(self.static, self.dgx, "--devices")
         self.assertGreaterEqual(r.returncode, 0, r.stderr)  # no crash
