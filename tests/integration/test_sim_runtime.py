@@ -37,12 +37,17 @@ def build_programs():
     static = os.path.join(OUT, "cuda_runtime_user_static")
     newest = os.path.getmtime(PROGRAM_SOURCE)
     if not all(os.path.exists(p) and os.path.getmtime(p) >= newest for p in (obj, shared, static)):
-        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj],
-                    [NVCC, "-cudart", "shared", obj, "-o", shared],
-                    [NVCC, "-cudart", "static", obj, "-o", static]):
+        # Built under names of this process's own, then renamed into place: two runs at once never
+        # see a half-written program.
+        tag = f".{os.getpid()}"
+        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj + tag],
+                    [NVCC, "-cudart", "shared", obj + tag, "-o", shared + tag],
+                    [NVCC, "-cudart", "static", obj + tag, "-o", static + tag]):
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 raise AssertionError(f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
+        for path in (obj, shared, static):
+            os.replace(path + tag, path)
     return shared, static
 
 
