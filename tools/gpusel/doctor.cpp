@@ -19,6 +19,7 @@
 #include "gpusel/spec.hpp"
 #include "gpusel/units.hpp"
 #include "gpusel/worker.hpp"
+#include "sim_machine.hpp"
 
 namespace gpusel::cli {
 
@@ -83,6 +84,7 @@ class Doctor {
     if (snap.available) check_usage();
     check_slurm();
     check_assignment();
+    check_simulated_runtime();
   }
 
   NvmlSnapshot snap;
@@ -375,6 +377,34 @@ class Doctor {
                       waiting.size() == 1 ? "" : "s", waiting.size() == 1 ? "s" : "", join(who)),
           "a new request for the same GPUs waits behind them (--wait)");
     }
+  }
+
+  // On a simulated machine: a program run on it used NVIDIA's own CUDA runtime (linked
+  // statically), which asks the driver for private interfaces the simulator does not have.
+  void check_simulated_runtime() {
+    const auto file = env_value("GPUSEL_SIM_MACHINE");
+    if (!file || file->empty()) return;
+    std::optional<SimMachineInfo> info;
+    try {
+      info = describe_sim_machine(sim_root(), *file, std::nullopt);
+    } catch (const std::exception&) {
+      return;
+    }
+    if (!info || !info->ok || info->static_runtime.empty()) return;
+    const std::string& note = info->static_runtime;  // "<unix time> <pid> <executable>"
+    const auto first = note.find(' ');
+    const auto second = first == std::string::npos ? first : note.find(' ', first + 1);
+    const std::string pid =
+        second == std::string::npos ? "?" : note.substr(first + 1, second - first - 1);
+    const std::string exe = second == std::string::npos ? note : note.substr(second + 1);
+    add(Severity::Warning, "sim-static-runtime",
+        "a program run on this simulated machine (" + printable(exe) + ", pid " + pid +
+            ") links NVIDIA's CUDA runtime statically (nvcc's default; also NCCL, cuBLAS and "
+            "runtimes bundled with frameworks), which needs private driver interfaces the "
+            "simulator does not provide: it stopped at its first CUDA call",
+        "the simulator runs programs that load libcudart dynamically: build with `nvcc -cudart "
+        "shared` (the simulator's libcudart.so.11.0, .12 and .13 then answer); see "
+        "docs/simulator.md");
   }
 
   void check_slurm() {
