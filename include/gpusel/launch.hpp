@@ -34,6 +34,19 @@ struct LaunchOptions {
   // calling process, so set it only where the workers are its only children (gpusel run does).
   // Windows: the workers' job objects already hold their descendants.
   bool reap_orphans = false;
+  // Ranks per GPU (1: one each). With K > 1, K consecutive ranks share each GPU: rank r runs on
+  // gpus[r / K], and every worker is told it shares (GPUSEL_SHARE=1).
+  int ranks_per_gpu = 1;
+  // Every worker shares its GPU on purpose (GPUSEL_SHARE=1): gpusel run --share.
+  bool share = false;
+  // Linux: check what the workers really opened. NVML's compute processes are read soon after
+  // the start and then at a low rate; a process of a worker's tree with a context on a GPU other
+  // than that worker's (gpus must hold UUIDs) stops the job, with exit status 1 and a line saying
+  // which worker, which GPU, and the fix. Where NVML cannot list processes, or lists ids of
+  // another pid namespace, one line says the check is off.
+  bool check_placement = false;
+  // Called with each line the check has to say (that it is off, and why); default: stderr.
+  std::function<void(const std::string&)> on_note;
 };
 
 // The path execvp would run for `name`. Throws Error(BadInput) when it is not found or not an
