@@ -301,7 +301,6 @@ class Doctor {
   }
 
   void check_usage() {
-    std::string dir = lease_directory();
     for (const GpuInfo* g : readable()) {
       if (g->processes && !g->processes->empty()) {
         std::vector<std::string> who;
@@ -321,21 +320,63 @@ class Doctor {
               {g->index});
         }
       }
-      try {
-        if (const auto holder = lease_holder(dir, g->uuid)) {
-          add(Severity::Warning, "gpu-leased",
-              fmt::format("GPU {} is leased by another gpusel job: {}", g->index,
-                          describe_holder(*holder)),
-              "gpusel run and bench bw refuse it until that job ends: choose other GPUs, use "
-              "--gpu free:N, or --wait (or --share, if the GPU can hold both jobs)",
-              {g->index});
-        }
-      } catch (const Error& e) {
-        add(Severity::Warning, "lease-unreadable",
-            fmt::format("the lease of GPU {} cannot be read: {}", g->index, e.what()),
-            "fix or remove the lease folder " + quote_value(dir) + " (GPUSEL_LEASE_DIR)",
+    }
+    check_leases();
+  }
+
+  // Where leases live, whether they bind every user, and each GPU's lease.
+  void check_leases() {
+    std::optional<LeaseStore> store;
+    try {
+      store = LeaseStore::locate();
+    } catch (const Error& e) {
+      add(Severity::Error, "lease-folder", e.what(),
+          "fix the folder, or unset GPUSEL_LEASE_DIR to use the shared store (`sudo gpusel setup` "
+          "makes it)");
+      return;
+    }
+    if (!store->scope_note().empty()) {
+      add(Severity::Info, "leases-per-user", store->scope_note(), "sudo gpusel setup");
+    }
+    std::vector<const GpuInfo*> gpus = readable();
+    std::vector<std::string> uuids;
+    for (const GpuInfo* g : gpus) uuids.push_back(g->uuid);
+    const std::vector<LeaseStanding> standing = store->standings(uuids);
+    std::vector<unsigned> unshared;
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const GpuInfo* g = gpus[i];
+      const LeaseStanding& s = standing[i];
+      if (s.state == LeaseStanding::State::Held) {
+        add(Severity::Warning, "gpu-leased",
+            fmt::format("GPU {} is {}", g->index, describe_standing(s)),
+            "gpusel run and bench bw refuse it until that job ends: choose other GPUs, use "
+            "--gpu free:N, or --wait (or --share, if the GPU can hold both jobs)",
             {g->index});
+      } else if (s.state == LeaseStanding::State::Unusable) {
+        add(Severity::Warning, "lease-unusable",
+            fmt::format("GPU {} cannot be leased: {}; free:N skips it", g->index, s.problem),
+            s.shared ? "sudo gpusel setup" : "remove the file; gpusel makes a new one", {g->index});
       }
+      if (store->shared() && !s.shared) unshared.push_back(g->index);
+    }
+    if (!unshared.empty()) {
+      std::vector<std::string> numbers;
+      for (unsigned i : unshared) numbers.push_back(std::to_string(i));
+      add(Severity::Warning, "lease-store-incomplete",
+          fmt::format("the shared lease store {} has no lease file for GPU{} {}, so leases on {} "
+                      "bind only your own jobs",
+                      store->dir(), unshared.size() == 1 ? "" : "s", join(numbers, ","),
+                      unshared.size() == 1 ? "it" : "them"),
+          "sudo gpusel setup", unshared);
+    }
+    const std::vector<WaitingJob> waiting = store->waiting();
+    if (!waiting.empty()) {
+      std::vector<std::string> who;
+      for (const WaitingJob& w : waiting) who.push_back(describe_waiting(w));
+      add(Severity::Info, "jobs-waiting",
+          fmt::format("{} job{} wait{} for GPUs, served in this order: {}", waiting.size(),
+                      waiting.size() == 1 ? "" : "s", waiting.size() == 1 ? "s" : "", join(who)),
+          "a new request for the same GPUs waits behind them (--wait)");
     }
   }
 
