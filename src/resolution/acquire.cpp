@@ -24,6 +24,7 @@
 #include "gpusel/nvml.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -208,9 +209,10 @@ Attempt try_free(int n, const CudaEnv& env, const std::string& probe_helper,
   const auto usable = static_cast<int>(std::count(eligible.begin(), eligible.end(), true));
   if (usable < n) {
     throw bad_input("--gpu free:" + std::to_string(n) + " asks for " + std::to_string(n) +
-                    " GPUs, but only " + std::to_string(usable) + " can be used here (" +
-                    std::to_string(snap.gpus.size()) + " on this machine; " + describe_preset(env) +
-                    "); ask for at most " + std::to_string(usable));
+                    (n == 1 ? " GPU" : " GPUs") + ", but only " + std::to_string(usable) +
+                    " can be used here (" + std::to_string(snap.gpus.size()) +
+                    " on this machine; " + describe_preset(env) + "); ask for at most " +
+                    std::to_string(usable));
   }
   std::vector<FreeCandidate> candidates(snap.gpus.size());
   std::vector<std::optional<Lease>> held(snap.gpus.size());
@@ -341,7 +343,7 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
                     "or pick other GPUs");
     }
     if (Clock::now() >= deadline) {
-      throw failure("still waiting after " + std::to_string(*options.wait_seconds) +
+      throw failure("still waiting after " + detail::seconds_text(*options.wait_seconds) +
                     " s: " + why_not);
     }
     if (!ticket) ticket.emplace(lease_dir);

@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/version.h"
+#include "interface.hpp"
 
 namespace {
 
@@ -25,6 +26,7 @@ struct Cli {
   RunOptions run_options;
   BenchOptions bench_options, bench_worker_options;
   DoctorOptions doctor_options;
+  InterfaceOptions interface_options;
   CLI::App* list = nullptr;
   CLI::App* resolve = nullptr;
   CLI::App* bind = nullptr;
@@ -34,6 +36,7 @@ struct Cli {
   CLI::App* bench = nullptr;
   CLI::App* bench_worker = nullptr;
   CLI::App* doctor = nullptr;
+  CLI::App* interface = nullptr;
 
   explicit Cli(const std::string& only) {
     app.name("gpusel");
@@ -54,6 +57,7 @@ struct Cli {
     if (want("bench")) bench = setup_bench(app, bench_options);
     if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
+    if (only.empty()) interface = setup_interface(app, interface_options);
   }
 
   static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
@@ -71,6 +75,7 @@ struct Cli {
       if (parsed(bench)) return run_bench(bench_options);
       if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
       if (parsed(doctor)) return run_doctor(doctor_options);
+      if (parsed(interface)) return run_interface(app, interface_options);
     } catch (const gpusel::Error& e) {
       print_error(e.what());
       return e.exit_code();
