@@ -31,7 +31,8 @@ def simulator_list(inc, macros):
 
 
 def abi_symbols(section):
-    """Every function name in a section of shared/reference/abi.md's tables (the symbols to look up)."""
+    """Every function name in a section of the ABI reference's tables (reference/abi.md in the project's
+    reference folder beside the repository, GPUSEL_SHARED_DIR; docs/abi.md says what it holds)."""
     with open(os.path.join(SHARED, "reference", "abi.md")) as f:
         text = f.read()
     part = text.split("\n## ")[{"nvml": 1, "cuda": 2}[section]]
@@ -53,7 +54,7 @@ class ExportsTest(Case):
         self.assertEqual(simulator_list("nvml_exports.inc", ["SIM_NVML", "SIM_NVML_V2"]) | {"nvmlErrorString"}, nvml)
 
     @unittest.skipUnless(os.path.exists(os.path.join(SHARED, "reference", "abi.md")),
-                         "shared/reference/abi.md is not beside this checkout")
+                         "the ABI reference (GPUSEL_SHARED_DIR/reference/abi.md) is not beside this checkout")
     def test_the_export_lists_and_the_reference_abi_agree(self):
         cuda_abi, nvml_abi = abi_symbols("cuda"), abi_symbols("nvml")
         self.assertIn("cuDeviceGetUuid_v2", cuda_abi)
