@@ -80,7 +80,7 @@ if(GPUSEL_INTERFACE_FILES)
     else()
       set(zsh_dir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/zsh/site-functions\")
     endif()
-    file(INSTALL \"${GPUSEL_SHARE_OUT}/completions/_gpusel\" DESTINATION \"\$ENV{DESTDIR}\${zsh_dir}\")
+    file(INSTALL \"${GPUSEL_SHARE_OUT}/completions/_gpusel\" DESTINATION \"\${zsh_dir}\")  # DESTDIR: added by file(INSTALL)
   ")
   install(FILES ${GPUSEL_SHARE_OUT}/completions/gpusel.fish
     DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
