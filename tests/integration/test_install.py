@@ -54,7 +54,7 @@ class InstallTest(Case):
         self.fail("libgpusel.so.0 is not installed")
 
     def python_dir(self):
-        """Where the Python package went: lib/python3.X/dist-packages, as README documents."""
+        """Where the Python package went: lib/python3.X/dist-packages, as docs/install.md documents."""
         found = glob.glob(self.path("lib", "python3*", "dist-packages", "gpusel", "__init__.py"))
         self.assertEqual(len(found), 1, found)
         return os.path.dirname(os.path.dirname(found[0]))
