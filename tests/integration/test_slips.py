@@ -5,6 +5,7 @@ and small wording and layout slips."""
 import re
 import shlex
 import subprocess
+import time
 
 from support import BIN, Case, base_env, gpusel, uuids
 
@@ -130,6 +131,23 @@ class SmallSlips(Case):
         self.assertNotEqual(r.returncode, 0)
         self.assertIn("still waiting after 0.5 s", r.stderr)
         self.assertNotIn("0.500000", r.stderr)
+
+    def test_lease_lines_quote_the_command(self):
+        env = base_env()
+        holder = subprocess.Popen([BIN, "--sim", "dgx-h100", "run", "--quiet", "--gpu", "4", "--", "sh", "-c",
+                                   "sleep 30; echo done"], env=env, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL)
+        try:
+            for _ in range(100):
+                r = gpusel("--sim", "dgx-h100", "list")
+                if "leased by" in r.stdout:
+                    break
+                time.sleep(0.1)
+            line = next(l for l in r.stdout.splitlines() if "leased by" in l)
+            self.assertIn("-- sh -c 'sleep 30; echo done'`", line)
+        finally:
+            holder.terminate()
+            holder.wait(timeout=30)
 
     def test_mig_rows_fit_the_name_column(self):
         r = gpusel("--sim", "mig-a100", "list")
