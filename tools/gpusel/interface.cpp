@@ -498,7 +498,7 @@ std::string completion_kind(const CLI::Option* option) {
   type = type.substr(0, type.find(':'));
   if (type == "SPEC" || type == "ENTRY") return "gpu";
   if (type == "MACHINE" || option->get_name(true, false) == "MACHINE") return "machine";
-  if (type.rfind("FILE", 0) == 0) return "file";
+  if (type.rfind("FILE", 0) == 0 || type == "DIR") return "file";
   if (option->get_positional() && option->get_name(true, false) == "COMMAND") return "command";
   return "";
 }

@@ -26,6 +26,7 @@ struct Cli {
   RunOptions run_options;
   BenchOptions bench_options, bench_worker_options;
   DoctorOptions doctor_options;
+  SetupOptions setup_options;
   InterfaceOptions interface_options;
   CLI::App* list = nullptr;
   CLI::App* resolve = nullptr;
@@ -36,6 +37,7 @@ struct Cli {
   CLI::App* bench = nullptr;
   CLI::App* bench_worker = nullptr;
   CLI::App* doctor = nullptr;
+  CLI::App* setup = nullptr;
   CLI::App* interface = nullptr;
 
   explicit Cli(const std::string& only) {
@@ -57,6 +59,7 @@ struct Cli {
     if (want("bench")) bench = setup_bench(app, bench_options);
     if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
+    if (want("setup")) setup = setup_setup(app, setup_options);
     if (only.empty()) interface = setup_interface(app, interface_options);
   }
 
@@ -75,6 +78,7 @@ struct Cli {
       if (parsed(bench)) return run_bench(bench_options);
       if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
       if (parsed(doctor)) return run_doctor(doctor_options);
+      if (parsed(setup)) return run_setup(setup_options);
       if (parsed(interface)) return run_interface(app, interface_options);
     } catch (const gpusel::Error& e) {
       print_error(e.what());
