@@ -107,7 +107,8 @@ std::optional<int> assigned_visible_gpu();
 
 // What a visible device is, by every name.
 struct GpuIdentity {
-  std::optional<unsigned> index;  // nvidia-smi index, when NVML is available
+  std::optional<unsigned> nvidia_smi_index;  // NVML's index, as nvidia-smi shows it; unset
+                                             // without NVML
   int cuda_ordinal = 0;
   std::string uuid;
   std::string name;

@@ -130,8 +130,16 @@ LauncherView launcher_view() {
   }
   if (auto node = env_string("SLURM_NODEID"))
     view.slurm_node_id = read_rank_number(*node).value_or(0);
+  // srun --gpus-per-task: SLURM_GPUS_PER_TASK where Slurm exports it; else (Slurm 22.05 does not,
+  // to tasks) a task whose own GPUs (SLURM_STEP_GPUS) are fewer than the step's on this node
+  // (SLURM_GPUS_ON_NODE).
   if (auto per_task = env_string("SLURM_GPUS_PER_TASK"); per_task && !per_task->empty()) {
     view.slurm_gpus_per_task = true;
+  } else if (auto step = env_string("SLURM_STEP_GPUS"), on_node = env_string("SLURM_GPUS_ON_NODE");
+             step && on_node && !step->empty()) {
+    const auto own = static_cast<int>(std::count(step->begin(), step->end(), ',') + 1);
+    const std::optional<int> total = read_rank_number(detail::trim_blanks(*on_node));
+    view.slurm_gpus_per_task = total && *total > own;
   }
   // Several variables: which launcher set each (nested launchers, or one left behind) is read
   // from the ancestors' environments, whether or not they agree.
@@ -152,8 +160,10 @@ bool sharing_asked() {
                       " is neither 1 (share this process's GPU with others on purpose) nor 0");
     }
   }
-  if (const auto per_gpu = env_string("SLURM_NTASKS_PER_GPU"); per_gpu && !per_gpu->empty()) {
-    return true;  // srun --ntasks-per-gpu: several tasks per GPU, by request
+  // srun --ntasks-per-gpu: several tasks per GPU, by request (Slurm 22.05 tells the tasks
+  // SLURM_NTASKS_PER_TRES; SLURM_NTASKS_PER_GPU where it is exported).
+  for (const char* name : {"SLURM_NTASKS_PER_GPU", "SLURM_NTASKS_PER_TRES"}) {
+    if (const auto n = env_string(name); n && !n->empty()) return true;
   }
   return false;
 }
@@ -754,10 +764,10 @@ GpuIdentity gpu_identity(int cuda_ordinal) {
   id.l2_cache_bytes = d.l2_cache_bytes;
   // NVML finds the one GPU by its UUID; only where it cannot (another spelling of the UUID, an
   // older library) are all GPUs enumerated.
-  if (detail::nvml_gpu_index(d.parent_uuid, id.index)) return id;
+  if (detail::nvml_gpu_index(d.parent_uuid, id.nvidia_smi_index)) return id;
   const NvmlSnapshot snap = query_nvml();
   for (const GpuInfo& g : snap.gpus) {
-    if (same_entry(g.uuid, d.parent_uuid)) id.index = g.index;
+    if (same_entry(g.uuid, d.parent_uuid)) id.nvidia_smi_index = g.index;
   }
   return id;
 }

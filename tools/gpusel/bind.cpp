@@ -66,7 +66,8 @@ int run_bind(const BindOptions& options) {
     j["uuid"] = id.uuid;
     // The two numberings under explicit names; "index" is the nvidia-smi index too (kept for
     // scripts written before the explicit name).
-    j["nvidia_smi_index"] = id.index ? nlohmann::json(*id.index) : nlohmann::json(nullptr);
+    j["nvidia_smi_index"] =
+        id.nvidia_smi_index ? nlohmann::json(*id.nvidia_smi_index) : nlohmann::json(nullptr);
     j["index"] = j["nvidia_smi_index"];
     j["cuda_ordinal"] = id.cuda_ordinal;
     j["shared"] = info && info->shared;
@@ -94,10 +95,11 @@ int run_bind(const BindOptions& options) {
            : std::string("this process");
   fmt::print("{}{}: CUDA ordinal {} = {}\n", simulated_machine() ? "[simulated] " : "", who,
              id.cuda_ordinal, printable(id.uuid));
-  fmt::print("  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
-             id.index ? std::to_string(*id.index) : std::string("unknown (no NVML)"),
-             printable(id.name), format_bytes(id.total_bytes), cc,
-             id.pci_bus_id.empty() ? "unknown" : printable(id.pci_bus_id));
+  fmt::print(
+      "  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
+      id.nvidia_smi_index ? std::to_string(*id.nvidia_smi_index) : std::string("unknown (no NVML)"),
+      printable(id.name), format_bytes(id.total_bytes), cc,
+      id.pci_bus_id.empty() ? "unknown" : printable(id.pci_bus_id));
   fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
   if (info && info->shared) {
     fmt::print("  shared on purpose (GPUSEL_SHARE=1){}\n",
