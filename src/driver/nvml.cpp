@@ -2,6 +2,7 @@
 #include "gpusel/nvml.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -207,21 +208,30 @@ void read_rest(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
   constexpr unsigned kWords = 16;  // 1024 CPUs or NUMA nodes
   unsigned long mask[kWords] = {};
   constexpr unsigned kBits = sizeof(unsigned long) * 8;
+  // The set bits of `mask`, lowest first, word by word (an empty word costs one test).
+  auto each_bit = [&](auto fn) {
+    for (unsigned w = 0; w < kWords; ++w) {
+      for (unsigned long bits = mask[w]; bits != 0; bits &= bits - 1) {
+        if (!fn(static_cast<int>(w * kBits + static_cast<unsigned>(std::countr_zero(bits))))) {
+          return;
+        }
+      }
+    }
+  };
   if (api.nvmlDeviceGetCpuAffinity &&
       api.nvmlDeviceGetCpuAffinity(dev, kWords, mask) == NVML_SUCCESS) {
-    for (unsigned i = 0; i < kWords * kBits; ++i) {
-      if (mask[i / kBits] >> (i % kBits) & 1UL) gpu.cpus.push_back(static_cast<int>(i));
-    }
+    each_bit([&](int cpu) {
+      gpu.cpus.push_back(cpu);
+      return true;
+    });
   }
   std::memset(mask, 0, sizeof mask);
   if (api.nvmlDeviceGetMemoryAffinity &&
       api.nvmlDeviceGetMemoryAffinity(dev, kWords, mask, 0) == NVML_SUCCESS) {
-    for (unsigned i = 0; i < kWords * kBits; ++i) {
-      if (mask[i / kBits] >> (i % kBits) & 1UL) {
-        gpu.numa_node = static_cast<int>(i);
-        break;
-      }
-    }
+    each_bit([&](int node) {
+      gpu.numa_node = node;
+      return false;  // the first node
+    });
   }
   auto link = [&](auto fn, unsigned& field) {
     unsigned v = 0;
