@@ -48,9 +48,14 @@ GPUSEL_API gpusel_status gpusel_parse_single_gpu(const char* value, char* buf, s
 GPUSEL_API gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* needed,
                                         int* resolved);
 
-/* The structs below can grow: a caller sets `size` to sizeof the struct it was compiled with
- * before each call, and the library fills only that much (fields it does not know are zeroed), so
- * a newer library serves an older caller. A size below the first version's is GPUSEL_BAD_INPUT.
+/* The structs below can grow (later versions only append fields). A caller sets `size` to sizeof
+ * the struct it was compiled with before each call; the library then writes the bytes after `size`
+ * up to the smaller of that size and the end of its own struct's last field, and never one byte
+ * further, whatever `size` says. So a newer library serves an older caller, and a newer caller's
+ * fields that an older library does not know keep what the caller put there: initialise the whole
+ * struct (as below) and such fields stay zero. `size` itself is never written. A size below the
+ * first version's (the struct as declared here in gpusel 0.1) is GPUSEL_BAD_INPUT, and nothing is
+ * written.
  *
  *   gpusel_identity id = {sizeof id};
  *   gpusel_gpu_identity(0, &id); */

@@ -18,6 +18,7 @@
 #include "gpusel/spec.hpp"
 #include "gpusel/version.h"
 #include "gpusel/worker.hpp"
+#include "sized_struct.hpp"
 
 namespace {
 
@@ -58,35 +59,37 @@ void copy_field(char (&dst)[N], const std::string& src) {
   dst[n] = '\0';
 }
 
-// The first version of each caller-sized struct ends with these fields; a caller's `size` below
-// that is refused. (Later versions only append fields.)
+// Where the fields of each caller-sized struct end: in the first version (gpusel 0.1; a caller's
+// `size` below that is refused) and in this library's (what it fills). Later versions only append
+// fields; a new field moves the second constant to the new last field.
 constexpr std::size_t kGpuInfoFirstSize =
     offsetof(gpusel_gpu_info, mig_enabled) + sizeof(gpusel_gpu_info::mig_enabled);
+constexpr std::size_t kGpuInfoFieldsEnd = kGpuInfoFirstSize;
 constexpr std::size_t kIdentityFirstSize =
     offsetof(gpusel_identity, pci_bus_id) + sizeof(gpusel_identity::pci_bus_id);
+constexpr std::size_t kIdentityFieldsEnd = kIdentityFirstSize;
+// Only trailing padding may follow the last field named above.
+static_assert(sizeof(gpusel_gpu_info) - kGpuInfoFieldsEnd < alignof(gpusel_gpu_info));
+static_assert(sizeof(gpusel_identity) - kIdentityFieldsEnd < alignof(gpusel_identity));
 
 // Throws Error(BadInput) unless the caller's struct `out` (of `what`) is at least the first
-// version's size.
-template <typename T>
-void check_size(const T* out, std::size_t first_size, const char* what) {
+// version's size. Nothing of `out` but its `size` is read, and nothing is written.
+void check_size(const void* out, std::size_t first_size, const char* what) {
   if (out == nullptr) throw gpusel::bad_input(std::string(what) + " is NULL");
-  if (out->size < first_size) {
-    throw gpusel::bad_input(std::string(what) + "->size is " + std::to_string(out->size) +
+  const std::size_t size = gpusel::detail::caller_struct_size(out);
+  if (size < first_size) {
+    throw gpusel::bad_input(std::string(what) + "->size is " + std::to_string(size) +
                             "; set it to sizeof(" + what + ") (at least " +
                             std::to_string(first_size) + ")");
   }
 }
 
-// Copies `value` into the caller's struct as far as both know it and zeroes the caller's fields
-// this library does not know; `size` stays as the caller set it.
+// Fills the caller's struct as far as both it and this library know it (sized_struct.hpp): a
+// `size` larger than this library's struct (a newer caller, or one that left `size`
+// uninitialised) never makes the library write past its own struct's last field.
 template <typename T>
-void fill_sized(T* out, const T& value) {
-  const std::size_t caller = out->size;
-  const std::size_t n = std::min(caller, sizeof(T));
-  std::memcpy(reinterpret_cast<unsigned char*>(out) + sizeof out->size,
-              reinterpret_cast<const unsigned char*>(&value) + sizeof value.size,
-              n - sizeof value.size);
-  if (caller > sizeof(T)) std::memset(reinterpret_cast<unsigned char*>(out) + n, 0, caller - n);
+void fill_sized(T* out, const T& value, std::size_t fields_end) {
+  gpusel::detail::copy_sized_struct(out, &value, fields_end);
 }
 
 std::string need(const char* s, const char* what) {
@@ -185,7 +188,7 @@ gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i, gpusel_
       throw gpusel::bad_input("GPU " + std::to_string(i) + " is past the end of the list (" +
                               std::to_string(list->gpus.size()) + " GPUs)");
     }
-    fill_sized(info, list->gpus[i]);
+    fill_sized(info, list->gpus[i], kGpuInfoFieldsEnd);
     return GPUSEL_OK;
   });
 }
@@ -265,7 +268,7 @@ gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity) {
     out.cc_major = id.cc_major;
     out.cc_minor = id.cc_minor;
     copy_field(out.pci_bus_id, id.pci_bus_id);
-    fill_sized(identity, out);
+    fill_sized(identity, out, kIdentityFieldsEnd);
     return GPUSEL_OK;
   });
 }

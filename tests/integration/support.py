@@ -43,6 +43,12 @@ _PRIVATE_ENV = {"GPUSEL_LEASE_DIR": os.path.join(_PRIVATE, "leases"),
                 "GPUSEL_SIM_DEVICE_HANDLES": "distinct"}
 
 
+def private_path(name):
+    """A path named `name` in a fresh folder of this test process's own (removed at exit): never a
+    fixed name in the shared $TMPDIR, so two runs of a test at once do not meet."""
+    return os.path.join(tempfile.mkdtemp(dir=_PRIVATE), name)
+
+
 def base_env(**extra):
     """The environment for a child process: the test's own, scrubbed, plus `extra` (None unsets).
 

@@ -6,7 +6,7 @@ import re
 import tempfile
 import unittest
 
-from support import SOURCE, Case, gpusel, gpusel_json, machine, uuids
+from support import SOURCE, Case, gpusel, gpusel_json, machine, private_path, uuids
 
 DGX = uuids("dgx-h100")
 MIXED = uuids("workstation-mixed")
@@ -121,7 +121,7 @@ class ResolveTest(Case):
                 self.assertEqual((j["resolved"], j["through_cuda"], j["gpus"]), (True, True, [u[1], u[0]]))
                 self.assertIn("PCI bus order", j["notes"][0])
         # Without NVML and without CUDA, indices cannot be placed: refused, never guessed.
-        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"gpusel-nothing-{os.getpid()}.toml")
+        path = private_path("nothing.toml")
         with open(os.path.join(SOURCE, "sim", "machines", "nvml-init-fails.toml")) as f:
             text = f.read()
         with open(path, "w") as f:

@@ -5,10 +5,9 @@ import collections
 import json
 import os
 import re
-import tempfile
 import unittest
 
-from support import Case, gpusel, sim_env, uuids
+from support import Case, gpusel, private_path, sim_env, uuids
 
 
 def h100_machine(count, busy=()):
@@ -31,24 +30,21 @@ def h100_machine(count, busy=()):
 
 class NvmlCalls(Case):
     def setUp(self):
-        self.tmp = tempfile.TemporaryDirectory()
-
-    def tearDown(self):
-        self.tmp.cleanup()
+        self.folder = os.path.dirname(private_path("trace"))  # removed when the tests end
 
     def machine(self, count, busy=()):
-        path = os.path.join(self.tmp.name, f"h100-{count}.toml")
+        path = os.path.join(self.folder, f"h100-{count}.toml")
         with open(path, "w") as f:
             f.write(h100_machine(count, busy))
         return path
 
     def calls(self, machine, *args, **extra):
         """The command's result and how often it called each NVML function."""
-        trace = os.path.join(self.tmp.name, "trace")
+        trace = os.path.join(self.folder, "trace")
         if os.path.exists(trace):
             os.unlink(trace)
-        env = sim_env(machine, GPUSEL_SIM_TRACE=trace, GPUSEL_LEASE_DIR=os.path.join(self.tmp.name, "leases"),
-                      GPUSEL_SIM_STATE_DIR=os.path.join(self.tmp.name, "state"), **extra)
+        env = sim_env(machine, GPUSEL_SIM_TRACE=trace, GPUSEL_LEASE_DIR=os.path.join(self.folder, "leases"),
+                      GPUSEL_SIM_STATE_DIR=os.path.join(self.folder, "state"), **extra)
         r = gpusel(*args, env=env)
         with open(trace) as f:
             counted = collections.Counter(re.findall(r"libnvidia-ml\.so\.1: (\w+)\(", f.read()))

@@ -211,8 +211,9 @@ print(json.dumps(out))
         self.assertEqual(py, c_layout)
 
     def test_structs_serve_callers_of_other_sizes(self):
-        # A newer caller's larger struct: the library fills what it knows and zeroes the rest; a
-        # caller of exactly the first version's size is served; a smaller size is bad input.
+        # A newer caller's larger struct: the library fills what it knows and leaves the rest as
+        # the caller had it (it never writes past its own struct); a caller of exactly the first
+        # version's size is served; a smaller size is bad input.
         code = r'''
 import ctypes, json, gpusel
 lib, I = gpusel._lib, gpusel._Identity
@@ -246,12 +247,12 @@ print(json.dumps(out))
         out = python(code)
         u = uuids("dgx-h100")[1]
         size = python("import ctypes, gpusel; print(ctypes.sizeof(gpusel._Identity))")
-        self.assertEqual(out["newer"], [0, size + 16, u, 1, "00" * 16])  # `size` stays the caller's
+        self.assertEqual(out["newer"], [0, size + 16, u, 1, "ff" * 16])  # `size` stays the caller's
         self.assertEqual(out["first"], [0, u, True])
         self.assertEqual(out["short"][0], 2)
         self.assertIn("gpusel_identity->size is", out["short"][1])
-        # index 2 of the GPU list (little-endian unsigned after the size), and the zeroed tail.
-        self.assertEqual(out["info"], [0, "02000000", "00" * 12])
+        # index 2 of the GPU list (little-endian unsigned after the size), and the untouched tail.
+        self.assertEqual(out["info"], [0, "02000000", "ee" * 12])
         self.assertEqual(out["info_short"], 2)
 
     def test_library_not_found(self):

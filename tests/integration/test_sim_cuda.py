@@ -8,7 +8,7 @@ import subprocess
 import sys
 import unittest
 
-from support import CUDA_USER, SIM_ROOT, Case, for_python, machine, sim_env, uuids
+from support import CUDA_USER, SIM_ROOT, Case, for_python, machine, private_path, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 MIX = uuids("workstation-mixed")  # PCI order: A4000, 4090, A6000
@@ -120,7 +120,7 @@ class CudaRulesTest(Case):
         self.assertEqual(visible("mig-a100", CUDA_VISIBLE_DEVICES="0"), [m[4:] for m in MIGS])
 
     def test_mig_legacy_rule(self):
-        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gpusel-mig-legacy.toml")
+        path = private_path("mig-legacy.toml")
         with open(os.path.join(os.path.dirname(CUDA_USER), "..", "lib", "gpusel", "sim", "machines", "mig-a100.toml")) as f:
             text = f.read()
         with open(path, "w") as f:

@@ -6,7 +6,7 @@ import subprocess
 import sys
 import unittest
 
-from support import BIN, Case, gpusel, gpusel_json, machine, sim_env, uuids
+from support import BIN, Case, gpusel, gpusel_json, machine, private_path, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 MIX = uuids("workstation-mixed")  # PCI order: A4000, 4090, A6000; CUDA order: 4090, A6000, A4000
@@ -61,7 +61,7 @@ class BindTest(Case):
         self.assertEqual(r.stdout.split(), [MIX[0], MIX[1]])
 
     def test_unknowable_case_without_cuda_keeps_the_remedy(self):
-        path = os.path.join(os.environ.get("TMPDIR", "/tmp"), "gpusel-mixed-nocuda.toml")
+        path = private_path("mixed-nocuda.toml")
         with open(os.path.join(os.path.dirname(__file__), "..", "..", "sim", "machines", "workstation-mixed.toml")) as f:
             text = f.read()
         with open(path, "w") as f:

@@ -1,12 +1,23 @@
 // The C ABI's contract: statuses, the thread-local last error, caller buffers and size queries.
 #include <gtest/gtest.h>
 
+#ifndef _WIN32
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
 #include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gpusel/gpusel.h"
 #include "gpusel/version.h"
+#include "sized_struct.hpp"
 
 TEST(CApi, ParseIntoCallerBuffer) {
   char buf[64];
@@ -89,3 +100,199 @@ TEST(CApi, Version) {
                                                     std::to_string(GPUSEL_VERSION_MINOR) + "." +
                                                     std::to_string(GPUSEL_VERSION_PATCH));
 }
+
+namespace {
+
+// Three versions of one caller-sized struct, to try the rule of sized_struct.hpp with callers
+// older and newer than "the library" (V2 here).
+struct V1 {
+  std::size_t size;
+  int a;
+  char text[12];
+};
+struct V2 {
+  std::size_t size;
+  int a;
+  char text[12];
+  unsigned long long b;
+  int c;
+};
+struct V3 {
+  std::size_t size;
+  int a;
+  char text[12];
+  unsigned long long b;
+  int c;
+  int d;
+  char more[40];
+};
+
+// Where V2's fields end: its sizeof adds padding, where V3 puts `d`.
+constexpr std::size_t kV2FieldsEnd = offsetof(V2, c) + sizeof(int);
+static_assert(sizeof(V2) > kV2FieldsEnd && offsetof(V3, d) == kV2FieldsEnd);
+
+V2 library_value() {
+  V2 v{};
+  v.size = sizeof v;
+  v.a = 7;
+  std::memcpy(v.text, "eleven char", 12);
+  v.b = 0x1122334455667788ull;
+  v.c = -5;
+  return v;
+}
+
+}  // namespace
+
+TEST(SizedStruct, AnOlderCallersStructIsFilledOnlyAsFarAsItGoes) {
+  // V1 at the start of a buffer whose remaining bytes must stay as they are.
+  std::vector<unsigned char> buf(sizeof(V2) + 32, 0xab);
+  V1 old{};
+  old.size = sizeof old;
+  std::memcpy(buf.data(), &old, sizeof old.size);
+  const V2 value = library_value();
+  EXPECT_EQ(gpusel::detail::copy_sized_struct(buf.data(), &value, kV2FieldsEnd), sizeof(V1));
+  std::memcpy(&old, buf.data(), sizeof old);
+  EXPECT_EQ(old.size, sizeof(V1));
+  EXPECT_EQ(old.a, 7);
+  EXPECT_STREQ(old.text, "eleven char");
+  for (std::size_t i = sizeof(V1); i < buf.size(); ++i) ASSERT_EQ(buf[i], 0xab) << "byte " << i;
+}
+
+TEST(SizedStruct, ANewerCallersOwnFieldsKeepTheirValues) {
+  V3 newer{};
+  newer.size = sizeof newer;
+  newer.d = 42;
+  std::memset(newer.more, 'm', sizeof newer.more);
+  const V2 value = library_value();
+  EXPECT_EQ(gpusel::detail::copy_sized_struct(&newer, &value, kV2FieldsEnd), kV2FieldsEnd);
+  EXPECT_EQ(newer.size, sizeof(V3));  // never written
+  EXPECT_EQ(newer.a, 7);
+  EXPECT_EQ(newer.b, 0x1122334455667788ull);
+  EXPECT_EQ(newer.c, -5);
+  EXPECT_EQ(newer.d, 42);
+  for (char ch : newer.more) ASSERT_EQ(ch, 'm');
+}
+
+TEST(SizedStruct, NoSizeMakesTheLibraryWritePastItsOwnStruct) {
+  const V2 value = library_value();
+  for (std::size_t claimed :
+       {std::size_t{0}, std::size_t{3}, sizeof(std::size_t), sizeof(std::size_t) + 1,
+        kV2FieldsEnd - 1, kV2FieldsEnd, sizeof(V2), sizeof(V2) + 1, std::size_t{100000},
+        std::size_t{0xffffffffffffull}, SIZE_MAX}) {
+    std::vector<unsigned char> buf(sizeof(V2) + 64, 0xcd);
+    std::memcpy(buf.data(), &claimed, sizeof claimed);
+    const std::size_t valid = gpusel::detail::copy_sized_struct(buf.data(), &value, kV2FieldsEnd);
+    EXPECT_EQ(valid, std::min(claimed, kV2FieldsEnd)) << claimed;
+    EXPECT_EQ(gpusel::detail::caller_struct_size(buf.data()), claimed);
+    // Written: the library's bytes up to `valid`; beyond it nothing.
+    for (std::size_t i = sizeof(std::size_t); i < valid; ++i)
+      ASSERT_EQ(buf[i], reinterpret_cast<const unsigned char*>(&value)[i]) << claimed << " " << i;
+    for (std::size_t i = std::max(valid, sizeof(std::size_t)); i < buf.size(); ++i)
+      ASSERT_EQ(buf[i], 0xcd) << claimed << " byte " << i;
+  }
+}
+
+#ifndef _WIN32  // fork; tests/windows covers the DLL's C API
+namespace {
+
+// Runs `body` in a child on the simulated dgx-h100 (the driver libraries are loaded once per
+// process, so the other tests keep theirs); returns the child's exit status, 0 when every check
+// in it held. The child names the first check that failed on stderr.
+template <typename F>
+int on_simulated_machine(F body) {
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe");
+  const std::filesystem::path sim = exe.parent_path().parent_path() / "lib" / "gpusel" / "sim";
+  if (!std::filesystem::exists(sim / "libcuda.so.1")) return 77;
+  const pid_t pid = ::fork();
+  if (pid < 0) return 99;
+  if (pid == 0) {
+    for (const char* name : {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUSEL_GPUS",
+                             "GPUSEL_GPU", "LOCAL_RANK", "SLURM_LOCALID"})
+      ::unsetenv(name);
+    ::setenv("GPUSEL_SIM_MACHINE",
+             (std::string(GPUSEL_SOURCE_DIR) + "/sim/machines/dgx-h100.toml").c_str(), 1);
+    ::setenv("GPUSEL_CUDA_LIBRARY", (sim / "libcuda.so.1").c_str(), 1);
+    ::setenv("GPUSEL_NVML_LIBRARY", (sim / "libnvidia-ml.so.1").c_str(), 1);
+    ::_exit(body());
+  }
+  int status = 0;
+  if (::waitpid(pid, &status, 0) != pid) return 98;
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+#define CHILD_CHECK(cond, code)                                                    \
+  do {                                                                             \
+    if (!(cond)) {                                                                 \
+      std::fprintf(stderr, "check failed: %s (%s)\n", #cond, gpusel_last_error()); \
+      return code;                                                                 \
+    }                                                                              \
+  } while (0)
+
+// The caller's struct (whose fields, in this library's version, end at `fields_end`) claiming
+// sizes from the right one to absurd ones: as a heap block of exactly sizeof(T) (AddressSanitizer
+// reports any write past it), and inside a larger buffer whose tail must stay untouched. Sizes
+// below the first version's (here: this version's) are refused without a write.
+template <typename T>
+int check_sizes(int (*call)(T*), std::size_t fields_end) {
+  T reference{};
+  reference.size = sizeof reference;
+  CHILD_CHECK(call(&reference) == GPUSEL_OK, 10);
+  for (std::size_t claimed : {sizeof(T), sizeof(T) + 1, sizeof(T) + 16, std::size_t{100000},
+                              std::size_t{0xffffffffffffull}, SIZE_MAX}) {
+    // Exactly the library's struct, claiming more.
+    auto* exact = static_cast<unsigned char*>(std::malloc(sizeof(T)));
+    CHILD_CHECK(exact != nullptr, 11);
+    std::memset(exact, 0x5a, sizeof(T));
+    std::memcpy(exact, &claimed, sizeof claimed);
+    CHILD_CHECK(call(reinterpret_cast<T*>(exact)) == GPUSEL_OK, 12);
+    CHILD_CHECK(std::memcmp(exact + sizeof claimed,
+                            reinterpret_cast<const unsigned char*>(&reference) + sizeof claimed,
+                            fields_end - sizeof claimed) == 0,
+                13);
+    for (std::size_t i = fields_end; i < sizeof(T); ++i) CHILD_CHECK(exact[i] == 0x5a, 19);
+    CHILD_CHECK(gpusel::detail::caller_struct_size(exact) == claimed, 14);
+    std::free(exact);
+    // A larger buffer: the bytes after the library's struct keep the caller's values.
+    std::vector<unsigned char> big(sizeof(T) + 256, 0x5a);
+    std::memcpy(big.data(), &claimed, sizeof claimed);
+    CHILD_CHECK(call(reinterpret_cast<T*>(big.data())) == GPUSEL_OK, 15);
+    for (std::size_t i = fields_end; i < big.size(); ++i) CHILD_CHECK(big[i] == 0x5a, 16);
+  }
+  // Below the first version: refused, nothing written.
+  for (std::size_t claimed : {std::size_t{0}, std::size_t{8}, fields_end - 1}) {
+    std::vector<unsigned char> buf(sizeof(T), 0x5a);
+    std::memcpy(buf.data(), &claimed, sizeof claimed);
+    CHILD_CHECK(call(reinterpret_cast<T*>(buf.data())) == GPUSEL_BAD_INPUT, 17);
+    for (std::size_t i = sizeof claimed; i < buf.size(); ++i) CHILD_CHECK(buf[i] == 0x5a, 18);
+  }
+  return 0;
+}
+
+}  // namespace
+
+TEST(CApi, IdentityWritesNoFurtherThanItsOwnStructWhateverSizeSays) {
+  const int status = on_simulated_machine([] {
+    return check_sizes<gpusel_identity>(
+        [](gpusel_identity* id) { return gpusel_gpu_identity(3, id); },
+        offsetof(gpusel_identity, pci_bus_id) + sizeof(gpusel_identity::pci_bus_id));
+  });
+  if (status == 77) GTEST_SKIP() << "no simulator beside the test";
+  EXPECT_EQ(status, 0) << "see the child's message above";
+}
+
+TEST(CApi, GpuListEntryWritesNoFurtherThanItsOwnStructWhateverSizeSays) {
+  const int status = on_simulated_machine([] {
+    gpusel_gpu_list* list = nullptr;
+    CHILD_CHECK(gpusel_list_gpus(&list) == GPUSEL_OK, 20);
+    CHILD_CHECK(gpusel_gpu_list_count(list) == 8, 21);
+    static gpusel_gpu_list* the_list = list;
+    const int rc = check_sizes<gpusel_gpu_info>(
+        [](gpusel_gpu_info* info) { return gpusel_gpu_list_get(the_list, 5, info); },
+        offsetof(gpusel_gpu_info, mig_enabled) + sizeof(gpusel_gpu_info::mig_enabled));
+    gpusel_gpu_list_free(list);
+    return rc;
+  });
+  if (status == 77) GTEST_SKIP() << "no simulator beside the test";
+  EXPECT_EQ(status, 0) << "see the child's message above";
+}
+#endif

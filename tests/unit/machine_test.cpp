@@ -1,8 +1,5 @@
 #include <gtest/gtest.h>
-#ifdef _WIN32
-#include <process.h>  // _getpid; the test that forks is Linux-only
-#define getpid _getpid
-#else
+#ifndef _WIN32  // the test that forks is Linux-only
 #include <dlfcn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -17,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <random>
 #include <thread>
 #include <vector>
 
@@ -30,12 +28,26 @@ namespace {
 
 const std::string kMachines = std::string(GPUSEL_SOURCE_DIR) + "/sim/machines";
 
-// A folder of this process's own: ctest runs several of these tests at once.
+// A folder of this process's own, made on first use under a name no other process holds (ctest
+// runs several of these tests at once, and a run may meet another run's leftovers), readable by
+// its owner only, and removed when the process ends.
 std::filesystem::path temp_dir() {
-  auto dir = std::filesystem::temp_directory_path() /
-             ("gpusel_machine_test." + std::to_string(::getpid()));
-  std::filesystem::create_directories(dir);
-  return dir;
+  static const struct Own {
+    std::filesystem::path path;
+    Own() {
+      std::random_device random;
+      const auto base = std::filesystem::temp_directory_path();
+      do {
+        path = base / ("gpusel_machine_test." + std::to_string(random()));
+      } while (!std::filesystem::create_directory(path));
+      std::filesystem::permissions(path, std::filesystem::perms::owner_all);
+    }
+    ~Own() {
+      std::error_code ignored;
+      std::filesystem::remove_all(path, ignored);
+    }
+  } own;
+  return own.path;
 }
 
 std::string write_temp(const std::string& name, const std::string& text) {

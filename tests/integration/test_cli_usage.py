@@ -1,5 +1,7 @@
-"""The first hour (issue 12): the usual mistakes of a newcomer, each fed to gpusel, each answered
-with a message that says what happened and what to do instead."""
+"""The CLI's usage: the usual mistakes of a newcomer (misspelt commands and options, a program
+without `--`, pasted --gpu values, --sim anywhere), each answered with a message that says what
+happened and what to do instead; `--gpu all`, output formats, sizes, completions, and the README's
+and man page's examples and variables."""
 
 import json
 import os

@@ -1,7 +1,7 @@
-"""Hostile machine files and machine arguments (issue 13): `sim env` output is safe to eval, and a
-machine file that is not a small regular file, nests absurdly deep or holds absurd values is refused
-with a message (exit 2) by the CLI, and with a message and a failed init by the simulated libraries,
-never with a hang or a crash. Machine files are generated here."""
+"""The simulator's machine files and machine arguments, hostile ones included: `sim env` output is
+safe to eval, and a machine file that is not a small regular file, nests absurdly deep or holds
+absurd values is refused with a message (exit 2) by the CLI, and with a message and a failed init by
+the simulated libraries, never with a hang or a crash. Machine files are generated here."""
 
 import os
 import shutil

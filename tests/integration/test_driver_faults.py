@@ -1,4 +1,4 @@
-"""Broken and hostile drivers (issue 13): gpusel against a fake libnvidia-ml.so.1 and libcuda.so.1
+"""Broken and hostile drivers: gpusel against a fake libnvidia-ml.so.1 and libcuda.so.1
 (tests/fault/, built into <build>/lib/gpusel/fault/) that report absurd counts, hang in cuInit, fill
 string buffers without a terminating NUL, return bytes that are not UTF-8 or hold terminal escape
 sequences, or an empty UUID. gpusel must stay bounded and prompt, read every driver string within
