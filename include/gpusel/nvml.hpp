@@ -27,7 +27,8 @@ struct NvmlSnapshot {
   std::vector<GpuInfo> gpus;             // nvidia-smi order
   NvmlDetail detail = NvmlDetail::Full;  // how much of each GPU was read
   // How `gpus` are connected, when topology was asked for: read from NVML only as a pick asks
-  // (pick_free), in this process's NVML session; unknown once the session has closed.
+  // (pick_free), in this process's NVML session, each answer kept for later picks (copies share
+  // them); unknown once the session has closed.
   Topology links;
 };
 

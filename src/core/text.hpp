@@ -70,6 +70,10 @@ std::optional<double> read_plain_number(std::string_view text) noexcept;
 // (what a GPU UUID holds). Lease files and the simulator's usage files are named by UUID.
 bool is_plain_file_name(std::string_view name) noexcept;
 
+// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as
+// \xNN; well-formed UTF-8 (no overlong form, surrogate, or code point past U+10FFFF) kept.
+std::string printable(std::string_view text);
+
 // `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval.
 std::string shell_quote(std::string_view value);
 

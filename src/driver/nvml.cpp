@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <unordered_map>
 
 #include "../platform/ancestry.hpp"
 #include "dl.hpp"
@@ -314,8 +315,45 @@ class NvmlTopology final : public TopologySource {
   }
 
   NvlinkEnd nvlink_end(std::size_t gpu, unsigned link) override {
-    NvlinkEnd end;
     std::lock_guard<std::mutex> lock(nvml_mutex);
+    const std::uint64_t key = static_cast<std::uint64_t>(gpu) << 32 | link;
+    if (auto it = ends_.find(key); it != ends_.end()) return it->second;
+    NvlinkEnd end = read_end(gpu, link);
+    if (device(gpu) != nullptr) ends_.emplace(key, end);  // a closed session's answer is not kept
+    return end;
+  }
+
+  std::optional<bool> nvlink(std::size_t a, std::size_t b) override {
+    std::lock_guard<std::mutex> lock(nvml_mutex);
+    const std::uint64_t key = pair(a, b);
+    if (auto it = nvlinks_.find(key); it != nvlinks_.end()) return it->second;
+    const nvmlDevice_t da = device(a), db = device(b);
+    int status = -1;
+    if (da == nullptr || db == nullptr || api_.nvmlDeviceGetP2PStatus == nullptr ||
+        api_.nvmlDeviceGetP2PStatus(da, db, abi::kNvmlP2PCapsIndexNvlink, &status) !=
+            NVML_SUCCESS) {
+      return std::nullopt;
+    }
+    return nvlinks_[key] = status == abi::kNvmlP2PStatusOk;
+  }
+
+  int ancestor(std::size_t a, std::size_t b) override {
+    std::lock_guard<std::mutex> lock(nvml_mutex);
+    const std::uint64_t key = pair(a, b);
+    if (auto it = ancestors_.find(key); it != ancestors_.end()) return it->second;
+    const nvmlDevice_t da = device(a), db = device(b);
+    int level = -1;
+    if (da == nullptr || db == nullptr || api_.nvmlDeviceGetTopologyCommonAncestor == nullptr ||
+        api_.nvmlDeviceGetTopologyCommonAncestor(da, db, &level) != NVML_SUCCESS) {
+      return -1;
+    }
+    return ancestors_[key] = level;
+  }
+
+ private:
+  // Called with nvml_mutex held.
+  NvlinkEnd read_end(std::size_t gpu, unsigned link) {
+    NvlinkEnd end;
     const nvmlDevice_t dev = device(gpu);
     if (dev == nullptr || api_.nvmlDeviceGetNvLinkRemotePciInfo_v2 == nullptr) return end;
     if (api_.nvmlDeviceGetNvLinkState != nullptr) {
@@ -341,30 +379,9 @@ class NvmlTopology final : public TopologySource {
     return end;
   }
 
-  std::optional<bool> nvlink(std::size_t a, std::size_t b) override {
-    std::lock_guard<std::mutex> lock(nvml_mutex);
-    const nvmlDevice_t da = device(a), db = device(b);
-    int status = -1;
-    if (da == nullptr || db == nullptr || api_.nvmlDeviceGetP2PStatus == nullptr ||
-        api_.nvmlDeviceGetP2PStatus(da, db, abi::kNvmlP2PCapsIndexNvlink, &status) !=
-            NVML_SUCCESS) {
-      return std::nullopt;
-    }
-    return status == abi::kNvmlP2PStatusOk;
+  static std::uint64_t pair(std::size_t a, std::size_t b) {
+    return static_cast<std::uint64_t>(std::min(a, b)) << 32 | std::max(a, b);
   }
-
-  int ancestor(std::size_t a, std::size_t b) override {
-    std::lock_guard<std::mutex> lock(nvml_mutex);
-    const nvmlDevice_t da = device(a), db = device(b);
-    int level = -1;
-    if (da == nullptr || db == nullptr || api_.nvmlDeviceGetTopologyCommonAncestor == nullptr ||
-        api_.nvmlDeviceGetTopologyCommonAncestor(da, db, &level) != NVML_SUCCESS) {
-      return -1;
-    }
-    return level;
-  }
-
- private:
   static std::string upper(std::string s) {
     for (char& c : s) c = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
     return s;
@@ -390,6 +407,11 @@ class NvmlTopology final : public TopologySource {
   std::vector<nvmlDevice_t> handles_;
   std::map<std::string, std::size_t> by_bus_;
   int pid_;
+  // Every answer, kept: the topology does not change within a session, and a waiting free:N asks
+  // again at each look.
+  std::unordered_map<std::uint64_t, NvlinkEnd> ends_;
+  std::unordered_map<std::uint64_t, bool> nvlinks_;
+  std::unordered_map<std::uint64_t, int> ancestors_;
 };
 
 // Everything between a successful init and its shutdown.
