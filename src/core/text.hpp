@@ -34,6 +34,10 @@ constexpr char ascii_lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c;
 }
 
+// A number of seconds for a message: "1", "0.5", "2.25" (at most 3 decimals, no trailing zeros),
+// never std::to_string's "1.000000".
+std::string seconds_text(double seconds);
+
 // True when `s` is one or more ASCII decimal digits and nothing else.
 bool all_digits(std::string_view s) noexcept;
 

@@ -12,6 +12,7 @@
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel/version.h"
+#include "interface.hpp"
 #include "text.hpp"
 
 namespace {
@@ -30,6 +31,7 @@ struct Cli {
   BenchOptions bench_options, bench_worker_options;
   DoctorOptions doctor_options;
   SetupOptions setup_options;
+  InterfaceOptions interface_options;
   CLI::App* list = nullptr;
   CLI::App* resolve = nullptr;
   CLI::App* bind = nullptr;
@@ -40,6 +42,7 @@ struct Cli {
   CLI::App* bench_worker = nullptr;
   CLI::App* doctor = nullptr;
   CLI::App* setup = nullptr;
+  CLI::App* interface = nullptr;
 
   explicit Cli(const std::string& only) {
     app.name("gpusel");
@@ -61,6 +64,7 @@ struct Cli {
     if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
     if (want("setup")) setup = setup_setup(app, setup_options);
+    if (only.empty()) interface = setup_interface(app, interface_options);
   }
 
   static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
@@ -79,6 +83,7 @@ struct Cli {
       if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
       if (parsed(doctor)) return run_doctor(doctor_options);
       if (parsed(setup)) return run_setup(setup_options);
+      if (parsed(interface)) return run_interface(app, interface_options);
     } catch (const gpusel::Error& e) {
       print_error(e.what());
       return e.exit_code();
