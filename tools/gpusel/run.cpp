@@ -115,11 +115,9 @@ int run_run(const RunOptions& options) {
       throw failure("--bind-cpu " + options.bind_cpu +
                     " needs NVML to find the CPUs near each GPU");
     std::vector<GpuInfo> rank_gpus;  // each rank's GPU, K consecutive ranks per GPU
-    for (const std::string& uuid : r.gpus) {
-      for (const GpuInfo& g : r.machine) {
-        if (g.uuid != uuid) continue;
-        for (int k = 0; k < options.ranks_per_gpu; ++k) rank_gpus.push_back(g);
-      }
+    for (std::optional<GpuInfo>& g : resolved_in_full(r)) {
+      if (!g) continue;
+      for (int k = 0; k < options.ranks_per_gpu; ++k) rank_gpus.push_back(*g);
     }
     try {
       launch.cpus = plan_cpus(rank_gpus,
