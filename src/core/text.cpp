@@ -83,18 +83,6 @@ std::optional<double> read_plain_number(std::string_view text) noexcept {
   return value;
 }
 
-std::string shell_quote(std::string_view value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 bool is_plain_file_name(std::string_view name) noexcept {
   if (name.empty() || name.size() > 96) return false;
   for (char c : name) {

@@ -1,6 +1,6 @@
-// gpusel: the core's small text helpers (pure, no I/O, no locale): quoting for messages and for
-// the shell, blanks, comma lists and decimal numbers read with std::from_chars.
-// A private header: src/core is on the include path of the targets that use it.
+// gpusel: the core's small text helpers (pure, no I/O, no locale): quoting for messages, blanks,
+// comma lists and decimal numbers read with std::from_chars. The core's interface to the layers
+// that may use it (cmake/layers.cmake): never installed, not on the gpusel command's include path.
 #pragma once
 
 #include <cstdint>
@@ -69,8 +69,5 @@ std::optional<double> read_plain_number(std::string_view text) noexcept;
 // Whether `name` can be used as a file name as it is: 1 to 96 ASCII letters, digits and dashes
 // (what a GPU UUID holds). Lease files and the simulator's usage files are named by UUID.
 bool is_plain_file_name(std::string_view name) noexcept;
-
-// `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval.
-std::string shell_quote(std::string_view value);
 
 }  // namespace gpusel::detail

@@ -6,7 +6,7 @@
 #include <cstring>
 #include <mutex>
 
-#include "../platform/ancestry.hpp"
+#include "ancestry.hpp"
 #include "dl.hpp"
 #include "nvml_abi.hpp"
 #include "nvml_index.hpp"

@@ -282,6 +282,10 @@ int launch_workers(const LaunchOptions& options) {
   return detail::launch_program(options, find_program(options.command.at(0)));
 }
 
+int launch_workers(const LaunchOptions& options, const std::string& program) {
+  return detail::launch_program(options, program);
+}
+
 GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {

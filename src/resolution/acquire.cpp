@@ -4,7 +4,7 @@
 #ifdef _WIN32
 #include <filesystem>
 
-#include "../platform/win_lock.hpp"
+#include "win_lock.hpp"
 #else
 #include <dirent.h>
 #include <fcntl.h>

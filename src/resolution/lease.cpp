@@ -16,7 +16,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "../platform/env.hpp"
+#include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
 #include "text.hpp"

@@ -12,12 +12,12 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "../platform/env.hpp"
-#include "../platform/win_lock.hpp"
+#include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/resolve.hpp"
 #include "text.hpp"
+#include "win_lock.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 

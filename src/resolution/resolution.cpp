@@ -4,7 +4,7 @@
 
 #include <cstdlib>
 
-#include "../platform/env.hpp"
+#include "env.hpp"
 #include "gpusel/acquire.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"

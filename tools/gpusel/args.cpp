@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
@@ -11,7 +12,6 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
-#include "text.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -387,10 +387,14 @@ std::uint64_t parse_size_option(const std::string& option, const std::string& te
                     "(powers of 1000), or plain bytes; " +
                     examples);
   }
-  // A number beyond any double reads as infinity: "is too large" below.
-  const double bytes =
-      detail::read_plain_number(number).value_or(std::numeric_limits<double>::infinity()) *
-      found->factor;
+  // `number` is digits with at most one dot; one beyond any double reads as infinity: "is too
+  // large" below.
+  double count = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), count,
+                                         std::chars_format::fixed);
+  if (ec != std::errc() || end != number.data() + number.size())
+    count = std::numeric_limits<double>::infinity();
+  const double bytes = count * found->factor;
   if (bytes == 0) {
     throw bad_input(head + " is zero bytes; a buffer must hold at least " +
                     std::to_string(multiple) + " bytes (the default is 512MiB)");

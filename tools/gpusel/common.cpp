@@ -1,7 +1,7 @@
 #include "common.hpp"
 
 #ifdef _WIN32
-#include "../../src/platform/win.hpp"
+#include "win.hpp"
 #else
 #include <unistd.h>
 #endif

@@ -9,7 +9,6 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
-#include "launch_detail.hpp"
 
 namespace gpusel::cli {
 
@@ -111,7 +110,7 @@ int run_run(const RunOptions& options) {
 #endif
     }
   }
-  return detail::launch_program(launch, program);
+  return launch_workers(launch, program);
 }
 
 }  // namespace gpusel::cli
