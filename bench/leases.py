@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
-"""free:N and leases on the simulated dgx-h100: the time from starting `gpusel run` to its first
-worker's start, with `--gpu free:2` (usage and topology read through NVML, candidates leased, the
-best pair picked) against `--gpu 0,1` (resolved and leased), side by side; and the throughput of
-16 jobs contending for GPUs at once with `--gpu free:2 --wait`.
+"""free:N and leases on the simulated dgx-h100, measured side by side:
+- start-up: the time from starting `gpusel run` to its first worker's start, with `--gpu free:2`
+  (usage and topology read through NVML, the best pair picked and leased) against `--gpu 0,1`;
+- hand-off: the time from a job's release of a GPU (its worker's last moment) to the start of the
+  next job's worker, which was waiting for it (`--wait`), for a named GPU and for free:1;
+- false refusals: 8 no-wait `free:1` jobs started together on the 8 idle GPUs, 20 rounds;
+- throughput: 64 jobs of 50 ms each with `--gpu free:1 --wait` on 8 GPUs (the work alone: 0.4 s).
 
 Usage: bench/leases.py [--runs N] [--build DIR]
-Target: free:2 within 1.2x of 0,1.
+Targets: free:2 within 1.2x of 0,1; hand-off median under 5 ms (named) and 20 ms (free:1);
+0 false refusals.
 """
 
 import argparse
@@ -48,6 +52,57 @@ for name, ts in times.items():
           f"max {max(ts) * 1e3:7.2f} ms")
 ratio = statistics.median(times["--gpu free:2"]) / statistics.median(times["--gpu 0,1"])
 print(f"  free:2 takes {ratio:.2f}x the time of 0,1 (target: at most 1.2x)")
+
+def stamp_of(path):
+    with open(path) as f:
+        return float(f.read())
+
+
+def hand_off(spec, runs):
+    """Release-to-next-start latencies: a holder's worker writes its last moment and exits; the
+    waiter, queued for the GPU, writes its first."""
+    out = []
+    released, started = os.path.join(tmp, "released"), os.path.join(tmp, "next")
+    for _ in range(runs):
+        holder = subprocess.Popen([gpusel, "run", "--quiet", "--gpu", "3", "--", "sh", "-c",
+                                   f"sleep 0.3; date +%s.%N > {released}"], env=env)
+        time.sleep(0.1)  # the holder has its lease
+        waiter = subprocess.Popen([gpusel, "run", "--quiet", "--gpu", spec, "--wait", "--", "sh", "-c",
+                                   f"date +%s.%N > {started}"], env=env, stderr=subprocess.DEVNULL)
+        if holder.wait() or waiter.wait():
+            sys.exit("a hand-off job failed")
+        out.append(stamp_of(started) - stamp_of(released))
+    return out
+
+
+# free:1 must wait for GPU 3 alone: the other seven are leased by a job that sleeps meanwhile.
+others = subprocess.Popen([gpusel, "run", "--quiet", "--gpu", "0,1,2,4,5,6,7", "--", "sleep", "3600"], env=env)
+time.sleep(0.3)
+print(f"hand-off: from a job's release of GPU 3 to the waiting job's worker start, {max(args.runs // 2, 5)} runs each")
+for spec, target in (("3", 5), ("free:1", 20)):
+    ts = hand_off(spec, max(args.runs // 2, 5))
+    print(f"  --gpu {spec:<7} median {statistics.median(ts) * 1e3:6.2f} ms   max {max(ts) * 1e3:6.2f} ms   "
+          f"(target: median under {target} ms)")
+others.terminate()
+others.wait()
+
+refused = 0
+for _ in range(20):
+    procs = [subprocess.Popen([gpusel, "run", "--quiet", "--gpu", "free:1", "--", "sleep", "0.2"], env=env,
+                              stderr=subprocess.DEVNULL) for _ in range(8)]
+    refused += sum(1 for p in procs if p.wait() != 0)
+print(f"8 no-wait free:1 jobs started together on 8 idle GPUs, 20 rounds: {refused} of 160 refused (target 0)")
+
+jobs = 64
+t0 = time.perf_counter()
+procs = [subprocess.Popen([gpusel, "run", "--quiet", "--gpu", "free:1", "--wait", "--", "sleep", "0.05"], env=env,
+                          stderr=subprocess.DEVNULL) for _ in range(jobs)]
+codes = [p.wait() for p in procs]
+wall = time.perf_counter() - t0
+if any(codes):
+    sys.exit(f"a contending job failed: exit codes {codes}")
+print(f"{jobs} jobs of 50 ms contending for 8 GPUs (free:1 --wait): all done in {wall:.2f} s; the work "
+      f"alone, eight at a time, is {jobs / 8 * 0.05:.2f} s")
 
 # 16 jobs at once, each holding two GPUs for 50 ms: at most four run together on 8 GPUs.
 jobs = 16

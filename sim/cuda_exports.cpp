@@ -30,8 +30,34 @@ using gpusel::sim::cuda::error_name;
           std::make_tuple args);                                                \
     return rc;                                                                  \
   }
+#define SIM_CU_AS(name, implementation, params, args)                           \
+  CUDA_SIM_API CUresult name params {                                           \
+    const CUresult rc = impl::implementation args;                              \
+    if (gpusel::sim::trace::on())                                               \
+      std::apply(                                                               \
+          [&](const auto&... traced_args) {                                     \
+            gpusel::sim::trace::call("libcuda.so.1", #name, rc, error_name(rc), \
+                                     rc == CUDA_SUCCESS, traced_args...);       \
+          },                                                                    \
+          std::make_tuple args);                                                \
+    return rc;                                                                  \
+  }
 #include "cuda_exports.inc"
 #undef SIM_CU
+#undef SIM_CU_AS
+
+// The functions the simulator does not model: CUDA_ERROR_NOT_SUPPORTED, arguments untouched. They
+// take no parameters here: on the platforms' C calling conventions the caller cleans up, so a
+// call with any arguments returns safely.
+#define SIM_CU_UNMODELLED(name)                                                  \
+  CUDA_SIM_API CUresult name() {                                                 \
+    if (gpusel::sim::trace::on())                                                \
+      gpusel::sim::trace::call("libcuda.so.1", #name, CUDA_ERROR_NOT_SUPPORTED,  \
+                               "CUDA_ERROR_NOT_SUPPORTED (not modelled)", true); \
+    return CUDA_ERROR_NOT_SUPPORTED;                                             \
+  }
+#include "cuda_unmodelled.inc"
+#undef SIM_CU_UNMODELLED
 
 namespace {
 
@@ -43,11 +69,17 @@ void* proc(F* f) {
 struct Export {
   const char* symbol;
   void* fn;
+  bool modelled;  // false: an unmodelled symbol (CUDA_ERROR_NOT_SUPPORTED)
 };
 const Export kExports[] = {
-#define SIM_CU(name, params, args) {#name, proc(&::name)},
+#define SIM_CU(name, params, args) {#name, proc(&::name), true},
+#define SIM_CU_AS(name, implementation, params, args) {#name, proc(&::name), true},
+#define SIM_CU_UNMODELLED(name) {#name, proc(&::name), false},
 #include "cuda_exports.inc"
+#include "cuda_unmodelled.inc"
 #undef SIM_CU
+#undef SIM_CU_AS
+#undef SIM_CU_UNMODELLED
 };
 
 // The CUDA version that brought each exported symbol's ABI (cudaTypedefs.h's PFN_<name>_v<N>):
@@ -130,6 +162,53 @@ const Since kSince[] = {
     {"cuDeviceGetP2PAttribute", 8000},
     {"cuDeviceGetUuid", 9020},
     {"cuGetProcAddress", 11030},
+    {"cuMemcpy", 4000},
+    {"cuMemcpyAsync", 4000},
+    {"cuMemcpyPeer", 4000},
+    {"cuMemcpyPeerAsync", 4000},
+    {"cuMemsetD16_v2", 3020},
+    {"cuMemsetD16Async", 3020},
+    {"cuStreamGetPriority", 5050},
+    {"cuStreamGetFlags", 5050},
+    {"cuStreamGetCtx", 9020},
+    {"cuStreamGetCtx_v2", 12050},
+    {"cuStreamGetDevice", 12080},
+    {"cuStreamGetId", 12000},
+    {"cuStreamIsCapturing", 10000},
+    {"cuEventRecordWithFlags", 11010},
+    {"cuPointerGetAttributes", 7000},
+    {"cuMemAllocAsync", 11020},
+    {"cuMemAllocFromPoolAsync", 11020},
+    {"cuMemFreeAsync", 11020},
+    {"cuDeviceGetDefaultMemPool", 11020},
+    {"cuDeviceGetMemPool", 11020},
+    {"cuMemPoolGetAttribute", 11020},
+    {"cuMemPoolSetAttribute", 11020},
+    {"cuMemPoolTrimTo", 11020},
+    {"cuLibraryLoadData", 12000},
+    {"cuLibraryLoadFromFile", 12000},
+    {"cuLibraryUnload", 12000},
+    {"cuLibraryGetKernel", 12000},
+    {"cuLibraryGetModule", 12000},
+    {"cuKernelGetFunction", 12000},
+    {"cuKernelGetAttribute", 12000},
+    {"cuKernelSetAttribute", 12000},
+    {"cuKernelGetName", 12030},
+    {"cuLaunchKernelEx", 11060},
+    {"cuFuncSetAttribute", 9000},
+    {"cuOccupancyMaxActiveBlocksPerMultiprocessor", 6050},
+    {"cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags", 7000},
+    {"cuOccupancyMaxPotentialBlockSize", 6050},
+    {"cuOccupancyMaxPotentialBlockSizeWithFlags", 7000},
+    {"cuOccupancyAvailableDynamicSMemPerBlock", 10020},
+    {"cuOccupancyMaxPotentialClusterSize", 11070},
+    {"cuOccupancyMaxActiveClusters", 11070},
+    {"cuCtxGetId", 12000},
+    {"cuCtxGetDevice_v2", 13000},
+    {"cuCtxSynchronize_v2", 13000},
+    {"cuProfilerStart", 4000},
+    {"cuProfilerStop", 4000},
+    {"cuGetExportTable", 3000},
 };
 
 int since(const char* symbol) {
@@ -164,8 +243,14 @@ CUresult impl::cuGetProcAddress_v2(const char* symbol, void** fn, int version,
   *fn = nullptr;
   int best = -1;
   bool too_new = false;
+  // Where the simulator models a function, only its modelled ABIs are handed out (an older ABI of
+  // the same function is VERSION_NOT_SUFFICIENT, not an unmodelled stub); a function it does not
+  // model at all gets its stub, which answers CUDA_ERROR_NOT_SUPPORTED.
+  bool modelled = false;
+  for (const Export& e : kExports)
+    modelled = modelled || (e.modelled && base_name(e.symbol) == symbol);
   for (const Export& e : kExports) {
-    if (base_name(e.symbol) != symbol) continue;
+    if (e.modelled != modelled || base_name(e.symbol) != symbol) continue;
     const int v = since(e.symbol);
     if (v > version) {
       too_new = true;

@@ -24,6 +24,8 @@ bool within(const std::map<const void*, std::size_t>& ranges, const void* host, 
   return p >= base && p + size <= base + it->second;
 }
 
+}  // namespace
+
 CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const void* src_host,
               std::size_t bytes, CUstream stream) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
@@ -70,7 +72,7 @@ CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const vo
   return CUDA_SUCCESS;
 }
 
-// cuMemsetD8/D32 (element size 1 or 4), on the legacy stream or `stream`.
+// cuMemsetD8/D16/D32 (element size 1, 2 or 4), on the legacy stream or `stream`.
 CUresult memset_device(CUdeviceptr dst, unsigned int value, std::size_t size, std::size_t count,
                        CUstream stream) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
@@ -84,6 +86,9 @@ CUresult memset_device(CUdeviceptr dst, unsigned int value, std::size_t size, st
   if (size == 4) {
     auto* p = reinterpret_cast<unsigned int*>(dst);
     std::fill(p, p + count, value);
+  } else if (size == 2) {
+    auto* p = reinterpret_cast<unsigned short*>(dst);
+    std::fill(p, p + count, static_cast<unsigned short>(value & 0xffffu));
   } else {
     std::memset(reinterpret_cast<void*>(dst), static_cast<int>(value & 0xffu), count);
   }
@@ -91,8 +96,6 @@ CUresult memset_device(CUdeviceptr dst, unsigned int value, std::size_t size, st
   account(*d, stream, Link::Local, count * size / 2);
   return CUDA_SUCCESS;
 }
-
-}  // namespace
 
 // The allocation holding [ptr, ptr + size), or nullptr.
 const Allocation* find_allocation(CUdeviceptr ptr, std::size_t size) {
@@ -124,7 +127,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, std::size_t bytes) {
   *ptr = reinterpret_cast<CUdeviceptr>(p);
   s.allocations[*ptr] = Allocation{bytes, current_context->device};
   d->memory_used += bytes;
-  gpusel::sim::note_usage(s.loaded.machine, d->parent_uuid, d->memory_used);
+  gpusel::sim::note_usage(s.loaded.machine, d->uuid, d->memory_used, "libcuda.so.1");
   return CUDA_SUCCESS;
 }
 
@@ -137,7 +140,7 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
   release_host_memory(reinterpret_cast<void*>(ptr), it->second.size);
   Device& owner = s.devices[static_cast<std::size_t>(it->second.device)];
   owner.memory_used -= it->second.size;
-  gpusel::sim::note_usage(s.loaded.machine, owner.parent_uuid, owner.memory_used);
+  gpusel::sim::note_usage(s.loaded.machine, owner.uuid, owner.memory_used, "libcuda.so.1");
   s.allocations.erase(it);
   return CUDA_SUCCESS;
 }

@@ -6,6 +6,8 @@
 //   cuda_timing.cpp      streams, events and the simulated time copies take
 //   cuda_modules.cpp     module, linker and launch entry points (no device code runs)
 //   cuda_errors.cpp      result names and descriptions (src/driver/cuda_errors.def)
+//   cuda_extras.cpp      calls real programs make beyond gpusel's needs (unified and peer copies,
+//                        stream getters, pools, libraries, occupancy, cuGetExportTable)
 //   cuda_exports.cpp     the exported, traced entry points and cuGetProcAddress's table
 //   host_memory_posix.cpp  the one platform-specific piece: reserving host address space
 #pragma once
@@ -44,8 +46,15 @@ typedef struct {
 struct CUstream_st {
   int device = 0;
   bool non_blocking = false;
+  int priority = 0;  // cuStreamCreateWithPriority's, clamped to the context's range
   double ready = 0;  // simulated seconds at which the stream's queued work is done
 };
+struct CUmemPoolHandle_st {
+  std::uint64_t release_threshold = 0;  // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, kept as set
+};
+typedef struct CUmemPoolHandle_st* CUmemoryPool;
+typedef struct CUlib_st* CUlibrary;
+typedef struct CUkern_st* CUkernel;
 struct CUevent_st {
   bool recorded = false;
   double time = 0;
@@ -64,6 +73,7 @@ struct Device {
   int sm_count = 0;
   CUctx_st primary;
   CUstream_st legacy_stream;                          // stream 0
+  CUmemPoolHandle_st pool;                            // the default memory pool
   double h2d_free = 0, d2h_free = 0, local_free = 0;  // when each link is next idle
 };
 
@@ -98,6 +108,8 @@ extern thread_local std::vector<CUcontext> context_stack;
 // ---- cuda_state.cpp ----
 State& state();
 const SimGpu& gpu_of(const State& s, const Device& d);
+// The machine, loaded on first use (before cuInit too); final once returned.
+const LoadedMachine& loaded_machine();
 // Guard for every call after cuInit: returns CUDA_SUCCESS when the driver is usable.
 CUresult ready();
 // CUdevice handles. NVIDIA's drivers hand out the ordinal itself, and real programs rely on it
@@ -125,6 +137,12 @@ bool peer_access(const Device& a, const Device& b);
 std::optional<int> attribute_value(const State& s, const Device& d, int attribute);
 
 // ---- cuda_memory.cpp ----
+// A copy between device memory (dst_dev/src_dev, 0 for host) and host memory, charged to the
+// current context's device on `stream`; a memset of `count` elements of `size` (1, 2 or 4) bytes.
+CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const void* src_host,
+              std::size_t bytes, CUstream stream);
+CUresult memset_device(CUdeviceptr dst, unsigned int value, std::size_t size, std::size_t count,
+                       CUstream stream);
 // The allocation holding [ptr, ptr + size), or nullptr. Call with the mutex held.
 const Allocation* find_allocation(CUdeviceptr ptr, std::size_t size);
 // Pinned (allocated or registered) host memory. Call with the mutex held.
@@ -136,6 +154,10 @@ CUstream_st* stream_of(CUstream stream, Device& d);
 bool valid_stream(CUstream stream);
 // Queues `bytes` on a link of device d behind whatever the stream and the link already hold.
 void account(Device& d, CUstream stream, Link link, std::size_t bytes);
+
+// The special stream handles CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2): both act as
+// the legacy stream here (the simulator has one default stream per device).
+CUstream normal_stream(CUstream stream);
 
 // ---- cuda_errors.cpp ----
 const char* error_name(CUresult rc);
@@ -152,6 +174,8 @@ void release_host_memory(void* p, std::size_t bytes);
 // The implementation of each exported function (cuda_exports.inc), wrapped by cuda_exports.cpp.
 namespace gpusel::sim::cuda::impl {
 #define SIM_CU(name, params, args) CUresult name params;
+#define SIM_CU_AS(name, implementation, params, args)
 #include "cuda_exports.inc"
 #undef SIM_CU
+#undef SIM_CU_AS
 }  // namespace gpusel::sim::cuda::impl

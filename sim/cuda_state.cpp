@@ -130,6 +130,13 @@ bool known_context(CUcontext c) {
   return known && alive(c);
 }
 
+const LoadedMachine& loaded_machine() {
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  load_once(s);
+  return s.loaded;
+}
+
 Device* current_device() {
   if (current_context == nullptr || !alive(current_context)) return nullptr;
   return device_at(current_context->device);

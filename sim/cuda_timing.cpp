@@ -3,14 +3,22 @@
 #include "cuda_sim.hpp"
 
 #include <algorithm>
+#include <cstdint>
 
 namespace gpusel::sim::cuda {
 
+CUstream normal_stream(CUstream stream) {
+  const auto value = reinterpret_cast<std::uintptr_t>(stream);
+  return value == 1 || value == 2 ? nullptr : stream;
+}
+
 CUstream_st* stream_of(CUstream stream, Device& d) {
+  stream = normal_stream(stream);
   return stream == nullptr ? &d.legacy_stream : stream;
 }
 
 bool valid_stream(CUstream stream) {
+  stream = normal_stream(stream);
   return stream == nullptr || state().streams.count(stream) > 0;
 }
 
@@ -18,6 +26,7 @@ bool valid_stream(CUstream stream) {
 // The legacy stream also waits for, and holds back, every blocking stream of its device.
 void account(Device& d, CUstream stream, Link link, std::size_t bytes) {
   State& s = state();
+  stream = normal_stream(stream);
   const SimGpu& g = gpu_of(s, d);
   double seconds = 0;
   double* link_free = nullptr;
@@ -73,8 +82,12 @@ CUresult cuStreamCreate(CUstream* stream, unsigned int flags) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int) {
-  return cuStreamCreate(stream, flags);  // priorities do not change simulated time
+// Priorities do not change simulated time; the value is kept for cuStreamGetPriority, clamped to
+// cuCtxGetStreamPriorityRange's [-5, 0] as the driver does.
+CUresult cuStreamCreateWithPriority(CUstream* stream, unsigned int flags, int priority) {
+  const CUresult rc = cuStreamCreate(stream, flags);
+  if (rc == CUDA_SUCCESS) (*stream)->priority = std::clamp(priority, -5, 0);
+  return rc;
 }
 
 CUresult cuStreamDestroy_v2(CUstream stream) {
@@ -91,7 +104,8 @@ CUresult cuStreamSynchronize(CUstream stream) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (stream == nullptr && current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (normal_stream(stream) == nullptr && current_device() == nullptr)
+    return CUDA_ERROR_INVALID_CONTEXT;
   return CUDA_SUCCESS;  // work completes as it is queued; only simulated time advances
 }
 
@@ -101,7 +115,8 @@ CUresult cuStreamQuery(CUstream stream) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
-  if (stream == nullptr && current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (normal_stream(stream) == nullptr && current_device() == nullptr)
+    return CUDA_ERROR_INVALID_CONTEXT;
   return CUDA_SUCCESS;
 }
 
@@ -136,6 +151,7 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
   if (s.events.count(event) == 0 || !valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
   Device* d = current_device();
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  stream = normal_stream(stream);
   CUstream_st* st = stream_of(stream, *d);
   double t = st->ready;
   if (stream == nullptr) {

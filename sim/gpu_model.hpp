@@ -234,21 +234,40 @@ struct ModelDefaults {
   bool pcie_p2p;     // peer access over PCIe (GeForce boards have it off)
   unsigned nvlinks;  // NVLink links, when on NVLink
   unsigned nvlink_version;
+  // NVML's identity and engine figures (nvmlDeviceGetVbiosVersion, GetBAR1MemoryInfo, GetEccMode,
+  // GetEncoderCapacity / Get*Utilization): the VBIOS string, BAR1 aperture in MiB, ECC memory
+  // (enabled by default on data-centre parts, present but off on workstation ones, absent on
+  // GeForce: 2 / 1 / 0), and video encoder and decoder engines.
+  const char* vbios;
+  unsigned bar1_mib;
+  unsigned ecc;
+  unsigned encoders, decoders;
 };
 
 inline constexpr ModelDefaults kModels[] = {
-    {"H100 80GB HBM3", 1980, 2619, 5120, 700, 70, false, "NVIDIA", true, 18, 4},
-    {"H100 PCIe", 1755, 1593, 5120, 350, 50, false, "NVIDIA", true, 12, 4},
-    {"H100", 1980, 2619, 5120, 700, 70, false, "NVIDIA", true, 18, 4},
-    {"A100-SXM4-40GB", 1410, 1215, 5120, 400, 55, false, "NVIDIA", true, 12, 3},
-    {"A100-SXM4-80GB", 1410, 1593, 5120, 400, 60, false, "NVIDIA", true, 12, 3},
-    {"A100 80GB PCIe", 1410, 1512, 5120, 300, 45, false, "NVIDIA", true, 12, 3},
-    {"A100", 1410, 1215, 5120, 250, 40, false, "NVIDIA", true, 12, 3},
-    {"RTX A6000", 1800, 8001, 384, 300, 25, true, "NVIDIA RTX", true, 4, 3},
-    {"RTX A4000", 1560, 7001, 256, 140, 12, true, "NVIDIA RTX", true, 0, 0},
-    {"RTX 4090", 2520, 10501, 384, 450, 25, true, "GeForce", false, 0, 0},
-    {"L40S", 2520, 9001, 384, 350, 35, false, "NVIDIA", true, 0, 0},
-    {"L4", 2040, 6251, 192, 72, 16, false, "NVIDIA", true, 0, 0},
+    {"H100 80GB HBM3", 1980, 2619, 5120, 700, 70, false, "NVIDIA", true, 18, 4, "96.00.99.00.01",
+     131072, 2, 0, 7},
+    {"H100 PCIe", 1755, 1593, 5120, 350, 50, false, "NVIDIA", true, 12, 4, "96.00.30.00.01", 131072,
+     2, 0, 7},
+    {"H100", 1980, 2619, 5120, 700, 70, false, "NVIDIA", true, 18, 4, "96.00.99.00.01", 131072, 2,
+     0, 7},
+    {"A100-SXM4-40GB", 1410, 1215, 5120, 400, 55, false, "NVIDIA", true, 12, 3, "92.00.45.00.03",
+     65536, 2, 0, 5},
+    {"A100-SXM4-80GB", 1410, 1593, 5120, 400, 60, false, "NVIDIA", true, 12, 3, "92.00.45.00.06",
+     131072, 2, 0, 5},
+    {"A100 80GB PCIe", 1410, 1512, 5120, 300, 45, false, "NVIDIA", true, 12, 3, "92.00.90.00.04",
+     131072, 2, 0, 5},
+    {"A100", 1410, 1215, 5120, 250, 40, false, "NVIDIA", true, 12, 3, "92.00.25.00.08", 65536, 2, 0,
+     5},
+    {"RTX A6000", 1800, 8001, 384, 300, 25, true, "NVIDIA RTX", true, 4, 3, "94.02.5C.00.02", 256,
+     1, 1, 2},
+    {"RTX A4000", 1560, 7001, 256, 140, 12, true, "NVIDIA RTX", true, 0, 0, "94.04.3F.00.02", 256,
+     1, 1, 1},
+    {"RTX 4090", 2520, 10501, 384, 450, 25, true, "GeForce", false, 0, 0, "95.02.3C.40.B8", 256, 0,
+     2, 1},
+    {"L40S", 2520, 9001, 384, 350, 35, false, "NVIDIA", true, 0, 0, "95.02.66.00.02", 65536, 2, 3,
+     3},
+    {"L4", 2040, 6251, 192, 72, 16, false, "NVIDIA", true, 0, 0, "95.04.29.00.06", 32768, 2, 2, 4},
 };
 
 // The first model whose match is in `name`; a generic one (by compute capability) otherwise.
@@ -268,7 +287,14 @@ inline ModelDefaults defaults_for(std::string_view name, int cc_major, std::uint
           geforce ? "GeForce" : "NVIDIA",
           !geforce,
           0,
-          0};
+          0,
+          cc_major >= 9   ? "96.00.00.00.01"
+          : cc_major == 8 ? "94.00.00.00.01"
+                          : "90.00.00.00.01",
+          wide ? 65536u : 256u,
+          geforce ? 0u : 2u,
+          1,
+          1};
 }
 
 }  // namespace gpusel::sim::model

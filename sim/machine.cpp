@@ -164,6 +164,17 @@ void parse_sensors(const Reader& r, const toml::table& t, SimGpu& g) {
   }
   g.pcie_p2p = d.pcie_p2p;
   if (t.get("pcie_p2p") != nullptr) g.pcie_p2p = r.flag(t, "pcie_p2p");
+  g.vbios_version = d.vbios;
+  if (const toml::node* n = t.get("vbios_version")) g.vbios_version = r.text(*n, "vbios_version");
+  g.bar1_mib = count("bar1_memory_mib", d.bar1_mib, 1u << 24);
+  g.ecc = count("ecc", d.ecc, 2);
+  g.compute_mode = count("compute_mode", 0, 3);
+  if (g.compute_mode == 1)
+    r.fail(t.get("compute_mode")->source(),
+           "key 'compute_mode' must be 0 (default), 2 (prohibited) or 3 (exclusive process)");
+  if (t.get("display_active") != nullptr) g.display_active = r.flag(t, "display_active");
+  g.encoders = count("encoders", d.encoders, 64);
+  g.decoders = count("decoders", d.decoders, 64);
   if (const toml::node* n = t.get("serial")) {
     g.serial = r.text(*n, "serial");
   } else if (g.brand != "GeForce") {

@@ -72,6 +72,13 @@ struct SimGpu {
   std::uint64_t throttle_reasons = 0;
   bool throttle_given = false;
   std::map<int, int> cuda_attributes;  // CUdevice_attribute -> value, from the machine file
+  // NVML-only identity and modes (defaults per model: sim/gpu_model.hpp).
+  std::string vbios_version;
+  unsigned bar1_mib = 0;        // BAR1 aperture
+  unsigned ecc = 0;             // 0: no ECC memory, 1: present but off, 2: enabled
+  unsigned compute_mode = 0;    // nvmlComputeMode_t: 0 DEFAULT, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS
+  bool display_active = false;  // a display is driven from this GPU
+  unsigned encoders = 0, decoders = 0;  // video engines
 };
 
 struct SimFaults {

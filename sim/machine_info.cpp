@@ -7,6 +7,7 @@
 #include <string>
 
 #include "machine.hpp"
+#include "usage.hpp"
 
 namespace {
 
@@ -19,9 +20,10 @@ void field(std::string& out, const std::string& value) {
 
 // Finds the machine `spec` (a bundled name looked up in `machines_dir`, or a path; with
 // `machines_dir` NULL, `spec` is the machine file itself) and loads it. The answer is a list of
-// NUL-terminated fields: "ok", the file, the machine's name, its description, its NVML fault and
-// its CUDA fault; or "error" and the message of a machine that cannot be used; or "fatal" and what
-// went wrong otherwise. Returns the answer's size, and writes it to `buf` when `len` is enough.
+// NUL-terminated fields: "ok", the file, the machine's name, its description, its NVML fault, its
+// CUDA fault and the last static-runtime program noted on it ("<time> <pid> <executable>" or "");
+// or "error" and the message of a machine that cannot be used; or "fatal" and what went wrong
+// otherwise. Returns the answer's size, and writes it to `buf` when `len` is enough.
 #ifdef _WIN32
 #define GPUSEL_SIM_MACHINES_API extern "C" __declspec(dllexport)
 #else
@@ -41,6 +43,8 @@ GPUSEL_SIM_MACHINES_API std::size_t gpuselSimDescribeMachine(const char* spec,
     field(out, m.description);
     field(out, m.faults.nvml);
     field(out, m.faults.cuda);
+    // The last program on this machine that ran NVIDIA's own (static) CUDA runtime, or "".
+    field(out, gpusel::sim::static_runtime_note(m));
   } catch (const gpusel::sim::MachineError& e) {
     out.clear();
     field(out, "error");

@@ -1,5 +1,8 @@
 // The simulated libnvidia-ml.so.1: NVML's C entry points over a machine file.
 #include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -43,6 +46,45 @@ typedef struct {
   unsigned int reserved[4];
 } nvmlPciInfoLegacy_t;
 static_assert(sizeof(nvmlPciInfoLegacy_t) == 52);
+
+// nvmlProcessInfo_v1_t (nvmlDeviceGet*RunningProcesses): pid and memory only, 16 bytes.
+struct ProcessInfoV1 {
+  unsigned int pid;
+  unsigned long long usedGpuMemory;
+};
+static_assert(sizeof(ProcessInfoV1) == 16);
+
+// nvmlBAR1Memory_t.
+struct BAR1Memory {
+  unsigned long long bar1Total, bar1Free, bar1Used;
+};
+static_assert(sizeof(BAR1Memory) == 24);
+
+// nvmlDeviceAttributes_t: MIG devices only, as on real drivers.
+struct DeviceAttributes {
+  unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
+      sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
+  unsigned long long memorySizeMB;
+};
+static_assert(sizeof(DeviceAttributes) == 40);
+
+// nvmlFieldValue_t: 40 bytes; each field answered or marked NOT_SUPPORTED in its own nvmlReturn.
+struct FieldValue {
+  unsigned int fieldId, scopeId;
+  long long timestamp, latencyUsec;
+  int valueType;
+  nvmlReturn_t nvmlReturn;
+  unsigned long long value;
+};
+static_assert(sizeof(FieldValue) == 40);
+
+// nvmlProcessUtilizationSample_t: 32 bytes; one sample per simulated process with a context.
+struct ProcessUtilizationSample {
+  unsigned int pid;
+  unsigned long long timeStamp;
+  unsigned int smUtil, memUtil, encUtil, decUtil;
+};
+static_assert(sizeof(ProcessUtilizationSample) == 32);
 
 struct gpuselNvmlDeviceBox {
   int gpu = 0;
@@ -128,6 +170,33 @@ nvmlReturn_t do_init() {
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.refcount;
   return NVML_SUCCESS;
+}
+
+// A process with what NVML tells about it: the instance ids are the MIG device's it runs on, or
+// 0xFFFFFFFF on a GPU without MIG.
+struct BookedProcess {
+  gpusel::sim::SimProcess process;
+  unsigned gpu_instance = 0xFFFFFFFFu, compute_instance = 0xFFFFFFFFu;
+};
+
+// The processes on a handle: the machine file's and the simulated processes with a context on it.
+// A MIG device has those on it; its parent GPU (MIG enabled) lists those of all its MIG devices,
+// each with its instance ids, as the driver does.
+std::vector<BookedProcess> booked(const gpuselNvmlDeviceBox& box, const SimGpu& gpu) {
+  std::vector<BookedProcess> out;
+  const auto& machine = state().loaded.machine;
+  if (box.mig < 0) {
+    for (const auto& p : gpu.processes) out.push_back({p});
+    for (const auto& p : gpusel::sim::live_processes(machine, gpu.uuid, "libnvidia-ml.so.1"))
+      out.push_back({p});
+  }
+  for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
+    if (box.mig >= 0 && static_cast<std::size_t>(box.mig) != m) continue;
+    const auto& mig = gpu.migs[m];
+    for (const auto& p : gpusel::sim::live_processes(machine, mig.uuid, "libnvidia-ml.so.1"))
+      out.push_back({p, mig.gpu_instance, mig.compute_instance});
+  }
+  return out;
 }
 
 nvmlReturn_t handle_by_index(unsigned index, nvmlDevice_t* device) {
@@ -295,11 +364,7 @@ nvmlReturn_t nvmlDeviceGetMemoryInfo(nvmlDevice_t device, nvmlMemory_t* memory) 
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
   if (memory == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   unsigned long long used = 0;
-  for (const auto& p : gpu->processes) used += p.used_memory;
-  if (box->mig < 0) {
-    for (const auto& p : gpusel::sim::live_processes(state().loaded.machine, gpu->uuid))
-      used += p.used_memory;
-  }
+  for (const BookedProcess& p : booked(*box, *gpu)) used += p.process.used_memory;
   memory->total =
       box->mig < 0 ? gpu->memory_total : gpu->migs[static_cast<std::size_t>(box->mig)].memory_total;
   memory->used = std::min<unsigned long long>(used, memory->total);
@@ -468,9 +533,9 @@ nvmlReturn_t nvmlDeviceGetUtilizationRates(nvmlDevice_t device, nvmlUtilization_
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
   if (util == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  if (box->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
-  const auto live =
-      static_cast<unsigned>(gpusel::sim::live_processes(state().loaded.machine, gpu->uuid).size());
+  // Per-GPU utilisation is not available with MIG enabled, on the GPU or its MIG devices.
+  if (box->mig >= 0 || gpu->mig_enabled) return NVML_ERROR_NOT_SUPPORTED;
+  const auto live = static_cast<unsigned>(booked(*box, *gpu).size() - gpu->processes.size());
   util->gpu = std::min(100u, gpu->utilization_gpu + live * gpusel::sim::kUtilizationPerProcess);
   util->memory =
       std::min(100u, gpu->utilization_memory + live * gpusel::sim::kUtilizationPerProcess / 2);
@@ -483,12 +548,7 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  // The machine file's processes, then the simulated processes that have a context on the GPU.
-  std::vector<gpusel::sim::SimProcess> procs = gpu->processes;
-  if (box->mig < 0) {
-    for (const auto& p : gpusel::sim::live_processes(state().loaded.machine, gpu->uuid))
-      procs.push_back(p);
-  }
+  const std::vector<BookedProcess> procs = booked(*box, *gpu);
   const auto needed = static_cast<unsigned>(procs.size());
   if (*count < needed) {
     *count = needed;
@@ -496,10 +556,10 @@ nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_t device, unsign
   }
   if (needed > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   for (unsigned i = 0; i < needed; ++i) {
-    infos[i].pid = procs[i].pid;
-    infos[i].usedGpuMemory = procs[i].used_memory;
-    infos[i].gpuInstanceId = 0xFFFFFFFFu;
-    infos[i].computeInstanceId = 0xFFFFFFFFu;
+    infos[i].pid = procs[i].process.pid;
+    infos[i].usedGpuMemory = procs[i].process.used_memory;
+    infos[i].gpuInstanceId = procs[i].gpu_instance;
+    infos[i].computeInstanceId = procs[i].compute_instance;
   }
   *count = needed;
   return NVML_SUCCESS;
@@ -573,9 +633,8 @@ namespace {
 
 // Busy: the machine file's utilisation, or a simulated process with a context on it.
 bool busy(const SimGpu& gpu) {
-  return gpu.utilization_gpu > 0 ||
-         !gpusel::sim::live_processes(state().loaded.machine, gpu.uuid).empty() ||
-         !gpu.processes.empty();
+  const gpuselNvmlDeviceBox whole{static_cast<int>(&gpu - state().loaded.machine.gpus.data()), -1};
+  return gpu.utilization_gpu > 0 || !booked(whole, gpu).empty();
 }
 
 // Sensors and clocks belong to the whole GPU: a MIG handle gets NOT_SUPPORTED, as on real ones.
@@ -713,9 +772,9 @@ nvmlReturn_t nvmlDeviceGetMemoryBusWidth(nvmlDevice_t device, unsigned int* widt
   return NVML_SUCCESS;
 }
 
-nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfo_t* pci) {
-  return nvmlDeviceGetPciInfo_v3(device, pci);
-}
+// nvmlDeviceGetPciInfo_v2 and the unversioned symbol fill the 52-byte struct of their time
+// (busId[16] first, then four reserved words), never the 68-byte one of _v3: callers such as
+// py3nvml pass 52 bytes.
 nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfoLegacy_t* pci) {
   if (pci == nullptr) {
     const gpuselNvmlDeviceBox* box;
@@ -727,6 +786,9 @@ nvmlReturn_t nvmlDeviceGetPciInfo(nvmlDevice_t device, nvmlPciInfoLegacy_t* pci)
   if (nvmlReturn_t rc = nvmlDeviceGetPciInfo_v3(device, &v3); rc != NVML_SUCCESS) return rc;
   to_legacy(v3, pci);
   return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPciInfo_v2(nvmlDevice_t device, nvmlPciInfoLegacy_t* pci) {
+  return nvmlDeviceGetPciInfo(device, pci);
 }
 
 nvmlReturn_t nvmlDeviceGetNvLinkState(nvmlDevice_t device, unsigned int link, int* active) {
@@ -982,6 +1044,555 @@ nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device,
   return nvmlDeviceGetSupportedClocksEventReasons(device, reasons);
 }
 
+// ---- what monitors and tools read beyond gpusel's needs (nvtop, py3nvml, nvitop, py3smi,
+// gpustat): answered from the machine file and the simulated usage; the structs of each call are
+// written at exactly their version's size.
+
+namespace {
+
+static_assert(sizeof(nvmlProcessInfo_t) == 24);
+
+template <typename Info>
+nvmlReturn_t process_list(nvmlDevice_t device, unsigned int* count, Info* infos, bool compute) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  // Simulated processes are compute ones: graphics and MPS lists are empty.
+  const std::vector<BookedProcess> procs =
+      compute ? booked(*box, *gpu) : std::vector<BookedProcess>{};
+  const auto needed = static_cast<unsigned>(procs.size());
+  if (*count < needed) {
+    *count = needed;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (needed > 0 && infos == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (unsigned i = 0; i < needed; ++i) {
+    Info out{};
+    out.pid = procs[i].process.pid;
+    out.usedGpuMemory = procs[i].process.used_memory;
+    if constexpr (sizeof(Info) == sizeof(nvmlProcessInfo_t)) {
+      out.gpuInstanceId = procs[i].gpu_instance;
+      out.computeInstanceId = procs[i].compute_instance;
+    }
+    std::memcpy(&infos[i], &out, sizeof out);
+  }
+  *count = needed;
+  return NVML_SUCCESS;
+}
+
+// Each process with a context adds this much PCIe traffic each way, in KB/s.
+constexpr unsigned kPcieKBpsPerProcess = 250000;
+
+unsigned live_count(const gpuselNvmlDeviceBox& box, const SimGpu& gpu) {
+  return static_cast<unsigned>(booked(box, gpu).size() - (box.mig < 0 ? gpu.processes.size() : 0));
+}
+
+// The MIG profile's slice count from its name ("MIG 3g.40gb" -> 3), 1 when it has none.
+unsigned slices(const std::string& name) {
+  const auto at = name.find("g.");
+  if (at == std::string::npos || at == 0) return 1;
+  std::size_t begin = at;
+  while (begin > 0 && name[begin - 1] >= '0' && name[begin - 1] <= '9') --begin;
+  return begin == at ? 1u : static_cast<unsigned>(std::stoul(name.substr(begin, at - begin)));
+}
+
+std::uint64_t microseconds_now() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+}  // namespace
+
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* count,
+                                                     nvmlProcessInfo_t* infos) {
+  return process_list(device, count, infos, true);
+}
+nvmlReturn_t nvmlDeviceGetComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                  ProcessInfoV1* infos) {
+  return process_list(device, count, infos, true);
+}
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                      nvmlProcessInfo_t* infos) {
+  return process_list(device, count, infos, false);
+}
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses_v2(nvmlDevice_t device, unsigned int* count,
+                                                      nvmlProcessInfo_t* infos) {
+  return process_list(device, count, infos, false);
+}
+nvmlReturn_t nvmlDeviceGetGraphicsRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                   ProcessInfoV1* infos) {
+  return process_list(device, count, infos, false);
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v3(nvmlDevice_t device, unsigned int* count,
+                                                        nvmlProcessInfo_t* infos) {
+  return process_list(device, count, infos, false);
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses_v2(nvmlDevice_t device, unsigned int* count,
+                                                        nvmlProcessInfo_t* infos) {
+  return process_list(device, count, infos, false);
+}
+nvmlReturn_t nvmlDeviceGetMPSComputeRunningProcesses(nvmlDevice_t device, unsigned int* count,
+                                                     ProcessInfoV1* infos) {
+  return process_list(device, count, infos, false);
+}
+
+// nvmlPcieUtilCounter_t: TX 0, RX 1; KB/s over the last 20 ms.
+nvmlReturn_t nvmlDeviceGetPcieThroughput(nvmlDevice_t device, int counter, unsigned int* value) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (value == nullptr || counter < 0 || counter > 1) return NVML_ERROR_INVALID_ARGUMENT;
+  if (box->mig >= 0) return NVML_ERROR_NOT_SUPPORTED;
+  *value = live_count(*box, *gpu) * kPcieKBpsPerProcess;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetPcieReplayCounter(nvmlDevice_t device, unsigned int* value) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (value == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *value = 0;
+  return NVML_SUCCESS;
+}
+
+// Video engines: idle (the simulator encodes nothing); NOT_SUPPORTED on a GPU without them.
+namespace {
+nvmlReturn_t engine_utilization(nvmlDevice_t device, unsigned* util, unsigned* period,
+                                unsigned SimGpu::*engines) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (util == nullptr || period == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->*engines == 0) return NVML_ERROR_NOT_SUPPORTED;
+  *util = 0;
+  *period = 167000;
+  return NVML_SUCCESS;
+}
+}  // namespace
+
+nvmlReturn_t nvmlDeviceGetEncoderUtilization(nvmlDevice_t device, unsigned int* util,
+                                             unsigned int* period) {
+  return engine_utilization(device, util, period, &SimGpu::encoders);
+}
+nvmlReturn_t nvmlDeviceGetDecoderUtilization(nvmlDevice_t device, unsigned int* util,
+                                             unsigned int* period) {
+  return engine_utilization(device, util, period, &SimGpu::decoders);
+}
+
+nvmlReturn_t nvmlDeviceGetDisplayActive(nvmlDevice_t device, int* active) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (active == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *active = gpu->display_active ? 1 : 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetDisplayMode(nvmlDevice_t device, int* mode) {
+  return nvmlDeviceGetDisplayActive(device, mode);
+}
+
+nvmlReturn_t nvmlDeviceGetComputeMode(nvmlDevice_t device, int* mode) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = static_cast<int>(gpu->compute_mode);
+  return NVML_SUCCESS;
+}
+
+// nvmlBAR1Memory_t: the aperture, 2 MiB of it mapped per GPU plus 32 MiB per process.
+
+nvmlReturn_t nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_t device, BAR1Memory* bar1) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (bar1 == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const unsigned long long total = static_cast<unsigned long long>(gpu->bar1_mib) << 20;
+  const unsigned long long used =
+      std::min<unsigned long long>(total, (2ull << 20) + (32ull << 20) * live_count(*box, *gpu));
+  bar1->bar1Total = total;
+  bar1->bar1Used = used;
+  bar1->bar1Free = total - used;
+  return NVML_SUCCESS;
+}
+
+// ECC: enabled on data-centre boards, present but off on workstation ones, absent on GeForce.
+nvmlReturn_t nvmlDeviceGetEccMode(nvmlDevice_t device, int* current, int* pending) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (current == nullptr || pending == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->ecc == 0) return NVML_ERROR_NOT_SUPPORTED;
+  *current = *pending = gpu->ecc == 2 ? 1 : 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetDefaultEccMode(nvmlDevice_t device, int* mode) {
+  int pending = 0;
+  return nvmlDeviceGetEccMode(device, mode, &pending);
+}
+// Error counters: none (errorType 0 corrected / 1 uncorrected, counterType 0 volatile / 1
+// aggregate); NOT_SUPPORTED where ECC is off or absent.
+nvmlReturn_t nvmlDeviceGetTotalEccErrors(nvmlDevice_t device, int type, int counter,
+                                         unsigned long long* count) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr || type < 0 || type > 1 || counter < 0 || counter > 1)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->ecc != 2) return NVML_ERROR_NOT_SUPPORTED;
+  *count = 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMemoryErrorCounter(nvmlDevice_t device, int type, int counter,
+                                             int location, unsigned long long* count) {
+  if (location < 0 || location > 9) {
+    const SimGpu* gpu;
+    if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+    return NVML_ERROR_INVALID_ARGUMENT;
+  }
+  return nvmlDeviceGetTotalEccErrors(device, type, counter, count);
+}
+
+// Energy since the driver loaded, in mJ: the idle draw over the time since boot, plus nothing
+// for load (the simulator does not integrate power over time).
+nvmlReturn_t nvmlDeviceGetTotalEnergyConsumption(nvmlDevice_t device, unsigned long long* mj) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (mj == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto seconds =
+      static_cast<unsigned long long>(std::chrono::duration_cast<std::chrono::seconds>(
+                                          std::chrono::steady_clock::now().time_since_epoch())
+                                          .count());
+  *mj = seconds * gpu->power_draw_mw;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetVbiosVersion(nvmlDevice_t device, char* version, unsigned int length) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  return copy_string(gpu->vbios_version, version, length);
+}
+
+// nvmlInforomObject_t: OEM 0, ECC 1, POWER 2, DEN 3.
+nvmlReturn_t nvmlDeviceGetInforomVersion(nvmlDevice_t device, int object, char* version,
+                                         unsigned int length) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  switch (object) {
+    case 0:
+      return copy_string("2.1", version, length);
+    case 1:
+      if (gpu->ecc == 0) return NVML_ERROR_NOT_SUPPORTED;
+      return copy_string("7.16", version, length);
+    case 2:
+    case 3:
+      return NVML_ERROR_NOT_SUPPORTED;
+    default:
+      return NVML_ERROR_INVALID_ARGUMENT;
+  }
+}
+nvmlReturn_t nvmlDeviceGetInforomImageVersion(nvmlDevice_t device, char* version,
+                                              unsigned int length) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  return copy_string("G" + std::to_string(gpu->cc_major * 100 + gpu->cc_minor * 10) + ".0200.00.05",
+                     version, length);
+}
+nvmlReturn_t nvmlDeviceGetInforomConfigurationChecksum(nvmlDevice_t device,
+                                                       unsigned int* checksum) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (checksum == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *checksum = 0x5A5A0000u | gpu->pci_bus;
+  return NVML_SUCCESS;
+}
+
+// The board: one GPU per board here, identified by its PCI address.
+nvmlReturn_t nvmlDeviceGetBoardId(nvmlDevice_t device, unsigned int* id) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (id == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *id = (gpu->pci_domain << 16) | (gpu->pci_bus << 8) | gpu->pci_device;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetMultiGpuBoard(nvmlDevice_t device, unsigned int* multi) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (multi == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *multi = 0;
+  return NVML_SUCCESS;
+}
+
+// Accounting is off (its default): nothing is accounted.
+nvmlReturn_t nvmlDeviceGetAccountingMode(nvmlDevice_t device, int* mode) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (mode == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *mode = 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetAccountingPids(nvmlDevice_t device, unsigned int* count,
+                                         unsigned int* pids) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  (void)pids;
+  *count = 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int* size) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (size == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  *size = 4000;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int, void* stats) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (stats == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlDeviceGetAttributes_v2(nvmlDevice_t device, DeviceAttributes* attributes) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (attributes == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (box->mig < 0) return NVML_ERROR_NOT_SUPPORTED;
+  const auto& mig = gpu->migs[static_cast<std::size_t>(box->mig)];
+  const unsigned n = slices(mig.name);
+  DeviceAttributes out{};
+  out.multiprocessorCount = static_cast<unsigned>(std::max(0, mig.sm_count));
+  out.sharedCopyEngineCount = n;
+  out.sharedDecoderCount = gpu->decoders * n / 7;
+  out.sharedEncoderCount = gpu->encoders * n / 7;
+  out.sharedJpegCount = n / 7;
+  out.sharedOfaCount = n / 7;
+  out.gpuInstanceSliceCount = n;
+  out.computeInstanceSliceCount = n;
+  out.memorySizeMB = mig.memory_total >> 20;
+  *attributes = out;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetAttributes(nvmlDevice_t device, DeviceAttributes* attributes) {
+  return nvmlDeviceGetAttributes_v2(device, attributes);
+}
+
+// The GPUs at most `level` apart from this one (nvmlGpuTopologyLevel_t), itself left out.
+nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, int level, unsigned int* count,
+                                              nvmlDevice_t* devices) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr || level < 0 || level > 50) return NVML_ERROR_INVALID_ARGUMENT;
+  State& s = state();
+  std::vector<nvmlDevice_t> near;
+  for (std::size_t g = 0; g < s.loaded.machine.gpus.size(); ++g) {
+    const SimGpu& other = s.loaded.machine.gpus[g];
+    if (&other == gpu || other.lost) continue;
+    if (gpusel::sim::topology_level(*gpu, other) <= level)
+      near.push_back(to_handle(&s.gpu_handles[g]));
+  }
+  if (*count == 0) {
+    *count = static_cast<unsigned>(near.size());
+    return NVML_SUCCESS;
+  }
+  if (devices == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto n = std::min<std::size_t>(*count, near.size());
+  std::copy(near.begin(), near.begin() + static_cast<std::ptrdiff_t>(n), devices);
+  *count = static_cast<unsigned>(n);
+  return NVML_SUCCESS;
+}
+
+// The GPUs whose CPU affinity holds `cpu`.
+nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpu, unsigned int* count,
+                                         nvmlDevice_t* devices) {
+  if (!initialised()) return NVML_ERROR_UNINITIALIZED;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  State& s = state();
+  std::vector<nvmlDevice_t> set;
+  for (std::size_t g = 0; g < s.loaded.machine.gpus.size(); ++g) {
+    const SimGpu& gpu = s.loaded.machine.gpus[g];
+    if (std::find(gpu.cpus.begin(), gpu.cpus.end(), static_cast<int>(cpu)) != gpu.cpus.end())
+      set.push_back(to_handle(&s.gpu_handles[g]));
+  }
+  if (*count == 0) {
+    *count = static_cast<unsigned>(set.size());
+    return NVML_SUCCESS;
+  }
+  if (devices == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto n = std::min<std::size_t>(*count, set.size());
+  std::copy(set.begin(), set.begin() + static_cast<std::ptrdiff_t>(n), devices);
+  *count = static_cast<unsigned>(n);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetFieldValues(nvmlDevice_t device, int count, FieldValue* values) {
+  const gpuselNvmlDeviceBox* box;
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check(device, &box, &gpu); rc != NVML_SUCCESS) return rc;
+  if (count < 0 || (count > 0 && values == nullptr)) return NVML_ERROR_INVALID_ARGUMENT;
+  constexpr int kUnsignedInt = 1, kUnsignedLongLong = 3;  // nvmlValueType_t
+  for (int i = 0; i < count; ++i) {
+    FieldValue& f = values[i];
+    f.timestamp = static_cast<long long>(microseconds_now());
+    f.latencyUsec = 0;
+    f.nvmlReturn = NVML_SUCCESS;
+    f.valueType = kUnsignedInt;
+    unsigned u = 0;
+    unsigned long long ull = 0;
+    nvmlReturn_t rc = NVML_SUCCESS;
+    switch (f.fieldId) {
+      case 1:    // ECC_CURRENT
+      case 2: {  // ECC_PENDING
+        int cur = 0, pend = 0;
+        rc = nvmlDeviceGetEccMode(device, &cur, &pend);
+        u = static_cast<unsigned>(f.fieldId == 1 ? cur : pend);
+        break;
+      }
+      case 82:  // MEMORY_TEMP
+        rc = box->mig >= 0 ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+        u = gpu->temperature + 4;
+        break;
+      case 83:  // TOTAL_ENERGY_CONSUMPTION
+        rc = nvmlDeviceGetTotalEnergyConsumption(device, &ull);
+        f.valueType = kUnsignedLongLong;
+        break;
+      case 90:   // NVLINK_SPEED_MBPS_COMMON
+      case 164:  // NVLINK_GET_SPEED
+        rc = gpu->nvlink_domain >= 0 && gpu->nvlinks > 0 && box->mig < 0 ? NVML_SUCCESS
+                                                                         : NVML_ERROR_NOT_SUPPORTED;
+        u = gpu->nvlink_version >= 4 ? 26562 : 25781;
+        break;
+      case 91:  // NVLINK_LINK_COUNT
+        u = gpu->nvlink_domain >= 0 ? gpu->nvlinks : 0;
+        break;
+      case 94:  // PCIE_REPLAY_COUNTER
+        rc = nvmlDeviceGetPcieReplayCounter(device, &u);
+        break;
+      case 185:  // POWER_AVERAGE
+      case 186:  // POWER_INSTANT
+        rc = nvmlDeviceGetPowerUsage(device, &u);
+        break;
+      case 190:  // POWER_CURRENT_LIMIT
+        rc = nvmlDeviceGetEnforcedPowerLimit(device, &u);
+        break;
+      default:
+        rc = NVML_ERROR_NOT_SUPPORTED;
+    }
+    f.nvmlReturn = rc;
+    f.value = f.valueType == kUnsignedLongLong ? ull : u;
+  }
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, ProcessUtilizationSample* samples,
+                                             unsigned int* count, unsigned long long) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const gpuselNvmlDeviceBox whole{static_cast<int>(gpu - state().loaded.machine.gpus.data()), -1};
+  const std::vector<BookedProcess> procs = booked(whole, *gpu);
+  std::vector<ProcessUtilizationSample> out;
+  for (const BookedProcess& p : procs) {
+    const bool simulated =
+        p.process.pid != 0 && std::none_of(gpu->processes.begin(), gpu->processes.end(),
+                                           [&](const auto& q) { return q.pid == p.process.pid; });
+    out.push_back({p.process.pid, microseconds_now(),
+                   simulated ? gpusel::sim::kUtilizationPerProcess : 0u,
+                   simulated ? gpusel::sim::kUtilizationPerProcess / 2 : 0u, 0u, 0u});
+  }
+  if (samples == nullptr || *count < out.size()) {
+    *count = static_cast<unsigned>(out.size());
+    return out.empty() ? NVML_ERROR_NOT_FOUND : NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  if (out.empty()) return NVML_ERROR_NOT_FOUND;
+  std::copy(out.begin(), out.end(), samples);
+  *count = static_cast<unsigned>(out.size());
+  return NVML_SUCCESS;
+}
+
+// NVLink traffic counters: zero on every link (the simulator moves no bytes over NVLink).
+nvmlReturn_t nvmlDeviceGetNvLinkUtilizationCounter(nvmlDevice_t device, unsigned int link,
+                                                   unsigned int counter, unsigned long long* rx,
+                                                   unsigned long long* tx) {
+  const SimGpu* peer;
+  int sw;
+  if (nvmlReturn_t rc = nvlink_remote(device, link, &peer, &sw); rc != NVML_SUCCESS) return rc;
+  if (rx == nullptr || tx == nullptr || counter > 1) return NVML_ERROR_INVALID_ARGUMENT;
+  *rx = *tx = 0;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetNvLinkCapability(nvmlDevice_t device, unsigned int link, int capability,
+                                           unsigned int* result) {
+  const SimGpu* peer;
+  int sw;
+  if (nvmlReturn_t rc = nvlink_remote(device, link, &peer, &sw); rc != NVML_SUCCESS) return rc;
+  if (result == nullptr || capability < 0 || capability > 5) return NVML_ERROR_INVALID_ARGUMENT;
+  *result = 1;  // P2P, sysmem access, atomics, SLI bridge, valid
+  return NVML_SUCCESS;
+}
+
+// The name of a process, as the kernel has it (its first argument), else NOT_FOUND.
+nvmlReturn_t nvmlSystemGetProcessName(unsigned int pid, char* name, unsigned int length) {
+  if (!initialised()) return NVML_ERROR_UNINITIALIZED;
+  if (name == nullptr || length == 0) return NVML_ERROR_INVALID_ARGUMENT;
+#ifdef _WIN32
+  (void)pid;
+  return NVML_ERROR_NOT_FOUND;
+#else
+  const std::string path = "/proc/" + std::to_string(pid) + "/cmdline";
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (f == nullptr) return NVML_ERROR_NOT_FOUND;
+  char buf[1024] = {};
+  const std::size_t got = std::fread(buf, 1, sizeof buf - 1, f);
+  std::fclose(f);
+  if (got == 0) return NVML_ERROR_NOT_FOUND;
+  std::string first(buf);  // up to the first NUL
+  if (first.size() + 1 > length) first.resize(length - 1);
+  std::memcpy(name, first.c_str(), first.size() + 1);
+  return NVML_SUCCESS;
+#endif
+}
+
+nvmlReturn_t nvmlDeviceGetPcieLinkMaxSpeed(nvmlDevice_t device, unsigned int* mbps) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (mbps == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const unsigned gen =
+      gpu->pcie_max_generation != 0 ? gpu->pcie_max_generation : gpu->pcie_generation;
+  if (gen == 0) return NVML_ERROR_NOT_SUPPORTED;
+  // Per-lane transfer rate in MT/s, as NVML reports it (2500 for gen 1, doubling since gen 3).
+  static const unsigned kRate[] = {0, 2500, 5000, 8000, 16000, 32000, 64000};
+  *mbps = kRate[std::min(gen, 6u)];
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetPcieSpeed(nvmlDevice_t device, unsigned int* mbps) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (mbps == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->pcie_generation == 0) return NVML_ERROR_NOT_SUPPORTED;
+  static const unsigned kRate[] = {0, 2500, 5000, 8000, 16000, 32000, 64000};
+  *mbps = kRate[std::min(gpu->pcie_generation, 6u)];
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetEncoderCapacity(nvmlDevice_t device, int type, unsigned int* capacity) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (capacity == nullptr || type < 0 || type > 2) return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->encoders == 0) return NVML_ERROR_NOT_SUPPORTED;
+  *capacity = 100;
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int* sessions,
+                                       unsigned int* fps, unsigned int* latency) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  if (sessions == nullptr || fps == nullptr || latency == nullptr)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  if (gpu->encoders == 0) return NVML_ERROR_NOT_SUPPORTED;
+  *sessions = *fps = *latency = 0;
+  return NVML_SUCCESS;
+}
+
 }  // namespace impl
 
 // ---- the exported entry points: traced wrappers around impl:: --------------------------------
@@ -1002,6 +1613,19 @@ nvmlReturn_t nvmlDeviceGetSupportedClocksThrottleReasons(nvmlDevice_t device,
 #include "nvml_exports.inc"
 #undef SIM_NVML
 #undef SIM_NVML_V2
+
+// The functions the simulator does not model (nvml_unmodelled.inc). They take no parameters here:
+// on the platforms' C calling conventions the caller cleans up, so a call with any arguments
+// returns safely.
+#define SIM_NVML_UNMODELLED(name)                                                                \
+  NVML_SIM_API nvmlReturn_t name() {                                                             \
+    const nvmlReturn_t rc = initialised() ? NVML_ERROR_NOT_SUPPORTED : NVML_ERROR_UNINITIALIZED; \
+    if (gpusel::sim::trace::on())                                                                \
+      gpusel::sim::trace::call("libnvidia-ml.so.1", #name, rc, impl::nvmlErrorString(rc), true); \
+    return rc;                                                                                   \
+  }
+#include "nvml_unmodelled.inc"
+#undef SIM_NVML_UNMODELLED
 
 NVML_SIM_API const char* nvmlErrorString(nvmlReturn_t result) {
   const char* text = impl::nvmlErrorString(result);

@@ -12,7 +12,12 @@
 
 namespace gpusel::sim {
 
-// The shared folder: GPUSEL_SIM_STATE_DIR, else /tmp/gpusel-sim-<uid>/<hash of the machine file>.
+// The shared folder: GPUSEL_SIM_STATE_DIR itself, else <base>/<hash of the machine file> with
+// <base> $XDG_RUNTIME_DIR/gpusel-sim, else /tmp/gpusel-sim-<uid>. Every level must belong to the
+// user and be writable by nobody else, and none below GPUSEL_SIM_STATE_DIR (or the base) may be a
+// symbolic link; when one is not, the calling double says so once on stderr (naming the folder and
+// GPUSEL_SIM_STATE_DIR) and shared usage is off for the process: nothing is read, written or
+// removed there.
 std::string usage_dir(const SimMachine& machine);
 
 // The device memory a context itself takes, counted for every process that has one.
@@ -23,10 +28,19 @@ inline constexpr unsigned kUtilizationPerProcess = 40;
 // CUDA double: this process has a context on the GPU `uuid` and `bytes` of device memory
 // allocated there. The first call creates the entry; later calls update the memory. Failures to
 // write the folder are ignored (usage then shows nothing, as it does on a driver without it).
-void note_usage(const SimMachine& machine, const std::string& uuid, std::uint64_t bytes);
+// `library` names the calling double in the one message about an unusable folder.
+void note_usage(const SimMachine& machine, const std::string& uuid, std::uint64_t bytes,
+                const char* library);
 
 // NVML double: the live processes on the GPU `uuid` (entries of dead processes are skipped and,
 // where permitted, removed).
-std::vector<SimProcess> live_processes(const SimMachine& machine, const std::string& uuid);
+std::vector<SimProcess> live_processes(const SimMachine& machine, const std::string& uuid,
+                                       const char* library);
+
+// CUDA double: a program asked for NVIDIA's private driver tables (cuGetExportTable), i.e. it runs
+// NVIDIA's own CUDA runtime (linked statically). Kept as "<unix time> <pid> <executable>" in the
+// machine's usage folder for `gpusel doctor`, which reads it with static_runtime_note ("" if none).
+void note_static_runtime(const SimMachine& machine, const char* library);
+std::string static_runtime_note(const SimMachine& machine);
 
 }  // namespace gpusel::sim

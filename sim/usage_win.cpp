@@ -9,10 +9,16 @@ std::string usage_dir(const SimMachine&) {
   return "";
 }
 
-void note_usage(const SimMachine&, const std::string&, std::uint64_t) {}
+void note_usage(const SimMachine&, const std::string&, std::uint64_t, const char*) {}
 
-std::vector<SimProcess> live_processes(const SimMachine&, const std::string&) {
+std::vector<SimProcess> live_processes(const SimMachine&, const std::string&, const char*) {
   return {};
+}
+
+void note_static_runtime(const SimMachine&, const char*) {}
+
+std::string static_runtime_note(const SimMachine&) {
+  return "";
 }
 
 }  // namespace gpusel::sim

@@ -27,6 +27,13 @@ struct LaunchOptions {
   SetVisible set_visible = SetVisible::None;
   // Called in gpusel once every worker has started, with each rank's pid (rank order).
   std::function<void(const std::vector<int>& pids)> on_started;
+  // Linux: this process becomes the reaper of the workers' orphans for the job's lifetime
+  // (PR_SET_CHILD_SUBREAPER), so a process a worker leaves behind (a daemon, a grandchild that
+  // ignores SIGINT) is stopped with the workers, and launch_workers returns only once every one
+  // has exited: leases held around the call cover all of them. It then reaps every child of the
+  // calling process, so set it only where the workers are its only children (gpusel run does).
+  // Windows: the workers' job objects already hold their descendants.
+  bool reap_orphans = false;
 };
 
 // The path execvp would run for `name`. Throws Error(BadInput) when it is not found or not an
@@ -36,6 +43,8 @@ std::string find_program(const std::string& name);
 // Starts one worker per entry and supervises them: signals INT, TERM, HUP and QUIT are forwarded
 // to every worker; when one fails the others get SIGTERM; either way those still running get
 // SIGKILL after the grace period; no worker outlives this process, even when it is killed.
+// Job control (Linux): SIGTSTP (Ctrl-Z) stops every worker, then this process; SIGCONT (fg, bg)
+// resumes them all.
 // Returns 128 + N when signal N was forwarded (whatever the workers did), else 0 when all
 // succeed, else the first failing worker's status (128 + N for signal N), after a one-line
 // summary on stderr. Workers are reaped by pid (the caller's other children are left alone); on

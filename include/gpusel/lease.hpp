@@ -1,42 +1,46 @@
 // gpusel: leases on GPUs, held for a job's lifetime with kernel file locks (flock) on one file per
-// GPU UUID in a lease directory shared by every user of the machine.
+// GPU UUID in a lease store.
 //
-// Threat model: the directory may be writable by all (then it must have the sticky bit, so no
-// user can remove or replace another's files); gpusel never follows a symbolic link there, opens
-// lease files read-only and never writes them, and decides only by the kernel's lock (taken and
-// released atomically, and dropped by the kernel when the holder dies, even by SIGKILL). Who holds
-// a lease is read from /proc (the locking process's pid, user, command and start time), never from
-// a file's contents, so it cannot be faked by writing a file.
+// Trust. A store binds every user of the machine only when nobody but root can change it: the
+// shared store (/var/lib/gpusel/leases, made by `gpusel setup` run as root) is a folder owned by
+// root that no one else may write, holding one read-only file per GPU, made by root. An ordinary
+// user can only open such a file read-only and lock it (flock needs no write access), so no user
+// can remove, rename, replace or link another's lease; the kernel drops a lock when its holder
+// exits, however it exits. Where no shared store is set up, or it lacks a GPU, that GPU's lease
+// lives in the user's own store (~/.local/state/gpusel/leases), which binds only that user's jobs;
+// gpusel says so. Who holds a lease is read from the kernel's lock table (/proc/locks) and the
+// holder's /proc entry, never from a file's contents.
+//
+// A file in a store that gpusel did not make or cannot trust (a link, a folder, a FIFO, a file
+// with several names, one owned by another user, one nobody can open) never blocks anything but
+// that GPU: it is reported as unusable, with the remedy, and the other GPUs are leased as usual.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpusel/export.h"
 
 GPUSEL_BEGIN_NAMESPACE
 
-// The lease directory: GPUSEL_LEASE_DIR, else /tmp/gpusel-leases.
-std::string lease_directory();
+// The shared store's default place.
+inline constexpr const char* kSharedLeaseStore = "/var/lib/gpusel/leases";
 
-// Makes sure `dir` is a safe lease directory, creating it (mode 1777) when absent. Throws
-// Error(Failure) naming the folder and what is wrong: a symbolic link, not a folder, writable by
-// others without the sticky bit, owned by another user who is not root, or not writable.
-void check_lease_directory(const std::string& dir);
-
-// Who holds a lease, from /proc.
+// Who holds a lease (or waits for GPUs), from /proc.
 struct LeaseHolder {
   int pid = 0;
   std::string user;     // empty when unknown
-  std::string command;  // empty when unknown
+  std::string command;  // as the process was started, arguments joined by spaces; may hold any
+                        // byte: show it through describe_holder, which escapes control bytes
   std::string started;  // local time the process started, "YYYY-MM-DD HH:MM:SS"; empty unknown
 };
 
-// Who a process is, from /proc (for lease holders and the processes NVML lists); fields stay empty
-// where /proc does not tell. The command has control characters replaced.
+// Who a process is, from /proc; fields stay empty where /proc does not tell.
 LeaseHolder process_details(int pid);
 
-// "pid 4242 (user alice, command `python3 train.py`, since 2026-11-30 09:12:00)".
+// "pid 4242 (user alice, command `python3 train.py`, since 2026-11-30 09:12:00)", with control
+// bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as \xNN.
 std::string describe_holder(const LeaseHolder& holder);
 
 // One held lease; releasing is closing the descriptor (the destructor).
@@ -57,13 +61,83 @@ class Lease {
   std::string uuid_;
 };
 
-// Takes the lease on `uuid` without waiting. nullopt when another process holds it; `holder`
-// then says who, when /proc tells. Throws Error(Failure) when the lease file is unsafe (a symbolic
-// link, not a regular file) or cannot be opened.
-std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
-                               std::optional<LeaseHolder>* holder = nullptr);
+// A GPU's lease as it stands, looked at without taking it.
+struct LeaseStanding {
+  enum class State {
+    Free,      // nobody holds it
+    Held,      // another process holds it; `holder` says who when /proc tells
+    Unusable,  // its file cannot be trusted or opened; `problem` says why and what fixes it
+  };
+  State state = State::Free;
+  std::optional<LeaseHolder> holder;
+  std::string problem;
+  bool shared = false;  // lives in the shared store (binds every user), not in this user's own
+  std::string path;     // the lease file
+};
 
-// Who holds the lease on `uuid` now, without taking it; nullopt when nobody does.
-std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::string& uuid);
+// "leased by pid 4242 (...)", "leased by another job" or the problem: why a GPU is not free.
+std::string describe_standing(const LeaseStanding& standing);
+
+// A job waiting for GPUs (gpusel run --wait), as its place in the queue says.
+struct WaitingJob {
+  std::optional<LeaseHolder> who;  // the waiting process, when /proc tells
+  std::string what;                // "free:2", "GPUs GPU-...,GPU-..."
+  std::vector<std::string> gpus;   // the GPUs it may use (UUIDs)
+};
+
+// "pid 4242 (user ana, command `...`) waits for free:2".
+std::string describe_waiting(const WaitingJob& job);
+
+// Where this process's leases live. Looking at a store changes nothing on disk; the user's own
+// store is made (mode 0700) the first time a lease is taken in it.
+class LeaseStore {
+ public:
+  // GPUSEL_LEASE_DIR when set (it must be a folder owned by root or by this user that no one
+  // else may write: else Error(Failure) naming it and the remedy), else the shared store when it
+  // is set up and trustworthy, else none; GPUs the store lacks use this user's own store.
+  static LeaseStore locate();
+
+  // The store at `dir` (made when absent, if this user may), with this user's own store beside it
+  // as locate() does. Throws as locate() does for a GPUSEL_LEASE_DIR.
+  static LeaseStore at(const std::string& dir);
+
+  // The primary store's folder, and whether it binds every user (owned by root).
+  const std::string& dir() const noexcept { return dir_; }
+  bool shared() const noexcept { return shared_; }
+  // This user's own store, used for GPUs the primary store lacks when this user may not add them.
+  const std::string& own_dir() const noexcept { return own_dir_; }
+  // Why leases bind only this user's jobs here, with the command that fixes it; "" when the
+  // store is shared. (Per GPU, LeaseStanding::shared tells.)
+  const std::string& scope_note() const noexcept { return scope_note_; }
+
+  // Each GPU's standing, from one read of the kernel's lock table.
+  std::vector<LeaseStanding> standings(const std::vector<std::string>& uuids) const;
+
+  // Takes the lease on `uuid` without waiting. nullopt when it is held or unusable; `standing`
+  // (when given) then says which, and by whom.
+  std::optional<Lease> take(const std::string& uuid, LeaseStanding* standing = nullptr) const;
+
+  // The jobs waiting for GPUs here, in the order they will be served.
+  std::vector<WaitingJob> waiting() const;
+
+ private:
+  std::string dir_, own_dir_, scope_note_;
+  bool shared_ = false;
+  bool own_primary_ = false;  // this user may create lease files in dir_ (owns it)
+  friend struct LeaseStoreAccess;
+};
+
+// What `gpusel setup` did to a shared store: one line per change, and what it could not fix.
+struct StoreSetup {
+  std::vector<std::string> changes;
+  std::vector<std::string> problems;
+};
+
+// Makes (or repairs) the shared store at `dir` for the GPUs `uuids`: the folder (and, for the
+// default place, /var/lib/gpusel) owned by root, mode 0755; a queue folder, mode 1777; one lease
+// file per GPU, owned by root, mode 0444. Anything else at those names is replaced, unless a job
+// holds it (then a problem says so). Dead tickets and entries that are not tickets are removed
+// from the queue. Idempotent. Throws Error(Failure) when not run as root.
+StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::string>& uuids);
 
 GPUSEL_END_NAMESPACE

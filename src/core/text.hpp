@@ -17,6 +17,11 @@ GPUSEL_BEGIN_NAMESPACE
 // gpusel/resolve.hpp.)
 std::string quote_value(std::string_view value);
 
+// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as
+// \xNN; well-formed UTF-8 (no overlong form, surrogate, or code point past U+10FFFF) kept. (API:
+// also declared in gpusel/resolve.hpp.)
+std::string printable(std::string_view text);
+
 GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {

@@ -1,7 +1,9 @@
 #include "gpusel/units.hpp"
 
+#include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "text.hpp"
 
@@ -47,6 +49,63 @@ std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
     return static_cast<std::uint64_t>(value);
   }
   return std::nullopt;
+}
+
+std::optional<double> parse_duration(std::string_view text) {
+  text = detail::trim_blanks(text);
+  std::string lower;
+  for (char c : text) lower += detail::ascii_lower(c);
+  if (lower == "inf" || lower == "infinity" || lower == "forever") {
+    return std::numeric_limits<double>::infinity();
+  }
+  double factor = 1;
+  std::string_view number = lower;
+  if (!number.empty()) {
+    switch (number.back()) {
+      case 's':
+        number.remove_suffix(1);
+        break;
+      case 'm':
+        factor = 60;
+        number.remove_suffix(1);
+        break;
+      case 'h':
+        factor = 3600;
+        number.remove_suffix(1);
+        break;
+      case 'd':
+        factor = 86400;
+        number.remove_suffix(1);
+        break;
+      default:
+        break;
+    }
+  }
+  number = detail::trim_blanks(number);
+  // Digits first (from_chars would also take "inf", "nan" and a leading '-').
+  if (number.empty() || !((number[0] >= '0' && number[0] <= '9') || number[0] == '.')) {
+    return std::nullopt;
+  }
+  double value = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
+  if (end != number.data() + number.size()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) return std::numeric_limits<double>::infinity();
+  if (ec != std::errc() || std::isnan(value) || value < 0) return std::nullopt;
+  return value * factor;
+}
+
+std::string format_seconds(double seconds) {
+  if (std::isinf(seconds)) return "for ever";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.3f", seconds);
+  std::string out = buf;
+  while (!out.empty() && out.back() == '0') out.pop_back();
+  if (!out.empty() && out.back() == '.') out.pop_back();
+  if (seconds >= 1e15) {
+    std::snprintf(buf, sizeof buf, "%g", seconds);
+    out = buf;
+  }
+  return out + " s";
 }
 
 std::optional<std::vector<int>> parse_cpu_list(std::string_view text) {

@@ -1,5 +1,6 @@
 // The supervisor of `gpusel run`: one worker per GPU, signals forwarded, failures contained.
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -17,13 +18,16 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
+#include <sstream>
 
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 #include "launch_detail.hpp"
+#include "text.hpp"
 
 extern char** environ;
 
@@ -81,6 +85,52 @@ void close_fd(int& fd) {
   fd = -1;
 }
 
+// This process's children, from /proc/self/task/*/children (every thread's), else by scanning
+// /proc for processes whose parent is this one.
+std::vector<pid_t> own_children() {
+  std::vector<pid_t> out;
+  bool listed = false;
+  if (DIR* tasks = opendir("/proc/self/task")) {
+    while (dirent* t = readdir(tasks)) {
+      if (t->d_name[0] == '.') continue;
+      std::ifstream in(std::string("/proc/self/task/") + t->d_name + "/children");
+      if (!in) continue;
+      listed = true;
+      for (long pid = 0; in >> pid;) out.push_back(static_cast<pid_t>(pid));
+    }
+    closedir(tasks);
+  }
+  if (listed) return out;
+  const pid_t self = getpid();
+  if (DIR* proc = opendir("/proc")) {
+    while (dirent* e = readdir(proc)) {
+      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+      std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
+      std::string line;
+      std::getline(in, line);
+      const std::size_t paren = line.rfind(')');
+      if (paren == std::string::npos) continue;
+      std::istringstream fields(line.substr(paren + 1));
+      char state = 0;
+      long ppid = 0;
+      if (fields >> state >> ppid && ppid == self) out.push_back(std::atoi(e->d_name));
+    }
+    closedir(proc);
+  }
+  return out;
+}
+
+// "pid 4242 `sleep 100`": a process, for a message.
+std::string describe_process(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::string args((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (args.size() > 80) args.resize(80);
+  while (!args.empty() && args.back() == '\0') args.pop_back();
+  std::replace(args.begin(), args.end(), '\0', ' ');
+  std::string out = "pid " + std::to_string(pid);
+  return args.empty() ? out : out + " `" + printable(args) + "`";
+}
+
 // Everything launch_workers sets up, undone however it ends (return or exception): workers still
 // running are killed and reaped, every descriptor is closed, and the signal mask and SIGCHLD's
 // disposition are restored.
@@ -99,6 +149,22 @@ struct Supervision {
       }
       for (Stream& s : w.streams) close_fd(s.fd);
     }
+    if (reaping) {
+      // Whatever the workers left behind goes too, and is reaped, before the leases go.
+      while (true) {
+        const std::vector<pid_t> left = orphans();
+        if (left.empty()) break;
+        for (pid_t pid : left) {
+          kill(pid, SIGKILL);
+          if (getpgid(pid) == pid) kill(-pid, SIGKILL);
+        }
+        for (pid_t pid : left) {
+          while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+          }
+        }
+      }
+      prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
+    }
     for (int& fd : child_ends) close_fd(fd);
     close_fd(sfd);
     close_fd(dev_null);
@@ -114,6 +180,26 @@ struct Supervision {
   bool masked = false;
   struct sigaction old_chld {};
   bool chld_reset = false;
+  bool reaping = false;  // this process is the workers' subreaper (LaunchOptions::reap_orphans)
+  int was_subreaper = 0;
+  // Children this process had before the workers (say, from a shell that exec'd it): theirs to
+  // reap, never signalled or waited for here.
+  std::vector<pid_t> foreign;
+
+  // This process's children that are neither workers still running nor foreign: the processes
+  // the workers left behind, which came to it as their subreaper.
+  std::vector<pid_t> orphans() const {
+    std::vector<pid_t> out;
+    for (pid_t pid : own_children()) {
+      if (std::find(foreign.begin(), foreign.end(), pid) != foreign.end()) continue;
+      if (std::any_of(workers.begin(), workers.end(),
+                      [pid](const Worker& w) { return w.running && w.pid == pid; })) {
+        continue;
+      }
+      out.push_back(pid);
+    }
+    return out;
+  }
 };
 
 std::string status_text(int status) {
@@ -365,11 +451,14 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
-  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+  // Job control: Ctrl-Z (SIGTSTP) reaches gpusel alone (workers run in process groups of their
+  // own), so gpusel stops the workers and then itself; SIGCONT resumes them.
+  for (int s : {SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGTSTP}) {
     struct sigaction current {};
     sigaction(s, nullptr, &current);
     if (current.sa_handler != SIG_IGN) sigaddset(&mask, s);
   }
+  sigaddset(&mask, SIGCONT);
   sigprocmask(SIG_BLOCK, &mask, &sup.old_mask);
   sup.masked = true;
   sup.sfd = signalfd(-1, &mask, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -378,11 +467,43 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   if (sup.dev_null < 0)
     throw failure(std::string("cannot open /dev/null: ") + std::strerror(errno));
 
+  if (options.reap_orphans) {
+    prctl(PR_GET_CHILD_SUBREAPER, &sup.was_subreaper);
+    if (prctl(PR_SET_CHILD_SUBREAPER, 1) == 0) {
+      sup.reaping = true;
+      sup.foreign = own_children();
+    }
+  }
+
   const pid_t parent = getpid();
   auto signal_workers = [&](int sig) {
     for (Worker& w : workers) {
       if (w.running) kill(-w.pid, sig);  // the worker's process group: the worker and its children
     }
+  };
+  // Processes the workers left behind, now this process's children (as their subreaper), and
+  // the process groups they lead.
+  auto signal_orphans = [&](int sig) {
+    if (!sup.reaping) return;
+    for (pid_t pid : sup.orphans()) {
+      kill(pid, sig);
+      if (getpgid(pid) == pid) kill(-pid, sig);
+    }
+  };
+  auto signal_job = [&](int sig) {
+    signal_workers(sig);
+    signal_orphans(sig);
+  };
+  // Ctrl-Z: the whole job stops, then gpusel itself (as a shell's job); on SIGCONT, all go on.
+  auto stop_job = [&] {
+    signal_job(SIGSTOP);
+    sigset_t tstp;
+    sigemptyset(&tstp);
+    sigaddset(&tstp, SIGTSTP);
+    sigprocmask(SIG_UNBLOCK, &tstp, nullptr);
+    raise(SIGTSTP);  // stops here until continued (not at all in an orphaned process group)
+    sigprocmask(SIG_BLOCK, &tstp, nullptr);
+    signal_job(SIGCONT);
   };
   for (std::size_t r = 0; r < n; ++r) {
     Worker& w = workers[r];
@@ -442,6 +563,21 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     kill_at = Clock::now() + grace;
   };
   auto out_fd = [](int s) { return s == 0 ? 1 : 2; };
+  // The workers' orphans (with reap_orphans): whether any child is left, and what was stopped.
+  bool children_left = sup.reaping, orphans_stopping = false;
+  Clock::time_point orphan_kill_at{};
+  std::size_t orphans_count = 0;
+  std::vector<std::string> orphans_seen;
+  auto worker_ended = [&](Worker& w, int status) {
+    w.running = false;
+    w.status = status;
+    --running;
+    if (exit_code(w.status) != 0 && first_failure < 0 && stop_signal == 0) {
+      first_failure = w.rank;
+      signal_job(SIGTERM);
+      arm_kill();
+    }
+  };
   while (true) {
     std::vector<pollfd> fds{{sup.sfd, POLLIN, 0}};
     std::vector<std::pair<std::size_t, int>> owners;
@@ -453,7 +589,21 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
         }
       }
     }
-    if (running == 0) {
+    if (running == 0 && children_left) {
+      // Every worker has ended, and processes they started live on: they are stopped as the
+      // workers were (SIGTERM, SIGKILL after the grace period), and waited for.
+      if (!orphans_stopping) {
+        for (pid_t pid : sup.orphans()) {
+          if (orphans_seen.size() < 4) orphans_seen.push_back(describe_process(pid));
+          ++orphans_count;
+        }
+        signal_orphans(SIGTERM);
+        orphans_stopping = true;
+        orphan_kill_at = Clock::now() + grace;
+      } else if (Clock::now() >= orphan_kill_at) {
+        signal_orphans(SIGKILL);  // again each time: their own orphans come to gpusel in turn
+      }
+    } else if (running == 0) {
       // Every worker has ended; output still held by their children gets a moment, no more.
       if (owners.empty()) break;
       if (!draining) {
@@ -465,6 +615,8 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     std::optional<Clock::time_point> wake;
     auto wake_by = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
     if (kill_pending) wake_by(kill_at);
+    // Past that time, each orphan's end (SIGCHLD) wakes gpusel to kill what came to it next.
+    if (orphans_stopping && children_left && Clock::now() < orphan_kill_at) wake_by(orphan_kill_at);
     if (draining) wake_by(drain_until);
     for (const Worker& w : workers) {
       for (const Stream& s : w.streams) {
@@ -487,14 +639,33 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
       signalfd_siginfo info{};
       while (read(sup.sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
         const int sig = static_cast<int>(info.ssi_signo);
+        if (sig == SIGTSTP) {
+          stop_job();
+          continue;
+        }
+        if (sig == SIGCONT) {
+          signal_job(SIGCONT);
+          continue;
+        }
         if (sig != SIGCHLD) {
           // The user's signal: forwarded, and the run ends with it whatever the workers do.
           if (stop_signal == 0) {
             stop_signal = sig;
             signalled = running;
           }
-          signal_workers(sig);
+          signal_job(sig);
           arm_kill();
+          continue;
+        }
+        if (sup.reaping) {
+          // As the subreaper: the workers, and the orphans that came to gpusel (by pid, so that
+          // children gpusel had before them stay for their owner).
+          for (Worker& w : workers) {
+            int status = 0;
+            if (w.running && waitpid(w.pid, &status, WNOHANG) == w.pid) worker_ended(w, status);
+          }
+          for (pid_t pid : sup.orphans()) waitpid(pid, nullptr, WNOHANG);
+          children_left = running > 0 || !sup.orphans().empty();
           continue;
         }
         // Only gpusel's own workers: a host program's other children are its own to reap.
@@ -503,14 +674,8 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
           int status = 0;
           const pid_t got = waitpid(w.pid, &status, WNOHANG);
           if (got == 0 || (got < 0 && errno != ECHILD)) continue;
-          w.running = false;
-          w.status = got == w.pid ? status : 0;  // ECHILD: reaped by someone else, status unknown
-          --running;
-          if (exit_code(w.status) != 0 && first_failure < 0 && stop_signal == 0) {
-            first_failure = w.rank;
-            signal_workers(SIGTERM);
-            arm_kill();
-          }
+          // ECHILD: reaped by someone else, status unknown.
+          worker_ended(w, got == w.pid ? status : 0);
         }
       }
     }
@@ -536,9 +701,19 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     }
     if (kill_pending && Clock::now() >= kill_at) {
       for (const Worker& w : workers) sigkilled += w.running ? 1 : 0;
-      signal_workers(SIGKILL);
+      signal_job(SIGKILL);
       kill_pending = false;
     }
+  }
+  if (orphans_count > 0) {
+    std::string which;
+    for (const std::string& o : orphans_seen) which += (which.empty() ? "" : ", ") + o;
+    if (orphans_count > orphans_seen.size()) which += ", ...";
+    write_all(2, "gpusel: " + std::to_string(orphans_count) + " process" +
+                     (orphans_count == 1 ? "" : "es") + " the workers left running (" + which +
+                     (orphans_count == 1 ? ") was" : ") were") +
+                     " stopped with the job; its GPUs stayed leased until " +
+                     (orphans_count == 1 ? "it" : "they") + " exited\n");
   }
   for (Worker& w : workers) {
     for (int s = 0; s < 2; ++s) flush_partial(w, w.streams[s], out_fd(s));

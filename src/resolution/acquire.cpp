@@ -1,165 +1,35 @@
-// Picking free GPUs and leasing them, with an arrival-order queue for those who wait.
+// Picking free GPUs and leasing them, and waiting for them in a fair queue.
 #include "gpusel/acquire.hpp"
-
-#ifdef _WIN32
-#include <filesystem>
-
-#include "win_lock.hpp"
-#else
-#include <dirent.h>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#endif
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
-#include <cstring>
-#include <thread>
+#include <set>
 
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel/units.hpp"
+#include "lease_queue.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
-
-// "pid 1234 (user ana, command `python train.py`, since 10:02)": what list, doctor and a refused
-// request say of a lease's holder, the same on every platform.
-std::string describe_holder(const LeaseHolder& holder) {
-  std::string out = "pid " + std::to_string(holder.pid);
-  std::string details;
-  if (!holder.user.empty()) details += "user " + holder.user;
-  if (!holder.command.empty()) {
-    details += (details.empty() ? "" : ", ") + std::string("command `") + holder.command + "`";
-  }
-  if (!holder.started.empty()) {
-    details += (details.empty() ? "" : ", ") + std::string("since ") + holder.started;
-  }
-  return details.empty() ? out : out + " (" + details + ")";
-}
-
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-#ifdef _WIN32
-// Windows: the same queue, with LockFileEx locks (win_lock.hpp) for flock.
-class Ticket {
- public:
-  explicit Ticket(const std::string& lease_dir) {
-    dir_ = lease_dir + "\\queue";
-    check_lease_directory(dir_);
-    const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-    char name[64];
-    std::snprintf(name, sizeof name, "%020lld-%lu", static_cast<long long>(now),
-                  static_cast<unsigned long>(GetCurrentProcessId()));
-    name_ = name;
-    std::string error;
-    file_ = detail::win::open_lock_file(dir_ + "\\" + name_, true, error);
-    if (!file_ || !detail::win::try_lock(file_.get(), true)) {
-      throw failure("cannot join the queue of waiting jobs in " + dir_ + ": " +
-                    (error.empty() ? "cannot lock the ticket" : error));
-    }
-  }
-  Ticket(const Ticket&) = delete;
-  Ticket& operator=(const Ticket&) = delete;
-  ~Ticket() {
-    file_.reset();
-    std::error_code ec;
-    std::filesystem::remove(detail::win::widen(dir_ + "\\" + name_), ec);
-  }
-
-  // True when no live ticket is older than this one.
-  bool first() const {
-    std::error_code ec;
-    for (const auto& e : std::filesystem::directory_iterator(detail::win::widen(dir_), ec)) {
-      const std::string other = detail::win::narrow(e.path().filename().wstring());
-      if (other.empty() || other[0] == '.' || other >= name_) continue;
-      std::string error;
-      detail::win::Handle h =
-          detail::win::open_lock_file(detail::win::narrow(e.path().wstring()), false, error);
-      if (!h) continue;
-      if (!detail::win::try_lock(h.get(), false)) return false;  // its holder lives
-      detail::win::unlock(h.get());
-      h.reset();
-      std::filesystem::remove(e.path(), ec);  // a dead ticket
-    }
-    return true;
-  }
-
- private:
-  std::string dir_, name_;
-  detail::win::Handle file_;
-};
-#else
-// A place in the queue of waiters: a locked ticket file named by arrival time. A waiter may try
-// only when no live ticket older than its own exists; a ticket whose holder died is unlocked and
-// no longer counts.
-class Ticket {
- public:
-  explicit Ticket(const std::string& lease_dir) {
-    dir_ = lease_dir + "/queue";
-    check_lease_directory(dir_);
-    const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         std::chrono::system_clock::now().time_since_epoch())
-                         .count();
-    char name[64];
-    std::snprintf(name, sizeof name, "%020lld-%d", static_cast<long long>(now),
-                  static_cast<int>(getpid()));
-    name_ = name;
-    fd_ = open((dir_ + "/" + name_).c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-               0444);
-    if (fd_ < 0 || flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      throw failure("cannot join the queue of waiting jobs in " + dir_ + ": " +
-                    std::string(std::strerror(errno)));
-    }
-  }
-  Ticket(const Ticket&) = delete;
-  Ticket& operator=(const Ticket&) = delete;
-  ~Ticket() {
-    unlink((dir_ + "/" + name_).c_str());
-    close(fd_);
-  }
-
-  // True when no live ticket is older than this one.
-  bool first() const {
-    DIR* d = opendir(dir_.c_str());
-    if (d == nullptr) return true;
-    bool first = true;
-    while (dirent* e = readdir(d)) {
-      const std::string other = e->d_name;
-      if (other.empty() || other[0] == '.' || other >= name_) continue;
-      const int fd =
-          open((dir_ + "/" + other).c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-      if (fd < 0) continue;
-      struct stat st {};
-      const bool live = fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
-                        flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
-      close(fd);
-      if (live) {
-        first = false;
-        break;
-      }
-      if (st.st_uid == geteuid()) unlink((dir_ + "/" + other).c_str());  // our own dead ticket
-    }
-    closedir(d);
-    return first;
-  }
-
- private:
-  std::string dir_, name_;
-  int fd_ = -1;
-};
-#endif
+// Waits longer than this (about 31 years) are waits for ever: no deadline to overflow.
+constexpr double kForeverSeconds = 1e9;
 
 std::string gpu_label(const GpuInfo& g) {
   return "GPU " + std::to_string(g.index) + (g.uuid.empty() ? std::string() : " (" + g.uuid + ")");
+}
+
+std::string gpu_label(const std::vector<GpuInfo>& machine, const std::string& uuid) {
+  for (const GpuInfo& g : machine) {
+    if (g.uuid == uuid) return gpu_label(g);
+  }
+  return uuid;
 }
 
 // The GPUs free:N may choose from: the whole GPUs CUDA would expose under the preset.
@@ -191,96 +61,188 @@ std::vector<bool> eligible_gpus(const std::vector<GpuInfo>& gpus, const CudaEnv&
   return eligible;
 }
 
+// What one look at the machine found.
 struct Attempt {
   std::optional<Acquisition> got;
-  std::string not_enough;  // why not, each GPU on a line
+  std::string why_not;               // each GPU on a line (free:N), or the GPU that is taken
+  bool busy = false;                 // something other than a lease stands in the way (NVML usage)
+  bool unusable = false;             // a named GPU's lease file cannot be used: waiting won't help
+  std::vector<std::string> skipped;  // notes: GPUs skipped for lease files that cannot be used
 };
 
-Attempt try_free(int n, const CudaEnv& env, const std::string& probe_helper,
-                 const AcquireOptions& options, const std::string& lease_dir) {
-  const NvmlSnapshot snap = query_nvml(NvmlQuery{true, n > 1});
-  if (!snap.available) {
-    throw failure("--gpu free:" + std::to_string(n) +
-                  " needs NVML to see which GPUs are in use, and NVML is unavailable (" +
-                  snap.reason + "); name the GPUs instead (--gpu 0,1 or UUIDs)");
-  }
-  const std::vector<bool> eligible = eligible_gpus(snap.gpus, env, probe_helper);
-  const auto usable = static_cast<int>(std::count(eligible.begin(), eligible.end(), true));
-  if (usable < n) {
-    throw bad_input("--gpu free:" + std::to_string(n) + " asks for " + std::to_string(n) +
-                    " GPUs, but only " + std::to_string(usable) + " can be used here (" +
-                    std::to_string(snap.gpus.size()) + " on this machine; " + describe_preset(env) +
-                    "); ask for at most " + std::to_string(usable));
-  }
-  std::vector<FreeCandidate> candidates(snap.gpus.size());
-  std::vector<std::optional<Lease>> held(snap.gpus.size());
-  for (std::size_t i = 0; i < snap.gpus.size(); ++i) {
-    const GpuInfo& g = snap.gpus[i];
-    FreeCandidate& c = candidates[i];
-    c.eligible = eligible[i];
-    if (!c.eligible) {
-      c.not_free = g.failed()      ? "failed: " + g.failure
-                   : g.mig_enabled ? std::string("MIG enabled")
-                                   : "hidden by " + describe_preset(env);
-      continue;
-    }
-    c.not_free = busy_reason(g, options.limits);
-    if (!c.not_free.empty()) continue;
-    std::optional<LeaseHolder> holder;
-    if (options.lease && !options.share) {
-      held[i] = try_lease(lease_dir, g.uuid, &holder);
-      if (!held[i]) c.not_free = "leased by " + (holder ? describe_holder(*holder) : "another job");
-    } else if ((holder = lease_holder(lease_dir, g.uuid))) {
-      c.not_free = "leased by " + describe_holder(*holder);
-    }
-  }
-  Attempt attempt;
-  const std::optional<PickResult> pick = pick_free(snap.gpus, candidates, snap.links, n);
-  std::vector<std::string> standing;
-  for (const FreeCandidate& c : candidates) standing.push_back(c.not_free);
-  if (!pick) {
-    int free_count = 0;
-    for (std::size_t i = 0; i < candidates.size(); ++i) {
-      if (candidates[i].eligible && candidates[i].not_free.empty()) ++free_count;
-      attempt.not_enough += "\n  " + gpu_label(snap.gpus[i]) + ": " +
-                            (candidates[i].not_free.empty() ? "free" : candidates[i].not_free);
-    }
-    attempt.not_enough = std::to_string(free_count) + " of the " + std::to_string(usable) +
-                         " GPUs here " + (free_count == 1 ? "is" : "are") +
-                         " free:" + attempt.not_enough;
-    return attempt;
-  }
-  Acquisition a;
-  a.why = pick->why;
-  a.standing = std::move(standing);
-  a.resolution.resolved = true;
-  a.resolution.machine = snap.gpus;
-  for (std::size_t i : pick->picked) {
-    a.resolution.gpus.push_back(snap.gpus[i].uuid);
-    if (held[i]) a.leases.push_back(std::move(*held[i]));
-  }
-  attempt.got = std::move(a);
-  return attempt;  // leases not picked are released here
-}
+// free:N: the machine as NVML sees it, read once per look; the topology only the first time.
+class FreeLook {
+ public:
+  FreeLook(int n, const CudaEnv& env, const std::string& probe_helper)
+      : n_(n), env_(env), probe_helper_(probe_helper) {}
 
-// Leases explicit GPUs; empty `blocked` when all were taken.
-std::vector<Lease> lease_all(const Resolution& r, const std::string& lease_dir,
-                             std::string& blocked) {
+  // Reads the machine; throws for requests that can never be met.
+  void read() {
+    snap_ = query_nvml(NvmlQuery{true, n_ > 1 && !have_links_});
+    if (!snap_.available) {
+      throw failure("--gpu free:" + std::to_string(n_) +
+                    " needs NVML to see which GPUs are in use, and NVML is unavailable (" +
+                    snap_.reason + "); name the GPUs instead (--gpu 0,1 or UUIDs)");
+    }
+    if (!have_links_) {
+      links_ = std::move(snap_.links);
+      have_links_ = true;
+      eligible_ = eligible_gpus(snap_.gpus, env_, probe_helper_);
+      usable_ = static_cast<int>(std::count(eligible_.begin(), eligible_.end(), true));
+      if (usable_ < n_) {
+        throw bad_input("--gpu free:" + std::to_string(n_) + " asks for " + std::to_string(n_) +
+                        " GPUs, but only " + std::to_string(usable_) + " can be used here (" +
+                        std::to_string(snap_.gpus.size()) + " on this machine; " +
+                        describe_preset(env_) + "); ask for at most " + std::to_string(usable_));
+      }
+      for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
+        if (eligible_[i]) candidates_.push_back(snap_.gpus[i].uuid);
+      }
+    }
+  }
+
+  const std::vector<std::string>& candidates() const { return candidates_; }
+
+  // Picks the best N free GPUs and, when `store` is given, leases them. A GPU whose lease is
+  // held, or whose lease file cannot be used, is not free; a GPU lost to another job between
+  // the look and the lease is marked and the pick made again, so the answer is "not enough"
+  // only when there are not enough.
+  Attempt attempt(const LeaseStore& store, const AcquireOptions& options, bool take) {
+    Attempt out;
+    const std::vector<GpuInfo>& gpus = snap_.gpus;
+    std::vector<std::string> uuids;
+    for (const GpuInfo& g : gpus) uuids.push_back(g.uuid);
+    std::vector<LeaseStanding> standing = store.standings(uuids);
+    std::vector<FreeCandidate> c(gpus.size());
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const GpuInfo& g = gpus[i];
+      c[i].eligible = eligible_[i];
+      if (!c[i].eligible) {
+        c[i].not_free = g.failed()      ? "failed: " + g.failure
+                        : g.mig_enabled ? std::string("MIG enabled")
+                                        : "hidden by " + describe_preset(env_);
+        continue;
+      }
+      // A lease says more than the usage it causes: named first.
+      if (standing[i].state == LeaseStanding::State::Held) {
+        c[i].not_free = describe_standing(standing[i]);
+      } else if (standing[i].state == LeaseStanding::State::Unusable) {
+        c[i].not_free = describe_standing(standing[i]);
+        out.skipped.push_back(gpu_label(g) + " was skipped: " + describe_standing(standing[i]));
+      } else if (std::string busy = busy_reason(g, options.limits); !busy.empty()) {
+        c[i].not_free = std::move(busy);
+        if (standing[i].state == LeaseStanding::State::Free) out.busy = true;
+      }
+    }
+    while (true) {
+      const std::optional<PickResult> pick = pick_free(gpus, c, links_, n_);
+      if (!pick) break;
+      std::vector<Lease> leases;
+      bool lost = false;
+      if (take) {
+        for (std::size_t i : pick->picked) {
+          LeaseStanding s;
+          std::optional<Lease> l = store.take(gpus[i].uuid, &s);
+          if (!l) {
+            c[i].not_free = describe_standing(s);
+            if (s.state == LeaseStanding::State::Unusable) {
+              out.skipped.push_back(gpu_label(gpus[i]) + " was skipped: " + describe_standing(s));
+            }
+            lost = true;
+            break;  // the leases taken so far are released: a new pick may not want them
+          }
+          leases.push_back(std::move(*l));
+        }
+      }
+      if (lost) continue;
+      Acquisition a;
+      a.why = pick->why;
+      for (const FreeCandidate& cand : c) a.standing.push_back(cand.not_free);
+      a.resolution.resolved = true;
+      a.resolution.machine = gpus;
+      for (std::size_t i : pick->picked) a.resolution.gpus.push_back(gpus[i].uuid);
+      a.leases = std::move(leases);
+      a.resolution.notes = out.skipped;
+      out.got = std::move(a);
+      return out;
+    }
+    int free_count = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (c[i].eligible && c[i].not_free.empty()) ++free_count;
+      out.why_not +=
+          "\n  " + gpu_label(gpus[i]) + ": " + (c[i].not_free.empty() ? "free" : c[i].not_free);
+    }
+    out.why_not = "--gpu free:" + std::to_string(n_) + ": " + std::to_string(free_count) +
+                  " of the " + std::to_string(usable_) + " GPUs here " +
+                  (free_count == 1 ? "is" : "are") + " free:" + out.why_not;
+    return out;
+  }
+
+ private:
+  int n_;
+  const CudaEnv& env_;
+  const std::string& probe_helper_;
+  NvmlSnapshot snap_;
+  std::vector<std::vector<GpuLink>> links_;
+  bool have_links_ = false;
+  std::vector<bool> eligible_;
+  int usable_ = 0;
+  std::vector<std::string> candidates_;
+};
+
+// Leases every named GPU, or none. The lock table is read first, and nothing is opened while a
+// GPU is held: a failed try would close a lease file and wake every waiter for nothing.
+Attempt lease_named(const Resolution& r, const LeaseStore& store) {
+  Attempt out;
+  const std::vector<LeaseStanding> standing = store.standings(r.gpus);
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+    if (standing[i].state != LeaseStanding::State::Free) {
+      out.why_not = gpu_label(r.machine, r.gpus[i]) + " is " + describe_standing(standing[i]);
+      out.unusable = standing[i].state == LeaseStanding::State::Unusable;
+      return out;
+    }
+  }
   std::vector<Lease> leases;
   for (const std::string& uuid : r.gpus) {
-    std::optional<LeaseHolder> holder;
-    std::optional<Lease> l = try_lease(lease_dir, uuid, &holder);
+    LeaseStanding s;
+    std::optional<Lease> l = store.take(uuid, &s);
     if (!l) {
-      std::string label = uuid;
-      for (const GpuInfo& g : r.machine) {
-        if (g.uuid == uuid) label = "GPU " + std::to_string(g.index) + " (" + uuid + ")";
-      }
-      blocked = label + " is leased by " + (holder ? describe_holder(*holder) : "another job");
-      return {};
+      out.why_not = gpu_label(r.machine, uuid) + " is " + describe_standing(s);
+      out.unusable = s.state == LeaseStanding::State::Unusable;
+      return out;
     }
     leases.push_back(std::move(*l));
   }
-  return leases;
+  Acquisition a;
+  a.resolution = r;
+  a.leases = std::move(leases);
+  out.got = std::move(a);
+  return out;
+}
+
+// The earlier waiters that could use any of `gpus`: this request waits behind them.
+std::vector<detail::Waiter> ahead_of(const std::vector<detail::Waiter>& queue,
+                                     const std::vector<std::string>& gpus) {
+  const std::set<std::string> mine(gpus.begin(), gpus.end());
+  std::vector<detail::Waiter> ahead;
+  for (const detail::Waiter& w : queue) {
+    if (w.own) break;  // everyone after this process's own ticket came later
+    if (std::any_of(w.request.gpus.begin(), w.request.gpus.end(),
+                    [&](const std::string& g) { return mine.count(g) != 0; })) {
+      ahead.push_back(w);
+    }
+  }
+  return ahead;
+}
+
+std::string describe_ahead(const std::vector<detail::Waiter>& ahead) {
+  std::string out = std::to_string(ahead.size()) + " earlier job" +
+                    (ahead.size() == 1 ? " waits" : "s wait") +
+                    " for these GPUs and will be served first:";
+  for (const detail::Waiter& w : ahead) {
+    out += "\n  " + describe_waiting(WaitingJob{w.who, w.request.what, w.request.gpus});
+  }
+  return out;
 }
 
 }  // namespace
@@ -291,71 +253,101 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
     throw bad_input("--wait needs a number of seconds of 0 or more");
   }
   const bool free_request = entries.size() == 1 && is_free_entry(entries.front());
-  const std::string lease_dir = lease_directory();
-  const bool uses_leases = free_request || (options.lease && !options.share);
-  if (uses_leases) check_lease_directory(lease_dir);
-  Resolution explicit_gpus;
+  const bool take = options.lease && !options.share;
+  Resolution named;
   if (!free_request) {
-    explicit_gpus = resolve_gpus(entries, env, probe_helper);
-    if (!options.lease || options.share || !explicit_gpus.resolved) {
+    named = resolve_gpus(entries, env, probe_helper);
+    if (!take || !named.resolved) {
       // Without UUIDs (no NVML) there is nothing to lease by.
       Acquisition a;
-      a.resolution = std::move(explicit_gpus);
+      a.resolution = std::move(named);
       return a;
     }
   }
+  const LeaseStore store = LeaseStore::locate();
   const int n = free_request ? parse_free_request(entries.front()).value() : 0;
-  // When to give up waiting; never for "--wait" without a value.
-  Clock::time_point deadline = Clock::time_point::max();
-  if (options.wait_seconds && std::isfinite(*options.wait_seconds)) {
-    deadline = Clock::now() +
-               std::chrono::milliseconds(static_cast<long long>(*options.wait_seconds * 1000));
+  std::optional<FreeLook> look;
+  if (free_request) look.emplace(n, env, probe_helper);
+
+  // When to give up: never for "--wait" without a value, or a wait too long to count.
+  std::optional<Clock::time_point> deadline;
+  if (options.wait_seconds && *options.wait_seconds < kForeverSeconds) {
+    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                  std::chrono::duration<double>(*options.wait_seconds));
   }
-  std::optional<Ticket> ticket;
+  std::optional<detail::Ticket> ticket;
+  std::optional<detail::ReleaseWatch> watch;
   bool told = false;
+  bool settle = false;  // look once more shortly after a release: the lock goes just after
   while (true) {
-    std::string why_not;
-    if (!ticket || ticket->first()) {
-      if (free_request) {
-        Attempt attempt = try_free(n, env, probe_helper, options, lease_dir);
-        if (attempt.got) return std::move(*attempt.got);
-        why_not = "--gpu free:" + std::to_string(n) + ": " + attempt.not_enough;
-      } else {
-        std::string blocked;
-        std::vector<Lease> leases = lease_all(explicit_gpus, lease_dir, blocked);
-        if (blocked.empty()) {
-          Acquisition a;
-          a.resolution = explicit_gpus;
-          a.leases = std::move(leases);
-          return a;
+    if (look) look->read();
+    const std::vector<std::string>& wanted = free_request ? look->candidates() : named.gpus;
+    // Jobs that came earlier and wait for any of these GPUs go first. A look that leases
+    // nothing (resolve) is advice, not a claim: it neither queues nor waits its turn.
+    std::vector<detail::Waiter> ahead;
+    if (take) ahead = ahead_of(detail::waiters(store, ticket ? &*ticket : nullptr), wanted);
+    Attempt attempt;
+    if (ahead.empty()) {
+      attempt = free_request ? look->attempt(store, options, take) : lease_named(named, store);
+      if (attempt.got) {
+        if (take && !store.scope_note().empty()) {
+          attempt.got->resolution.notes.push_back(store.scope_note());
         }
-        why_not = blocked;
+        return std::move(*attempt.got);
       }
     } else {
-      why_not = "earlier jobs are waiting for GPUs";
+      attempt.why_not = describe_ahead(ahead);
     }
-    if (!options.wait_seconds) {
-      throw failure(why_not + (free_request ? "\n" : "; ") + "wait for them with --wait, " +
-                    (free_request ? "relax --min-free-memory / --max-utilization, "
-                                  : "pass --share to run beside the holder, ") +
-                    "or pick other GPUs");
+    if (!options.wait_seconds || attempt.unusable) {
+      std::string remedy;
+      if (!ahead.empty()) {
+        remedy = "wait your turn with --wait, or pick other GPUs";
+      } else if (free_request) {
+        remedy =
+            "wait for them with --wait, relax --min-free-memory / --max-utilization, or pick "
+            "other GPUs";
+      } else if (!attempt.unusable) {
+        remedy =
+            "wait for them with --wait, pass --share to run beside the holder, or pick "
+            "other GPUs";
+      }
+      throw failure(attempt.why_not + (remedy.empty()                     ? ""
+                                       : (free_request || !ahead.empty()) ? "\n" + remedy
+                                                                          : "; " + remedy));
     }
-    if (Clock::now() >= deadline) {
-      throw failure("still waiting after " + std::to_string(*options.wait_seconds) +
-                    " s: " + why_not);
+    if (deadline && Clock::now() >= *deadline) {
+      throw failure("still waiting after " + format_seconds(*options.wait_seconds) + ": " +
+                    attempt.why_not);
     }
-    if (!ticket) ticket.emplace(lease_dir);
+    if (take && !ticket) {
+      ticket.emplace(
+          store, detail::TicketRequest{
+                     free_request ? n : static_cast<int>(wanted.size()), wanted,
+                     free_request ? "free:" + std::to_string(n) : "GPUs " + join_entries(wanted)});
+    }
+    if (!watch) {
+      watch.emplace(store);
+      continue;  // look again at once, now that changes wake this process
+    }
     if (!told && options.on_wait) {
       // One line: the reason's first line ("... 0 of the 8 GPUs here are free:", a holder).
-      std::string why_first = why_not.substr(0, why_not.find('\n'));
+      std::string why_first = attempt.why_not.substr(0, attempt.why_not.find('\n'));
       if (!why_first.empty() && why_first.back() == ':') why_first.pop_back();
       options.on_wait("waiting for " +
                       (free_request ? std::to_string(n) + " free GPU" + (n == 1 ? "" : "s")
-                                    : std::string("GPUs ") + join_entries(explicit_gpus.gpus)) +
+                                    : std::string("GPUs ") + join_entries(named.gpus)) +
                       " (" + why_first + ")");
       told = true;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // A release wakes this process at once. Usage that NVML reports (processes gpusel did not
+    // start) changes without notice: looked at again every half second while it matters;
+    // otherwise every 5 s, in case a notification was missed.
+    auto timeout = std::chrono::milliseconds(settle ? 2 : attempt.busy ? 500 : 5000);
+    if (deadline) {
+      timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
+                                      std::max(*deadline - Clock::now(), Clock::duration::zero())));
+    }
+    settle = watch->wait(timeout);
   }
 }
 

@@ -1,61 +1,211 @@
-// Leases: one flock per GPU UUID in a shared folder; holders read from /proc.
-#include "gpusel/lease.hpp"
-
+// Leases on Linux: flock on one file per GPU UUID in a store that only root (the shared store) or
+// the user (the user's own store) can change; holders read from /proc; waiting jobs queue with
+// locked tickets and are woken by inotify when a lease file is closed.
+#include <dirent.h>
 #include <fcntl.h>
 #include <pwd.h>
 #include <sys/file.h>
+#include <sys/inotify.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include <poll.h>
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
 #include <fstream>
+#include <map>
 #include <sstream>
+#include <tuple>
 
 #include "env.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/lease.hpp"
 #include "gpusel/resolve.hpp"
+#include "lease_queue.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
+
+// Reaches LeaseStore's members from the queue code below.
+struct LeaseStoreAccess {
+  static bool own_primary(const LeaseStore& s) { return s.own_primary_; }
+};
+
 namespace {
 
 std::string errno_text(int e) {
   return std::strerror(e);
 }
 
-// A lease file's name: the UUID, which holds only letters, digits and dashes.
-std::string lease_path(const std::string& dir, const std::string& uuid) {
-  if (!detail::is_plain_file_name(uuid)) {
-    throw failure(
-        "cannot lease GPU " + quote_value(uuid) +
-        ": not a GPU UUID (letters, digits and dashes), as the NVIDIA driver reported it");
-  }
-  return dir + "/" + uuid + ".lock";
+std::string mode_text(mode_t mode) {
+  char buf[8];
+  std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+  return buf;
 }
 
-// The pid holding an exclusive flock on (dev, ino), from /proc/locks.
-std::optional<int> lock_owner(dev_t dev, ino_t ino) {
-  std::ifstream locks("/proc/locks");
-  std::string line;
-  while (std::getline(locks, line)) {
-    // "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"; blocked waiters have "->" after the id.
-    std::istringstream in(line);
-    std::string id, kind, mode, access, where;
-    int pid = 0;
-    if (!(in >> id >> kind)) continue;
-    if (kind == "->") continue;
-    if (kind != "FLOCK" || !(in >> mode >> access >> pid >> where)) continue;
-    unsigned maj = 0, min = 0;
-    unsigned long long inode = 0;
-    if (std::sscanf(where.c_str(), "%x:%x:%llu", &maj, &min, &inode) != 3) continue;
-    if (makedev(maj, min) == dev && inode == ino) return pid;
+std::string user_name(uid_t uid) {
+  passwd pw{}, *found = nullptr;
+  char buf[1024];
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) return pw.pw_name;
+  return "uid " + std::to_string(uid);
+}
+
+// The kernel's table of flock locks (/proc/locks): which process holds a lock on which file. Read
+// once per look at the store; locks of processes in other pid namespaces show no pid (0).
+class LockTable {
+ public:
+  LockTable() {
+    std::ifstream locks("/proc/locks");
+    std::string line;
+    while (std::getline(locks, line)) {
+      // "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"; blocked waiters have "->" after the id.
+      std::istringstream in(line);
+      std::string id, kind, mode, access, where;
+      long pid = 0;
+      if (!(in >> id >> kind) || kind == "->") continue;
+      if (kind != "FLOCK" || !(in >> mode >> access >> pid >> where)) continue;
+      unsigned maj = 0, min = 0;
+      unsigned long long inode = 0;
+      if (std::sscanf(where.c_str(), "%x:%x:%llu", &maj, &min, &inode) != 3) continue;
+      held_.emplace(std::make_pair(makedev(maj, min), static_cast<ino_t>(inode)),
+                    static_cast<int>(pid));
+    }
   }
-  return std::nullopt;
+  // nullopt: nobody holds a lock on it; 0: someone the table does not name.
+  std::optional<int> holder(dev_t dev, ino_t ino) const {
+    auto it = held_.find({dev, ino});
+    if (it == held_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  std::map<std::pair<dev_t, ino_t>, int> held_;
+};
+
+std::optional<LeaseHolder> holder_of(const LockTable& table, const struct stat& st) {
+  const std::optional<int> pid = table.holder(st.st_dev, st.st_ino);
+  if (!pid || *pid <= 0) return std::nullopt;
+  return process_details(*pid);
+}
+
+// Why folder `dir` (its lstat in `st`) cannot hold leases that bind anyone, or "".
+std::string folder_problem(const std::string& dir, const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) {
+    return "the lease folder " + dir + " is a symbolic link, which gpusel never follows";
+  }
+  if (!S_ISDIR(st.st_mode)) return "the lease folder " + dir + " is not a folder";
+  if (st.st_uid != 0 && st.st_uid != geteuid()) {
+    return "the lease folder " + dir + " belongs to another user (" + user_name(st.st_uid) +
+           "), who could remove or replace the leases in it";
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    return "the lease folder " + dir + " can be written by other users (mode " +
+           mode_text(st.st_mode) + "), who could remove or replace the leases in it";
+  }
+  return "";
+}
+
+// Makes `dir` and any missing parent, mode 0700 for what is made. Returns errno, 0 on success.
+int make_folders(const std::string& dir) {
+  for (std::size_t slash = 1; slash != std::string::npos;) {
+    slash = dir.find('/', slash + 1);
+    const std::string part = dir.substr(0, slash);
+    if (mkdir(part.c_str(), 0700) != 0 && errno != EEXIST) return errno;
+  }
+  return 0;
+}
+
+// This user's own store: $XDG_STATE_HOME/gpusel/leases, else ~/.local/state/gpusel/leases, else
+// /tmp/gpusel-UID/leases (not made here).
+std::string own_store_dir() {
+  std::string base;
+  if (auto state = detail::env_value("XDG_STATE_HOME");
+      state && !state->empty() && (*state)[0] == '/') {
+    base = *state;
+  } else {
+    std::string home;
+    if (auto h = detail::env_value("HOME"); h && !h->empty() && (*h)[0] == '/') {
+      home = *h;
+    } else {
+      passwd pw{}, *found = nullptr;
+      char buf[4096];
+      if (getpwuid_r(geteuid(), &pw, buf, sizeof buf, &found) == 0 && found != nullptr &&
+          found->pw_dir != nullptr && found->pw_dir[0] == '/') {
+        home = found->pw_dir;
+      }
+    }
+    if (home.empty() || home == "/") {
+      return "/tmp/gpusel-" + std::to_string(geteuid()) + "/leases";
+    }
+    base = home + "/.local/state";
+  }
+  return base + "/gpusel/leases";
+}
+
+// Makes sure the store folder `dir`, which this user may make lease files in, exists (made when
+// absent: mode 0700, or 0755 for root, whose folders other users lease in) and is safe; throws
+// Error(Failure) when it cannot be.
+void prepare_store_folder(const std::string& dir) {
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) {
+      throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno) +
+                    "; set GPUSEL_LEASE_DIR to a folder of yours");
+    }
+    if (const int e = make_folders(dir); e != 0) {
+      throw failure("cannot create the lease folder " + dir + ": " + errno_text(e) +
+                    "; set GPUSEL_LEASE_DIR to a folder of yours");
+    }
+    if (geteuid() == 0) chmod(dir.c_str(), 0755);
+    if (lstat(dir.c_str(), &st) != 0) {
+      throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno));
+    }
+  }
+  std::string problem = folder_problem(dir, st);
+  if (problem.empty() && st.st_uid != geteuid()) {
+    problem = "the lease folder " + dir + " does not belong to you";
+  }
+  if (!problem.empty()) {
+    throw failure(problem + "; set GPUSEL_LEASE_DIR to a folder of yours");
+  }
+}
+
+// Why the lease file `path` (its lstat in `st`, in a store owned by `owner`) cannot be used, or
+// "" when it is a regular file with one name, owned by the store's owner, that every user the
+// store binds can open and nobody else can write.
+std::string lease_file_problem(const std::string& path, const struct stat& st, uid_t owner,
+                               bool shared) {
+  const std::string remedy =
+      shared ? "; `sudo gpusel setup` repairs it" : "; remove it, and gpusel makes a new one";
+  if (S_ISLNK(st.st_mode)) return path + " is a symbolic link, which gpusel never follows" + remedy;
+  if (!S_ISREG(st.st_mode)) return path + " is not a regular file" + remedy;
+  if (st.st_nlink != 1) {
+    return path + " has " + std::to_string(st.st_nlink) +
+           " names (hard links), so one lock would stand for several GPUs" + remedy;
+  }
+  if (st.st_uid != owner) {
+    return path + " belongs to " + user_name(st.st_uid) + ", not to the store's owner (" +
+           user_name(owner) + ")" + remedy;
+  }
+  if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+    return path + " can be written by other users (mode " + mode_text(st.st_mode) + ")" + remedy;
+  }
+  const mode_t readable = shared ? (S_IRUSR | S_IRGRP | S_IROTH) : S_IRUSR;
+  if ((st.st_mode & readable) != readable) {
+    return path + " cannot be opened by " + (shared ? "every user" : "you") + " (mode " +
+           mode_text(st.st_mode) + ")" + remedy;
+  }
+  return "";
+}
+
+std::string lease_name(const std::string& uuid) {
+  return uuid + ".lock";
 }
 
 }  // namespace
@@ -65,30 +215,19 @@ LeaseHolder process_details(int pid) {
   h.pid = pid;
   const std::string proc = "/proc/" + std::to_string(pid);
   struct stat st {};
-  if (stat(proc.c_str(), &st) == 0) {
-    passwd pw{}, *found = nullptr;
-    char buf[1024];
-    if (getpwuid_r(st.st_uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
-      h.user = pw.pw_name;
-    } else {
-      h.user = "uid " + std::to_string(st.st_uid);
-    }
-  }
+  if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
   std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
   std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
   if (args.size() > 200) args.resize(200);
   while (!args.empty() && args.back() == '\0') args.pop_back();
-  for (char& c : args) {
-    if (c == '\0') c = ' ';
-    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';  // nothing for a terminal
-  }
-  h.command = args;
+  std::replace(args.begin(), args.end(), '\0', ' ');
+  h.command = args;  // raw: describe_holder escapes what a terminal would act on
   // Start time: field 22 of stat, in clock ticks after boot.
   std::ifstream statf(proc + "/stat");
   std::string stat_line;
   std::getline(statf, stat_line);
   const std::size_t paren = stat_line.rfind(')');
-  if (paren != std::string::npos) {
+  if (paren != std::string::npos && paren + 2 <= stat_line.size()) {
     std::istringstream in(stat_line.substr(paren + 2));
     std::string field;
     unsigned long long start_ticks = 0;
@@ -113,83 +252,6 @@ LeaseHolder process_details(int pid) {
   return h;
 }
 
-namespace {
-
-// Opens the lease file of `uuid` read-only, creating it when absent, never through a link.
-int open_lease_file(const std::string& path) {
-  int fd = open(path.c_str(), O_RDONLY | O_CREAT | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0444);
-  if (fd < 0 && errno == EACCES) fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC);
-  if (fd < 0) {
-    const int e = errno;
-    if (e == ELOOP) {
-      throw failure("the lease file " + path +
-                    " is a symbolic link; gpusel never follows one there (someone may be trying to "
-                    "redirect its leases): remove it, or use another GPUSEL_LEASE_DIR");
-    }
-    throw failure("cannot open the lease file " + path + ": " + errno_text(e) +
-                  "; check the lease folder's permissions, or set GPUSEL_LEASE_DIR");
-  }
-  struct stat st {};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    close(fd);
-    throw failure("the lease file " + path +
-                  " is not a regular file; remove it, or use another GPUSEL_LEASE_DIR");
-  }
-  return fd;
-}
-
-}  // namespace
-
-std::string lease_directory() {
-  if (auto dir = gpusel::detail::env_value("GPUSEL_LEASE_DIR"); dir && !dir->empty()) return *dir;
-  return "/tmp/gpusel-leases";
-}
-
-void check_lease_directory(const std::string& dir) {
-  struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0) {
-    if (errno != ENOENT) {
-      throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno) +
-                    "; set GPUSEL_LEASE_DIR to a folder you can use");
-    }
-    const mode_t old = umask(0);
-    const int rc = mkdir(dir.c_str(), 01777);
-    const int e = errno;
-    umask(old);
-    if (rc != 0 && e != EEXIST) {
-      throw failure("cannot create the lease folder " + dir + ": " + errno_text(e) +
-                    "; set GPUSEL_LEASE_DIR to a folder you can use");
-    }
-    if (lstat(dir.c_str(), &st) != 0) {
-      throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno));
-    }
-  }
-  if (S_ISLNK(st.st_mode)) {
-    throw failure("the lease folder " + dir +
-                  " is a symbolic link; gpusel does not follow one there: use the real folder in "
-                  "GPUSEL_LEASE_DIR");
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    throw failure("the lease folder " + dir + " is not a folder; set GPUSEL_LEASE_DIR to one");
-  }
-  if ((st.st_mode & S_IWOTH) && !(st.st_mode & S_ISVTX)) {
-    throw failure("the lease folder " + dir +
-                  " is writable by every user but lacks the sticky bit, so anyone could replace "
-                  "another's lease files; run `chmod +t " +
-                  dir + "`, or use another GPUSEL_LEASE_DIR");
-  }
-  if (st.st_uid != 0 && st.st_uid != geteuid()) {
-    throw failure("the lease folder " + dir + " belongs to another user (uid " +
-                  std::to_string(st.st_uid) +
-                  "), who could remove the leases in it; use a folder owned by root or by you "
-                  "(GPUSEL_LEASE_DIR)");
-  }
-  if (access(dir.c_str(), W_OK | X_OK) != 0) {
-    throw failure("the lease folder " + dir + " is not writable: " + errno_text(errno) +
-                  "; set GPUSEL_LEASE_DIR to a folder you can write");
-  }
-}
-
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
     if (fd_ >= 0) close(fd_);
@@ -204,47 +266,527 @@ Lease::~Lease() {
   if (fd_ >= 0) close(fd_);  // the kernel drops the lock with the last descriptor
 }
 
-std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
-                               std::optional<LeaseHolder>* holder) {
-  const std::string path = lease_path(dir, uuid);
+LeaseStore LeaseStore::at(const std::string& dir) {
+  LeaseStore s;
+  s.dir_ = dir;
+  s.own_dir_ = own_store_dir();
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT) {
+      throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno) +
+                    "; set GPUSEL_LEASE_DIR to a folder you can use");
+    }
+    // Made by the first lease taken in it, as this user's.
+    s.shared_ = geteuid() == 0;
+    s.own_primary_ = true;
+    s.own_dir_ = dir;
+    return s;
+  }
+  if (const std::string problem = folder_problem(dir, st); !problem.empty()) {
+    throw failure(problem + "; use a folder that only root (`sudo gpusel setup --lease-dir " + dir +
+                  "`) or only you can write, in GPUSEL_LEASE_DIR");
+  }
+  s.shared_ = st.st_uid == 0;
+  s.own_primary_ = st.st_uid == geteuid();
+  if (s.own_primary_) s.own_dir_ = dir;
+  return s;
+}
+
+LeaseStore LeaseStore::locate() {
+  if (auto dir = detail::env_value("GPUSEL_LEASE_DIR"); dir && !dir->empty()) return at(*dir);
+  LeaseStore s;
+  s.own_dir_ = own_store_dir();
+  const std::string shared = kSharedLeaseStore;
+  const std::string parent = shared.substr(0, shared.rfind('/'));
+  struct stat st {
+  }, pst{};
+  std::string problem;
+  if (lstat(shared.c_str(), &st) != 0) {
+    problem = "no shared lease store is set up (" + shared + ")";
+  } else if (lstat(parent.c_str(), &pst) != 0 || !S_ISDIR(pst.st_mode) || pst.st_uid != 0 ||
+             (pst.st_mode & (S_IWGRP | S_IWOTH))) {
+    problem = "the shared lease store's folder " + parent + " is not a folder only root can change";
+  } else if (std::string p = folder_problem(shared, st); !p.empty() || st.st_uid != 0) {
+    problem = p.empty() ? "the shared lease store " + shared + " does not belong to root" : p;
+  }
+  if (problem.empty()) {
+    s.dir_ = shared;
+    s.shared_ = true;
+    s.own_primary_ = geteuid() == 0;
+    return s;
+  }
+  s.dir_ = s.own_dir_;
+  s.own_primary_ = true;
+  s.scope_note_ = problem + ", so leases bind only the jobs of user " + user_name(geteuid()) +
+                  " (kept in " + s.own_dir_ +
+                  "); `sudo gpusel setup` makes a store that binds every user of this machine";
+  return s;
+}
+
+namespace {
+
+// Where `uuid`'s lease file is, as looked at without taking it: the primary store's file, else
+// (when this user may not add it there) the user's own. Fills `st` (lstat) when it exists.
+struct Located {
+  std::string path;
+  bool exists = false;
+  bool shared = false;
+  uid_t owner = 0;
+};
+
+Located locate_file(const LeaseStore& store, const std::string& uuid, struct stat& st) {
+  Located l;
+  l.path = store.dir() + "/" + lease_name(uuid);
+  l.shared = store.shared();
+  l.owner = store.shared() ? 0 : geteuid();
+  if (lstat(l.path.c_str(), &st) == 0) {
+    l.exists = true;
+    return l;
+  }
+  if (LeaseStoreAccess::own_primary(store)) return l;  // made there when taken
+  l.path = store.own_dir() + "/" + lease_name(uuid);
+  l.shared = false;
+  l.owner = geteuid();
+  l.exists = lstat(l.path.c_str(), &st) == 0;
+  return l;
+}
+
+}  // namespace
+
+std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>& uuids) const {
+  const LockTable table;
+  std::vector<LeaseStanding> out;
+  out.reserve(uuids.size());
+  for (const std::string& uuid : uuids) {
+    LeaseStanding s;
+    if (!detail::is_plain_file_name(uuid)) {
+      out.push_back(std::move(s));  // never leasable (take() says why), so never held
+      continue;
+    }
+    struct stat st {};
+    const Located l = locate_file(*this, uuid, st);
+    s.path = l.path;
+    s.shared = l.shared;
+    if (l.exists) {
+      s.problem = lease_file_problem(l.path, st, l.owner, l.shared);
+      if (!s.problem.empty()) {
+        s.state = LeaseStanding::State::Unusable;
+      } else if (table.holder(st.st_dev, st.st_ino)) {
+        s.state = LeaseStanding::State::Held;
+        s.holder = holder_of(table, st);
+      }
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* standing) const {
+  LeaseStanding local;
+  LeaseStanding& s = standing != nullptr ? *standing : local;
+  s = LeaseStanding{};
+  auto unusable = [&](std::string problem) -> std::optional<Lease> {
+    s.state = LeaseStanding::State::Unusable;
+    s.problem = std::move(problem);
+    return std::nullopt;
+  };
+  if (!detail::is_plain_file_name(uuid)) {
+    return unusable(quote_value(uuid) + " is not a GPU UUID as the NVIDIA driver reports one");
+  }
   for (int attempt = 0; attempt < 8; ++attempt) {
-    const int fd = open_lease_file(path);
+    struct stat st {};
+    Located l = locate_file(*this, uuid, st);
+    s.path = l.path;
+    s.shared = l.shared;
+    if (!l.exists) {
+      // This user's own file, made now: in the primary store when it is this user's (or root's,
+      // for root), else in the user's own store.
+      prepare_store_folder(l.path.substr(0, l.path.rfind('/')));
+      const int made = open(l.path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+                            l.shared ? 0444 : 0400);
+      if (made >= 0) {
+        close(made);
+      } else if (errno != EEXIST) {
+        return unusable("cannot create " + l.path + ": " + errno_text(errno));
+      }
+      continue;  // looked at again, as any other file
+    }
+    if (std::string problem = lease_file_problem(l.path, st, l.owner, l.shared); !problem.empty()) {
+      return unusable(problem);
+    }
+    const int fd = open(l.path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) {
+      if (errno == ENOENT) continue;  // removed meanwhile
+      return unusable("cannot open " + l.path + ": " + errno_text(errno));
+    }
+    struct stat held {};
+    if (fstat(fd, &held) != 0 || held.st_dev != st.st_dev || held.st_ino != st.st_ino) {
+      close(fd);
+      continue;  // replaced between the look and the open
+    }
     if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int e = errno;
-      struct stat st {};
-      const bool got_stat = fstat(fd, &st) == 0;
       close(fd);
-      if (e != EWOULDBLOCK) {
-        throw failure("cannot lock the lease file " + path + ": " + errno_text(e));
-      }
-      if (holder != nullptr) {
-        std::optional<int> pid = got_stat ? lock_owner(st.st_dev, st.st_ino) : std::nullopt;
-        *holder = pid ? std::optional<LeaseHolder>(process_details(*pid)) : std::nullopt;
-      }
+      if (e != EWOULDBLOCK) return unusable("cannot lock " + l.path + ": " + errno_text(e));
+      s.state = LeaseStanding::State::Held;
+      s.holder = holder_of(LockTable(), held);
       return std::nullopt;
     }
-    // The name must still lead to the file we locked (it is never removed by gpusel, but its
-    // owner could remove it): otherwise another process may lock the new file too.
-    struct stat held {
-    }, named{};
-    if (fstat(fd, &held) == 0 && lstat(path.c_str(), &named) == 0 && held.st_dev == named.st_dev &&
-        held.st_ino == named.st_ino) {
+    // The name must still lead to the file locked (only the store's owner can change it):
+    // otherwise another process may lock the new file too.
+    struct stat named {};
+    if (lstat(l.path.c_str(), &named) == 0 && named.st_dev == held.st_dev &&
+        named.st_ino == held.st_ino && named.st_nlink == 1) {
       return Lease(fd, uuid);
     }
     close(fd);
   }
-  throw failure("the lease file " + path + " keeps being replaced; check who writes to " + dir);
+  return unusable("the lease file of " + uuid + " in " + dir_ +
+                  " keeps being replaced; check who changes that folder");
 }
 
-std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::string& uuid) {
-  // Read-only: /proc/locks, not a test lock, which would make a concurrent taker fail.
-  if (!detail::is_plain_file_name(uuid)) return std::nullopt;  // never leasable, so never leased
-  const std::string path = lease_path(dir, uuid);
+namespace {
+
+// Makes `dir` a folder owned by root with exactly `mode`, reporting what changed. False (and a
+// problem) when something that is not a folder stands there.
+bool root_folder(const std::string& dir, mode_t mode, StoreSetup& report) {
   struct stat st {};
-  if (lstat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return std::nullopt;
-  const std::optional<int> pid = lock_owner(st.st_dev, st.st_ino);
-  if (!pid) return std::nullopt;
-  return process_details(*pid);
+  if (lstat(dir.c_str(), &st) != 0) {
+    const mode_t old = umask(0);
+    const int rc = mkdir(dir.c_str(), mode);
+    umask(old);
+    if (rc != 0) {
+      report.problems.push_back("cannot make " + dir + ": " + errno_text(errno));
+      return false;
+    }
+    report.changes.push_back("made " + dir + " (mode " + mode_text(mode) + ")");
+    return true;
+  }
+  if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
+    report.problems.push_back(dir + " is not a folder (" +
+                              (S_ISLNK(st.st_mode) ? "a symbolic link" : "a file") +
+                              "); remove it by hand and run `gpusel setup` again");
+    return false;
+  }
+  if (st.st_uid != 0 || st.st_gid != 0) {
+    if (lchown(dir.c_str(), 0, 0) != 0) {
+      report.problems.push_back("cannot give " + dir + " to root: " + errno_text(errno));
+      return false;
+    }
+    report.changes.push_back("gave " + dir + " to root (it belonged to " + user_name(st.st_uid) +
+                             ")");
+  }
+  if ((st.st_mode & 07777) != mode) {
+    if (chmod(dir.c_str(), mode) != 0) {
+      report.problems.push_back("cannot set the mode of " + dir + ": " + errno_text(errno));
+      return false;
+    }
+    report.changes.push_back("set the mode of " + dir + " to " + mode_text(mode) + " (was " +
+                             mode_text(st.st_mode) + ")");
+  }
+  return true;
+}
+
+// Removes whatever is at `path` (not following a link; a folder only when empty).
+bool remove_entry(const std::string& path, const struct stat& st, StoreSetup& report) {
+  const int rc = S_ISDIR(st.st_mode) ? rmdir(path.c_str()) : unlink(path.c_str());
+  if (rc != 0) {
+    report.problems.push_back("cannot remove " + path + ": " + errno_text(errno));
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::string>& uuids) {
+  if (geteuid() != 0) {
+    throw failure("only root can make the shared lease store " + dir +
+                  " (a store any user could change would bind no one): run `sudo gpusel setup`");
+  }
+  StoreSetup report;
+  if (dir == kSharedLeaseStore) {
+    const std::string parent = dir.substr(0, dir.rfind('/'));
+    if (!root_folder(parent, 0755, report)) return report;
+  }
+  if (!root_folder(dir, 0755, report)) return report;
+  const LockTable table;
+  for (const std::string& uuid : uuids) {
+    if (!detail::is_plain_file_name(uuid)) {
+      report.problems.push_back(quote_value(uuid) + " is not a GPU UUID: no lease file made");
+      continue;
+    }
+    const std::string path = dir + "/" + lease_name(uuid);
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0) {
+      const std::string problem = lease_file_problem(path, st, 0, true);
+      if (problem.empty()) continue;
+      if (table.holder(st.st_dev, st.st_ino)) {
+        report.problems.push_back(problem.substr(0, problem.find(';')) +
+                                  ", and a job holds it; run `gpusel setup` again when it ends");
+        continue;
+      }
+      if (!remove_entry(path, st, report)) continue;
+      report.changes.push_back("removed " + path + ": " + problem.substr(0, problem.find(';')));
+    }
+    const int fd = open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
+    if (fd < 0) {
+      report.problems.push_back("cannot make " + path + ": " + errno_text(errno));
+      continue;
+    }
+    fchmod(fd, 0444);  // whatever the umask
+    close(fd);
+    report.changes.push_back("made " + path);
+  }
+  const std::string queue = dir + "/queue";
+  if (!root_folder(queue, 01777, report)) return report;
+  // The queue: dead tickets, and anything that is not a ticket, go.
+  DIR* d = opendir(queue.c_str());
+  if (d != nullptr) {
+    while (dirent* e = readdir(d)) {
+      const std::string name = e->d_name;
+      if (name == "." || name == "..") continue;
+      const std::string path = queue + "/" + name;
+      struct stat st {};
+      if (lstat(path.c_str(), &st) != 0) continue;
+      const bool ticket_like = S_ISREG(st.st_mode) && st.st_nlink == 1;
+      if (ticket_like && table.holder(st.st_dev, st.st_ino)) continue;  // a job waits
+      if (remove_entry(path, st, report)) {
+        report.changes.push_back("removed " + path + (ticket_like ? " (a dead ticket)" : ""));
+      }
+    }
+    closedir(d);
+  }
+  return report;
 }
 
 GPUSEL_END_NAMESPACE
+
+// ---- the queue ---------------------------------------------------------------------------------
+
+namespace gpusel::detail {
+namespace {
+
+constexpr std::size_t kMaxTicketSize = 1 << 20;
+
+// The queue folder of `store` that this process may use, made when absent and this user may;
+// "" when there is none (then waiting jobs of other users are not seen).
+std::string usable_queue(const LeaseStore& store, bool make) {
+  const std::string dir = store.dir() + "/queue";
+  struct stat st {};
+  if (lstat(dir.c_str(), &st) != 0) {
+    if (errno != ENOENT || !make || !LeaseStoreAccess::own_primary(store)) return "";
+    const mode_t old = umask(0);
+    const int rc = mkdir(dir.c_str(), store.shared() ? 01777 : 0700);
+    umask(old);
+    if ((rc != 0 && errno != EEXIST) || lstat(dir.c_str(), &st) != 0) return "";
+  }
+  if (!S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) return "";
+  const uid_t owner = store.shared() ? 0 : geteuid();
+  if (st.st_uid != owner) return "";
+  // Open to others only with the sticky bit, so no one removes another's ticket.
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) return "";
+  return dir;
+}
+
+// When a ticket arrived: its birth time where the file system keeps one, else its last change.
+struct Arrival {
+  long long sec = 0;
+  long long nsec = 0;
+  ino_t ino = 0;
+  auto key() const { return std::tie(sec, nsec, ino); }
+};
+
+Arrival arrival_of(int dirfd, const char* name, const struct stat& st) {
+  Arrival a;
+  a.ino = st.st_ino;
+  a.sec = st.st_ctim.tv_sec;
+  a.nsec = st.st_ctim.tv_nsec;
+  struct statx sx {};
+  if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx) == 0 &&
+      (sx.stx_mask & STATX_BTIME)) {
+    a.sec = sx.stx_btime.tv_sec;
+    a.nsec = sx.stx_btime.tv_nsec;
+  }
+  return a;
+}
+
+}  // namespace
+
+struct Ticket::Impl {
+  std::string dir, name;
+  int fd = -1;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+
+Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(new Impl) {
+  std::string dir = usable_queue(store, true);
+  if (dir.empty()) {
+    // The shared store has no queue this user may use: wait in the user's own.
+    prepare_store_folder(store.own_dir());
+    dir = store.own_dir() + "/queue";
+    if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+      throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(errno));
+    }
+  }
+  unsigned char random[8] = {};
+  if (getrandom(random, sizeof random, 0) != static_cast<ssize_t>(sizeof random)) {
+    const auto t = static_cast<unsigned long long>(std::time(nullptr));
+    std::memcpy(random, &t, sizeof t);
+  }
+  char name[64];
+  std::snprintf(name, sizeof name, "%d-%02x%02x%02x%02x%02x%02x%02x%02x",
+                static_cast<int>(getpid()), random[0], random[1], random[2], random[3], random[4],
+                random[5], random[6], random[7]);
+  impl_->dir = dir;
+  impl_->name = name;
+  const std::string path = dir + "/" + name;
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(errno));
+  }
+  impl_->fd = fd;
+  const std::string text = format_ticket(request);
+  struct stat st {};
+  if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+      flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0) {
+    const int e = errno;
+    unlink(path.c_str());
+    close(fd);
+    impl_->fd = -1;
+    throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(e));
+  }
+  impl_->dev = st.st_dev;
+  impl_->ino = st.st_ino;
+}
+
+Ticket::~Ticket() {
+  if (impl_ && impl_->fd >= 0) {
+    unlink((impl_->dir + "/" + impl_->name).c_str());  // removed first: seen dead, then gone
+    close(impl_->fd);
+  }
+}
+
+std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
+  std::vector<std::string> dirs;
+  if (own != nullptr) {
+    dirs.push_back(own->impl_->dir);
+  } else if (std::string q = usable_queue(store, false); !q.empty()) {
+    dirs.push_back(q);
+  }
+  const LockTable table;
+  std::vector<std::pair<Arrival, Waiter>> found;
+  for (const std::string& dir : dirs) {
+    const int dirfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dirfd < 0) continue;
+    DIR* d = fdopendir(dirfd);
+    if (d == nullptr) {
+      close(dirfd);
+      continue;
+    }
+    while (dirent* e = readdir(d)) {
+      if (e->d_name[0] == '.') continue;
+      struct stat st {};
+      if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+          st.st_nlink != 1 || st.st_size > static_cast<off_t>(kMaxTicketSize)) {
+        continue;  // not a ticket gpusel wrote: never followed, never blocks anyone
+      }
+      const std::optional<int> pid = table.holder(st.st_dev, st.st_ino);
+      const bool mine =
+          own != nullptr && st.st_dev == own->impl_->dev && st.st_ino == own->impl_->ino;
+      if (!pid && !mine) {
+        if (st.st_uid == geteuid()) unlinkat(dirfd, e->d_name, 0);  // this user's dead ticket
+        continue;
+      }
+      const int fd =
+          openat(dirfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+      if (fd < 0) continue;
+      struct stat opened {};
+      std::string text;
+      if (fstat(fd, &opened) == 0 && opened.st_ino == st.st_ino && opened.st_dev == st.st_dev) {
+        text.resize(static_cast<std::size_t>(opened.st_size));
+        const ssize_t got = pread(fd, text.data(), text.size(), 0);
+        text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+      }
+      close(fd);
+      std::optional<TicketRequest> request = parse_ticket(text);
+      if (!request) continue;
+      Waiter w;
+      w.request = std::move(*request);
+      w.own = mine;
+      if (pid && *pid > 0) w.who = process_details(*pid);
+      found.emplace_back(arrival_of(dirfd, e->d_name, st), std::move(w));
+    }
+    closedir(d);
+  }
+  std::stable_sort(found.begin(), found.end(),
+                   [](const auto& a, const auto& b) { return a.first.key() < b.first.key(); });
+  std::vector<Waiter> out;
+  out.reserve(found.size());
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+ReleaseWatch::ReleaseWatch(const LeaseStore& store) {
+  fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  if (fd_ < 0) return;  // wait() then sleeps for its timeout
+  // A lease is released when its file's last descriptor closes: IN_CLOSE_NOWRITE (files are
+  // opened read-only). A waiter leaving the queue removes its ticket, or (killed) closes it
+  // after writing: IN_DELETE, IN_CLOSE_WRITE. Looking at tickets and leases opens nothing for
+  // writing and takes no lease, so waiters looking around do not wake each other.
+  for (const std::string& dir : {store.dir(), store.own_dir()}) {
+    const int w = inotify_add_watch(fd_, dir.c_str(), IN_CLOSE_NOWRITE | IN_ONLYDIR);
+    if (w >= 0) lease_watches_.push_back(w);
+    inotify_add_watch(fd_, (dir + "/queue").c_str(),
+                      IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR);
+  }
+}
+
+ReleaseWatch::~ReleaseWatch() {
+  if (fd_ >= 0) close(fd_);
+}
+
+bool ReleaseWatch::wait(std::chrono::milliseconds timeout) {
+  if (fd_ < 0) {
+    poll(nullptr, 0, static_cast<int>(std::min<long long>(timeout.count(), 50)));
+    return true;  // without notifications, look again often
+  }
+  // Events that tell nothing (a folder listed, a lease file looked at) are read and waited past,
+  // so that waiters looking around never wake each other, or themselves, for nothing.
+  const auto until = std::chrono::steady_clock::now() + timeout;
+  while (true) {
+    const auto left =
+        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+    pollfd p{fd_, POLLIN, 0};
+    const int ready =
+        poll(&p, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30)));
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) return false;
+    bool relevant = false;
+    alignas(inotify_event) char buf[8192];
+    while (true) {
+      const ssize_t got = read(fd_, buf, sizeof buf);
+      if (got <= 0) break;
+      for (ssize_t at = 0; at < got;) {
+        const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+        const bool lease_dir =
+            std::find(lease_watches_.begin(), lease_watches_.end(), e->wd) != lease_watches_.end();
+        if (!lease_dir) {
+          relevant = true;  // a ticket left the queue, or its holder died
+        } else if (e->len > 0) {
+          const std::string_view name(e->name);
+          relevant = relevant || (name.size() > 5 && name.substr(name.size() - 5) == ".lock");
+        }
+      }
+    }
+    if (relevant) return true;
+  }
+}
+
+std::string queue_directory(const LeaseStore& store) {
+  return usable_queue(store, false);
+}
+
+}  // namespace gpusel::detail

@@ -1,13 +1,16 @@
 // Leases on Windows: the same rules as lease.cpp, made of LockFileEx locks (win_lock.hpp) instead
-// of flock. The folder is GPUSEL_LEASE_DIR, else %ProgramData%\gpusel-leases (shared by every user
-// of the machine, as /tmp/gpusel-leases is on Linux). A lease file is never followed through a
-// symbolic link or junction. Windows has no /proc/locks: the holder writes its process id at the
-// start of the file (outside the locked byte) and others read it from there, so the holder named
-// in messages is what the holder wrote; the lease itself is the lock, which a file's contents
+// of flock. The folder is GPUSEL_LEASE_DIR, else %ProgramData%\gpusel-leases (one folder for every
+// user of the machine; unlike Linux's shared store, its trust rests on the folder's ACL as Windows
+// made it, which gpusel does not check: see docs/windows.md). A lease file is never followed
+// through a symbolic link or junction. Windows has no /proc/locks: the holder writes its process id
+// at the start of the file (outside the locked byte) and others read it from there, so the holder
+// named in messages is what the holder wrote; the lease itself is the lock, which a file's contents
 // cannot fake. Process details (command, start time) come from the process where Windows lets us
 // open it; the user is not read.
 #include <io.h>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -16,6 +19,7 @@
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/resolve.hpp"
+#include "lease_queue.hpp"
 #include "text.hpp"
 #include "win_lock.hpp"
 
@@ -69,14 +73,18 @@ LeaseHolder process_details(int pid) {
   return h;
 }
 
-std::string lease_directory() {
+namespace {
+
+// The lease folder: GPUSEL_LEASE_DIR, else %ProgramData%\gpusel-leases. Made when absent; never
+// a reparse point (a symbolic link or junction).
+std::string lease_folder() {
   if (auto dir = gpusel::detail::env_value("GPUSEL_LEASE_DIR"); dir && !dir->empty()) return *dir;
   const auto data = win::environment(L"ProgramData");
   return win::narrow(data && !data->empty() ? *data : std::wstring(L"C:\\ProgramData")) +
          "\\gpusel-leases";
 }
 
-void check_lease_directory(const std::string& dir) {
+void check_folder(const std::string& dir) {
   const std::filesystem::path p(win::widen(dir));
   std::error_code ec;
   auto st = std::filesystem::symlink_status(p, ec);
@@ -99,6 +107,21 @@ void check_lease_directory(const std::string& dir) {
   }
 }
 
+}  // namespace
+
+LeaseStore LeaseStore::at(const std::string& dir) {
+  check_folder(dir);
+  LeaseStore s;
+  s.dir_ = s.own_dir_ = dir;
+  s.shared_ = true;  // one folder for every user of the machine (see docs/windows.md)
+  s.own_primary_ = true;
+  return s;
+}
+
+LeaseStore LeaseStore::locate() {
+  return at(lease_folder());
+}
+
 // A lease's descriptor is a C runtime descriptor over the file's handle (_open_osfhandle), so
 // the class is the same on both platforms; closing it closes the handle, which drops the lock.
 Lease& Lease::operator=(Lease&& other) noexcept {
@@ -115,19 +138,29 @@ Lease::~Lease() {
   if (fd_ >= 0) _close(fd_);
 }
 
-std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
-                               std::optional<LeaseHolder>* holder) {
-  const std::string path = lease_path(dir, uuid);
+std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* standing) const {
+  LeaseStanding local;
+  LeaseStanding& s = standing != nullptr ? *standing : local;
+  s = LeaseStanding{};
+  s.shared = true;
+  if (!detail::is_plain_file_name(uuid)) {
+    s.state = LeaseStanding::State::Unusable;
+    s.problem = quote_value(uuid) + " is not a GPU UUID as the NVIDIA driver reports one";
+    return std::nullopt;
+  }
+  const std::string path = lease_path(dir_, uuid);
+  s.path = path;
   std::string error;
   bool writable = false;
   win::Handle file = win::open_lock_file(path, true, error, &writable);
   if (!file) {
-    throw failure("cannot open the lease file " + path + ": " + error +
-                  "; check the lease folder's permissions, or set GPUSEL_LEASE_DIR");
+    s.state = LeaseStanding::State::Unusable;
+    s.problem = "cannot open " + path + ": " + error;
+    return std::nullopt;
   }
   DWORD code = 0;
   bool locked = false;
-  // A few quick tries: lease_holder's test lock (list, doctor) holds the byte for a moment.
+  // A few quick tries: a look at the lease (list, doctor) holds the byte for a moment.
   for (int attempt = 0; attempt < 3 && !locked; ++attempt) {
     if (attempt > 0) Sleep(2);
     locked = win::try_lock(file.get(), true, &code);
@@ -135,12 +168,12 @@ std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
   }
   if (!locked) {
     if (code != ERROR_LOCK_VIOLATION && code != ERROR_IO_PENDING) {
-      throw failure("cannot lock the lease file " + path + ": " + win::error_text(code));
+      s.state = LeaseStanding::State::Unusable;
+      s.problem = "cannot lock " + path + ": " + win::error_text(code);
+      return std::nullopt;
     }
-    if (holder != nullptr) {
-      const auto pid = written_pid(file.get());
-      *holder = pid ? std::optional<LeaseHolder>(process_details(*pid)) : std::nullopt;
-    }
+    s.state = LeaseStanding::State::Held;
+    if (const auto pid = written_pid(file.get())) s.holder = process_details(*pid);
     return std::nullopt;
   }
   if (writable) {
@@ -152,25 +185,140 @@ std::optional<Lease> try_lease(const std::string& dir, const std::string& uuid,
     SetEndOfFile(file.get());
   }
   const int fd = _open_osfhandle(reinterpret_cast<intptr_t>(file.get()), 0);
-  if (fd < 0) throw failure("cannot hold the lease file " + path);
+  if (fd < 0) {
+    s.state = LeaseStanding::State::Unusable;
+    s.problem = "cannot hold " + path;
+    return std::nullopt;
+  }
   file.release();  // the descriptor owns the handle now
   return Lease(fd, uuid);
 }
 
-std::optional<LeaseHolder> lease_holder(const std::string& dir, const std::string& uuid) {
-  if (!detail::is_plain_file_name(uuid)) return std::nullopt;  // never leasable, so never leased
-  std::string error;
-  win::Handle file = win::open_lock_file(lease_path(dir, uuid), false, error);
-  if (!file) return std::nullopt;
-  // A shared lock is refused while someone holds the exclusive one (and taking it for a moment
-  // makes a concurrent taker's exclusive lock fail only in that moment, as a retry would).
-  if (win::try_lock(file.get(), false)) {
-    win::unlock(file.get());
-    return std::nullopt;
+std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>& uuids) const {
+  std::vector<LeaseStanding> out;
+  for (const std::string& uuid : uuids) {
+    LeaseStanding s;
+    s.shared = true;
+    if (!detail::is_plain_file_name(uuid)) {
+      out.push_back(s);
+      continue;
+    }
+    s.path = lease_path(dir_, uuid);
+    std::string error;
+    win::Handle file = win::open_lock_file(s.path, false, error);
+    // A shared lock is refused while someone holds the exclusive one (and taking it for a moment
+    // makes a concurrent taker's exclusive lock fail only in that moment, as a retry would).
+    if (file) {
+      if (win::try_lock(file.get(), false)) {
+        win::unlock(file.get());
+      } else {
+        s.state = LeaseStanding::State::Held;
+        if (const auto pid = written_pid(file.get())) s.holder = process_details(*pid);
+      }
+    }
+    out.push_back(std::move(s));
   }
-  const auto pid = written_pid(file.get());
-  LeaseHolder h = pid ? process_details(*pid) : LeaseHolder{};
-  return h;
+  return out;
+}
+
+StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::string>&) {
+  throw failure(
+      "gpusel setup makes the shared lease store of Linux machines; on Windows the lease "
+      "folder " +
+      dir + " is used as it is (see docs/windows.md)");
 }
 
 GPUSEL_END_NAMESPACE
+
+// ---- the queue (as on Linux, with LockFileEx locks for flock; ordered by the tickets' names) ----
+
+namespace gpusel::detail {
+
+struct Ticket::Impl {
+  std::string dir, name;
+  win::Handle file;
+};
+
+Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(new Impl) {
+  impl_->dir = store.dir() + "\\queue";
+  ::gpusel::check_folder(impl_->dir);
+  const auto now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  char name[64];
+  std::snprintf(name, sizeof name, "%020lld-%lu", static_cast<long long>(now),
+                static_cast<unsigned long>(GetCurrentProcessId()));
+  impl_->name = name;
+  std::string error;
+  bool writable = false;
+  impl_->file = win::open_lock_file(impl_->dir + "\\" + impl_->name, true, error, &writable);
+  if (!impl_->file || !win::try_lock(impl_->file.get(), true)) {
+    throw failure("cannot join the queue of waiting jobs in " + impl_->dir + ": " +
+                  (error.empty() ? "cannot lock the ticket" : error));
+  }
+  const std::string text = format_ticket(request);
+  OVERLAPPED at{};
+  DWORD written = 0;
+  WriteFile(impl_->file.get(), text.data(), static_cast<DWORD>(text.size()), &written, &at);
+}
+
+Ticket::~Ticket() {
+  if (!impl_) return;
+  impl_->file.reset();
+  std::error_code ec;
+  std::filesystem::remove(win::widen(impl_->dir + "\\" + impl_->name), ec);
+}
+
+std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
+  std::vector<std::pair<std::string, Waiter>> found;
+  const std::string dir = store.dir() + "\\queue";
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(win::widen(dir), ec)) {
+    const std::string name = win::narrow(e.path().filename().wstring());
+    if (name.empty() || name[0] == '.') continue;
+    const bool mine = own != nullptr && name == own->impl_->name;
+    std::string text;
+    std::string error;
+    win::Handle h = win::open_lock_file(win::narrow(e.path().wstring()), false, error);
+    if (!h) continue;
+    if (!mine) {
+      if (win::try_lock(h.get(), false)) {  // nobody holds it: a dead ticket
+        win::unlock(h.get());
+        h.reset();
+        std::filesystem::remove(e.path(), ec);
+        continue;
+      }
+    }
+    char buf[65536];
+    DWORD got = 0;
+    OVERLAPPED at{};
+    if (ReadFile(h.get(), buf, sizeof buf, &got, &at)) text.assign(buf, got);
+    std::optional<TicketRequest> request = parse_ticket(text);
+    if (!request) continue;
+    Waiter w;
+    w.request = std::move(*request);
+    w.own = mine;
+    found.emplace_back(name, std::move(w));
+  }
+  std::sort(found.begin(), found.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Waiter> out;
+  for (auto& f : found) out.push_back(std::move(f.second));
+  return out;
+}
+
+ReleaseWatch::ReleaseWatch(const LeaseStore&) {}
+
+ReleaseWatch::~ReleaseWatch() = default;
+
+bool ReleaseWatch::wait(std::chrono::milliseconds timeout) {
+  // No notification here: look again every 20 ms.
+  Sleep(static_cast<DWORD>(std::clamp<long long>(timeout.count(), 0, 20)));
+  return false;
+}
+
+std::string queue_directory(const LeaseStore& store) {
+  return store.dir() + "\\queue";
+}
+
+}  // namespace gpusel::detail

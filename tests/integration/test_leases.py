@@ -256,37 +256,72 @@ class LeaseTest(LeaseCase):
         os.symlink(self.lease_dir, link)
         self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true", env=self.env(GPUSEL_LEASE_DIR=link)),
                              1, "is a symbolic link", "GPUSEL_LEASE_DIR")
-        open_dir = os.path.join(self.tmp.name, "open")
-        os.makedirs(open_dir)
-        os.chmod(open_dir, 0o777)
-        self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true",
-                                             env=self.env(GPUSEL_LEASE_DIR=open_dir)), 1, "sticky bit", "chmod +t")
+        # A folder others may write, sticky or not: they could remove or replace leases in it.
+        for mode in (0o777, 0o1777, 0o775):
+            open_dir = os.path.join(self.tmp.name, f"open{mode:o}")
+            os.makedirs(open_dir)
+            os.chmod(open_dir, mode)
+            self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true",
+                                                 env=self.env(GPUSEL_LEASE_DIR=open_dir)), 1,
+                                 "can be written by other users", f"mode {mode:04o}", "gpusel setup --lease-dir",
+                                 "GPUSEL_LEASE_DIR")
         not_dir = os.path.join(self.tmp.name, "file")
         open(not_dir, "w").close()
         self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true",
                                              env=self.env(GPUSEL_LEASE_DIR=not_dir)), 1, "is not a folder")
-        # A lease file replaced by a symbolic link is never followed, and nothing is leased.
+        # A lease file replaced by a symbolic link is never followed; that GPU alone is refused.
         target = os.path.join(self.tmp.name, "elsewhere")
         os.symlink(target, os.path.join(self.lease_dir, DGX[2] + ".lock"))
         r = self.run_gpusel("run", "--gpu", "1,2", "--", "true")
-        self.assertFailsWith(r, 1, "is a symbolic link", "remove it")
+        self.assertFailsWith(r, 1, f"GPU 2 ({DGX[2]}) is", "is a symbolic link, which gpusel never follows",
+                             "gpusel setup" if os.geteuid() == 0 else "remove it")
         self.assertFalse(os.path.exists(target))
-        r = self.run_gpusel("resolve", "--gpu", "free:8")
-        self.assertEqual(r.returncode, 0, r.stderr)  # GPU 1's lease was released with the failed run
+        # free:N goes around it, and says so.
+        r = self.run_gpusel("run", "--gpu", "free:8", "--", "true")
+        self.assertFailsWith(r, 1, "7 of the 8 GPUs here are free", "is a symbolic link")
+        r = self.run_gpusel("run", "--gpu", "free:7", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"GPU 2 ({DGX[2]}) was skipped", r.stderr)
+        # A file with a second name (a hard link) would make one lock stand for two GPUs.
+        os.link(os.path.join(self.lease_dir, DGX[1] + ".lock"), os.path.join(self.lease_dir, "other.lock"))
+        r = self.run_gpusel("run", "--gpu", "1", "--", "true")
+        self.assertFailsWith(r, 1, "has 2 names (hard links)")
         # A folder gpusel cannot write (as root everything is writable, so only when not root).
         if os.geteuid() != 0:
             locked = os.path.join(self.tmp.name, "ro")
             os.makedirs(locked, mode=0o555)
             self.assertFailsWith(self.run_gpusel("run", "--gpu", "0", "--", "true",
-                                                 env=self.env(GPUSEL_LEASE_DIR=locked)), 1, "not writable")
+                                                 env=self.env(GPUSEL_LEASE_DIR=locked)), 1, "cannot")
 
     def test_lease_files_are_read_only_and_never_written(self):
         r = self.run_gpusel("run", "--quiet", "--gpu", "4", "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
         st = os.stat(os.path.join(self.lease_dir, DGX[4] + ".lock"))
-        self.assertEqual(st.st_mode & 0o777, 0o444)
+        root = os.geteuid() == 0
+        # Root's folder is a store other users may lease in; a user's own is theirs alone.
+        self.assertEqual(st.st_mode & 0o777, 0o444 if root else 0o400)
         self.assertEqual(st.st_size, 0)
-        self.assertEqual(os.stat(self.lease_dir).st_mode & 0o7777, 0o1777)
+        self.assertEqual(os.stat(self.lease_dir).st_mode & 0o7777, 0o755 if root else 0o700)
+
+    def test_a_wait_longer_than_any_deadline_waits(self):
+        holder = self.start("run", "--quiet", "--gpu", "2", "--", "sleep", "30")
+        try:
+            self.wait_for(lambda: self.held(holder) and
+                          self.run_gpusel("resolve", "--gpu", "free:8").returncode == 1, "the lease")
+            for value in ("1e10", "1e300", "inf", "forever"):
+                waiter = self.start("run", "--quiet", "--gpu", "2", "--wait", value, "--", "true")
+                time.sleep(0.5)
+                self.assertIsNone(waiter.poll(), f"--wait {value}: {waiter.stderr.read() if waiter.poll() is not None else ''}")
+                waiter.kill()
+                waiter.wait()
+            r = self.run_gpusel("run", "--gpu", "2", "--wait", "0.2", "--", "true")
+            self.assertFailsWith(r, 1, "still waiting after 0.2 s", f"leased by pid {holder.pid}")
+            for bad in ("-1", "nan", "soon", "1x"):
+                r = self.run_gpusel("run", "--gpu", "2", f"--wait={bad}", "--", "true")
+                self.assertFailsWith(r, 2, "is not a duration", bad)
+        finally:
+            holder.kill()
+            holder.wait()
 
 
 WORKER = r'''

@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
 
+#include <cmath>
+#include <limits>
+
 #include "gpusel/units.hpp"
 
 using namespace gpusel;
@@ -32,4 +35,31 @@ TEST(Units, FormatBytes) {
   EXPECT_EQ(format_bytes(80ull << 30), "80 GiB");
   EXPECT_EQ(format_bytes(512), "512 B");
   EXPECT_EQ(format_bytes(23034ull << 20), "22.5 GiB");
+}
+
+TEST(Units, Durations) {
+  EXPECT_EQ(gpusel::parse_duration("30"), 30.0);
+  EXPECT_EQ(gpusel::parse_duration(" 1.5 "), 1.5);
+  EXPECT_EQ(gpusel::parse_duration("1e10"), 1e10);
+  EXPECT_EQ(gpusel::parse_duration("90s"), 90.0);
+  EXPECT_EQ(gpusel::parse_duration("15m"), 900.0);
+  EXPECT_EQ(gpusel::parse_duration("2H"), 7200.0);
+  EXPECT_EQ(gpusel::parse_duration("1d"), 86400.0);
+  EXPECT_EQ(gpusel::parse_duration(".5"), 0.5);
+  EXPECT_EQ(gpusel::parse_duration("0"), 0.0);
+  EXPECT_TRUE(std::isinf(*gpusel::parse_duration("inf")));
+  EXPECT_TRUE(std::isinf(*gpusel::parse_duration("Forever")));
+  EXPECT_TRUE(std::isinf(*gpusel::parse_duration("1e400")));  // beyond a double: for ever
+  for (const char* bad : {"", "-1", "nan", "soon", "1x", "s", "1 2", "+5", "--1", "0x10", "1e"}) {
+    EXPECT_FALSE(gpusel::parse_duration(bad)) << bad;
+  }
+}
+
+TEST(Units, FormatSeconds) {
+  EXPECT_EQ(gpusel::format_seconds(1), "1 s");
+  EXPECT_EQ(gpusel::format_seconds(0.2), "0.2 s");
+  EXPECT_EQ(gpusel::format_seconds(1.25), "1.25 s");
+  EXPECT_EQ(gpusel::format_seconds(7200), "7200 s");
+  EXPECT_EQ(gpusel::format_seconds(1e20), "1e+20 s");
+  EXPECT_EQ(gpusel::format_seconds(std::numeric_limits<double>::infinity()), "for ever");
 }

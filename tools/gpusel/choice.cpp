@@ -23,11 +23,12 @@ void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing) {
   // `--wait SECONDS`, which join_wait_values rewrites) at most that long. Not an option with an
   // optional argument: CLI11 would then eat the `--` before the command.
   cmd.add_flag("--wait{inf}", options.wait_text,
-               leasing ? "wait for leased or busy GPUs instead of failing, at most SECONDS (for "
-                         "ever without a value); waiting jobs are served in arrival order"
-                       : "wait until enough GPUs are free, at most SECONDS (for ever without a "
-                         "value)")
-      ->type_name("[SECONDS]");
+               leasing ? "wait for leased or busy GPUs instead of failing, at most DURATION (30, "
+                         "90s, 15m, 2h; for ever without a value); waiting jobs are served in "
+                         "arrival order"
+                       : "wait until enough GPUs are free, at most DURATION (30, 90s, 15m, 2h; "
+                         "for ever without a value)")
+      ->type_name("[DURATION]");
   if (leasing) {
     cmd.add_flag("--share", options.share,
                  "run on GPUs another job has leased, without leasing them (by default such a "
@@ -48,17 +49,14 @@ Acquisition acquire(const std::vector<std::string>& gpus, const ChoiceOptions& o
   a.limits.max_utilization = options.max_utilization;
   a.lease = lease;
   a.share = options.share;
-  if (options.wait_text == "inf") {
-    a.wait_seconds = std::numeric_limits<double>::infinity();
-  } else if (!options.wait_text.empty()) {
-    double seconds = 0;
-    if (!CLI::detail::lexical_cast(options.wait_text, seconds) || !std::isfinite(seconds) ||
-        seconds < 0) {
+  if (!options.wait_text.empty()) {
+    const std::optional<double> seconds = parse_duration(options.wait_text);
+    if (!seconds) {
       throw bad_input("--wait " + quote_value(options.wait_text) +
-                      " is not a number of seconds (0 or more); give --wait alone to wait for as "
-                      "long as it takes");
+                      " is not a duration: give seconds (30, 1.5, 1e4) or 90s, 15m, 2h, 1d; "
+                      "--wait alone waits for as long as it takes");
     }
-    a.wait_seconds = seconds;
+    a.wait_seconds = *seconds;
   }
   a.on_wait = [](const std::string& what) { print_note(what); };
   Acquisition got = acquire_gpus(gpus, cuda_env_from_environment(), default_probe_helper(), a);

@@ -83,6 +83,12 @@ struct DoctorOptions {
 CLI::App* setup_doctor(CLI::App& app, DoctorOptions& options);
 int run_doctor(const DoctorOptions& options);
 
+struct SetupOptions {
+  std::string lease_dir;  // empty: the default shared store
+};
+CLI::App* setup_setup(CLI::App& app, SetupOptions& options);
+int run_setup(const SetupOptions& options);
+
 // Hidden: what CUDA enumerates in this process, for the parent's probe.
 CLI::App* setup_probe(CLI::App& app);
 int run_probe();

@@ -19,6 +19,7 @@
 #include "gpusel/spec.hpp"
 #include "gpusel/units.hpp"
 #include "gpusel/worker.hpp"
+#include "sim_machine.hpp"
 
 namespace gpusel::cli {
 
@@ -83,6 +84,7 @@ class Doctor {
     if (snap.available) check_usage();
     check_slurm();
     check_assignment();
+    check_simulated_runtime();
   }
 
   NvmlSnapshot snap;
@@ -298,7 +300,6 @@ class Doctor {
   }
 
   void check_usage() {
-    std::string dir = lease_directory();
     for (const GpuInfo* g : readable()) {
       if (g->processes && !g->processes->empty()) {
         std::vector<std::string> who;
@@ -318,22 +319,92 @@ class Doctor {
               {g->index});
         }
       }
-      try {
-        if (const auto holder = lease_holder(dir, g->uuid)) {
-          add(Severity::Warning, "gpu-leased",
-              fmt::format("GPU {} is leased by another gpusel job: {}", g->index,
-                          describe_holder(*holder)),
-              "gpusel run and bench bw refuse it until that job ends: choose other GPUs, use "
-              "--gpu free:N, or --wait (or --share, if the GPU can hold both jobs)",
-              {g->index});
-        }
-      } catch (const Error& e) {
-        add(Severity::Warning, "lease-unreadable",
-            fmt::format("the lease of GPU {} cannot be read: {}", g->index, e.what()),
-            "fix or remove the lease folder " + quote_value(dir) + " (GPUSEL_LEASE_DIR)",
-            {g->index});
-      }
     }
+    check_leases();
+  }
+
+  // Where leases live, whether they bind every user, and each GPU's lease.
+  void check_leases() {
+    std::optional<LeaseStore> store;
+    try {
+      store = LeaseStore::locate();
+    } catch (const Error& e) {
+      add(Severity::Error, "lease-folder", e.what(),
+          "fix the folder, or unset GPUSEL_LEASE_DIR to use the shared store (`sudo gpusel setup` "
+          "makes it)");
+      return;
+    }
+    if (!store->scope_note().empty()) {
+      add(Severity::Info, "leases-per-user", store->scope_note(), "sudo gpusel setup");
+    }
+    std::vector<const GpuInfo*> gpus = readable();
+    std::vector<std::string> uuids;
+    for (const GpuInfo* g : gpus) uuids.push_back(g->uuid);
+    const std::vector<LeaseStanding> standing = store->standings(uuids);
+    std::vector<unsigned> unshared;
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const GpuInfo* g = gpus[i];
+      const LeaseStanding& s = standing[i];
+      if (s.state == LeaseStanding::State::Held) {
+        add(Severity::Warning, "gpu-leased",
+            fmt::format("GPU {} is {}", g->index, describe_standing(s)),
+            "gpusel run and bench bw refuse it until that job ends: choose other GPUs, use "
+            "--gpu free:N, or --wait (or --share, if the GPU can hold both jobs)",
+            {g->index});
+      } else if (s.state == LeaseStanding::State::Unusable) {
+        add(Severity::Warning, "lease-unusable",
+            fmt::format("GPU {} cannot be leased: {}; free:N skips it", g->index, s.problem),
+            s.shared ? "sudo gpusel setup" : "remove the file; gpusel makes a new one", {g->index});
+      }
+      if (store->shared() && !s.shared) unshared.push_back(g->index);
+    }
+    if (!unshared.empty()) {
+      std::vector<std::string> numbers;
+      for (unsigned i : unshared) numbers.push_back(std::to_string(i));
+      add(Severity::Warning, "lease-store-incomplete",
+          fmt::format("the shared lease store {} has no lease file for GPU{} {}, so leases on {} "
+                      "bind only your own jobs",
+                      store->dir(), unshared.size() == 1 ? "" : "s", join(numbers, ","),
+                      unshared.size() == 1 ? "it" : "them"),
+          "sudo gpusel setup", unshared);
+    }
+    const std::vector<WaitingJob> waiting = store->waiting();
+    if (!waiting.empty()) {
+      std::vector<std::string> who;
+      for (const WaitingJob& w : waiting) who.push_back(describe_waiting(w));
+      add(Severity::Info, "jobs-waiting",
+          fmt::format("{} job{} wait{} for GPUs, served in this order: {}", waiting.size(),
+                      waiting.size() == 1 ? "" : "s", waiting.size() == 1 ? "s" : "", join(who)),
+          "a new request for the same GPUs waits behind them (--wait)");
+    }
+  }
+
+  // On a simulated machine: a program run on it used NVIDIA's own CUDA runtime (linked
+  // statically), which asks the driver for private interfaces the simulator does not have.
+  void check_simulated_runtime() {
+    const auto file = env_value("GPUSEL_SIM_MACHINE");
+    if (!file || file->empty()) return;
+    std::optional<SimMachineInfo> info;
+    try {
+      info = describe_sim_machine(sim_root(), *file, std::nullopt);
+    } catch (const std::exception&) {
+      return;
+    }
+    if (!info || !info->ok || info->static_runtime.empty()) return;
+    const std::string& note = info->static_runtime;  // "<unix time> <pid> <executable>"
+    const auto first = note.find(' ');
+    const auto second = first == std::string::npos ? first : note.find(' ', first + 1);
+    const std::string pid =
+        second == std::string::npos ? "?" : note.substr(first + 1, second - first - 1);
+    const std::string exe = second == std::string::npos ? note : note.substr(second + 1);
+    add(Severity::Warning, "sim-static-runtime",
+        "a program run on this simulated machine (" + printable(exe) + ", pid " + pid +
+            ") links NVIDIA's CUDA runtime statically (nvcc's default; also NCCL, cuBLAS and "
+            "runtimes bundled with frameworks), which needs private driver interfaces the "
+            "simulator does not provide: it stopped at its first CUDA call",
+        "the simulator runs programs that load libcudart dynamically: build with `nvcc -cudart "
+        "shared` (the simulator's libcudart.so.11.0, .12 and .13 then answer); see "
+        "docs/simulator.md");
   }
 
   void check_slurm() {

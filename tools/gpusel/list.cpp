@@ -17,47 +17,10 @@
 
 namespace gpusel::cli {
 
-// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as \xNN.
-// Driver strings go through it, so they never move the cursor or change colours. (bind.cpp uses
-// it too.)
+// `text` for a terminal (gpusel::printable): driver strings go through it, so they never move the
+// cursor or change colours. (bind.cpp and doctor.cpp use it too.)
 std::string printable(std::string_view text) {
-  std::string out;
-  out.reserve(text.size());
-  auto escape = [&](unsigned char c) { out += fmt::format("\\x{:02x}", c); };
-  for (std::size_t i = 0; i < text.size();) {
-    const auto c = static_cast<unsigned char>(text[i]);
-    if (c < 0x80) {
-      if (c < 0x20 || c == 0x7f) {
-        escape(c);
-      } else {
-        out += static_cast<char>(c);
-      }
-      ++i;
-      continue;
-    }
-    // A well-formed UTF-8 sequence (no overlong form, surrogate or code point past U+10FFFF).
-    const std::size_t len = c >= 0xc2 && c <= 0xdf   ? 2
-                            : c >= 0xe0 && c <= 0xef ? 3
-                            : c >= 0xf0 && c <= 0xf4 ? 4
-                                                     : 0;
-    bool ok = len != 0 && i + len <= text.size();
-    for (std::size_t k = 1; ok && k < len; ++k) {
-      ok = (static_cast<unsigned char>(text[i + k]) & 0xc0) == 0x80;
-    }
-    if (ok) {
-      const auto c1 = static_cast<unsigned char>(text[i + 1]);
-      ok = !(c == 0xe0 && c1 < 0xa0) && !(c == 0xed && c1 >= 0xa0) && !(c == 0xf0 && c1 < 0x90) &&
-           !(c == 0xf4 && c1 >= 0x90) && !(c == 0xc2 && c1 < 0xa0);  // C1 controls: U+0080-009F
-    }
-    if (!ok) {
-      escape(c);
-      ++i;
-      continue;
-    }
-    out.append(text, i, len);
-    i += len;
-  }
-  return out;
+  return gpusel::printable(text);
 }
 
 namespace {
@@ -200,7 +163,23 @@ int run_list(const ListOptions& options) {
     return 1;
   }
   const CudaEnv env = cuda_env_from_environment();
-  const std::string lease_dir = lease_directory();
+  // Each GPU's lease, from one read of the kernel's lock table; a lease folder that cannot be used
+  // is a note, not a failure of `list`.
+  std::vector<LeaseStanding> leases(snap.gpus.size());
+  std::vector<std::string> lease_notes;
+  std::vector<WaitingJob> waiting;
+  try {
+    const LeaseStore store = LeaseStore::locate();
+    std::vector<std::string> uuids;
+    for (const GpuInfo& g : snap.gpus) uuids.push_back(g.failed() ? std::string() : g.uuid);
+    leases = store.standings(uuids);
+    waiting = store.waiting();
+    for (std::size_t i = 0; i < snap.gpus.size(); ++i) {
+      if (snap.gpus[i].failed()) leases[i] = LeaseStanding{};
+    }
+  } catch (const Error& e) {
+    lease_notes.push_back(std::string("leases cannot be read: ") + e.what());
+  }
   VisibleSet vs = model_visible(snap.gpus, env);
   ProbeResult probe;  // CUDA's own view under this environment
   std::vector<std::string> probe_notes;
@@ -237,6 +216,7 @@ int run_list(const ListOptions& options) {
   std::vector<std::string> notes;
   const std::vector<Row> rows = place(snap, env, vs, notes);
   notes.insert(notes.end(), probe_notes.begin(), probe_notes.end());
+  notes.insert(notes.end(), lease_notes.begin(), lease_notes.end());
   auto nvml_index = [&](const CudaDevice& d) -> std::optional<unsigned> {
     for (const GpuInfo& g : snap.gpus) {
       if (g.uuid == d.parent_uuid) return g.index;
@@ -254,6 +234,16 @@ int run_list(const ListOptions& options) {
         env.visible_devices ? nlohmann::json(*env.visible_devices) : nlohmann::json(nullptr);
     out["cuda_device_order"] = order;
     out["notes"] = notes;
+    // Jobs waiting for GPUs (gpusel run --wait), in the order they will be served.
+    out["waiting"] = nlohmann::json::array();
+    for (const WaitingJob& w : waiting) {
+      out["waiting"].push_back(
+          {{"pid", w.who ? nlohmann::json(w.who->pid) : nlohmann::json(nullptr)},
+           {"user", w.who ? nlohmann::json(w.who->user) : nlohmann::json(nullptr)},
+           {"command", w.who ? nlohmann::json(printable(w.who->command)) : nlohmann::json(nullptr)},
+           {"request", w.what},
+           {"gpus", w.gpus}});
+    }
     out["gpus"] = nlohmann::json::array();
     for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
       const GpuInfo& gpu = snap.gpus[g];
@@ -294,16 +284,22 @@ int run_list(const ListOptions& options) {
             {{"pid", p.pid},
              {"used_memory_bytes", p.used_memory},
              {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
-             {"command",
-              who.command.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.command)}});
+             {"command", who.command.empty() ? nlohmann::json(nullptr)
+                                             : nlohmann::json(printable(who.command))}});
       }
-      const std::optional<LeaseHolder> lease =
-          gpu.failed() ? std::nullopt : lease_holder(lease_dir, gpu.uuid);
-      j["lease"] = lease ? nlohmann::json({{"pid", lease->pid},
-                                           {"user", lease->user},
-                                           {"command", lease->command},
-                                           {"started", lease->started}})
-                         : nlohmann::json(nullptr);
+      // The holder of a lease (null when free), and why a lease file cannot be used (null when
+      // it can). "lease": {} when the holder cannot be named (another pid namespace).
+      const LeaseStanding& lease = leases[g];
+      const std::optional<LeaseHolder>& holder = lease.holder;
+      j["lease"] = lease.state != LeaseStanding::State::Held ? nlohmann::json(nullptr)
+                   : holder                                  ? nlohmann::json({{"pid", holder->pid},
+                                                                               {"user", holder->user},
+                                                                               {"command", printable(holder->command)},
+                                                                               {"started", holder->started}})
+                                                             : nlohmann::json::object();
+      j["lease_problem"] = lease.state == LeaseStanding::State::Unusable
+                               ? nlohmann::json(lease.problem)
+                               : nlohmann::json(nullptr);
       j["mig_enabled"] = gpu.mig_enabled;
       j["mig_devices"] = nlohmann::json::array();
       for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
@@ -362,12 +358,13 @@ int run_list(const ListOptions& options) {
                gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?");
     for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
       const LeaseHolder who = process_details(static_cast<int>(p.pid));
-      fmt::print(
-          "      process {}{}{}, {}\n", p.pid, who.user.empty() ? std::string() : " of " + who.user,
-          who.command.empty() ? std::string() : ": " + who.command, format_bytes(p.used_memory));
+      fmt::print("      process {}{}{}, {}\n", p.pid,
+                 who.user.empty() ? std::string() : " of " + printable(who.user),
+                 who.command.empty() ? std::string() : ": " + printable(who.command),
+                 format_bytes(p.used_memory));
     }
-    if (const auto lease = lease_holder(lease_dir, gpu.uuid)) {
-      fmt::print("      leased by {}\n", describe_holder(*lease));
+    if (leases[g].state != LeaseStanding::State::Free) {
+      fmt::print("      {}\n", describe_standing(leases[g]));
     }
     for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
       const int ord = rows[g].mig_ordinals[m];
@@ -381,6 +378,11 @@ int run_list(const ListOptions& options) {
     }
   }
   if (snap.gpus.empty()) fmt::print("(no GPUs)\n");
+  if (!waiting.empty()) {
+    fmt::print("{} job{} waiting for GPUs, in the order they will be served:\n", waiting.size(),
+               waiting.size() == 1 ? "" : "s");
+    for (const WaitingJob& w : waiting) fmt::print("  {}\n", describe_waiting(w));
+  }
   if (options.probe && probe.ok) {
     fmt::print("CUDA's own view (--probe):\n");
     for (const CudaDevice& d : probe.devices) {

@@ -25,6 +25,7 @@ struct Cli {
   RunOptions run_options;
   BenchOptions bench_options, bench_worker_options;
   DoctorOptions doctor_options;
+  SetupOptions setup_options;
   CLI::App* list = nullptr;
   CLI::App* resolve = nullptr;
   CLI::App* bind = nullptr;
@@ -34,6 +35,7 @@ struct Cli {
   CLI::App* bench = nullptr;
   CLI::App* bench_worker = nullptr;
   CLI::App* doctor = nullptr;
+  CLI::App* setup = nullptr;
 
   explicit Cli(const std::string& only) {
     app.name("gpusel");
@@ -54,6 +56,7 @@ struct Cli {
     if (want("bench")) bench = setup_bench(app, bench_options);
     if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
+    if (want("setup")) setup = setup_setup(app, setup_options);
   }
 
   static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
@@ -71,6 +74,7 @@ struct Cli {
       if (parsed(bench)) return run_bench(bench_options);
       if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
       if (parsed(doctor)) return run_doctor(doctor_options);
+      if (parsed(setup)) return run_setup(setup_options);
     } catch (const gpusel::Error& e) {
       print_error(e.what());
       return e.exit_code();

@@ -64,6 +64,9 @@ int run_run(const RunOptions& options) {
   launch.gpus = r.gpus;
   launch.tag_output = options.tag_output;
   launch.grace_seconds = options.grace;
+  // Processes the workers leave behind are stopped with them, and the leases (held until this
+  // function returns) cover them until they have exited.
+  launch.reap_orphans = true;
   if (!options.quiet) {
     launch.on_started = [&r](const std::vector<int>& pids) {
       for (std::size_t rank = 0; rank < pids.size(); ++rank) {

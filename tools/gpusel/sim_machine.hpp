@@ -16,6 +16,9 @@ struct SimMachineInfo {
   std::string description;
   std::string nvml_fault;  // "", "missing", "no_v2", "init_fails"
   std::string cuda_fault;  // "", "missing", "init_fails"
+  // The last program on this machine that ran NVIDIA's own CUDA runtime (which the simulator cannot
+  // serve): "<unix time> <pid> <executable>", or "" (the simulator's usage folder keeps it).
+  std::string static_runtime;
 };
 
 // Finds (in `machines_dir`, unless `spec` is a path; with no folder, `spec` is the file itself)

@@ -1,0 +1,77 @@
+// Internal: the queue of jobs waiting for GPUs, and waiting for a release (lease.cpp on Linux,
+// lease_win.cpp on Windows; the ticket format in lease_common.cpp).
+//
+// A waiting job holds a ticket: a small file in the store's queue folder, locked while the job
+// waits, that says which GPUs it may use and how many it needs. Tickets are served in the order
+// the kernel created them (their birth time where the file system keeps one, else the time of
+// their last change, which its owner can only move later, never earlier). A request goes ahead
+// only when no earlier live ticket could use any of its GPUs, so a large request is never starved
+// by a stream of small ones, and a request for GPUs nobody earlier waits for is not held up.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpusel/lease.hpp"
+
+namespace gpusel::detail {
+
+// What a ticket says.
+struct TicketRequest {
+  int need = 0;                   // GPUs wanted
+  std::vector<std::string> gpus;  // the GPUs it may use (a named request: exactly these)
+  std::string what;               // for messages: "free:2", "GPUs 3,5"
+};
+
+// The ticket's text, and back (nullopt: not a ticket gpusel wrote; it is then ignored).
+std::string format_ticket(const TicketRequest& request);
+std::optional<TicketRequest> parse_ticket(const std::string& text);
+
+// A live waiter, from its ticket and the kernel's lock table.
+struct Waiter {
+  TicketRequest request;
+  std::optional<LeaseHolder> who;  // the process holding the ticket, when /proc tells
+  bool own = false;                // this process's own ticket
+};
+
+// This process's place in the queue; leaving it is destroying the ticket.
+class Ticket {
+ public:
+  Ticket(const LeaseStore& store, const TicketRequest& request);
+  Ticket(const Ticket&) = delete;
+  Ticket& operator=(const Ticket&) = delete;
+  ~Ticket();
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+  friend std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own);
+};
+
+// The live waiters, in arrival order (this process's own ticket included, marked `own`).
+// Files in the queue folder that are not live tickets gpusel wrote are ignored; this user's own
+// dead tickets are removed.
+std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own);
+
+// Wakes a waiting job when a lease may have been released or the queue has changed.
+class ReleaseWatch {
+ public:
+  explicit ReleaseWatch(const LeaseStore& store);
+  ReleaseWatch(const ReleaseWatch&) = delete;
+  ReleaseWatch& operator=(const ReleaseWatch&) = delete;
+  ~ReleaseWatch();
+  // Returns true when something happened, false when `timeout` passed first.
+  bool wait(std::chrono::milliseconds timeout);
+
+ private:
+  int fd_ = -1;
+  std::vector<int> lease_watches_;
+};
+
+// The queue folder of a store, for messages and `doctor`; "" when the store has none usable.
+std::string queue_directory(const LeaseStore& store);
+
+}  // namespace gpusel::detail

@@ -1,0 +1,465 @@
+"""Leases on a machine shared by several ordinary users, at the default paths.
+
+Run as root (CI is): the module re-runs itself in a private mount namespace (`unshare -m`) with a
+tmpfs on /var/lib (so the shared store /var/lib/gpusel/leases is this test's own) and, where the
+build is not under it, on /tmp; three ordinary users exist only inside the namespace (passwd, group
+and shadow bind-mounted from copies there), and gpusel runs as them through `runuser`. The machine
+is the simulated dgx-h100. Exit 77 (skipped) when not root or when a namespace cannot be made.
+"""
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import tempfile
+import time
+import unittest
+
+from support import BIN, Case, SIM_ROOT, base_env, uuids
+
+DGX = uuids("dgx-h100")
+STORE = "/var/lib/gpusel/leases"
+USERS = {"alice": 4101, "bob": 4102, "carol": 4103}
+INSIDE = "GPUSEL_TEST_IN_NAMESPACE"
+HOMES = "/var/lib/gpusel-test-homes"
+
+
+def set_up_namespace():
+    """Inside the namespace: private /var/lib (and /tmp), and the three users."""
+    here = os.path.realpath(os.path.dirname(__file__))
+    build = os.path.realpath(BIN)
+    for path in (here, build, os.path.realpath(SIM_ROOT)):
+        if path.startswith("/var/lib/"):
+            raise unittest.SkipTest(f"{path} is under /var/lib, which the test hides")
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/var/lib"], check=True)
+    if not any(p.startswith("/tmp/") for p in (here, build, os.path.realpath(SIM_ROOT))):
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp"], check=True)
+    etc = "/var/lib/gpusel-test-etc"
+    os.makedirs(etc)
+    for name in ("passwd", "group", "shadow"):
+        with open(f"/etc/{name}") as f:
+            text = f.read()
+        for user, uid in USERS.items():
+            text += {"passwd": f"{user}:x:{uid}:{uid}:gpusel test:{HOMES}/{user}:/bin/sh\n",
+                     "group": f"{user}:x:{uid}:\n",
+                     "shadow": f"{user}:!:19000:0:99999:7:::\n"}[name]
+        with open(f"{etc}/{name}", "w") as f:
+            f.write(text)
+        os.chmod(f"{etc}/{name}", 0o644 if name != "shadow" else 0o640)
+        subprocess.run(["mount", "--bind", f"{etc}/{name}", f"/etc/{name}"], check=True)
+    os.makedirs(HOMES)
+    os.chmod(HOMES, 0o755)
+    for user, uid in USERS.items():
+        home = f"{HOMES}/{user}"
+        os.makedirs(home)
+        os.chown(home, uid, uid)
+        os.chmod(home, 0o700)
+
+
+def user_env(user, **extra):
+    """What a user's login would give, plus the test's build locations; no GPUSEL_LEASE_DIR."""
+    env = {k: v for k, v in base_env().items() if k.startswith(("LD_", "ASAN", "UBSAN", "TSAN", "LSAN"))}
+    env.update(HOME=f"{HOMES}/{user}", USER=user, LOGNAME=user, PATH="/usr/local/bin:/usr/bin:/bin",
+               LANG="C.UTF-8", GPUSEL_SIM_DEVICE_HANDLES="distinct")
+    env.update({k: v for k, v in extra.items() if v is not None})
+    return env
+
+
+def as_user(user, args, **extra):
+    """The command line that runs `gpusel --sim dgx-h100 ARGS` as `user`."""
+    env = user_env(user, **extra)
+    return ["runuser", "-u", user, "--", "env", "-i", *[f"{k}={v}" for k, v in env.items()],
+            os.path.realpath(BIN), "--sim", "dgx-h100", *args]
+
+
+def run_as(user, *args, timeout=60, **extra):
+    return subprocess.run(as_user(user, args, **extra), capture_output=True, text=True, timeout=timeout)
+
+
+def start_as(user, *args, **extra):
+    """Starts gpusel as `user` (setpriv execs it in place, so the pid is gpusel's), in a process
+    group of its own within this session, as a shell's job would be."""
+    env = user_env(user, **extra)
+    cmd = ["setpriv", f"--reuid={user}", f"--regid={user}", "--init-groups", "env", "-i",
+           *[f"{k}={v}" for k, v in env.items()], os.path.realpath(BIN), "--sim", "dgx-h100", *args]
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, process_group=0)
+
+
+def sh_as(user, script):
+    """A shell command as `user` (for file operations an attacker would try)."""
+    return subprocess.run(["runuser", "-u", user, "--", "sh", "-c", script], capture_output=True, text=True)
+
+
+def setup_store():
+    r = subprocess.run([BIN, "--sim", "dgx-h100", "setup"], capture_output=True, text=True,
+                       env=base_env(GPUSEL_LEASE_DIR=None))
+    assert r.returncode == 0, r.stderr
+    return r
+
+
+def list_json(user="alice"):
+    r = run_as(user, "list", "--json")
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def read_file(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return None
+
+
+def proc_state(pid):
+    """A process's state letter (R, S, T, Z, ...), None when it is gone."""
+    text = read_file(f"/proc/{pid}/stat")
+    return text.rsplit(")", 1)[1].split()[0] if text else None
+
+
+def wait_for(predicate, what, seconds=20):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out waiting for " + what)
+
+
+def stop(proc):
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+    proc.communicate()
+
+
+def leased_by(gpu, user=None):
+    lease = list_json()["gpus"][gpu]["lease"]
+    return lease is not None and (user is None or lease.get("user") == user)
+
+
+class SharedStoreCase(Case):
+    def setUp(self):
+        subprocess.run(["rm", "-rf", "/var/lib/gpusel"], check=True)
+        for user in USERS:
+            subprocess.run(["rm", "-rf", f"{HOMES}/{user}/.local"], check=True)
+        self.procs = []
+
+    def tearDown(self):
+        for p in self.procs:
+            stop(p)
+
+    def hold(self, user, gpus, *extra):
+        """`user` runs a job holding `gpus` until stopped; returns once the lease is visible."""
+        p = start_as(user, "run", "--quiet", "--gpu", gpus, *extra, "--", "sleep", "120")
+        self.procs.append(p)
+        first = int(gpus.split(",")[0])
+        wait_for(lambda: p.poll() is not None or leased_by(first), f"{user}'s lease on {gpus}")
+        self.assertIsNone(p.poll(), p.stderr.read() if p.poll() is not None else "")
+        return p
+
+
+class WithoutSetupTest(SharedStoreCase):
+    def test_each_user_works_alone_and_is_told_so(self):
+        r = run_as("alice", "run", "--gpu", "0", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("no shared lease store is set up", r.stderr)
+        self.assertIn("leases bind only the jobs of user alice", r.stderr)
+        self.assertIn("sudo gpusel setup", r.stderr)
+        # Kept in alice's own store, which is alice's alone.
+        own = f"{HOMES}/alice/.local/state/gpusel/leases"
+        st = os.stat(own)
+        self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (USERS["alice"], 0o700))
+        # Bob is not blocked by anything alice made.
+        self.hold("alice", "2")
+        r = run_as("bob", "run", "--gpu", "free:8", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        r = run_as("bob", "doctor", "--json")
+        ids = {f["id"]: f for f in json.loads(r.stdout)["findings"]}
+        self.assertIn("leases-per-user", ids)
+        self.assertEqual(ids["leases-per-user"]["remedy"], "sudo gpusel setup")
+
+    def test_a_squatted_default_path_denies_nobody(self):
+        # Nobody but root can make /var/lib/gpusel; a user's own store lives in their home.
+        r = sh_as("bob", "mkdir -p /var/lib/gpusel/leases")
+        self.assertNotEqual(r.returncode, 0)
+        r = run_as("alice", "run", "--gpu", "free:2", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+
+class SetupTest(SharedStoreCase):
+    def test_setup_needs_root_and_makes_a_root_owned_store(self):
+        r = run_as("alice", "setup")
+        self.assertFailsWith(r, 1, "only root", "sudo gpusel setup")
+        self.assertFalse(os.path.exists(STORE))
+        out = setup_store().stdout
+        self.assertIn("ready for 8 GPUs", out)
+        for path, mode in (("/var/lib/gpusel", 0o755), (STORE, 0o755), (STORE + "/queue", 0o1777)):
+            st = os.lstat(path)
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode)), (0, mode), path)
+        for u in DGX:
+            st = os.lstat(f"{STORE}/{u}.lock")
+            self.assertTrue(stat.S_ISREG(st.st_mode))
+            self.assertEqual((st.st_uid, stat.S_IMODE(st.st_mode), st.st_nlink), (0, 0o444, 1))
+        # Idempotent.
+        self.assertIn("nothing needed changing", setup_store().stdout)
+
+
+class SharedLeaseTest(SharedStoreCase):
+    def setUp(self):
+        super().setUp()
+        setup_store()
+
+    def test_users_share_the_machine(self):
+        jobs = [start_as(u, "run", "--gpu", "free:2", "--", "sleep", "2") for u in USERS]
+        self.procs += jobs
+        wait_for(lambda: sum(g["lease"] is not None for g in list_json()["gpus"]) == 6 or
+                 any(j.poll() not in (None, 0) for j in jobs), "three jobs' leases")
+        holders = {g["lease"]["user"] for g in list_json()["gpus"] if g["lease"]}
+        self.assertEqual(holders, set(USERS))
+        for j in jobs:
+            out, err = j.communicate(timeout=60)
+            self.assertEqual(j.returncode, 0, err)
+            self.assertNotIn("bind only", err)
+
+    def test_a_held_lease_cannot_be_removed_renamed_or_replaced(self):
+        self.hold("alice", "3")
+        lease = f"{STORE}/{DGX[3]}.lock"
+        for attack in (f"rm -f {lease}", f"mv {lease} {STORE}/x", f"ln -s /tmp/x {STORE}/{DGX[4]}.lock",
+                       f"ln {lease} {STORE}/extra.lock", f"touch {STORE}/new", f"chmod 000 {lease}",
+                       f"mv {STORE} /var/lib/gpusel/old"):
+            r = sh_as("bob", attack)
+            self.assertNotEqual(r.returncode, 0, attack)
+        self.assertTrue(os.path.exists(lease))
+        r = run_as("bob", "run", "--gpu", "3", "--", "true")
+        self.assertFailsWith(r, 1, f"GPU 3 ({DGX[3]}) is leased by pid", "user alice", "sleep 120")
+        r = run_as("bob", "run", "--gpu", "free:8", "--", "true")
+        self.assertFailsWith(r, 1, "7 of the 8 GPUs here are free", "user alice")
+
+    def test_files_gpusel_did_not_make_block_only_their_gpu(self):
+        # Only root can put anything in the store; whatever it is, it costs only that GPU.
+        bad = {1: "mode000", 2: "fifo", 4: "folder", 5: "symlink", 6: "dangling", 7: "hardlink"}
+        for gpu, kind in bad.items():
+            path = f"{STORE}/{DGX[gpu]}.lock"
+            os.unlink(path)
+            if kind == "mode000":
+                open(path, "w").close()
+                os.chmod(path, 0)
+            elif kind == "fifo":
+                os.mkfifo(path, 0o444)
+            elif kind == "folder":
+                os.mkdir(path)
+            elif kind == "symlink":
+                os.symlink(f"{STORE}/{DGX[0]}.lock", path)
+            elif kind == "dangling":
+                os.symlink(f"{HOMES}/alice/victim", path)
+            else:
+                outside = "/var/lib/gpusel-test-outside"
+                open(outside, "w").close()
+                os.chmod(outside, 0o444)
+                os.link(outside, path)
+        r = run_as("alice", "run", "--gpu", "free:2", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("was skipped", r.stderr)
+        r = run_as("alice", "resolve", "--gpu", "free:2", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(json.loads(r.stdout)["gpus"]), sorted([DGX[0], DGX[3]]))
+        r = run_as("alice", "run", "--gpu", "free:3", "--", "true")
+        self.assertFailsWith(r, 1, "2 of the 8 GPUs here are free", "sudo gpusel setup")
+        for gpu, kind in bad.items():
+            r = run_as("bob", "run", "--gpu", str(gpu), "--", "true")
+            self.assertFailsWith(r, 1, f"GPU {gpu}", "cannot be taken", "sudo gpusel setup")
+        self.assertFalse(os.path.exists(f"{HOMES}/alice/victim"))
+        listed = list_json("bob")["gpus"]
+        for gpu in bad:
+            self.assertIsNotNone(listed[gpu]["lease_problem"], gpu)
+        self.assertIsNone(listed[0]["lease_problem"])
+        r = run_as("bob", "doctor", "--json")
+        problems = [f for f in json.loads(r.stdout)["findings"] if f["id"] == "lease-unusable"]
+        self.assertEqual(sorted(g for f in problems for g in f["gpus"]), sorted(bad))
+        self.assertTrue(all(f["remedy"] == "sudo gpusel setup" for f in problems))
+        # setup repairs every one of them.
+        out = setup_store().stdout
+        self.assertIn("removed", out)
+        for gpu in bad:
+            st = os.lstat(f"{STORE}/{DGX[gpu]}.lock")
+            self.assertEqual((stat.S_ISREG(st.st_mode), st.st_nlink, stat.S_IMODE(st.st_mode)), (True, 1, 0o444))
+        r = run_as("bob", "run", "--gpu", "free:8", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_junk_in_the_queue_never_blocks_a_waiting_job(self):
+        queue = f"{STORE}/queue"
+        sh_as("bob", f"mkfifo {queue}/fifo; mkdir {queue}/dir; ln -s /etc/passwd {queue}/link; "
+                     f"printf 'gpusel-ticket 1\\nneed 1\\nwhat free:1\\n' > {queue}/garbage; "
+                     f"echo x > {queue}/closed; chmod 000 {queue}/closed")
+        # Bob cannot remove alice's ticket (sticky folder): shown by his attempt on a file of alice's.
+        sh_as("alice", f"touch {queue}/alices")
+        self.assertNotEqual(sh_as("bob", f"rm -f {queue}/alices").returncode, 0)
+        holder = self.hold("carol", "5")
+        waiter = start_as("alice", "run", "--gpu", "5", "--wait", "30", "--", "true")
+        self.procs.append(waiter)
+        wait_for(lambda: list_json()["waiting"], "alice's place in the queue")
+        stop(holder)
+        out, err = waiter.communicate(timeout=30)
+        self.assertEqual(waiter.returncode, 0, err)
+
+    def test_waiting_is_first_come_first_served_and_a_large_request_is_not_starved(self):
+        log = "/var/lib/gpusel-test-log"
+        with open(log, "w"):
+            pass
+        os.chmod(log, 0o666)
+        a = self.hold("carol", "0,1,2,3,4,5,6")
+        b = self.hold("carol", "7")
+        note = f"echo $GPUSEL_GPU {{}} $(date +%s.%N) >> {log}"
+        big = start_as("alice", "run", "--quiet", "--gpu", "free:8", "--wait", "--", "sh", "-c",
+                       note.format("big") + "; sleep 0.5")
+        self.procs.append(big)
+        wait_for(lambda: len(list_json()["waiting"]) == 1, "the large request to queue")
+        # GPU 7 comes free, but the earlier request could use it: a newcomer does not jump it.
+        stop(b)
+        r = run_as("bob", "run", "--gpu", "7", "--", "true")
+        self.assertFailsWith(r, 1, "1 earlier job waits for these GPUs", "user alice", "free:8", "--wait")
+        small = [start_as("bob", "run", "--quiet", "--gpu", "free:1", "--wait", "--", "sh", "-c",
+                          note.format("small")) for _ in range(3)]
+        self.procs += small
+        wait_for(lambda: len(list_json()["waiting"]) == 4, "the small requests to queue")
+        waiting = list_json()["waiting"]
+        self.assertEqual([w["request"] for w in waiting], ["free:8", "free:1", "free:1", "free:1"])
+        stop(a)
+        for p in [big, *small]:
+            out, err = p.communicate(timeout=60)
+            self.assertEqual(p.returncode, 0, err)
+        with open(log) as f:
+            rows = [line.split() for line in f]
+        starts = {}
+        for gpu, who, t in rows:
+            starts.setdefault(who, []).append(float(t))
+        self.assertEqual(len(starts["big"]), 8)
+        self.assertEqual(len(starts["small"]), 3)
+        self.assertLess(max(starts["big"]), min(starts["small"]))
+
+    def test_a_request_for_other_gpus_is_not_held_up_by_a_waiter(self):
+        self.hold("carol", "3")
+        waiter = start_as("alice", "run", "--gpu", "3", "--wait", "--", "true")
+        self.procs.append(waiter)
+        wait_for(lambda: list_json()["waiting"], "alice's place in the queue")
+        r = run_as("bob", "run", "--gpu", "5", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_simultaneous_requests_are_never_refused_while_enough_gpus_are_free(self):
+        for round_ in range(20):
+            jobs = [start_as(list(USERS)[k % 3], "run", "--quiet", "--gpu", "free:1", "--", "sleep", "0.3")
+                    for k in range(8)]
+            results = [(j.communicate(timeout=60), j.returncode) for j in jobs]
+            refused = [err for (out, err), rc in results if rc != 0]
+            self.assertEqual(refused, [], f"round {round_}")
+
+    def test_waiting_for_a_very_long_time_does_not_give_up_at_once(self):
+        self.hold("carol", "2")
+        waiter = start_as("alice", "run", "--gpu", "2", "--wait", "1e10", "--", "true")
+        self.procs.append(waiter)
+        time.sleep(1.5)
+        self.assertIsNone(waiter.poll(), waiter.stderr.read() if waiter.poll() is not None else "")
+        r = run_as("alice", "run", "--gpu", "2", "--wait", "forever-ish", "--", "true")
+        self.assertFailsWith(r, 2, "is not a duration", "forever-ish")
+
+    def test_control_bytes_in_another_users_command_are_escaped(self):
+        p = start_as("carol", "run", "--quiet", "--gpu", "6", "--", "sh", "-c", "sleep 120",
+                     "\x1b[31mred\x1b[0m\u009b2J")
+        self.procs.append(p)
+        wait_for(lambda: leased_by(6), "carol's lease")
+        r = run_as("bob", "run", "--gpu", "6", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("\x1b", r.stderr)
+        self.assertNotIn("\u009b", r.stderr)
+        self.assertIn("\\x1b[31mred", r.stderr)
+        self.assertIn("\\xc2\\x9b2J", r.stderr)
+        out = run_as("bob", "list").stdout
+        self.assertNotIn("\x1b", out)
+
+
+class JobLifetimeTest(SharedStoreCase):
+    def setUp(self):
+        super().setUp()
+        setup_store()
+
+    def test_leases_outlive_a_grandchild_that_ignores_sigint(self):
+        # The worker starts a process that leaves the worker's session and ignores SIGINT (and
+        # SIGTERM): it lives on after Ctrl-C until gpusel kills it after the grace period.
+        marker = "/var/lib/gpusel-test-grandchild"
+        script = f"setsid sh -c 'trap \"\" INT TERM; echo $$ > {marker}; exec sleep 120' & sleep 120"
+        with open(marker, "w"):
+            pass
+        os.chmod(marker, 0o666)
+        job = start_as("alice", "run", "--quiet", "--grace", "2", "--gpu", "4", "--", "sh", "-c", script)
+        self.procs.append(job)
+        wait_for(lambda: (read_file(marker) or "").strip() != "", "the grandchild")
+        grandchild = int(read_file(marker))
+        alive = lambda: proc_state(grandchild) not in (None, "Z")
+        os.kill(job.pid, signal.SIGINT)
+        checked = 0
+        while job.poll() is None:
+            # Whenever the grandchild lives on both sides of a look at the lease, it was held.
+            if alive():
+                held = leased_by(4)
+                if alive():
+                    self.assertTrue(held, "the lease went before the grandchild")
+                    checked += 1
+            time.sleep(0.05)
+        out, err = job.communicate(timeout=30)
+        self.assertGreater(checked, 0)
+        self.assertEqual(job.returncode, 130, err)
+        self.assertFalse(alive(), "the grandchild outlived gpusel")
+        self.assertIn("left running", err)
+        self.assertIn("stopped with the job", err)
+        self.assertFalse(leased_by(4))
+
+    def test_a_daemon_left_by_a_successful_worker_is_stopped(self):
+        marker = "/var/lib/gpusel-test-daemon"
+        with open(marker, "w"):
+            pass
+        os.chmod(marker, 0o666)
+        script = f"setsid sh -c 'echo $$ > {marker}; exec sleep 120' & sleep 0.3"
+        r = run_as("alice", "run", "--gpu", "1", "--grace", "1", "--", "sh", "-c", script)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        pid = int(read_file(marker))
+        self.assertIsNone(proc_state(pid))
+        self.assertIn("1 process the workers left running", r.stderr)
+
+    def test_ctrl_z_stops_every_worker_and_fg_resumes_them(self):
+        job = start_as("alice", "run", "--quiet", "--gpu", "0,1", "--", "sleep", "120")
+        self.procs.append(job)
+        wait_for(lambda: leased_by(0) and leased_by(1), "the job")
+
+        def states():
+            pids = subprocess.run(["pgrep", "-P", str(job.pid), "-x", "sleep"], capture_output=True,
+                                  text=True).stdout.split()
+            return [proc_state(p) for p in pids], [proc_state(job.pid)]
+
+        wait_for(lambda: len(states()[0]) == 2, "two workers")
+        os.kill(job.pid, signal.SIGTSTP)
+        wait_for(lambda: states() == (["T", "T"], ["T"]), "every worker and gpusel to stop")
+        os.kill(job.pid, signal.SIGCONT)
+        wait_for(lambda: all(s in "SR" for s in states()[0] + states()[1]), "everything to run again")
+        self.assertTrue(leased_by(0))
+
+
+def main():
+    if os.geteuid() != 0:
+        print("skipped: the multi-user lease tests need root (to add users inside a mount namespace)")
+        sys.exit(77)
+    if os.environ.get(INSIDE) != "1":
+        env = dict(os.environ, **{INSIDE: "1"})
+        r = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable, *sys.argv], env=env)
+        sys.exit(r.returncode)
+    try:
+        set_up_namespace()
+    except unittest.SkipTest as e:
+        print("skipped:", e)
+        sys.exit(77)
+    unittest.main(verbosity=2)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,217 @@
+"""CUDA runtime programs on the simulator (issue 21): a program built here with the CUDA toolkit's
+nvcc (`nvcc -cudart shared`, tests/integration/cuda_runtime_user.cu) runs against the simulator's
+libcudart.so.13 and must see the devices `gpusel list --json --probe` describes, in the same order,
+under several CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER values; its memory, copies, streams,
+events, peer copies and a kernel launch behave as documented. The same program linked with the
+static runtime (nvcc's default) gets one clear line, not a crash.
+
+Skipped (77, via `launchers.py run`) only where the toolkit is absent (no /usr/local/cuda/bin/nvcc,
+or GPUSEL_NVCC pointing elsewhere), and under the sanitizer builds (a foreign program cannot load
+instrumented doubles). The program is compiled once per build folder (about 3 s of CPU), cached.
+"""
+
+import ctypes
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from support import BIN, MACHINES, SIM_ROOT, SOURCE, Case, base_env, sim_env, uuids
+
+BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
+NVCC = os.environ.get("GPUSEL_NVCC", "/usr/local/cuda/bin/nvcc")
+INSTRUMENTED = "GPUSEL_TEST_PRELOAD" in os.environ or "GPUSEL_TEST_TSAN" in os.environ
+LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.0")
+PROGRAM_SOURCE = os.path.join(SOURCE, "tests", "integration", "cuda_runtime_user.cu")
+OUT = os.path.join(BUILD, "sim-cuda-programs")
+
+
+def build_programs():
+    """The program linked with the shared runtime and with the static one: (shared, static) paths."""
+    os.makedirs(OUT, exist_ok=True)
+    obj = os.path.join(OUT, "cuda_runtime_user.o")
+    shared = os.path.join(OUT, "cuda_runtime_user_shared")
+    static = os.path.join(OUT, "cuda_runtime_user_static")
+    newest = os.path.getmtime(PROGRAM_SOURCE)
+    if not all(os.path.exists(p) and os.path.getmtime(p) >= newest for p in (obj, shared, static)):
+        # Built under names of this process's own, then renamed into place: two runs at once never
+        # see a half-written program.
+        tag = f".{os.getpid()}"
+        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj + tag],
+                    [NVCC, "-cudart", "shared", obj + tag, "-o", shared + tag],
+                    [NVCC, "-cudart", "static", obj + tag, "-o", static + tag]):
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                raise AssertionError(f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
+        for path in (obj, shared, static):
+            os.replace(path + tag, path)
+    return shared, static
+
+
+def machine_with_driver(tmp, name, driver="580.65.06", cuda=13000):
+    """A copy of a bundled machine whose driver supports CUDA 13 (the toolkit's runtime needs it)."""
+    with open(os.path.join(MACHINES, name + ".toml")) as f:
+        text = f.read()
+    text = re.sub(r'^driver_version = ".*"$', f'driver_version = "{driver}"', text, flags=re.M)
+    text = re.sub(r"^cuda_driver_version = \d+$", f"cuda_driver_version = {cuda}", text, flags=re.M)
+    path = os.path.join(tmp, name + ".toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def expected(machine, **env):
+    """CUDA's devices as gpusel sees them under `env`: [(uuid, name, pci_bus_id, memory)] by ordinal."""
+    r = subprocess.run([BIN, "--sim", machine, "list", "--json", "--probe"], capture_output=True, text=True,
+                       env=base_env(**env), timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(r.stdout + r.stderr)
+    data = json.loads(r.stdout)
+    by_index = {g["index"]: g for g in data["gpus"]}
+    out = []
+    for d in sorted(data["probe"]["devices"], key=lambda d: d["cuda_ordinal"]):
+        g = by_index[d["index"]]
+        out.append((d["uuid"], d["name"], g["pci_bus_id"], g["memory_total_bytes"]))
+    return out
+
+
+def run_program(program, machine, *args, **env):
+    env.setdefault("GPUSEL_SIM_DEVICE_HANDLES", None)  # NVIDIA's handles equal the ordinals
+    return subprocess.run([BIN, "--sim", machine, "--", program, *args], capture_output=True, text=True,
+                          env=base_env(**env), timeout=120)
+
+
+@unittest.skipIf(INSTRUMENTED, "the doubles are built with a sanitizer; a foreign program cannot load them")
+@unittest.skipUnless(os.path.exists(NVCC), f"no CUDA toolkit ({NVCC} is absent)")
+class RuntimeProgramTest(Case):
+    @classmethod
+    def setUpClass(cls):
+        cls.shared, cls.static = build_programs()
+        cls.tmp = tempfile.mkdtemp(prefix="gpusel-runtime-")
+        cls.dgx = machine_with_driver(cls.tmp, "dgx-h100")
+        cls.mixed = machine_with_driver(cls.tmp, "workstation-mixed")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def devices(self, machine, **env):
+        r = run_program(self.shared, machine, "--devices", **env)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["failures"], [])
+        # cudaDeviceGetPCIBusId's form has a 4-digit domain: 0000:18:00.0.
+        return out, [(d["uuid"], d["name"], "0000" + d["pci_bus_id"].upper(), d["memory"]) for d in out["devices"]]
+
+    def test_devices_agree_with_gpusel_list(self):
+        dgx = uuids("dgx-h100")
+        cases = [
+            (self.dgx, {}),
+            (self.dgx, {"CUDA_VISIBLE_DEVICES": "5,2"}),
+            (self.dgx, {"CUDA_VISIBLE_DEVICES": dgx[6][:12] + "," + dgx[1]}),
+            (self.dgx, {"CUDA_VISIBLE_DEVICES": "0,2,-1,1", "CUDA_DEVICE_ORDER": "PCI_BUS_ID"}),
+            (self.mixed, {}),
+            (self.mixed, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}),
+            (self.mixed, {"CUDA_VISIBLE_DEVICES": "2,0"}),
+            (self.mixed, {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "2,0"}),
+        ]
+        for machine, env in cases:
+            with self.subTest(machine=os.path.basename(machine), env=env):
+                out, seen = self.devices(machine, **env)
+                self.assertEqual(seen, expected(machine, **env))
+                self.assertEqual(out["runtime"], 13000)
+                self.assertEqual(out["driver"], 13000)
+                self.assertEqual(out["current_at_start"], 0)
+
+    def test_a_program_runs_its_steps(self):
+        r = run_program(self.shared, self.dgx, CUDA_VISIBLE_DEVICES="1,0")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["failures"], [])
+        self.assertEqual(out["launch"], "cudaErrorNotSupported")
+        self.assertEqual(out["peer_0_1"], 1)  # NVLink between every H100 of the DGX
+        self.assertGreater(out["copy_ms"], 0)
+        # The launch is said once on stderr, naming the kernel; nothing else is printed.
+        self.assertEqual(r.stderr.count("was not run"), 1, r.stderr)
+        self.assertIn("scale", r.stderr)
+        self.assertNotIn("cuGetExportTable", r.stderr)
+
+    def test_geforce_boards_have_no_peer_access(self):
+        # workstation-mixed: the RTX 4090 (GeForce) has PCIe peer access off.
+        r = run_program(self.shared, self.mixed, CUDA_DEVICE_ORDER="PCI_BUS_ID", CUDA_VISIBLE_DEVICES="1,2")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        self.assertEqual(json.loads(r.stdout)["peer_0_1"], 0)
+
+    def test_nothing_stays_booked_after_the_program(self):
+        # The program had a context and memory on the GPU; once it exited, `gpusel list` in another
+        # process shows no process there.
+        r = run_program(self.shared, self.dgx, CUDA_VISIBLE_DEVICES="3")
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        data = json.loads(subprocess.run([BIN, "--sim", self.dgx, "list", "--json"], capture_output=True,
+                                         text=True, env=base_env(), timeout=60).stdout)
+        self.assertEqual([g["processes"] for g in data["gpus"] if g["index"] == 3], [[]])
+
+    def test_a_driver_older_than_the_runtime_is_refused(self):
+        # The bundled dgx-h100 has a CUDA 12.8 driver: CUDA 13's runtime cannot run on it.
+        r = run_program(self.shared, "dgx-h100", "--devices")
+        out = json.loads(r.stdout)
+        self.assertEqual(out["count_error"], "cudaErrorInsufficientDriver")
+        self.assertEqual(out["driver"], 12080)
+        self.assertIn("older than this runtime", r.stderr)
+        self.assertEqual(r.stderr.count("gpusel-sim ("), 1, r.stderr)
+
+    def test_a_machine_without_libcuda_has_no_driver(self):
+        # cuda-missing (with a CUDA 13 driver version): the runtime finds no libcuda.so.1 in its
+        # folder and never takes one from elsewhere on the search path.
+        missing = machine_with_driver(self.tmp, "cuda-missing")
+        r = run_program(self.shared, missing, "--devices")
+        out = json.loads(r.stdout)
+        self.assertEqual((out["count_error"], out["driver"], out["devices"]), ("cudaErrorInsufficientDriver", 0, []))
+
+    def test_static_runtime_is_told_once(self):
+        r = run_program(self.static, self.dgx, "--devices")
+        self.assertGreaterEqual(r.returncode, 0, r.stderr)  # no crash
+        self.assertEqual(r.stderr.count("cuGetExportTable"), 1, r.stderr)
+        self.assertIn("nvcc -cudart shared", r.stderr)
+        self.assertEqual(json.loads(r.stdout)["devices"], [])
+        # gpusel doctor says the same afterwards, naming the program.
+        d = subprocess.run([BIN, "--sim", self.dgx, "doctor", "--json"], capture_output=True, text=True,
+                           env=base_env(), timeout=60)
+        found = [f for f in json.loads(d.stdout)["findings"] if f["id"] == "sim-static-runtime"]
+        self.assertEqual(len(found), 1, d.stdout)
+        self.assertEqual(found[0]["severity"], "warning")
+        self.assertIn(os.path.basename(self.static), found[0]["message"])
+        self.assertIn("nvcc -cudart shared", found[0]["remedy"])
+
+    @unittest.skipUnless(os.path.exists(LIBRARY), "libgpusel is not built")
+    def test_a_gpu_bound_with_gpusel_is_the_current_device(self):
+        # gpusel's C API binds GPUSEL_GPU (nvidia-smi 3 under a preset "5,3,1": ordinal 1); the
+        # runtime loaded afterwards in the same process reports that device as current.
+        dgx = uuids("dgx-h100")
+        script = f"""
+import ctypes, json
+lib = ctypes.CDLL({os.path.abspath(LIBRARY)!r})
+ordinal = ctypes.c_int(-1)
+status = lib.gpusel_bind_assigned_gpu(0, ctypes.byref(ordinal))
+rt = ctypes.CDLL("libcudart.so.13")
+current = ctypes.c_int(-1)
+rc = rt.cudaGetDevice(ctypes.byref(current))
+prop = ctypes.create_string_buffer(1008)
+rt.cudaGetDeviceProperties(prop, current)
+uuid = prop.raw[256:272].hex()
+print(json.dumps({{"status": status, "ordinal": ordinal.value, "rc": rc, "current": current.value, "uuid": uuid}}))
+"""
+        r = subprocess.run(["python3", "-c", script], capture_output=True, text=True, timeout=60,
+                           env=sim_env("dgx-h100", GPUSEL_SIM_MACHINE=self.dgx, GPUSEL_GPU=dgx[3],
+                                       CUDA_VISIBLE_DEVICES="5,3,1", GPUSEL_SIM_DEVICE_HANDLES=None))
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = json.loads(r.stdout.strip().splitlines()[-1])
+        self.assertEqual((out["status"], out["ordinal"], out["rc"], out["current"]), (0, 1, 0, 1), r.stderr)
+        self.assertEqual(out["uuid"], dgx[3][4:].replace("-", ""))
+
+
+if __name__ == "__main__":
+    unittest.main()

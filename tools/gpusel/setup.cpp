@@ -1,0 +1,55 @@
+// gpusel setup: makes the shared lease store (as root), so that leases bind every user.
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/lease.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/resolve.hpp"
+
+namespace gpusel::cli {
+
+std::string printable(std::string_view text);  // list.cpp
+
+CLI::App* setup_setup(CLI::App& app, SetupOptions& options) {
+  CLI::App* cmd = app.add_subcommand(
+      "setup", "as root: make (or repair) the shared lease store, so that leases bind every user");
+  cmd->add_option("--lease-dir", options.lease_dir,
+                  std::string("the store to make (default ") + kSharedLeaseStore + ")")
+      ->type_name("DIR");
+  return cmd;
+}
+
+int run_setup(const SetupOptions& options) {
+  const std::string dir = options.lease_dir.empty() ? kSharedLeaseStore : options.lease_dir;
+  if (dir.empty() || dir[0] != '/') {
+    throw bad_input(
+        "--lease-dir " + quote_value(dir) +
+        " is not an absolute path; give the store's full path, as /var/lib/gpusel/leases");
+  }
+  // One lease file per GPU that NVML lists, MIG devices included.
+  const NvmlSnapshot snap = query_nvml();
+  std::vector<std::string> uuids;
+  for (const GpuInfo& g : snap.gpus) {
+    if (g.failed() || g.uuid.empty()) continue;
+    uuids.push_back(g.uuid);
+    for (const MigDevice& m : g.migs) uuids.push_back(m.uuid);
+  }
+  const StoreSetup report = set_up_shared_store(dir, uuids);
+  for (const std::string& change : report.changes) fmt::print("{}\n", printable(change));
+  if (!snap.available) {
+    print_warning("NVML is unavailable (" + snap.reason + "): the store holds no lease file yet; " +
+                  "run `sudo gpusel setup` again once the NVIDIA driver is installed");
+  }
+  for (const std::string& problem : report.problems) print_warning(problem);
+  if (!report.problems.empty()) return 1;
+  fmt::print(
+      "the shared lease store {} is ready for {} GPU{}{}: leases taken there bind every "
+      "user of this machine\n",
+      dir, uuids.size(), uuids.size() == 1 ? "" : "s",
+      report.changes.empty() ? " (nothing needed changing)" : "");
+  return 0;
+}
+
+}  // namespace gpusel::cli
