@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Times `gpusel --sim dgx-h100 bench bw` at its defaults (512 MiB buffers, 16 copies per sample,
-3 samples, h2d,d2h,d2d): once for one GPU and once for the README's example (two GPUs, 1 GiB,
-4 copies), and checks that the figures still equal the machine file's.
+3 samples, h2d,d2h,d2d): once for one GPU and once for the example in docs/commands.md (two GPUs,
+1 GiB, 4 copies), and checks that the figures still equal the machine file's.
 
 Usage: bench/bench_bw_sim.py [--runs N] [--build DIR]
 Target: a default run on one simulated GPU in a few seconds (at most 5 s median): simulated

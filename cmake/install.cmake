@@ -68,15 +68,65 @@ write_basic_package_version_file(${CMAKE_BINARY_DIR}/gpuselConfigVersion.cmake
 install(FILES ${CMAKE_BINARY_DIR}/gpuselConfig.cmake ${CMAKE_BINARY_DIR}/gpuselConfigVersion.cmake
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpusel)
 
-# Relative to the .pc file, so the installed tree can be moved (or installed with --prefix).
-file(RELATIVE_PATH GPUSEL_PC_TO_PREFIX "${CMAKE_INSTALL_FULL_LIBDIR}/pkgconfig" "${CMAKE_INSTALL_PREFIX}")
-configure_file(cmake/gpusel.pc.in ${CMAKE_BINARY_DIR}/gpusel.pc @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/gpusel.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+# The .pc file names the prefix it is installed under (--prefix included), written at install
+# time: clean paths (no lib/pkgconfig/../..), and right for a staged install (DESTDIR) too.
+set(GPUSEL_PREFIX "@GPUSEL_PREFIX@")  # kept for the install step to fill in
+configure_file(cmake/gpusel.pc.in ${CMAKE_BINARY_DIR}/gpusel.pc.in @ONLY)
+install(CODE "
+  string(REGEX REPLACE \"(.)/+$\" \"\\\\1\" prefix \"\${CMAKE_INSTALL_PREFIX}\")
+  file(READ \"${CMAKE_BINARY_DIR}/gpusel.pc.in\" pc)
+  string(REPLACE \"@GPUSEL_PREFIX@\" \"\${prefix}\" pc \"\${pc}\")
+  set(pc_dir \"\$ENV{DESTDIR}\${prefix}/${CMAKE_INSTALL_LIBDIR}/pkgconfig\")
+  message(STATUS \"Installing: \${pc_dir}/gpusel.pc\")
+  file(MAKE_DIRECTORY \"\${pc_dir}\")
+  file(WRITE \"\${pc_dir}/gpusel.pc\" \"\${pc}\")
+")
 
-install(FILES share/completions/gpusel.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
-  RENAME gpusel)
-install(FILES share/completions/_gpusel DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/site-functions)
-# The man page's header carries the version: installed as configured from project(VERSION).
-configure_file(share/man/gpusel.1 ${CMAKE_BINARY_DIR}/share/man/gpusel.1 @ONLY)
-install(FILES ${CMAKE_BINARY_DIR}/share/man/gpusel.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+if(GPUSEL_INTERFACE_FILES)
+  install(FILES ${GPUSEL_SHARE_OUT}/completions/gpusel.bash
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions RENAME gpusel)
+  # zsh looks in share/zsh/site-functions under /usr/local, Debian's zsh in vendor-completions
+  # under /usr (the Debian package's prefix): chosen at install time, by the prefix installed to.
+  install(CODE "
+    if(CMAKE_INSTALL_PREFIX MATCHES \"^/usr/?$\")
+      set(zsh_dir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions\")
+    else()
+      set(zsh_dir \"\${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_DATADIR}/zsh/site-functions\")
+    endif()
+    file(INSTALL \"${GPUSEL_SHARE_OUT}/completions/_gpusel\" DESTINATION \"\${zsh_dir}\")  # DESTDIR: added by file(INSTALL)
+  ")
+  install(FILES ${GPUSEL_SHARE_OUT}/completions/gpusel.fish
+    DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
+  install(FILES ${GPUSEL_SHARE_OUT}/man/gpusel.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+endif()
 install(DIRECTORY python/gpusel DESTINATION ${GPUSEL_PYTHON_DIR} PATTERN "__pycache__" EXCLUDE)
+
+# `import gpusel` without PYTHONPATH: Debian's /usr/bin/python3 searches the package's folder under
+# /usr and /usr/local by itself; for any other prefix a gpusel.pth naming the folder goes where it
+# searches: /usr/local/lib/python3.X/dist-packages when installing as root, else the installing
+# user's site-packages (python3 -m site --user-site). GPUSEL_PYTHON_PTH_DIR (at install time) names
+# another folder; staged installs (DESTDIR, as packaging does) write none; -DGPUSEL_PYTHON_PTH=OFF
+# turns it off.
+option(GPUSEL_PYTHON_PTH "cmake --install writes a gpusel.pth so that python3 finds the package" ON)
+if(GPUSEL_PYTHON_PTH AND NOT WIN32 AND NOT GPUSEL_PYTHON_VERSION STREQUAL "")
+  install(CODE "
+    set(pydir \"\${CMAKE_INSTALL_PREFIX}/${GPUSEL_PYTHON_DIR}\")
+    if(\"\$ENV{DESTDIR}\" STREQUAL \"\" AND NOT CMAKE_INSTALL_PREFIX MATCHES \"^/usr(/local)?/?$\")
+      set(pth_dir \"\$ENV{GPUSEL_PYTHON_PTH_DIR}\")
+      if(pth_dir STREQUAL \"\")
+        execute_process(COMMAND id -u OUTPUT_VARIABLE uid OUTPUT_STRIP_TRAILING_WHITESPACE)
+        if(uid STREQUAL \"0\")
+          set(pth_dir \"/usr/local/lib/python${GPUSEL_PYTHON_VERSION}/dist-packages\")
+        else()
+          execute_process(COMMAND /usr/bin/python3 -m site --user-site OUTPUT_VARIABLE pth_dir
+            OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+        endif()
+      endif()
+      if(NOT pth_dir STREQUAL \"\")
+        message(STATUS \"Installing: \${pth_dir}/gpusel.pth (python3 finds \${pydir} through it)\")
+        file(MAKE_DIRECTORY \"\${pth_dir}\")
+        file(WRITE \"\${pth_dir}/gpusel.pth\" \"\${pydir}\\n\")
+      endif()
+    endif()
+  ")
+endif()

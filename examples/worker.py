@@ -1,5 +1,6 @@
-"""The README's Python worker: binds this process's GPU the way every gpusel worker does, then says
-which card it is on. Run it under gpusel run, torchrun, srun or mpirun (or alone: GPU 0)."""
+"""The Python worker docs/python.md shows: binds this process's GPU the way every gpusel worker
+does, then says which card it is on. Run it under gpusel run, torchrun, srun or mpirun (or alone:
+GPU 0)."""
 
 import os
 

@@ -1,4 +1,4 @@
-// A worker that takes its GPU from the launcher and binds it, as the README shows.
+// A worker that takes its GPU from the launcher and binds it, as docs/c-api.md shows.
 // Run: gpusel --sim dgx-h100 run --gpu 3,5 -- build/bin/worker_example
 #include <cstdio>
 

@@ -1,29 +1,61 @@
-"""Builds the gpusel package for pip, bundling libgpusel.so.0 beside gpusel/__init__.py.
+"""Builds the gpusel package for pip: gpusel/__init__.py with libgpusel.so.0 beside it and the
+probe helper in gpusel/bin/ (the gpusel executable, which libgpusel runs to ask CUDA for its device
+order where NVML cannot tell it; the library finds it there by its own location).
 
-The library comes from GPUSEL_LIBRARY (its path) when set, else from the source tree's build
-folder (../build/lib/libgpusel.so.0). Without either, the package is built without it and looks
-for an installed libgpusel at import time (see gpusel/__init__.py).
+Where the built files come from:
+- GPUSEL_LIBRARY: the path of libgpusel.so.0 (or libgpusel.so), and GPUSEL_BIN the path of the
+  gpusel executable (default: bin/gpusel beside the library's lib/ folder);
+- else the source tree's build folders, the first of ../build, ../build-product that holds both.
+
+An unbuilt tree is refused with a message: a package without its library would install and then
+fail on import.
 """
 
 import ctypes
 import os
 import re
 import shutil
+import sys
 
 from setuptools import setup
 from setuptools.command.build_py import build_py
 
+try:
+    from wheel.bdist_wheel import bdist_wheel
+except ImportError:  # no wheel package: pip then installs without building a wheel
+    bdist_wheel = None
+
 HERE = os.path.dirname(os.path.abspath(__file__))
+BUILDS = ("build", "build-product")
 
 
-def library():
+def refuse(message):
+    sys.stderr.write("gpusel: " + message + "\n")
+    raise SystemExit(1)
+
+
+def built_files():
+    """(library, helper) paths, or refuse with what to do."""
     explicit = os.environ.get("GPUSEL_LIBRARY")
     if explicit:
         if not os.path.isfile(explicit):
-            raise SystemExit(f"gpusel: GPUSEL_LIBRARY={explicit!r} is not a file; point it at libgpusel.so.0")
-        return explicit
-    built = os.path.join(HERE, "..", "build", "lib", "libgpusel.so.0")
-    return built if os.path.isfile(built) else None
+            refuse(f"GPUSEL_LIBRARY={explicit!r} is not a file; point it at the libgpusel.so.0 a build made")
+        helper = os.environ.get("GPUSEL_BIN") or os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(explicit))), "bin", "gpusel")
+        if not os.path.isfile(helper):
+            refuse(f"no gpusel executable at {helper!r} to bundle as the probe helper; set GPUSEL_BIN "
+                   "to the gpusel a build made")
+        return explicit, helper
+    for build in BUILDS:
+        root = os.path.join(HERE, "..", build)
+        lib = os.path.join(root, "lib", "libgpusel.so.0")
+        helper = os.path.join(root, "bin", "gpusel")
+        if os.path.isfile(lib) and os.path.isfile(helper):
+            return lib, helper
+    refuse("the package needs a built libgpusel.so.0 and gpusel, and this source tree has neither "
+           f"({', '.join('../' + b for b in BUILDS)} hold no build). Build gpusel first "
+           "(scripts/quickstart, or cmake --preset product && cmake --build --preset product), "
+           "or set GPUSEL_LIBRARY and GPUSEL_BIN to the files of a build")
 
 
 def version():
@@ -35,29 +67,45 @@ def version():
             m = re.search(r"project\(gpusel\s+VERSION\s+([0-9.]+)", f.read())
         if m:
             return m.group(1)
-    lib = library()
-    if lib is not None:
-        try:
-            fn = ctypes.CDLL(os.path.realpath(lib)).gpusel_version
-            fn.restype = ctypes.c_char_p
-            return fn().decode()
-        except OSError:
-            pass
-    raise SystemExit("gpusel: cannot tell the version: no ../CMakeLists.txt and no libgpusel.so.0 "
-                     "(set GPUSEL_LIBRARY)")
+    lib, _ = built_files()
+    try:
+        fn = ctypes.CDLL(os.path.realpath(lib)).gpusel_version
+        fn.restype = ctypes.c_char_p
+        return fn().decode()
+    except OSError as exc:
+        refuse(f"cannot read the version from {lib}: {exc}")
 
 
 class BuildWithLibrary(build_py):
+    """Copies the library and the probe helper into the package."""
+
     def run(self):
+        lib, helper = built_files()
         super().run()
-        lib = library()
-        if lib is None:
-            print("gpusel: no libgpusel.so.0 to bundle (set GPUSEL_LIBRARY, or build the project "
-                  "first); the package will look for an installed one when imported")
-            return
-        target = os.path.join(self.build_lib, "gpusel", "libgpusel.so.0")
+        package = os.path.join(self.build_lib, "gpusel")
+        target = os.path.join(package, "libgpusel.so.0")
         shutil.copyfile(os.path.realpath(lib), target)
+        os.chmod(target, 0o755)
+        os.makedirs(os.path.join(package, "bin"), exist_ok=True)
+        target = os.path.join(package, "bin", "gpusel")
+        shutil.copyfile(os.path.realpath(helper), target)
         os.chmod(target, 0o755)
 
 
-setup(version=version(), cmdclass={"build_py": BuildWithLibrary})
+commands = {"build_py": BuildWithLibrary}
+if bdist_wheel is not None:
+    class PlatformWheel(bdist_wheel):
+        """The package holds native files (for this platform) but no extension module: any Python 3
+        on linux_x86_64, not one CPython version."""
+
+        def finalize_options(self):
+            super().finalize_options()
+            self.root_is_pure = False
+
+        def get_tag(self):
+            _, _, platform = super().get_tag()
+            return "py3", "none", platform
+
+    commands["bdist_wheel"] = PlatformWheel
+
+setup(version=version(), cmdclass=commands)

@@ -1,5 +1,5 @@
 // The simulated CUDA driver's own reading of CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER: a direct
-// transcription of shared/reference/driver-rules.md, written apart from gpusel's model
+// transcription of docs/driver-rules.md, written apart from gpusel's model
 // (src/core/visible.cpp) and sharing no code with it, so that a test running both over many
 // values (tests/unit/oracle_test.cpp) catches a rule misread on either side. Header-only: the
 // CUDA double and that test include it; nothing in libgpusel does.

@@ -26,6 +26,10 @@ std::string quote_value(std::string_view value);
 // they are printed.
 std::string printable(std::string_view text);
 
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''; safe for eval. (`gpusel
+// sim env` and `resolve --format env` print values so; lease holders' commands are shown so.)
+std::string shell_quote(std::string_view value);
+
 // Describes the preset for messages: CUDA_VISIBLE_DEVICES="..." or "unset".
 std::string describe_preset(const CudaEnv& env);
 

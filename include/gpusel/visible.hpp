@@ -1,5 +1,5 @@
 // gpusel: the model of which devices CUDA exposes under CUDA_VISIBLE_DEVICES and
-// CUDA_DEVICE_ORDER (pure, no I/O). The rules are those of shared/reference/driver-rules.md.
+// CUDA_DEVICE_ORDER (pure, no I/O). The rules are those of docs/driver-rules.md.
 #pragma once
 
 #include <cstdint>

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import os
+import sys
 from typing import Sequence
 
 __all__ = [
@@ -248,12 +249,15 @@ def bind_assigned_gpu(default: int = 0):
 
     With nothing published, the same rule as in C++ decides: GPUSEL_GPU, GPUSEL_GPUS and the local
     rank, a launcher's local rank among several visible devices, the only visible device, and
-    `default` only where no launcher started this process. Returns a torch.device (after
-    torch.cuda.set_device) when a CUDA-enabled torch is installed, else the CUDA ordinal."""
+    `default` only where no launcher started this process.
+
+    No framework is ever imported here. When the program has already imported torch (it is in
+    sys.modules) and that torch can use CUDA, torch is told as well (torch.cuda.set_device) and a
+    torch.device is returned; otherwise the CUDA ordinal (an int). The binding itself is torch's
+    too either way: the primary context current on this thread is what the CUDA runtime uses."""
     ordinal = _bind(default)
-    try:
-        import torch  # imported only now, never at module import
-    except ImportError:
+    torch = sys.modules.get("torch")
+    if torch is None or not hasattr(torch, "cuda"):
         return ordinal
     if not torch.cuda.is_available():  # a CPU-only build: the driver-level binding stands alone
         return ordinal
@@ -275,7 +279,8 @@ def format_gpu_uuid(raw) -> "str | None":
 
 
 def gpu_identity(index: int) -> dict:
-    """{index, name, uuid, total_bytes} of visible device `index` (a CUDA ordinal)."""
+    """{index, name, uuid, total_bytes} of visible device `index` (a CUDA ordinal); docs/python.md
+    describes each key."""
     ident = _Identity(size=ctypes.sizeof(_Identity))
     _check(_lib.gpusel_gpu_identity(_c_int(index, "index"), ctypes.byref(ident)), RuntimeError)
     return {

@@ -138,6 +138,22 @@ std::string pasted_entry_hint(std::string_view entry) {
 // which would otherwise read as one UUID prefix that matches nothing).
 void precheck_pasted(std::string_view value) {
   const std::string_view inner = trim(value);
+  // A shell assignment copied in whole: CUDA_VISIBLE_DEVICES=2,3.
+  if (const std::size_t eq = inner.find('=');
+      eq != std::string_view::npos && eq > 0 &&
+      std::all_of(inner.begin(), inner.begin() + static_cast<std::ptrdiff_t>(eq), [](char c) {
+        return c == '_' || (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') ||
+               (c >= 'A' && c <= 'Z');
+      })) {
+    const std::string_view name = inner.substr(0, eq);
+    throw bad_input("--gpu " + quote_value(value) + " is the assignment of " + std::string(name) +
+                    "; --gpu takes the GPUs themselves: --gpu " +
+                    std::string(trim(inner.substr(eq + 1))) +
+                    (name == "CUDA_VISIBLE_DEVICES"
+                         ? " (as nvidia-smi indices or UUIDs; `gpusel list` shows how CUDA numbers "
+                           "them)"
+                         : ""));
+  }
   if (inner.find_first_of("\n\r") != std::string_view::npos) {
     const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');
     throw bad_input("--gpu " + quote_value(value) + " holds " + std::to_string(lines) +

@@ -68,6 +68,18 @@ std::string printable(std::string_view text) {
   return out;
 }
 
+std::string shell_quote(std::string_view value) {
+  std::string out = "'";
+  for (char c : value) {
+    if (c == '\'') {
+      out += "'\\''";
+    } else {
+      out += c;
+    }
+  }
+  return out + "'";
+}
+
 GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {
@@ -76,6 +88,20 @@ std::string_view trim_blanks(std::string_view s) noexcept {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);
   while (!s.empty() && is_blank(s.back())) s.remove_suffix(1);
   return s;
+}
+
+std::string seconds_text(double seconds) {
+  // Milliseconds as integers: no locale's decimal point, no "1.000000".
+  if (!(seconds >= 0) || seconds > 1e15) return seconds < 0 ? "-" + seconds_text(-seconds) : "?";
+  const auto ms = static_cast<unsigned long long>(seconds * 1000 + 0.5);
+  std::string out = std::to_string(ms / 1000);
+  unsigned frac = static_cast<unsigned>(ms % 1000);
+  if (frac != 0) {
+    std::string digits = std::to_string(1000 + frac).substr(1);  // "050" for 50 ms
+    while (digits.back() == '0') digits.pop_back();
+    out += "." + digits;
+  }
+  return out;
 }
 
 bool all_digits(std::string_view s) noexcept {

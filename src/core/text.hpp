@@ -22,6 +22,10 @@ std::string quote_value(std::string_view value);
 // also declared in gpusel/resolve.hpp.)
 std::string printable(std::string_view text);
 
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval. (API: also
+// declared in gpusel/resolve.hpp.)
+std::string shell_quote(std::string_view value);
+
 GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {
@@ -38,6 +42,10 @@ std::string_view trim_blanks(std::string_view s) noexcept;
 constexpr char ascii_lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c;
 }
+
+// A number of seconds for a message: "1", "0.5", "2.25" (at most 3 decimals, no trailing zeros),
+// never std::to_string's "1.000000".
+std::string seconds_text(double seconds);
 
 // True when `s` is one or more ASCII decimal digits and nothing else.
 bool all_digits(std::string_view s) noexcept;

@@ -1,5 +1,5 @@
 // The slice of the CUDA driver's C ABI that gpusel loads by hand and its simulator exports
-// (shared/reference/abi.md). No CUDA header is needed to build.
+// (docs/abi.md). No CUDA header is needed to build.
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,5 @@
 // The slice of NVML's C ABI that gpusel loads by hand and its simulator exports
-// (shared/reference/abi.md). No NVIDIA header is needed to build.
+// (docs/abi.md). No NVIDIA header is needed to build.
 #pragma once
 
 #include <cstddef>

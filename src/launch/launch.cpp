@@ -380,7 +380,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   const std::size_t n = options.gpus.size();
   if (!std::isfinite(options.grace_seconds) || options.grace_seconds < 0) {
     throw bad_input("run: the grace period must be a finite number of seconds, 0 or more, not " +
-                    std::to_string(options.grace_seconds));
+                    detail::seconds_text(options.grace_seconds));
   }
 
   // Everything the children need is built before the first fork.

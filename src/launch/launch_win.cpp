@@ -34,6 +34,7 @@
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 #include "launch_detail.hpp"
+#include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -252,7 +253,7 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
   const std::size_t n = options.gpus.size();
   if (!std::isfinite(options.grace_seconds) || options.grace_seconds < 0) {
     throw bad_input("run: the grace period must be a finite number of seconds, 0 or more, not " +
-                    std::to_string(options.grace_seconds));
+                    detail::seconds_text(options.grace_seconds));
   }
   for (const auto& cpus : options.cpus) {
     if (!cpus.empty())

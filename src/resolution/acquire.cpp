@@ -91,9 +91,10 @@ class FreeLook {
       usable_ = static_cast<int>(std::count(eligible_.begin(), eligible_.end(), true));
       if (usable_ < n_) {
         throw bad_input("--gpu free:" + std::to_string(n_) + " asks for " + std::to_string(n_) +
-                        " GPUs, but only " + std::to_string(usable_) + " can be used here (" +
-                        std::to_string(snap_.gpus.size()) + " on this machine; " +
-                        describe_preset(env_) + "); ask for at most " + std::to_string(usable_));
+                        (n_ == 1 ? " GPU" : " GPUs") + ", but only " + std::to_string(usable_) +
+                        " can be used here (" + std::to_string(snap_.gpus.size()) +
+                        " on this machine; " + describe_preset(env_) + "); ask for at most " +
+                        std::to_string(usable_));
       }
       for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
         if (eligible_[i]) candidates_.push_back(snap_.gpus[i].uuid);
@@ -173,8 +174,9 @@ class FreeLook {
           "\n  " + gpu_label(gpus[i]) + ": " + (c[i].not_free.empty() ? "free" : c[i].not_free);
     }
     out.why_not = "--gpu free:" + std::to_string(n_) + ": " + std::to_string(free_count) +
-                  " of the " + std::to_string(usable_) + " GPUs here " +
-                  (free_count == 1 ? "is" : "are") + " free:" + out.why_not;
+                  " of the " + std::to_string(usable_) +
+                  (usable_ == 1 ? " GPU here " : " GPUs here ") + (free_count == 1 ? "is" : "are") +
+                  " free:" + out.why_not;
     return out;
   }
 

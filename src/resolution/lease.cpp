@@ -218,10 +218,24 @@ LeaseHolder process_details(int pid) {
   if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
   std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
   std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-  if (args.size() > 200) args.resize(200);
   while (!args.empty() && args.back() == '\0') args.pop_back();
-  std::replace(args.begin(), args.end(), '\0', ' ');
-  h.command = args;  // raw: describe_holder escapes what a terminal would act on
+  // The command line as a shell would take it back: a word with blanks or the shell's own
+  // characters in single quotes (`sh -c 'sleep 5'`, not `sh -c sleep 5`). Raw otherwise:
+  // describe_holder escapes what a terminal would act on.
+  std::string command;
+  std::size_t start = 0;
+  while (start <= args.size() && !args.empty()) {
+    std::size_t end = args.find('\0', start);
+    if (end == std::string::npos) end = args.size();
+    const std::string_view word(args.data() + start, end - start);
+    const bool plain = !word.empty() && word.find_first_not_of(
+                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                            "0123456789_@%+=:,./-") == std::string_view::npos;
+    command += (command.empty() ? "" : " ") + (plain ? std::string(word) : shell_quote(word));
+    start = end + 1;
+  }
+  if (command.size() > 200) command = command.substr(0, 197) + "...";
+  h.command = command;
   // Start time: field 22 of stat, in clock ticks after boot.
   std::ifstream statf(proc + "/stat");
   std::string stat_line;

@@ -259,8 +259,8 @@ std::optional<AssignmentInfo> assign_from_environment() {
   if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
     throw bad_input(rank->size_variable + "=" + std::to_string(*rank->local_size) +
                     " ranks run on this node, but GPUSEL_GPUS=" + quote_value(*list) + " lists " +
-                    std::to_string(entries.size()) +
-                    " GPUs; start as many workers per node as GPUs listed, one GPU each");
+                    std::to_string(entries.size()) + (entries.size() == 1 ? " GPU" : " GPUs") +
+                    "; start as many workers per node as GPUs listed, one GPU each");
   }
   if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
     throw bad_input(rank->variable + "=" + std::to_string(rank->rank) + " is beyond GPUSEL_GPUS=" +

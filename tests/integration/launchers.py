@@ -42,7 +42,7 @@ REPORTED = ("CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "W
             "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK",
             "PMIX_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")
 
-# Open MPI on loopback, as root, in a container (see /work/shared/reference/launchers.md).
+# Open MPI on loopback, as root, in a container (docs/launchers.md, "Testing under real launchers").
 OMPI_ENV = {
     "OMPI_MCA_oob_tcp_if_include": "lo",
     "OMPI_MCA_btl": "self,vader",

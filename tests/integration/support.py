@@ -2,7 +2,8 @@
 
 Paths come from the environment ctest sets: GPUSEL_BIN (the gpusel executable), GPUSEL_SIM_ROOT
 (the simulator's folder), GPUSEL_SOURCE_DIR, GPUSEL_CUDA_USER (tests/integration/cuda_user.c built
-against the CUDA double) and GPUSEL_SHARED_DIR (the shared/ folder beside the repository).
+against the CUDA double) and GPUSEL_SHARED_DIR (the project's reference folder beside the repository: the reference module and
+the ABI tables some tests compare against; docs/design.md).
 """
 
 import atexit

@@ -23,7 +23,7 @@ def bench(machine_name, *args, **env):
 
 
 def expected(g, test):
-    """What the simulator's model gives, from the machine file alone (README, 'What the doubles do')."""
+    """What the simulator's model gives, from the machine file alone (docs/simulator.md, 'What the doubles do')."""
     return {
         "h2d": g["pcie_h2d_gbps"],
         "d2h": g["pcie_d2h_gbps"],

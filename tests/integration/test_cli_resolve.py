@@ -137,7 +137,8 @@ class ResolveTest(Case):
 
 class SimOptionTest(Case):
     def test_unknown_machine(self):
-        self.assertFailsWith(gpusel("--sim", "dgx-h1000", "list"), 2, "no bundled machine named 'dgx-h1000'",
+        self.assertFailsWith(gpusel("--sim", "dgx-h1000", "list"), 2, "did you mean 'dgx-h100'?", "gpusel sim list")
+        self.assertFailsWith(gpusel("--sim", "no-such-machine", "list"), 2, "no bundled machine named 'no-such-machine'",
                              "gpusel sim list")
 
     def test_broken_machine_file_names_file_line_key(self):

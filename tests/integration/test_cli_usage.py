@@ -287,9 +287,11 @@ class SimulatedNvmlFaultTest(Case):
 
 
 class CompletionTest(Case):
-    """share/completions/gpusel.bash, sourced in bash and called as bash's completion would call it."""
+    """The bash completion the build generates (share/completions/gpusel.bash.in with the CLI's tables),
+    sourced in bash and called as bash's completion would call it."""
 
-    SCRIPT = os.path.join(SOURCE, "share", "completions", "gpusel.bash")
+    SCRIPT = os.path.join(os.environ.get("GPUSEL_BUILD_DIR", os.path.join(SOURCE, "build")), "share", "completions",
+                          "gpusel.bash")
 
     def complete(self, *words, env=None):
         """The candidates for the last word of `gpusel WORDS...` (the last word is what is typed so far)."""
@@ -303,14 +305,14 @@ class CompletionTest(Case):
 
     def test_gpus_after_gpu(self):
         got = self.complete("resolve", "--gpu", "")
-        self.assertEqual(got, [str(i) for i in range(8)] + DGX + ["all"])
+        self.assertEqual(got, [str(i) for i in range(8)] + DGX + ["free:", "all"])
         self.assertEqual(self.complete("run", "--gpu", "GPU-4b"), [DGX[0]])
         # The last item of a list.
         self.assertEqual(self.complete("run", "--gpu", "0,GPU-0b"), [f"0,{DGX[1]}"])
         # On the --sim machine given on the line.
         l4 = uuids("single-l4")
-        self.assertEqual(self.complete("--sim", "single-l4", "bind", "--gpu", "", env=base_env()), ["0", *l4])
-        self.assertEqual(self.complete("bind", "--sim", "single-l4", "--gpu", "", env=base_env()), ["0", *l4])
+        self.assertEqual(self.complete("--sim", "single-l4", "bind", "--gpu", "", env=base_env()), ["0", *l4, "free:"])
+        self.assertEqual(self.complete("bind", "--sim", "single-l4", "--gpu", "", env=base_env()), ["0", *l4, "free:"])
 
     def test_tests_after_tests(self):
         self.assertEqual(self.complete("bench", "bw", "--tests", "h2d,d"), ["h2d,d2h", "h2d,d2d", "h2d,d2h-pageable"])
@@ -360,73 +362,12 @@ class RealGpuCheckTest(Case):
         self.assertNotIn("missing or not executable", r.stderr)
 
 
-def readme_examples():
-    """(command, expected lines) for every `$ gpusel --sim ...` line in README.md's plain ``` blocks."""
-    examples = []
-    fence = None  # None outside a block, else the block's language ("" for a plain block)
-    with open(os.path.join(SOURCE, "README.md"), encoding="utf-8") as f:
-        for line in f:
-            line = line.rstrip("\n")
-            if line.startswith("```"):
-                fence = line[3:] if fence is None else None
-                current = None
-                continue
-            if fence != "":
-                continue
-            if line.startswith("$ "):
-                current = (line[2:], [])
-                examples.append(current)
-            elif current is not None:
-                current[1].append(line)
-    return [(cmd, out) for cmd, out in examples if "--sim" in cmd and "gpusel" in cmd]
-
-
-class ReadmeExamplesTest(Case):
-    """README's `$ gpusel --sim ...` examples run on the simulator and print what the README shows
-    (a line ending in ... is compared up to the dots; a line of ... alone ends the comparison)."""
-
-    BUILD = os.environ.get("GPUSEL_BUILD_DIR", os.path.join(SOURCE, "build"))
-
-    @staticmethod
-    def matches(expected, actual):
-        if expected.endswith("..."):
-            return actual.startswith(expected[:-3].rstrip())
-        return expected == actual
-
-    def test_examples(self):
-        examples = readme_examples()
-        self.assertGreaterEqual(len(examples), 6, examples)
-        env = base_env(PATH=os.path.dirname(os.path.abspath(BIN)) + os.pathsep + os.environ["PATH"])
-        for command, expected in examples:
-            if "python3" in command and not PYTHON_LOADS_LIBRARIES:
-                continue  # a Python worker cannot load the TSan-instrumented library
-            with self.subTest(command=command):
-                runnable = command.replace("build/bin/", self.BUILD + "/bin/").replace("build/lib/",
-                                                                                          self.BUILD + "/lib/")
-                # A Python worker loads the (under ASan, instrumented) library itself: it needs the
-                # sanitizer runtime the test runner was given.
-                r = subprocess.run(["sh", "-c", runnable], capture_output=True, text=True,
-                                   env=for_python(env) if "python3" in command else env, cwd=SOURCE, timeout=120)
-                want_err = [e for e in expected if e.startswith("gpusel: ")]
-                want_out = [e for e in expected if not e.startswith("gpusel: ")]
-                if "..." in want_out:
-                    want_out = want_out[:want_out.index("...")]
-                got_out = r.stdout.splitlines()
-                if " run " in command:  # workers print in any order
-                    for e in want_out:
-                        self.assertTrue(any(self.matches(e, a) for a in got_out), (e, got_out))
-                else:
-                    self.assertGreaterEqual(len(got_out), len(want_out), r.stdout + r.stderr)
-                    for e, a in zip(want_out, got_out):
-                        self.assertTrue(self.matches(e, a), (e, a))
-                    if not any(e.endswith("...") for e in expected):
-                        self.assertEqual(len(got_out), len(want_out), r.stdout)
-                for e in want_err:
-                    self.assertTrue(any(self.matches(e, a) for a in r.stderr.splitlines()), (e, r.stderr))
-                self.assertEqual(r.returncode != 0, bool(want_err), r.stderr)
+class MachineFileExampleTest(Case):
+    """The machine file docs/simulator.md shows is a working machine. (Every command example of the
+    README and docs/ is run by integration.docs, test_docs.py.)"""
 
     def test_machine_file_example_is_a_working_machine(self):
-        with open(os.path.join(SOURCE, "README.md"), encoding="utf-8") as f:
+        with open(os.path.join(SOURCE, "docs", "simulator.md"), encoding="utf-8") as f:
             text = f.read()
         toml = text.split("```toml\n", 1)[1].split("```", 1)[0]
         self.assertNotIn("[faults]", toml)
@@ -453,7 +394,8 @@ class ManPageTest(Case):
                         with open(os.path.join(root, name), encoding="utf-8") as f:
                             read.update(pattern.findall(f.read()))
         self.assertIn("GPUSEL_GPUS", read)
-        with open(os.path.join(SOURCE, "share", "man", "gpusel.1"), encoding="utf-8") as f:
+        build = os.environ.get("GPUSEL_BUILD_DIR", os.path.join(SOURCE, "build"))
+        with open(os.path.join(build, "share", "man", "gpusel.1"), encoding="utf-8") as f:
             man = f.read().replace("\\-", "-").replace("\\fB", "").replace("\\fR", "")
         self.assertEqual(sorted(v for v in read if v not in man), [])
         self.assertIn(".SH EXAMPLES", man)

@@ -25,7 +25,20 @@ class InstallTest(Case):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="gpusel-install-")
         cls.prefix = os.path.join(cls.tmp, "prefix")
-        subprocess.run(["cmake", "--install", BUILD, "--prefix", cls.prefix], check=True, capture_output=True)
+        # The gpusel.pth goes to a user site folder of the test's own (HOME below), never to the
+        # machine's /usr/local (the install runs as root here).
+        cls.home = os.path.join(cls.tmp, "home")
+        cls.user_site = None
+        if os.path.exists("/usr/bin/python3"):
+            cls.user_site = subprocess.run(["/usr/bin/python3", "-c", "import site; print(site.getusersitepackages())"],
+                                           env={"HOME": cls.home, "PATH": "/usr/bin:/bin"}, capture_output=True,
+                                           text=True, check=True).stdout.strip()
+        env = dict(os.environ)
+        env.pop("DESTDIR", None)
+        if cls.user_site:
+            env["GPUSEL_PYTHON_PTH_DIR"] = cls.user_site
+        cls.install_log = subprocess.run(["cmake", "--install", BUILD, "--prefix", cls.prefix], check=True,
+                                         capture_output=True, text=True, env=env).stdout
 
     @classmethod
     def tearDownClass(cls):
@@ -41,7 +54,7 @@ class InstallTest(Case):
         self.fail("libgpusel.so.0 is not installed")
 
     def python_dir(self):
-        """Where the Python package went: lib/python3.X/dist-packages, as README documents."""
+        """Where the Python package went: lib/python3.X/dist-packages, as docs/install.md documents."""
         found = glob.glob(self.path("lib", "python3*", "dist-packages", "gpusel", "__init__.py"))
         self.assertEqual(len(found), 1, found)
         return os.path.dirname(os.path.dirname(found[0]))
@@ -62,7 +75,7 @@ class InstallTest(Case):
                     "lib/gpusel/sim/libnvidia-ml.so.1", "lib/gpusel/sim/libcuda.so.1",
                     "lib/gpusel/sim/machines/dgx-h100.toml", "lib/gpusel/sim/nvml-no-v2/libnvidia-ml.so.1",
                     "share/bash-completion/completions/gpusel", "share/zsh/site-functions/_gpusel",
-                    "share/man/man1/gpusel.1"):
+                    "share/fish/vendor_completions.d/gpusel.fish", "share/man/man1/gpusel.1"):
             self.assertTrue(os.path.exists(self.path(rel)), rel)
         self.python_dir()
         for rel in ("libgpusel.a", "cmake/gpusel/gpuselConfig.cmake", "cmake/gpusel/gpuselConfigVersion.cmake",
@@ -106,6 +119,16 @@ class InstallTest(Case):
         self.assertIn("mixes", r.stderr)
         r = subprocess.run([exe, "--gpu", " 3, ,1"], capture_output=True, text=True, env=env)
         self.assertEqual((r.returncode, r.stdout), (0, "gpus=3,1\n"), r.stderr)
+
+    def test_pkg_config_paths_are_clean(self):
+        env = base_env(PKG_CONFIG_PATH=os.path.join(self.libdir(), "pkgconfig"))
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "gpusel"], capture_output=True, text=True,
+                               env=env, check=True).stdout.split()
+        self.assertIn("-L" + self.libdir(), flags)
+        self.assertIn("-I" + self.path("include"), flags)
+        for f in flags:
+            self.assertNotIn("/../", f)
+            self.assertNotIn("//", f)
 
     def test_pkg_config_consumer(self):
         env = base_env(PKG_CONFIG_PATH=os.path.join(self.libdir(), "pkgconfig"))
@@ -157,6 +180,25 @@ class InstallTest(Case):
         self.assertIn(os.path.join("/usr/local", rel), path)
         self.assertIn(os.path.join("/usr", rel), path)
 
+    def test_python_finds_the_package_without_pythonpath(self):
+        # An install to a prefix python3 does not search writes a gpusel.pth where it does.
+        if not self.user_site:
+            self.skipTest("no /usr/bin/python3 (not Debian's Python)")
+        pth = os.path.join(self.user_site, "gpusel.pth")
+        self.assertTrue(os.path.isfile(pth), self.install_log)
+        with open(pth) as f:
+            self.assertEqual(f.read().strip(), self.python_dir())
+        env = self.sim("dgx-h100")
+        for key in ("PYTHONPATH", "GPUSEL_LIBRARY", "LD_LIBRARY_PATH"):
+            env.pop(key, None)
+        env["HOME"] = self.home
+        r = subprocess.run(["/usr/bin/python3", "-c", "import gpusel; print(gpusel.__file__); "
+                            "print(gpusel.resolve_gpu_uuids(['3']))"], capture_output=True, text=True, env=env, cwd=self.tmp)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertTrue(lines[0].startswith(self.prefix), lines[0])
+        self.assertEqual(lines[1], repr((uuids("dgx-h100")[3],)))
+
     def test_installed_python_module(self):
         # The documented folder only: the package finds libgpusel from its own install location.
         env = self.sim("dgx-h100")
@@ -168,6 +210,46 @@ class InstallTest(Case):
         lines = r.stdout.splitlines()
         self.assertTrue(lines[0].startswith(self.prefix), lines[0])
         self.assertEqual(lines[1], repr((uuids("dgx-h100")[3],)))
+
+
+class WheelTest(Case):
+    """The project's wheel (cmake --build BUILD --target wheel), installed offline with pip: it carries the
+    library and the probe helper, which the library finds beside itself."""
+
+    def test_wheel(self):
+        if not os.path.exists("/usr/bin/python3") or subprocess.run(
+                ["/usr/bin/python3", "-c", "import setuptools, wheel, pip"], capture_output=True).returncode != 0:
+            self.skipTest("no Debian python3 with pip, setuptools and wheel")
+        r = subprocess.run(["cmake", "--build", BUILD, "--target", "wheel"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        wheels = glob.glob(os.path.join(BUILD, "python-dist", "gpusel-*.whl"))
+        self.assertEqual(len(wheels), 1, wheels)
+        self.assertTrue(os.path.basename(wheels[0]).endswith(f"{project_version()}-py3-none-linux_x86_64.whl"),
+                        wheels[0])
+        with tempfile.TemporaryDirectory(prefix="gpusel-wheel-") as tmp:
+            target = os.path.join(tmp, "site")
+            r = subprocess.run(["/usr/bin/python3", "-m", "pip", "install", "--no-index", "--no-deps",
+                                "--disable-pip-version-check", "--target", target, wheels[0]],
+                               capture_output=True, text=True, env=base_env())
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            for rel in ("gpusel/__init__.py", "gpusel/libgpusel.so.0", "gpusel/bin/gpusel"):
+                self.assertTrue(os.path.isfile(os.path.join(target, rel)), rel)
+            # A mixed machine under FASTEST_FIRST with an integer preset: only CUDA can place "0",
+            # through the probe helper the wheel carries.
+            env = base_env(PYTHONPATH=target, GPUSEL_LIBRARY=None, GPUSEL_PROBE_HELPER=None)
+            sim = subprocess.run([os.path.join(target, "gpusel", "bin", "gpusel"), "sim", "env", "workstation-mixed"],
+                                 capture_output=True, text=True, env=env, check=True).stdout
+            for line in sim.splitlines():
+                key, _, value = line[len("export "):].partition("=")
+                env[key] = value.strip("'")
+            env["CUDA_VISIBLE_DEVICES"] = "0,2"
+            r = subprocess.run(["/usr/bin/python3", "-c", "import gpusel; print(gpusel.library_path); "
+                                "print(gpusel.resolve_gpu_uuids(['0']))"], capture_output=True, text=True, env=env,
+                               cwd=tmp)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = r.stdout.splitlines()
+            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.0"))
+            self.assertEqual(lines[1], repr((uuids("workstation-mixed")[1],)))
 
 
 class PipInstallTest(Case):
@@ -205,6 +287,23 @@ class PipInstallTest(Case):
             self.assertEqual(lines[1], "('0', '1')")
             # The package's version is the library's, which is project(VERSION)'s.
             self.assertEqual(lines[2], f"{project_version()} {project_version()}")
+            self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "bin", "gpusel")))
+
+    def test_unbuilt_tree_is_refused(self):
+        python = self.pip_python()
+        with tempfile.TemporaryDirectory(prefix="gpusel-pip-") as tmp:
+            # A source tree with no build folder beside python/.
+            shutil.copytree(os.path.join(SOURCE, "python"), os.path.join(tmp, "src", "python"),
+                            ignore=shutil.ignore_patterns("__pycache__", "build", "*.egg-info"))
+            shutil.copy(os.path.join(SOURCE, "CMakeLists.txt"), os.path.join(tmp, "src"))
+            target = os.path.join(tmp, "site")
+            r = subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps",
+                                "--disable-pip-version-check", "--target", target, os.path.join(tmp, "src", "python")],
+                               capture_output=True, text=True, env=base_env(GPUSEL_LIBRARY=None, GPUSEL_BIN=None))
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn("needs a built libgpusel.so.0", r.stdout + r.stderr)
+            self.assertNotIn("Successfully installed", r.stdout)
+            self.assertFalse(os.path.exists(os.path.join(target, "gpusel")))
 
 
 if __name__ == "__main__":

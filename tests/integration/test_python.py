@@ -1,5 +1,6 @@
 """The Python stand-in (python/gpusel) over the C ABI, and a side-by-side run with the reference
-module (shared/seed/gpu_select.py) on the same simulated NVML."""
+module (gpu_select.py, the behaviour specification kept beside the repository and found through
+GPUSEL_SHARED_DIR; see docs/design.md) on the same simulated NVML."""
 
 import json
 import os
@@ -55,7 +56,7 @@ SAME = [
 ]
 NVMLESS = uuids("nvml-missing")
 
-# Where shared/seed/NOTES.md asks gpusel to differ: (machine, environment, spec, module's, gpusel's).
+# Where gpusel departs from the reference module (docs/design.md): (machine, environment, spec, module's, gpusel's).
 DIFFERENT = [
     ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "0,-1,2"}, "2", [DGX[2]], "ValueError"),  # 1: -1 ends the list
     ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "1,1"}, "0", [DGX[1]], "ValueError"),  # 1: a duplicate hides all
@@ -151,6 +152,38 @@ class ModuleTest(Case):
         out = python("import gpusel, json; print(json.dumps(gpusel.resolve_gpu_uuids(['0'])))", "workstation-mixed",
                      CUDA_VISIBLE_DEVICES="0,2")
         self.assertEqual(out, [MIX[1]])
+
+    def test_bind_never_imports_a_framework(self):
+        # Debian's own python3 has torch installed (python3-torch): binding must not import it.
+        python_with_torch = "/usr/bin/python3"
+        probe = subprocess.run([python_with_torch, "-c", "import torch"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("no python3 with torch here (python3-torch)")
+        e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY=LIBRARY, GPUSEL_GPU=DGX[3])
+        code = ("import sys, json, gpusel; b = gpusel.bind_assigned_gpu(); "
+                "print(json.dumps({'bound': b, 'torch': 'torch' in sys.modules}))")
+        r = subprocess.run([python_with_torch, "-c", code], capture_output=True, text=True, env=for_python(e), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout), {"bound": 3, "torch": False})
+
+    def test_bind_informs_a_framework_already_imported(self):
+        # A stand-in for torch, imported by the program before binding: it is told the device.
+        code = """
+import json, sys, types
+calls = []
+torch = types.ModuleType("torch")
+torch.device = lambda kind, index: ("device", kind, index)
+torch.cuda = types.SimpleNamespace(is_available=lambda: True, set_device=lambda d: calls.append(d))
+sys.modules["torch"] = torch
+import gpusel
+device = gpusel.bind_assigned_gpu()
+no_cuda = types.SimpleNamespace(is_available=lambda: False, set_device=lambda d: calls.append("wrong"))
+torch.cuda = no_cuda
+again = gpusel.bind_assigned_gpu()
+print(json.dumps({"device": device, "calls": calls, "again": again}))
+"""
+        out = python(code, GPUSEL_GPU=DGX[6])
+        self.assertEqual(out, {"device": ["device", "cuda", 6], "calls": [["device", "cuda", 6]], "again": 6})
 
     def test_environment_rule_from_python(self):
         code = ("import gpusel, json; o = {}; o['source'] = gpusel.assign_from_environment(); "

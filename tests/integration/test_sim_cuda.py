@@ -1,5 +1,5 @@
 """The CUDA double, driven by a C program (tests/integration/cuda_user.c) and by ctypes, against
-every rule of shared/reference/driver-rules.md. Expected values are written out by hand from the
+every rule of docs/driver-rules.md. Expected values are written out by hand from the
 machine files, not computed by gpusel's own model."""
 
 import json

@@ -240,7 +240,7 @@ class ReferenceModuleTest(Case):
 
     def test_deviation_one_fails_fast(self):
         # The module indexes the raw list and resolves --gpu 2 to physical GPU 2, which the driver
-        # never exposes under 0,-1,2; gpusel refuses in the parent (shared/seed/NOTES.md, 1).
+        # never exposes under 0,-1,2; gpusel refuses in the parent (docs/design.md, departure 1).
         ref = reference("dgx-h100", ["2"], CUDA_VISIBLE_DEVICES="0,-1,2")
         self.assertEqual(ref["resolved"]["2"], [uuids("dgx-h100")[2]])
         r = subprocess.run([BIN, "resolve", "--gpu", "2"], capture_output=True, text=True,

@@ -6,7 +6,6 @@
 #include <string_view>
 #include <vector>
 
-#include "shell_quote.hpp"
 #include "text.hpp"
 
 using namespace gpusel;
@@ -81,7 +80,6 @@ TEST(Text, ReadPlainNumberIgnoresTheLocale) {
 }
 
 TEST(Text, ShellQuoteMakesOneSingleQuotedWord) {
-  using gpusel::cli::shell_quote;  // the gpusel command's (tools/gpusel/shell_quote.hpp)
   EXPECT_EQ(shell_quote(""), "''");
   EXPECT_EQ(shell_quote("plain"), "'plain'");
   EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");

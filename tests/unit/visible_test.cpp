@@ -1,5 +1,5 @@
 // Table-driven tests of the CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER model, one row per rule of
-// shared/reference/driver-rules.md.
+// docs/driver-rules.md.
 #include <gtest/gtest.h>
 
 #include "fixtures.hpp"

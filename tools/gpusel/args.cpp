@@ -8,6 +8,7 @@
 
 #include "common.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/launch.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
@@ -17,6 +18,18 @@ namespace gpusel::cli {
 namespace {
 
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+// Every piece between commas, blanks and empty pieces kept ("a,,b": "a", "", "b"); views into
+// `value`. (The command's own: the core's text helpers are not on its include path.)
+std::vector<std::string_view> split_commas(std::string_view value) {
+  std::vector<std::string_view> pieces;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = value.find(',', start);
+    pieces.push_back(value.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (comma == std::string_view::npos) return pieces;
+    start = comma + 1;
+  }
+}
 
 bool looks_like_option(const std::string& token) {
   return token.size() > 1 && token[0] == '-' && token != "--";
@@ -186,6 +199,124 @@ Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
   return s;
 }
 
+// A word the shell split off a --gpu list: GPU entries with commas around or between them ("1",
+// ",1", "1,2", "GPU-4ba7"), nothing else.
+bool looks_like_gpu_entries(const std::string& word) {
+  if (word.empty() || word.front() == '-') return false;
+  bool any = false;
+  for (std::string_view piece : split_commas(word)) {
+    if (piece.empty()) continue;
+    if (!is_gpu_index(piece) && !(is_gpu_uuid(piece) && piece.size() > 4)) return false;
+    any = true;
+  }
+  return any;
+}
+
+// `VARIABLE=VALUE`: a shell assignment (CUDA_VISIBLE_DEVICES=2,3) given as a --gpu value.
+bool is_assignment(std::string_view value, std::string_view& name, std::string_view& rest) {
+  const std::size_t eq = value.find('=');
+  if (eq == 0 || eq == std::string_view::npos) return false;
+  for (char c : value.substr(0, eq)) {
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  }
+  name = value.substr(0, eq);
+  rest = value.substr(eq + 1);
+  return true;
+}
+
+bool is_program(const std::string& word) {
+  try {
+    find_program(word);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+// The usual ways a --gpu value reaches gpusel broken by the shell, each answered with the whole
+// command line as it should have been typed, GPUs all kept: `--gpu 0 1` (blanks for commas; the
+// second GPU would be taken for something else: an argument, or run's program), and `--gpu
+// CUDA_VISIBLE_DEVICES=2,3` (a variable's assignment copied in). Throws Error(BadInput).
+void check_gpu_slips(const Scan& s, const std::string& sim) {
+  std::size_t g = kNone;
+  for (std::size_t i = 0; i < s.kept.size() && i < s.dashdash; ++i) {
+    if (s.command_start != kNone && i >= s.command_start) break;
+    if (s.kept[i] == "--gpu" || s.kept[i].rfind("--gpu=", 0) == 0) {
+      g = i;
+      break;
+    }
+  }
+  if (g == kNone) return;
+  const bool inline_value = s.kept[g] != "--gpu";
+  const std::size_t v = inline_value ? g : g + 1;
+  if (v >= s.kept.size() || v == s.dashdash) return;
+  const std::string value = inline_value ? s.kept[g].substr(6) : s.kept[v];
+  std::vector<std::string> fixed(s.kept.begin(), s.kept.end());
+  const bool runs_program = s.path.back()->get_name() == "run";
+
+  std::string_view name, rest;
+  if (is_assignment(value, name, rest)) {
+    fixed[v] = inline_value ? "--gpu=" + std::string(rest) : std::string(rest);
+    if (runs_program && s.dashdash == kNone && s.command_start != kNone)
+      fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(s.command_start), "--");
+    std::string message = "--gpu " + quote_value(value) +
+                          " is a variable's assignment; --gpu takes the GPUs themselves";
+    if (name == "CUDA_VISIBLE_DEVICES") {
+      message +=
+          " as nvidia-smi indices or UUIDs (CUDA_VISIBLE_DEVICES's integers count in CUDA's "
+          "order, which is nvidia-smi's on a machine of one GPU model or under "
+          "CUDA_DEVICE_ORDER=PCI_BUS_ID; `gpusel list` shows both)";
+    }
+    throw bad_input(message + "; write: gpusel" + (sim.empty() ? "" : " --sim " + shell_word(sim)) +
+                    " " + join_words(fixed, 0, fixed.size()));
+  }
+
+  // Words after the value that are more GPUs.
+  std::size_t end = v + 1;
+  while (end < s.kept.size() && end != s.dashdash && looks_like_gpu_entries(s.kept[end])) {
+    if (runs_program && end == s.command_start && is_program(s.kept[end])) break;
+    ++end;
+  }
+  if (end == v + 1) return;
+  std::string merged;
+  for (std::size_t i = v; i < end; ++i) {
+    const std::string piece = i == v ? value : s.kept[i];
+    for (std::string_view e : split_commas(piece)) {
+      if (!e.empty()) merged += (merged.empty() ? "" : ",") + std::string(e);
+    }
+  }
+  std::string split;  // the value and the words as the shell split them
+  for (std::size_t i = v; i < end; ++i)
+    split += (split.empty() ? "" : " ") + (i == v ? value : s.kept[i]);
+  const std::string where = command_path(s.path);
+  const std::string prefix = "gpusel" + (sim.empty() ? "" : " --sim " + shell_word(sim));
+  if (s.path.back()->get_name() == "bind") {
+    throw bad_input(
+        "--gpu " + split + ": bind takes one GPU, and the shell passed " +
+        quote_value(s.kept[v + 1]) +
+        " as a word of its own; to bind each of several GPUs in a process of its own, write: " +
+        prefix + " run --gpu " + merged + " -- gpusel bind");
+  }
+  fixed.erase(fixed.begin() + static_cast<std::ptrdiff_t>(v + 1),
+              fixed.begin() + static_cast<std::ptrdiff_t>(end));
+  fixed[v] = inline_value ? "--gpu=" + merged : merged;
+  if (runs_program) {
+    // The program, if any, goes after --.
+    const std::size_t program = v + 1;
+    if (program >= fixed.size()) {
+      fixed.push_back("--");
+      fixed.push_back("COMMAND");
+    } else if (s.dashdash == kNone && fixed[program] != "--") {
+      fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(program), "--");
+    }
+  }
+  throw bad_input("--gpu " + split +
+                  ": GPUs are separated by commas, not blanks (the shell passed " +
+                  quote_value(s.kept[v + 1]) + " to `" + where +
+                  "` as a word of its own, so that GPU would be lost); write: " + prefix + " " +
+                  join_words(fixed, 0, fixed.size()));
+}
+
 }  // namespace
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -244,6 +375,7 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
     throw bad_input("--sim is given twice (" + quote_value(s.sims[0]) + " and " +
                     quote_value(s.sims[1]) + "); give one machine");
   }
+  check_gpu_slips(s, s.sims.empty() ? std::string() : s.sims.front());
   CommandLine line;
   line.args.push_back(argc > 0 ? argv[0] : "gpusel");
   line.args.insert(line.args.end(), s.kept.begin(), s.kept.end());

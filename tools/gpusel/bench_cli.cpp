@@ -7,6 +7,7 @@
 #include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
+#include "interface.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -36,7 +37,11 @@ BandwidthOptions bench::checked_options(const BenchOptions& o) {
   for (const std::string& t : b.tests) {
     if (std::find(std::begin(kBandwidthTests), std::end(kBandwidthTests), t) ==
         std::end(kBandwidthTests)) {
-      throw bad_input("--tests: unknown test " + quote_value(t) + "; choose from " + known);
+      const std::string guess = closest(
+          t, std::vector<std::string>(std::begin(kBandwidthTests), std::end(kBandwidthTests)));
+      throw bad_input("--tests: unknown test " + quote_value(t) +
+                      (guess.empty() ? "" : "; did you mean '" + guess + "'?") + "; choose from " +
+                      known);
     }
   }
   b.bytes = parse_size_option("--size", o.size, 4);
@@ -50,18 +55,24 @@ CLI::App* setup_bench(CLI::App& app, BenchOptions& options) {
   bench->require_subcommand(1);
   CLI::App* bw =
       bench->add_subcommand("bw", "host<->device and device-local copy bandwidth, per GPU");
-  add_gpu_option(*bw, options.gpus)->required();
+  set_completion(add_gpu_option(*bw, options.gpus, "--gpu", kGpuHelp)->required(), "gpu-all");
   add_choice_options(*bw, options.choice, true);
-  bw->add_option("--tests", options.tests,
-                 "comma-separated: h2d, d2h, d2d, h2d-pageable, d2h-pageable, bidir")
-      ->capture_default_str();
-  bw->add_option("--size", options.size, "bytes per buffer, e.g. 512MiB")->capture_default_str();
+  set_completion(bw->add_option("--tests", options.tests,
+                                "comma-separated: h2d, d2h, d2d, h2d-pageable, d2h-pageable, bidir")
+                     ->capture_default_str()
+                     ->type_name("LIST"),
+                 "list", {"h2d", "d2h", "d2d", "h2d-pageable", "d2h-pageable", "bidir"});
+  bw->add_option("--size", options.size, "bytes per buffer, e.g. 512MiB")
+      ->capture_default_str()
+      ->type_name("BYTES");
   bw->add_option("--copies", options.copies, "timed copies per sample")
       ->check(CLI::Range(1, 100000))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("N");
   bw->add_option("--samples", options.samples, "samples per test; the median is reported")
       ->check(CLI::Range(1, 1000))
-      ->capture_default_str();
+      ->capture_default_str()
+      ->type_name("N");
   bw->add_flag("--parallel", options.parallel,
                "measure all GPUs at once (they then share the host's links) and report the sum");
   bw->add_flag("--json", options.json, "print {\"results\": [...]}");

@@ -21,7 +21,9 @@ CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
   CLI::App* cmd = app.add_subcommand("bind",
                                      "bind this process's GPU as a worker does (from --gpu, else "
                                      "GPUSEL_GPUS and the local rank) and show it");
-  add_single_gpu_option(*cmd, options.gpu);
+  add_single_gpu_option(*cmd, options.gpu, "--gpu",
+                        "one GPU: an nvidia-smi index or a UUID (any unique prefix), or free:1; "
+                        "without it, GPUSEL_GPU, GPUSEL_GPUS and the local rank decide");
   cmd->add_flag("--json", options.json, "print one JSON object");
   return cmd;
 }

@@ -73,7 +73,8 @@ void join_wait_values(std::vector<std::string>& args) {
     if (args[i] == "--") return;
     // The next word is --wait's value unless it is an option; a value that is not a number of
     // seconds is then refused with --wait's own message rather than taken for the command.
-    if (args[i] == "--wait" && !args[i + 1].empty() && args[i + 1][0] != '-') {
+    if ((args[i] == "--wait" || args[i] == "--watch") && !args[i + 1].empty() &&
+        args[i + 1][0] != '-') {
       args[i] += "=" + args[i + 1];
       args.erase(args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
     }

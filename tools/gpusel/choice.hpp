@@ -22,7 +22,8 @@ struct ChoiceOptions {
 void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing);
 
 // Rewrites `--wait SECONDS` (a number after --wait, before any `--`) as `--wait=SECONDS`, so that
-// --wait can also stand alone. `args` in the order given, without the program's name.
+// --wait can also stand alone; `--watch SECONDS` (list) the same way. `args` in the order given,
+// without the program's name.
 void join_wait_values(std::vector<std::string>& args);
 
 // Resolves (or picks) `gpus` and, with `lease`, leases them; reports picks and waits on stderr.

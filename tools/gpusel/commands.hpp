@@ -13,6 +13,8 @@ namespace gpusel::cli {
 struct ListOptions {
   bool json = false;
   bool probe = false;
+  std::string watch_text;  // --watch's value: "" not given, else seconds ("2" without a value)
+  bool watch = false;      // set by run_list from watch_text
 };
 CLI::App* setup_list(CLI::App& app, ListOptions& options);
 int run_list(const ListOptions& options);

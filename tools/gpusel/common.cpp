@@ -10,7 +10,9 @@
 #include <filesystem>
 #include <iostream>
 
+#include "args.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/resolve.hpp"
 #include "sim_machine.hpp"
 
 namespace gpusel::cli {
@@ -54,8 +56,31 @@ std::string missing_simulator(const std::string& root) {
          kSimNvml + " and " + kSimCuda;
 }
 
+namespace {
+
+// A bare machine name that is no bundled machine (and no file): the bundled name it was most
+// likely meant to be, or "".
+std::string machine_guess(const std::string& root, const std::string& machine) {
+  std::error_code ec;
+  if (machine.find_first_of("/\\") != std::string::npos || fs::exists(machine, ec)) return "";
+  const fs::path dir = fs::path(root) / "machines";
+  if (fs::exists(dir / (machine + ".toml"), ec)) return "";
+  std::vector<std::string> names;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    if (it->path().extension() == ".toml") names.push_back(it->path().stem().string());
+  }
+  return closest(machine, names);
+}
+
+}  // namespace
+
 SimSetup sim_setup(const std::string& machine) {
   const std::string root = sim_root();
+  if (const std::string guess = machine_guess(root, machine); !guess.empty()) {
+    throw bad_input(
+        "--sim " + quote_value(machine) + ": no bundled machine has that name; did you mean '" +
+        guess + "'? (`gpusel sim list` shows every machine; a machine file is given by its path)");
+  }
   SimSetup setup;
   const std::optional<SimMachineInfo> m = describe_sim_machine(root, machine, root + "/machines");
   if (!m) throw failure(missing_simulator(root));
@@ -95,6 +120,16 @@ std::optional<std::string> simulated_machine() {
   auto path = env_value("GPUSEL_SIM_MACHINE");
   if (!path || path->empty()) return std::nullopt;
   return fs::path(*path).stem().string();
+}
+
+std::string sentence(const std::string& text) {
+  if (!text.empty() && (text.back() == '.' || text.back() == '?' || text.back() == '!'))
+    return text + " ";
+  return text + ". ";
+}
+
+std::string count_of(std::size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
 void print_error(const std::string& message) {

@@ -62,6 +62,13 @@ inline std::string cuda_version_text(int v) {
   return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
 }
 
+// `text` ended as a sentence, ready for the next one: ". " added, or just " " when it already ends
+// in '.', '?' or '!' (so that "is the driver installed?" is not followed by ". ").
+std::string sentence(const std::string& text);
+
+// "1 GPU", "2 GPUs": a count and a noun, in the plural unless the count is 1.
+std::string count_of(std::size_t n, const std::string& noun);
+
 // "gpusel: <message>" on stderr.
 void print_error(const std::string& message);
 void print_warning(const std::string& message);

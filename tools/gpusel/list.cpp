@@ -1,8 +1,23 @@
 // gpusel list: every physical GPU with its nvidia-smi index and its CUDA ordinal here.
 #include <fmt/format.h>
 
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <thread>
+
+#ifdef _WIN32
+#include <io.h>
+#else
+#include <sys/ioctl.h>
+#include <unistd.h>
+#endif
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -145,20 +160,28 @@ CLI::App* setup_list(CLI::App& app, ListOptions& options) {
   cmd->add_flag("--probe", options.probe,
                 "also ask CUDA, in a child process, how it numbers the GPUs, and flag any "
                 "difference from NVML's reading");
+  // A flag with an optional value, as --wait: `--watch` alone refreshes every 2 s.
+  cmd->add_flag("--watch{2}", options.watch_text,
+                "refresh every SECONDS (default 2) until Ctrl-C: in place on a terminal, else "
+                "one listing after another (with --json, one object a line)")
+      ->type_name("[SECONDS]");
   return cmd;
 }
 
-int run_list(const ListOptions& options) {
+// One listing, into `out_text`; returns the exit status (1, with the message on stderr, when
+// NVML is unavailable).
+static int render_list(const ListOptions& options, std::string& out_text) {
+  auto out = std::back_inserter(out_text);
   const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});  // with usage
   const auto simulated = simulated_machine();
   if (!snap.available) {
     if (simulated) {
-      print_error("cannot list GPUs: NVML is unavailable: " + snap.reason + ". " +
+      print_error("cannot list GPUs: NVML is unavailable: " + sentence(snap.reason) +
                   simulated_nvml_fault(*simulated));
       return 1;
     }
-    print_error("cannot list GPUs: NVML is unavailable: " + snap.reason +
-                ". To try gpusel on a machine without GPUs, use a simulated one: "
+    print_error("cannot list GPUs: NVML is unavailable: " + sentence(snap.reason) +
+                "To try gpusel on a machine without GPUs, use a simulated one: "
                 "`gpusel --sim dgx-h100 list` (`gpusel sim list` shows all of them).");
     return 1;
   }
@@ -226,25 +249,25 @@ int run_list(const ListOptions& options) {
   const std::string order = pci_bus_order(env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
 
   if (options.json) {
-    nlohmann::json out;
-    out["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
-    out["driver_version"] = snap.driver_version;
-    out["cuda_driver_version"] = cuda_version_text(snap.cuda_driver_version);
-    out["cuda_visible_devices"] =
+    nlohmann::json doc;
+    doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
+    doc["driver_version"] = snap.driver_version;
+    doc["cuda_driver_version"] = cuda_version_text(snap.cuda_driver_version);
+    doc["cuda_visible_devices"] =
         env.visible_devices ? nlohmann::json(*env.visible_devices) : nlohmann::json(nullptr);
-    out["cuda_device_order"] = order;
-    out["notes"] = notes;
+    doc["cuda_device_order"] = order;
+    doc["notes"] = notes;
     // Jobs waiting for GPUs (gpusel run --wait), in the order they will be served.
-    out["waiting"] = nlohmann::json::array();
+    doc["waiting"] = nlohmann::json::array();
     for (const WaitingJob& w : waiting) {
-      out["waiting"].push_back(
+      doc["waiting"].push_back(
           {{"pid", w.who ? nlohmann::json(w.who->pid) : nlohmann::json(nullptr)},
            {"user", w.who ? nlohmann::json(w.who->user) : nlohmann::json(nullptr)},
            {"command", w.who ? nlohmann::json(printable(w.who->command)) : nlohmann::json(nullptr)},
            {"request", w.what},
            {"gpus", w.gpus}});
     }
-    out["gpus"] = nlohmann::json::array();
+    doc["gpus"] = nlohmann::json::array();
     for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
       const GpuInfo& gpu = snap.gpus[g];
       nlohmann::json j;
@@ -310,7 +333,7 @@ int run_list(const ListOptions& options) {
                                     {"compute_instance", gpu.migs[m].compute_instance},
                                     {"cuda_ordinal", ordinal_json(rows[g].mig_ordinals[m])}});
       }
-      out["gpus"].push_back(j);
+      doc["gpus"].push_back(j);
     }
     if (options.probe) {
       nlohmann::json p;
@@ -324,75 +347,219 @@ int run_list(const ListOptions& options) {
                                 {"name", d.name},
                                 {"index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)}});
       }
-      out["probe"] = p;
+      doc["probe"] = p;
     }
     // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
-    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    // Watched, one line per listing (JSON lines).
+    out_text +=
+        doc.dump(options.watch ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace) +
+        "\n";
     return 0;
   }
 
-  if (simulated) fmt::print("simulated machine: {}\n", *simulated);
-  fmt::print("driver {}, CUDA {}; {}; CUDA_DEVICE_ORDER {}\n",
-             snap.driver_version.empty() ? "unknown" : printable(snap.driver_version),
-             cuda_version_text(snap.cuda_driver_version), describe_preset(env),
-             env.device_order ? "=" + quote_value(*env.device_order)
-                              : std::string("unset (FASTEST_FIRST)"));
+  if (simulated) fmt::format_to(out, "simulated machine: {}\n", *simulated);
+  fmt::format_to(out, "driver {}, CUDA {}; {}; CUDA_DEVICE_ORDER{}\n",
+                 snap.driver_version.empty() ? "unknown" : printable(snap.driver_version),
+                 cuda_version_text(snap.cuda_driver_version), describe_preset(env),
+                 env.device_order ? "=" + quote_value(*env.device_order)
+                                  : std::string(" unset (FASTEST_FIRST)"));
   std::size_t name_width = 4;
   // Text from the driver is printed with control bytes escaped: it never drives the terminal.
-  for (const GpuInfo& gpu : snap.gpus)
+  for (const GpuInfo& gpu : snap.gpus) {
     name_width = std::max(name_width, printable(gpu.name).size());
-  fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", "INDEX", "CUDA",
-             "UUID", "NAME", name_width, "MEMORY", "PCI BUS ID", "NUMA", "USED", "UTIL");
+    for (const auto& mig : gpu.migs) name_width = std::max(name_width, printable(mig.name).size());
+  }
+  fmt::format_to(out, "{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", "INDEX",
+                 "CUDA", "UUID", "NAME", name_width, "MEMORY", "PCI BUS ID", "NUMA", "USED",
+                 "UTIL");
   for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
     const GpuInfo& gpu = snap.gpus[g];
     if (gpu.failed()) {
-      fmt::print("{:<5} {:<4} {}\n", gpu.index, "-", "FAILED: " + printable(gpu.failure));
+      fmt::format_to(out, "{:<5} {:<4} {}\n", gpu.index, "-", "FAILED: " + printable(gpu.failure));
       continue;
     }
-    fmt::print("{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", gpu.index,
-               ordinal_text(rows[g].visibility, rows[g].ordinal), printable(gpu.uuid),
-               printable(gpu.name), name_width,
-               gpu.memory_total ? format_bytes(gpu.memory_total) : "?", printable(gpu.pci_bus_id),
-               gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
-               gpu.memory_used ? format_bytes(*gpu.memory_used) : "?",
-               gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?");
+    fmt::format_to(out, "{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", gpu.index,
+                   ordinal_text(rows[g].visibility, rows[g].ordinal), printable(gpu.uuid),
+                   printable(gpu.name), name_width,
+                   gpu.memory_total ? format_bytes(gpu.memory_total) : "?",
+                   printable(gpu.pci_bus_id), gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
+                   gpu.memory_used ? format_bytes(*gpu.memory_used) : "?",
+                   gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?");
     for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
       const LeaseHolder who = process_details(static_cast<int>(p.pid));
-      fmt::print("      process {}{}{}, {}\n", p.pid,
-                 who.user.empty() ? std::string() : " of " + printable(who.user),
-                 who.command.empty() ? std::string() : ": " + printable(who.command),
-                 format_bytes(p.used_memory));
+      fmt::format_to(out, "      process {}{}{}, {}\n", p.pid,
+                     who.user.empty() ? std::string() : " of " + printable(who.user),
+                     who.command.empty() ? std::string() : ": " + printable(who.command),
+                     format_bytes(p.used_memory));
     }
     if (leases[g].state != LeaseStanding::State::Free) {
-      fmt::print("      {}\n", describe_standing(leases[g]));
+      fmt::format_to(out, "      {}\n", describe_standing(leases[g]));
     }
     for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
       const int ord = rows[g].mig_ordinals[m];
-      fmt::print("  MIG {:<4} {:<40} {:<{}} {:>10}  (GPU instance {}, compute instance {})\n",
-                 ordinal_text(rows[g].visibility == Visibility::Unknown ? Visibility::Unknown
-                                                                        : Visibility::Visible,
-                              ord),
-                 printable(gpu.migs[m].uuid), printable(gpu.migs[m].name), name_width,
-                 format_bytes(gpu.migs[m].memory_total), gpu.migs[m].gpu_instance,
-                 gpu.migs[m].compute_instance);
+      fmt::format_to(out,
+                     "  MIG {:<4} {:<40} {:<{}} {:>10}  (GPU instance {}, compute instance {})\n",
+                     ordinal_text(rows[g].visibility == Visibility::Unknown ? Visibility::Unknown
+                                                                            : Visibility::Visible,
+                                  ord),
+                     printable(gpu.migs[m].uuid), printable(gpu.migs[m].name), name_width,
+                     format_bytes(gpu.migs[m].memory_total), gpu.migs[m].gpu_instance,
+                     gpu.migs[m].compute_instance);
     }
   }
-  if (snap.gpus.empty()) fmt::print("(no GPUs)\n");
+  if (snap.gpus.empty()) fmt::format_to(out, "(no GPUs)\n");
   if (!waiting.empty()) {
-    fmt::print("{} job{} waiting for GPUs, in the order they will be served:\n", waiting.size(),
-               waiting.size() == 1 ? "" : "s");
-    for (const WaitingJob& w : waiting) fmt::print("  {}\n", describe_waiting(w));
+    fmt::format_to(out, "{} job{} waiting for GPUs, in the order they will be served:\n",
+                   waiting.size(), waiting.size() == 1 ? "" : "s");
+    for (const WaitingJob& w : waiting) fmt::format_to(out, "  {}\n", describe_waiting(w));
   }
   if (options.probe && probe.ok) {
-    fmt::print("CUDA's own view (--probe):\n");
+    fmt::format_to(out, "CUDA's own view (--probe):\n");
     for (const CudaDevice& d : probe.devices) {
       auto idx = nvml_index(d);
-      fmt::print("  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.ordinal, printable(d.uuid),
-                 idx ? std::to_string(*idx) : "?", printable(d.name));
+      fmt::format_to(out, "  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.ordinal,
+                     printable(d.uuid), idx ? std::to_string(*idx) : "?", printable(d.name));
     }
   }
-  for (const std::string& note : notes) fmt::print("note: {}\n", printable(note));
+  for (const std::string& note : notes) fmt::format_to(out, "note: {}\n", printable(note));
   return 0;
+}
+
+namespace {
+
+std::atomic<int> g_stop_signal{0};
+
+extern "C" void on_stop_signal(int sig) {
+  g_stop_signal.store(sig);
+}
+
+bool stdout_is_terminal() {
+#ifdef _WIN32
+  return _isatty(1) != 0;
+#else
+  return isatty(1) != 0;
+#endif
+}
+
+// The terminal's height in lines, 0 when unknown.
+std::size_t terminal_rows() {
+#ifdef _WIN32
+  return 0;
+#else
+  winsize ws{};
+  return ioctl(1, TIOCGWINSZ, &ws) == 0 ? ws.ws_row : 0;
+#endif
+}
+
+std::string clock_text() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+#ifdef _WIN32
+  localtime_s(&local, &now);
+#else
+  localtime_r(&now, &local);
+#endif
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &local);
+  return buf;
+}
+
+void write_out(const std::string& text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+double watch_interval(const std::string& text) {
+  double seconds = 0;
+  if (!CLI::detail::lexical_cast(text, seconds) || !std::isfinite(seconds) || seconds < 0.1 ||
+      seconds > 86400) {
+    throw bad_input("--watch " + quote_value(text) +
+                    " is not a number of seconds from 0.1 to 86400; give --watch alone to "
+                    "refresh every 2 seconds");
+  }
+  return seconds;
+}
+
+// `gpusel list --watch`: the listing again every `seconds` until a signal. On a terminal each
+// listing replaces the last in place (the alternate screen, the cursor sent home and each line
+// cleared as it is overwritten, so nothing flickers), cut to the terminal's height; elsewhere,
+// one listing after another, each under a line with its time (--json: one object a line).
+int watch_list(const ListOptions& options, double seconds) {
+  const bool terminal = stdout_is_terminal() && !options.json;
+  for (int sig : {SIGINT, SIGTERM
+#ifdef SIGHUP
+                  ,
+                  SIGHUP
+#endif
+       }) {
+    std::signal(sig, on_stop_signal);
+  }
+  const auto period = std::chrono::duration<double>(seconds);
+  const std::string interval = fmt::format("{:g}", seconds);
+  std::string last;
+  std::string frame;
+  int status = render_list(options, frame);  // before the screen is switched: errors stay visible
+  if (status != 0) return status;
+  if (terminal) write_out("\x1b[?1049h\x1b[?25l");  // alternate screen, cursor hidden
+  bool first = true;
+  while (g_stop_signal.load() == 0) {
+    if (!first) {
+      frame.clear();
+      status = render_list(options, frame);
+      if (status != 0) break;
+    }
+    first = false;
+    if (terminal) {
+      std::string screen = "\x1b[H";
+      const std::string head =
+          "gpusel list, every " + interval + " s; " + clock_text() + "; Ctrl-C to stop";
+      std::vector<std::string> lines{head, ""};
+      std::size_t start = 0;
+      while (start < frame.size()) {
+        const std::size_t end = frame.find('\n', start);
+        lines.push_back(frame.substr(start, end - start));
+        start = end == std::string::npos ? frame.size() : end + 1;
+      }
+      const std::size_t rows = terminal_rows();
+      if (rows > 0 && lines.size() > rows) lines.resize(rows);  // never scroll
+      for (std::size_t i = 0; i < lines.size(); ++i) {
+        screen += lines[i] + "\x1b[K";
+        if (i + 1 < lines.size()) screen += "\n";
+      }
+      screen += "\x1b[J";
+      write_out(screen);
+    } else if (options.json) {
+      write_out(frame);
+    } else {
+      write_out((last.empty() ? "" : "\n") + std::string("=== ") + clock_text() + " ===\n" + frame);
+    }
+    last = frame;
+    const auto until = std::chrono::steady_clock::now() + period;
+    while (g_stop_signal.load() == 0 && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+  if (terminal) {
+    write_out("\x1b[?25h\x1b[?1049l");  // back to the screen as it was, cursor shown
+    write_out(last);                    // and the last listing left on it
+  }
+  const int sig = g_stop_signal.load();
+  if (status != 0) return status;
+  return sig == 0 || sig == SIGINT ? 0 : 128 + sig;
+}
+
+}  // namespace
+
+int run_list(const ListOptions& given) {
+  ListOptions options = given;
+  if (!options.watch_text.empty()) {
+    options.watch = true;
+    return watch_list(options, watch_interval(options.watch_text));
+  }
+  std::string text;
+  const int status = render_list(options, text);
+  write_out(text);
+  return status;
 }
 
 }  // namespace gpusel::cli

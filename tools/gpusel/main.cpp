@@ -9,6 +9,7 @@
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/version.h"
+#include "interface.hpp"
 
 namespace {
 
@@ -26,6 +27,7 @@ struct Cli {
   BenchOptions bench_options, bench_worker_options;
   DoctorOptions doctor_options;
   SetupOptions setup_options;
+  InterfaceOptions interface_options;
   CLI::App* list = nullptr;
   CLI::App* resolve = nullptr;
   CLI::App* bind = nullptr;
@@ -36,6 +38,7 @@ struct Cli {
   CLI::App* bench_worker = nullptr;
   CLI::App* doctor = nullptr;
   CLI::App* setup = nullptr;
+  CLI::App* interface = nullptr;
 
   explicit Cli(const std::string& only) {
     app.name("gpusel");
@@ -57,6 +60,7 @@ struct Cli {
     if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
     if (want("setup")) setup = setup_setup(app, setup_options);
+    if (only.empty()) interface = setup_interface(app, interface_options);
   }
 
   static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
@@ -75,6 +79,7 @@ struct Cli {
       if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
       if (parsed(doctor)) return run_doctor(doctor_options);
       if (parsed(setup)) return run_setup(setup_options);
+      if (parsed(interface)) return run_interface(app, interface_options);
     } catch (const gpusel::Error& e) {
       print_error(e.what());
       return e.exit_code();

@@ -9,6 +9,7 @@
 #include "gpusel/cli11.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/spec.hpp"
+#include "interface.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -31,14 +32,13 @@ std::string env_word(const std::string& value) {
 CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "resolve", "resolve a --gpu list to full GPU UUIDs, one per line in rank order");
-  add_gpu_option(*cmd, options.gpus)->required();
+  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp)->required(), "gpu-all");
   add_choice_options(*cmd, options.choice, false);
   CLI::Option* json =
       cmd->add_flag("--json", options.json, "print {\"resolved\": ..., \"gpus\": [...]}");
-  cmd->add_option("--format", options.format,
-                  "lines: one UUID a line (default); csv: one line, comma-separated, for "
-                  "GPUSEL_GPUS or CUDA_VISIBLE_DEVICES; env: GPUSEL_GPUS=..., for export or eval")
-      ->check(CLI::IsMember({"lines", "csv", "env"}))
+  add_choice_option(*cmd, "--format", options.format, {"lines", "csv", "env"},
+                    "lines: one UUID a line (default); csv: one line, comma-separated, for "
+                    "GPUSEL_GPUS or CUDA_VISIBLE_DEVICES; env: GPUSEL_GPUS=..., for export or eval")
       ->excludes(json);
   return cmd;
 }

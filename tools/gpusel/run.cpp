@@ -9,13 +9,14 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
+#include "interface.hpp"
 
 namespace gpusel::cli {
 
 CLI::App* setup_run(CLI::App& app, RunOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "run", "start one process per GPU: gpusel run --gpu SPEC [options] -- COMMAND [ARGS...]");
-  add_gpu_option(*cmd, options.gpus)->required();
+  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp)->required(), "gpu-all");
   cmd->add_flag("--tag-output", options.tag_output,
                 "prefix each line of a worker's output with [rank N]");
   cmd->add_option("--grace", options.grace,
@@ -29,15 +30,15 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
               return {};
             return quote_value(text) + " is not a number of seconds from 0 to 86400";
           },
-          "SECONDS"));
-  cmd->add_option("--bind-cpu", options.bind_cpu,
-                  "none (default), node: the CPUs near each GPU, exclusive: split them")
-      ->check(CLI::IsMember({"none", "node", "exclusive"}));
-  cmd->add_option("--set-visible", options.set_visible,
-                  "for programs that do not use gpusel: set each worker's CUDA_VISIBLE_DEVICES "
-                  "to its own GPU's UUID (own: it sees cuda:0) or to every worker's GPU in rank "
-                  "order (job: cuda:LOCAL_RANK is its own); none (default) leaves it alone")
-      ->check(CLI::IsMember({"none", "own", "job"}));
+          ""))
+      ->type_name("SECONDS");
+  add_choice_option(*cmd, "--bind-cpu", options.bind_cpu, {"none", "node", "exclusive"},
+                    "none (default), node: the CPUs near each GPU, exclusive: split them");
+  add_choice_option(*cmd, "--set-visible", options.set_visible, {"none", "own", "job"},
+                    "for programs that do not use gpusel: set each worker's CUDA_VISIBLE_DEVICES "
+                    "to every worker's GPU in rank order (job: for a program that uses "
+                    "cuda:LOCAL_RANK) or to its own GPU alone (own: for one that uses cuda:0); "
+                    "none (default) leaves it alone");
   add_choice_options(*cmd, options.choice, true);
   cmd->add_flag("--quiet", options.quiet,
                 "no line per rank on stderr when the workers start, nor what free:N picked");

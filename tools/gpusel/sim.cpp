@@ -15,7 +15,6 @@
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
-#include "shell_quote.hpp"
 #include "sim_machine.hpp"
 
 namespace gpusel::cli {

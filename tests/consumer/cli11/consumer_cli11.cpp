@@ -1,4 +1,4 @@
-// The README's one line: gpusel's --gpu option in a CLI11 program.
+// docs/c-api.md's one line: gpusel's --gpu option in a CLI11 program.
 #include <cstdio>
 #include <string>
 #include <vector>

@@ -1,0 +1,151 @@
+"""The Debian package: cpack makes it from the build folder, `apt-get install ./gpusel_*.deb` installs
+it into a fresh Debian 12 (a chroot made by debootstrap), where the command, the simulator, the man
+page, the completions, the Python module and the pkg-config and CMake files are in place and work,
+and `apt-get remove --purge` leaves nothing of it behind.
+
+Needs root (chroot, mount), cpack and debootstrap; skipped otherwise (run through `launchers.py run`,
+which exits 77 when every test was skipped). The fresh Debian 12 (minbase, with python3 and
+pkg-config) is made once, from deb.debian.org, and kept in the build folder as a tarball
+(deb-test/debian12.tar, about 230 MB); later runs unpack it in a few seconds.
+"""
+
+import glob
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from support import Case, uuids
+
+BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
+CACHE = os.path.join(BUILD, "deb-test")
+BASE = os.path.join(CACHE, "debian12.tar")
+MIRROR = os.environ.get("GPUSEL_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+
+
+def missing():
+    if os.geteuid() != 0:
+        return "needs root (chroot and mount)"
+    for tool in ("cpack", "debootstrap", "chroot", "dpkg-shlibdeps"):
+        if shutil.which(tool) is None:
+            return f"{tool} is not installed (scripts/install-deps installs it)"
+    if not os.path.exists(os.path.join(BUILD, "CPackConfig.cmake")):
+        return f"no CPackConfig.cmake in {BUILD}"
+    return None
+
+
+def base_tarball():
+    """The fresh Debian 12, made once and kept in the build folder."""
+    if os.path.exists(BASE):
+        return BASE
+    os.makedirs(CACHE, exist_ok=True)
+    work = tempfile.mkdtemp(prefix="debootstrap-", dir=CACHE)
+    try:
+        r = subprocess.run(["debootstrap", "--variant=minbase", "--include=python3,pkg-config", "bookworm",
+                            os.path.join(work, "root"), MIRROR], capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            raise unittest.SkipTest(f"debootstrap could not make a Debian 12 from {MIRROR}: "
+                                    f"{(r.stdout + r.stderr)[-500:]}")
+        subprocess.run(["tar", "-C", os.path.join(work, "root"), "-cf", BASE + ".part", "."], check=True)
+        os.replace(BASE + ".part", BASE)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return BASE
+
+
+@unittest.skipIf(missing(), missing())
+class DebianPackageTest(Case):
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="gpusel-deb-")
+        cls.root = os.path.join(cls.tmp, "root")
+        cls.proc = None
+        try:
+            r = subprocess.run(["cpack", "-G", "DEB", "-B", os.path.join(cls.tmp, "pkg"), "--config",
+                                os.path.join(BUILD, "CPackConfig.cmake")], capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                raise AssertionError("cpack failed:\n" + r.stdout + r.stderr)
+            debs = glob.glob(os.path.join(cls.tmp, "pkg", "gpusel_*.deb"))
+            if len(debs) != 1:
+                raise AssertionError(f"cpack made {debs}")
+            cls.deb = debs[0]
+            base = base_tarball()
+            os.makedirs(cls.root)
+            subprocess.run(["tar", "-C", cls.root, "-xf", base], check=True)
+            shutil.copy(cls.deb, os.path.join(cls.root, "tmp"))
+            cls.proc = os.path.join(cls.root, "proc")
+            subprocess.run(["mount", "-t", "proc", "proc", cls.proc], check=True)
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def tearDownClass(cls):
+        if cls.proc:
+            subprocess.run(["umount", "-l", cls.proc])
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def chroot(self, *command, check=True):
+        env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HOME": "/root", "LANG": "C.UTF-8",
+               "DEBIAN_FRONTEND": "noninteractive"}
+        r = subprocess.run(["chroot", self.root, *command], capture_output=True, text=True, env=env, timeout=300)
+        if check:
+            self.assertEqual(r.returncode, 0, f"{' '.join(command)}:\n{r.stdout}{r.stderr}")
+        return r
+
+    def test_install_use_and_remove(self):
+        deb = "/tmp/" + os.path.basename(self.deb)
+        info = self.chroot("dpkg-deb", "--field", deb, "Package", "Version", "Depends").stdout
+        self.assertIn("Package: gpusel", info)
+        self.assertIn("libc6", info)
+        # Installed as a user would: apt resolves the Depends (all in a fresh Debian 12 already).
+        self.chroot("apt-get", "install", "-y", "--no-install-recommends", deb)
+        files = [f for f in self.chroot("dpkg", "-L", "gpusel").stdout.splitlines() if f.strip()]
+        for path in ("/usr/bin/gpusel", "/usr/lib/libgpusel.so.0", "/usr/include/gpusel/gpusel.h",
+                     "/usr/lib/gpusel/sim/libcuda.so.1", "/usr/lib/gpusel/sim/machines/dgx-h100.toml",
+                     "/usr/share/man/man1/gpusel.1", "/usr/share/bash-completion/completions/gpusel",
+                     "/usr/share/zsh/vendor-completions/_gpusel", "/usr/share/fish/vendor_completions.d/gpusel.fish",
+                     "/usr/lib/pkgconfig/gpusel.pc", "/usr/lib/cmake/gpusel/gpuselConfig.cmake"):
+            with self.subTest(path=path):
+                self.assertIn(path, files)
+
+        # The command and its simulator.
+        out = self.chroot("gpusel", "--sim", "dgx-h100", "resolve", "--gpu", "3").stdout
+        self.assertEqual(out.split(), [uuids("dgx-h100")[3]])
+        self.chroot("gpusel", "--sim", "dgx-h100", "run", "--quiet", "--gpu", "free:2", "--", "gpusel", "bind")
+        # The Python module, found without PYTHONPATH, with its library and probe helper.
+        code = "import gpusel; print(gpusel.library_path); print(','.join(gpusel.resolve_gpu_uuids(['0'])))"
+        r = self.chroot("gpusel", "--sim", "workstation-mixed", "--", "env", "CUDA_VISIBLE_DEVICES=0,2", "python3", "-c",
+                        code)
+        lines = r.stdout.splitlines()
+        self.assertEqual(lines[0], "/usr/lib/libgpusel.so.0")
+        self.assertEqual(lines[1], uuids("workstation-mixed")[1])  # placed by asking CUDA, through /usr/bin/gpusel
+        # pkg-config names /usr (its own -L/usr/lib and -I/usr/include are left out as system folders).
+        flags = self.chroot("pkg-config", "--cflags", "--libs", "gpusel").stdout.split()
+        self.assertIn("-lgpusel", flags)
+        self.assertIn("-Wl,-rpath,/usr/lib", flags)
+        self.assertEqual(self.chroot("pkg-config", "--variable=prefix", "gpusel").stdout.strip(), "/usr")
+        # The CMake files name installed files only.
+        targets = glob.glob(os.path.join(self.root, "usr/lib/cmake/gpusel/gpuselTargets-*.cmake"))
+        self.assertTrue(targets)
+        for t in targets:
+            with open(t) as f:
+                for word in f.read().split('"'):
+                    if word.startswith("${_IMPORT_PREFIX}/"):
+                        self.assertTrue(os.path.exists(os.path.join(self.root, "usr", word[len("${_IMPORT_PREFIX}/"):])),
+                                        word)
+        # No gpusel.pth anywhere: the package's module is where python3 looks already.
+        self.assertEqual(glob.glob(os.path.join(self.root, "usr/local/lib/python3*/dist-packages/gpusel.pth")), [])
+
+        # Removed, nothing is left: no file of the package, nothing named gpusel outside /tmp.
+        self.chroot("apt-get", "remove", "--purge", "-y", "gpusel")
+        left = [f for f in files if os.path.isfile(os.path.join(self.root, f.lstrip("/")))]
+        self.assertEqual(left, [])
+        found = self.chroot("find", "/", "-xdev", "-name", "*gpusel*", "-not", "-path", "/tmp/*",
+                            "-not", "-path", "/proc/*").stdout.split()
+        self.assertEqual(found, [])
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,585 @@
+// gpusel internal-interface: the man page, the completions and the synopsis, from the CLI11 tree.
+#include "interface.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "args.hpp"
+#include "gpusel/error.hpp"
+#include "gpusel/resolve.hpp"
+#include "gpusel/version.h"
+
+namespace gpusel::cli {
+namespace {
+
+struct Completion {
+  std::string kind;
+  std::vector<std::string> choices;
+};
+
+std::map<const CLI::Option*, Completion>& registry() {
+  static std::map<const CLI::Option*, Completion> r;
+  return r;
+}
+
+std::string join(const std::vector<std::string>& words, const std::string& separator) {
+  std::string out;
+  for (const std::string& w : words) out += (out.empty() ? "" : separator) + w;
+  return out;
+}
+
+// ---- the tree, as the generators see it ------------------------------------------------------
+
+struct Opt {
+  std::string name;                // --gpu, or a positional's name (MACHINE, COMMAND)
+  std::vector<std::string> names;  // every spelling: --gpu, -h, ...
+  std::string value;               // what the value is called (SPEC, SECONDS, ...); "" for a flag
+  bool optional_value = false;     // a flag that may take a value: --wait [SECONDS]
+  bool required = false;
+  bool positional = false;
+  std::string description;
+  std::string kind;  // completion_kind()
+  std::vector<std::string> choices;
+};
+
+struct Cmd {
+  std::vector<std::string> path;  // empty for gpusel itself
+  std::string description;
+  std::vector<Opt> options;  // help and hidden options left out
+  std::vector<std::string> subcommands;
+  std::string key() const { return join(path, " "); }
+  // The tables' key for the completions: "gpusel", "gpusel run", "gpusel sim exec" (bash has no
+  // empty keys).
+  std::string table_key() const { return path.empty() ? "gpusel" : "gpusel " + key(); }
+};
+
+bool visible(const CLI::App* a) {
+  return !a->get_group().empty();
+}
+
+Opt describe(const CLI::Option* o) {
+  Opt d;
+  d.positional = o->get_positional();
+  d.name = d.positional ? o->get_name(true, false) : "--" + o->get_lnames().front();
+  for (const std::string& l : o->get_lnames()) d.names.push_back("--" + l);
+  for (const std::string& s : o->get_snames()) d.names.push_back("-" + s);
+  std::string type = o->get_type_name();
+  type = type.substr(0, type.find(':'));
+  if (o->get_expected_max() == 0) {
+    d.value = type;  // a flag; "[SECONDS]" for one that may take a value
+    d.optional_value = !type.empty();
+    if (d.optional_value && type.front() == '[') d.value = type.substr(1, type.size() - 2);
+  } else {
+    d.value = d.positional ? d.name : type;
+  }
+  d.required = o->get_required();
+  d.description = o->get_description();
+  d.kind = completion_kind(o);
+  d.choices = completion_choices(o);
+  return d;
+}
+
+void walk(const CLI::App& app, std::vector<std::string> path, std::vector<Cmd>& out) {
+  Cmd c;
+  c.path = path;
+  c.description = app.get_description();
+  const CLI::Option* help = app.get_help_ptr();
+  for (const CLI::Option* o : app.get_options()) {
+    if (o == help || o->get_group().empty()) continue;
+    c.options.push_back(describe(o));
+  }
+  const auto subs = app.get_subcommands(visible);
+  for (const CLI::App* s : subs) c.subcommands.push_back(s->get_name());
+  out.push_back(c);
+  for (const CLI::App* s : subs) {
+    std::vector<std::string> p = path;
+    p.push_back(s->get_name());
+    walk(*s, p, out);
+  }
+}
+
+std::vector<Cmd> tree(const CLI::App& app) {
+  std::vector<Cmd> out;
+  walk(app, {}, out);
+  return out;
+}
+
+// ---- the synopsis ---------------------------------------------------------------------------
+
+std::string value_text(const Opt& o) {
+  if (!o.choices.empty() && o.kind == "choice") return join(o.choices, "|");
+  return o.value;
+}
+
+std::vector<std::string> synopsis_tokens(const Opt& o) {
+  if (o.positional) {
+    if (o.kind == "command") return {"--", "COMMAND", "[ARGS...]"};
+    return {o.required ? o.name : "[" + o.name + "]"};
+  }
+  std::string t = o.name;
+  if (o.optional_value) {
+    t += " [" + o.value + "]";
+  } else if (!o.value.empty()) {
+    t += " " + value_text(o);
+  }
+  return {o.required ? t : "[" + t + "]"};
+}
+
+// One line per command that does something (leaves), wrapped at `width` columns, continuation
+// lines indented under the first option.
+std::vector<std::string> synopsis_lines(const std::vector<Cmd>& all, std::size_t width) {
+  // The everyday commands first, the simulator's last.
+  std::vector<Cmd> cmds;
+  for (const Cmd& c : all) {
+    if (!c.path.empty() && c.path.front() != "sim") cmds.push_back(c);
+  }
+  for (const Cmd& c : all) {
+    if (!c.path.empty() && c.path.front() == "sim") cmds.push_back(c);
+  }
+  std::vector<std::string> lines;
+  for (const Cmd& c : cmds) {
+    if (!c.subcommands.empty()) continue;
+    std::string head = "gpusel ";
+    if (c.path.front() != "sim") head += "[--sim MACHINE] ";
+    head += c.key();
+    std::vector<std::string> tokens;
+    for (const Opt& o : c.options) {
+      if (o.positional) continue;
+      for (std::string& t : synopsis_tokens(o)) tokens.push_back(std::move(t));
+    }
+    for (const Opt& o : c.options) {
+      if (!o.positional) continue;
+      for (std::string& t : synopsis_tokens(o)) tokens.push_back(std::move(t));
+    }
+    std::string line = head;
+    const std::string indent(head.size() + 1, ' ');
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      // `-- COMMAND [ARGS...]` stays on one line.
+      std::string t = tokens[i];
+      while (t == "--" || t == "COMMAND") t += " " + tokens[++i];
+      if (line.size() + 1 + t.size() > width && line.size() > indent.size()) {
+        lines.push_back(line);
+        line = indent + t;
+      } else {
+        line += " " + t;
+      }
+    }
+    lines.push_back(line);
+  }
+  lines.push_back("gpusel --sim MACHINE -- COMMAND [ARGS...]");
+  return lines;
+}
+
+// ---- man ------------------------------------------------------------------------------------
+
+std::string roff(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '\\') {
+      out += "\\e";
+    } else if (ch == '-') {
+      out += "\\-";
+    } else {
+      out += ch;
+    }
+  }
+  if (!out.empty() && (out.front() == '.' || out.front() == '\'')) out = "\\&" + out;
+  return out;
+}
+
+std::string man_commands(const std::vector<Cmd>& cmds) {
+  std::ostringstream m;
+  for (const Cmd& c : cmds) {
+    if (c.path.empty()) {
+      m << ".SS \"gpusel\"\nOptions before the command (\\fB\\-\\-sim\\fR also after it).\n";
+    } else {
+      m << ".SS \"" << roff("gpusel " + c.key()) << "\"\n" << roff(c.description) << "\n";
+    }
+    if (!c.subcommands.empty()) {
+      m << ".PP\nCommands: " << roff(join(c.subcommands, ", ")) << ".\n";
+    }
+    for (const Opt& o : c.options) {
+      m << ".TP\n";
+      if (o.positional) {
+        m << "\\fI" << roff(o.name) << "\\fR";
+        if (o.kind == "command") m << " [\\fIARGS\\fR...] (after \\fB\\-\\-\\fR)";
+      } else {
+        std::string names;
+        for (const std::string& n : o.names) names += (names.empty() ? "" : ", ") + roff(n);
+        m << "\\fB" << names << "\\fR";
+        if (o.optional_value) {
+          m << " [\\fI" << roff(o.value) << "\\fR]";
+        } else if (!o.value.empty()) {
+          m << " \\fI" << roff(value_text(o)) << "\\fR";
+        }
+      }
+      m << "\n" << roff(o.description);
+      if (o.required && !o.positional) m << " (required)";
+      if (!o.choices.empty()) {
+        m << (o.kind == "list" ? "; a comma\\-separated list of: " : "; one of: ")
+          << roff(join(o.choices, ", "));
+      }
+      m << "\n";
+    }
+  }
+  return m.str();
+}
+
+std::string man_synopsis(const std::vector<Cmd>& cmds) {
+  std::string out = ".nf\n";
+  for (const std::string& line : synopsis_lines(cmds, 78)) out += roff(line) + "\n";
+  return out + ".fi\n";
+}
+
+// ---- shells ---------------------------------------------------------------------------------
+
+// `text` in single quotes for sh, bash, zsh and fish.
+std::string sq(const std::string& text) {
+  std::string out = "'";
+  for (char ch : text) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// fish quotes differently: a backslash before ' and \ inside single quotes.
+std::string fish_sq(const std::string& text) {
+  std::string out = "'";
+  for (char ch : text) {
+    if (ch == '\'' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "'";
+}
+
+// The first sentence-ish part of a description, for a completion menu.
+std::string brief(const std::string& text) {
+  std::string out = text.substr(0, text.find("; "));
+  if (out.size() > 70) out = out.substr(0, 67) + "...";
+  return out;
+}
+
+std::string value_kind(const Opt& o) {
+  if (o.kind == "choice" || o.kind == "list") return o.kind + ":" + join(o.choices, " ");
+  return o.kind;
+}
+
+// Tables for the bash template (declare -gA: the file may be sourced inside a function).
+std::string bash_tables(const std::vector<Cmd>& cmds) {
+  std::ostringstream b;
+  b << "declare -gA _gpusel_sub=(";
+  for (const Cmd& c : cmds) b << " [" << sq(c.table_key()) << "]=" << sq(join(c.subcommands, " "));
+  b << " )\ndeclare -gA _gpusel_opt=(";
+  for (const Cmd& c : cmds) {
+    std::vector<std::string> names;
+    for (const Opt& o : c.options) {
+      if (!o.positional) names.insert(names.end(), o.names.begin(), o.names.end());
+    }
+    names.push_back("--help");
+    b << " [" << sq(c.table_key()) << "]=" << sq(join(names, " "));
+  }
+  b << " )\n# Options that take a value, and what completes it (an empty kind: nothing).\n";
+  b << "declare -gA _gpusel_val=(";
+  for (const Cmd& c : cmds) {
+    for (const Opt& o : c.options) {
+      if (o.positional || o.value.empty() || o.optional_value) continue;
+      for (const std::string& n : o.names)
+        b << " [" << sq(c.table_key() + ":" + n) << "]=" << sq(value_kind(o));
+    }
+  }
+  b << " )\n# Positionals, in order.\ndeclare -gA _gpusel_pos=(";
+  for (const Cmd& c : cmds) {
+    std::vector<std::string> kinds;
+    for (const Opt& o : c.options) {
+      if (o.positional) kinds.push_back(o.kind.empty() ? "-" : o.kind);
+    }
+    if (!kinds.empty()) b << " [" << sq(c.table_key()) << "]=" << sq(join(kinds, " "));
+  }
+  b << " )\n";
+  return b.str();
+}
+
+std::string zsh_escape(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '[' || ch == ']' || ch == ':' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out;
+}
+
+std::string zsh_function(const Cmd& c) {
+  std::string name = "_gpusel_cmd";
+  for (const std::string& p : c.path) name += "_" + p;
+  std::ostringstream z;
+  z << name << "() {\n  local curcontext=\"$curcontext\" state line\n  typeset -A opt_args\n"
+    << "  _arguments -C -s \\\n";
+  if (!c.path.empty())
+    z << "    '--sim=[run on a simulated machine]:machine:_gpusel_machines' \\\n";
+  z << "    '(- *)'{-h,--help}'[show help]' \\\n";
+  for (const Opt& o : c.options) {
+    if (o.positional) continue;
+    const std::string desc = "[" + zsh_escape(brief(o.description)) + "]";
+    std::string action;
+    if (o.kind == "gpu" || o.kind == "gpu-all") {
+      action =
+          ":" + zsh_escape(o.value) + ":_gpusel_gpu_values" + (o.kind == "gpu-all" ? " all" : "");
+    } else if (o.kind == "machine") {
+      action = ":machine:_gpusel_machines";
+    } else if (o.kind == "file") {
+      action = ":" + zsh_escape(o.value) + ":_files";
+    } else if (o.kind == "choice") {
+      action = ":" + zsh_escape(o.value) + ":(" + join(o.choices, " ") + ")";
+    } else if (o.kind == "list") {
+      action = ":" + zsh_escape(o.value) + ":_sequence compadd - " + join(o.choices, " ");
+    } else if (!o.value.empty()) {
+      action = ":" + zsh_escape(o.value) + ": ";
+    }
+    for (const std::string& n : o.names) {
+      if (o.optional_value) {
+        z << "    " << sq(n + "=-" + desc + "::" + zsh_escape(o.value) + ": ") << " \\\n";
+      } else if (!o.value.empty()) {
+        z << "    " << sq(n + "=" + desc + action) << " \\\n";
+      } else {
+        z << "    " << sq(n + desc) << " \\\n";
+      }
+    }
+  }
+  std::size_t position = 1;
+  for (const Opt& o : c.options) {
+    if (!o.positional) continue;
+    if (o.kind == "command") {
+      z << "    '*::command:_normal' \\\n";
+    } else if (o.kind == "machine") {
+      z << "    '" << position++ << ":machine:_gpusel_machines' \\\n";
+    } else {
+      z << "    '" << position++ << ":" << zsh_escape(o.name) << ": ' \\\n";
+    }
+  }
+  if (!c.subcommands.empty()) {
+    z << "    '1:command:->command' \\\n    '*::arg:->args'\n";
+    z << "  case $state in\n    command)\n      local -a commands\n      commands=(\n";
+    // The descriptions come from each subcommand's own entry (filled in by the caller's tree).
+    z << "@SUBCOMMANDS_" << name << "@";
+    z << "      )\n      _describe command commands ;;\n    args)\n      case $words[1] in\n";
+    for (const std::string& s : c.subcommands) {
+      z << "        " << s << ") " << name << "_" << s << " ;;\n";
+    }
+    z << "      esac ;;\n  esac\n";
+  } else {
+    z << "    && return 0\n";
+  }
+  z << "}\n";
+  return z.str();
+}
+
+std::string zsh_functions(const std::vector<Cmd>& cmds) {
+  std::string out;
+  for (const Cmd& c : cmds) out += zsh_function(c) + "\n";
+  // Each menu of subcommands, with their descriptions.
+  for (const Cmd& c : cmds) {
+    if (c.subcommands.empty()) continue;
+    std::string name = "_gpusel_cmd";
+    for (const std::string& p : c.path) name += "_" + p;
+    std::string menu;
+    for (const Cmd& s : cmds) {
+      if (s.path.size() == c.path.size() + 1 &&
+          std::equal(c.path.begin(), c.path.end(), s.path.begin())) {
+        menu += "        " + sq(s.path.back() + ":" + zsh_escape(brief(s.description))) + "\n";
+      }
+    }
+    const std::string marker = "@SUBCOMMANDS_" + name + "@";
+    out.replace(out.find(marker), marker.size(), menu);
+  }
+  return out;
+}
+
+std::string fish_lines(const std::vector<Cmd>& cmds) {
+  std::ostringstream f;
+  // The walker's tables: subcommands per path, options that take a value, positionals.
+  f << "function __gpusel_subcommands\n    switch \"$argv[1]\"\n";
+  for (const Cmd& c : cmds) {
+    f << "        case " << fish_sq(c.table_key()) << "\n            echo "
+      << join(c.subcommands, " ") << "\n";
+  }
+  f << "    end\nend\n\nfunction __gpusel_takes_value\n    switch \"$argv[1]\"\n";
+  for (const Cmd& c : cmds) {
+    std::vector<std::string> names;
+    for (const Opt& o : c.options) {
+      if (o.positional || o.value.empty() || o.optional_value) continue;
+      for (const std::string& n : o.names) names.push_back(fish_sq(c.table_key() + ":" + n));
+    }
+    if (!names.empty()) f << "        case " << join(names, " ") << "\n            return 0\n";
+  }
+  f << "    end\n    return 1\nend\n\nfunction __gpusel_positionals\n    switch \"$argv[1]\"\n";
+  for (const Cmd& c : cmds) {
+    std::vector<std::string> kinds;
+    for (const Opt& o : c.options) {
+      if (o.positional) kinds.push_back(o.kind.empty() ? "-" : o.kind);
+    }
+    if (!kinds.empty()) {
+      f << "        case " << fish_sq(c.table_key()) << "\n            echo " << join(kinds, " ")
+        << "\n";
+    }
+  }
+  f << "    end\nend\n\n";
+  for (const Cmd& c : cmds) {
+    const std::string at = "__gpusel_at " + fish_sq(c.table_key());
+    for (const Cmd& s : cmds) {
+      if (s.path.size() == c.path.size() + 1 &&
+          std::equal(c.path.begin(), c.path.end(), s.path.begin())) {
+        f << "complete -c gpusel -n " << fish_sq(at) << " -a " << fish_sq(s.path.back()) << " -d "
+          << fish_sq(brief(s.description)) << "\n";
+      }
+    }
+    for (const Opt& o : c.options) {
+      if (o.positional) {
+        if (o.kind == "machine") {
+          f << "complete -c gpusel -n " << fish_sq(at) << " -F -a '(__gpusel_machines)'\n";
+        }
+        continue;
+      }
+      f << "complete -c gpusel -n " << fish_sq(at);
+      for (const std::string& n : o.names) {
+        f << (n.rfind("--", 0) == 0 ? " -l " : " -s ") << n.substr(n.find_first_not_of('-'));
+      }
+      if (!o.value.empty() && !o.optional_value) {
+        if (o.kind == "file" || o.kind == "machine") {
+          f << " -r -F";
+        } else {
+          f << " -x";
+        }
+        if (o.kind == "choice") f << " -a " << fish_sq(join(o.choices, " "));
+        if (o.kind == "list")
+          f << " -a " << fish_sq("(__gpusel_list_item " + join(o.choices, " ") + ")");
+        if (o.kind == "gpu" || o.kind == "gpu-all")
+          f << " -a "
+            << fish_sq(std::string("(__gpusel_gpu_values") + (o.kind == "gpu-all" ? " all" : "") +
+                       ")");
+        if (o.kind == "machine") f << " -a " << fish_sq("(__gpusel_machines)");
+      }
+      f << " -d " << fish_sq(brief(o.description)) << "\n";
+    }
+    if (!c.path.empty()) {
+      f << "complete -c gpusel -n " << fish_sq(at)
+        << " -l sim -r -F -a '(__gpusel_machines)' -d 'run on a simulated machine'\n";
+    }
+  }
+  return f.str();
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw failure("cannot read the template " + quote_value(path));
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void replace_marker(std::string& text, const std::string& marker, const std::string& value) {
+  const std::size_t at = text.find(marker);
+  if (at == std::string::npos) {
+    throw failure("the template lacks its " + marker + " marker");
+  }
+  text.replace(at, marker.size(), value);
+}
+
+}  // namespace
+
+void set_completion(const CLI::Option* option, std::string kind, std::vector<std::string> choices) {
+  registry()[option] = Completion{std::move(kind), std::move(choices)};
+}
+
+std::string completion_kind(const CLI::Option* option) {
+  auto it = registry().find(option);
+  if (it != registry().end()) return it->second.kind;
+  // By the value's name, for options added without a recorded kind.
+  std::string type = option->get_type_name();
+  type = type.substr(0, type.find(':'));
+  if (type == "SPEC" || type == "ENTRY") return "gpu";
+  if (type == "MACHINE" || option->get_name(true, false) == "MACHINE") return "machine";
+  if (type.rfind("FILE", 0) == 0 || type == "DIR") return "file";
+  if (option->get_positional() && option->get_name(true, false) == "COMMAND") return "command";
+  return "";
+}
+
+const std::vector<std::string>& completion_choices(const CLI::Option* option) {
+  static const std::vector<std::string> none;
+  auto it = registry().find(option);
+  return it == registry().end() ? none : it->second.choices;
+}
+
+std::string not_a_choice(const std::string& value, const std::vector<std::string>& choices) {
+  for (const std::string& c : choices) {
+    if (c == value) return "";
+  }
+  std::string message = quote_value(value) + " is not one of " + join(choices, ", ");
+  const std::string guess = closest(value, choices);
+  if (!guess.empty()) message += "; did you mean '" + guess + "'?";
+  return message;
+}
+
+CLI::Option* add_choice_option(CLI::App& cmd, const std::string& name, std::string& value,
+                               std::vector<std::string> choices, const std::string& help) {
+  CLI::Option* o =
+      cmd.add_option(name, value, help)
+          ->check(CLI::Validator(
+              [choices](std::string& text) { return not_a_choice(text, choices); }, ""))
+          ->type_name("MODE");
+  set_completion(o, "choice", std::move(choices));
+  return o;
+}
+
+CLI::App* setup_interface(CLI::App& app, InterfaceOptions& options) {
+  CLI::App* cmd = app.add_subcommand("internal-interface", "");
+  cmd->group("");
+  cmd->add_option("FORMAT", options.format)->required();
+  cmd->add_option("--template", options.template_file);
+  cmd->add_option("--output", options.output);
+  return cmd;
+}
+
+int run_interface(const CLI::App& app, const InterfaceOptions& options) {
+  const std::vector<Cmd> cmds = tree(app);
+  std::string text;
+  if (options.format == "synopsis") {
+    for (const std::string& line : synopsis_lines(cmds, 100)) text += line + "\n";
+  } else {
+    static const std::map<std::string, std::string> kMarkers = {{"man", "@GPUSEL_COMMANDS@"},
+                                                                {"bash", "@GPUSEL_TABLES@"},
+                                                                {"zsh", "@GPUSEL_FUNCTIONS@"},
+                                                                {"fish", "@GPUSEL_COMPLETIONS@"}};
+    const auto marker = kMarkers.find(options.format);
+    if (marker == kMarkers.end()) {
+      throw bad_input("internal-interface: unknown format " + quote_value(options.format) +
+                      "; one of man, bash, zsh, fish, synopsis");
+    }
+    if (options.template_file.empty()) {
+      throw bad_input("internal-interface " + options.format + " needs --template FILE");
+    }
+    text = read_file(options.template_file);
+    std::string generated;
+    if (options.format == "man") {
+      generated = man_commands(cmds);
+      replace_marker(text, "@GPUSEL_SYNOPSIS@", man_synopsis(cmds));
+      replace_marker(text, "@GPUSEL_VERSION@", GPUSEL_VERSION_STRING);
+    } else if (options.format == "bash") {
+      generated = bash_tables(cmds);
+    } else if (options.format == "zsh") {
+      generated = zsh_functions(cmds);
+    } else {
+      generated = fish_lines(cmds);
+    }
+    replace_marker(text, marker->second, generated);
+  }
+  if (options.output.empty() || options.output == "-") {
+    std::cout << text;
+    return 0;
+  }
+  std::ofstream out(options.output, std::ios::binary);
+  out << text;
+  if (!out.flush()) throw failure("cannot write " + quote_value(options.output));
+  return 0;
+}
+
+}  // namespace gpusel::cli
