@@ -151,7 +151,10 @@ int open_gpu_dir(const SimMachine& machine, const std::string& uuid, const char*
   return open_usage_dir(machine, uuid, library);
 }
 
-constexpr const char* kStaticRuntimeNote = "static-runtime";
+// The note's name holds the machine's key: GPUSEL_SIM_STATE_DIR may serve several machine files.
+std::string static_runtime_file(const SimMachine& machine) {
+  return "static-runtime-" + machine_key(machine);
+}
 
 }  // namespace
 
@@ -232,8 +235,8 @@ void note_static_runtime(const SimMachine& machine, const char* library) {
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   const std::string text = std::to_string(static_cast<long long>(time(nullptr))) + " " +
                            std::to_string(getpid()) + " " + (n > 0 ? exe : "?") + "\n";
-  Fd fd(openat(dir.get(), kStaticRuntimeNote, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-               0600));
+  Fd fd(openat(dir.get(), static_runtime_file(machine).c_str(),
+               O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
   struct stat st {};
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return;
   (void)!write(fd.get(), text.data(), text.size());
@@ -242,7 +245,8 @@ void note_static_runtime(const SimMachine& machine, const char* library) {
 std::string static_runtime_note(const SimMachine& machine) {
   Fd dir(open_usage_dir(machine, "", nullptr));
   if (dir.get() < 0) return "";
-  Fd fd(openat(dir.get(), kStaticRuntimeNote, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
+  Fd fd(openat(dir.get(), static_runtime_file(machine).c_str(),
+               O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK));
   struct stat st {};
   if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) return "";
   char text[600] = {};

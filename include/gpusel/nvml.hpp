@@ -10,19 +10,34 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
+// How much of each GPU query_nvml reads (each field is an NVML call or more).
+enum class NvmlDetail {
+  Uuid,   // the UUID and index alone (what resolving --gpu without a preset needs): the other
+          // fields of GpuInfo stay empty and mig_enabled false, and the driver versions unread
+  Model,  // and what the CUDA_VISIBLE_DEVICES model reads: name, compute capability, MIG mode
+          // and MIG devices
+  Full,   // every field of GpuInfo, and the driver's versions
+};
+
 struct NvmlSnapshot {
   bool available = false;
   std::string reason;  // why NVML is unavailable, for messages
   std::string driver_version;
-  int cuda_driver_version = 0;              // 1000 * major + 10 * minor, 0 when unknown
-  std::vector<GpuInfo> gpus;                // nvidia-smi order
-  std::vector<std::vector<GpuLink>> links;  // [i][j] over `gpus`, when topology was asked for
+  int cuda_driver_version = 0;           // 1000 * major + 10 * minor, 0 when unknown
+  std::vector<GpuInfo> gpus;             // nvidia-smi order
+  NvmlDetail detail = NvmlDetail::Full;  // how much of each GPU was read
+  // How `gpus` are connected, when topology was asked for: read from NVML only as a pick asks
+  // (pick_free), in this process's NVML session, each answer kept for later picks (copies share
+  // them); unknown once the session has closed.
+  Topology links;
 };
 
-// What to read beyond identity (each costs NVML calls, so only commands that need it ask).
+// What to read (each costs NVML calls, so only commands that need it ask).
 struct NvmlQuery {
   bool usage = false;     // memory in use, utilisation, compute processes
-  bool topology = false;  // NVLink and PCIe common ancestors between every pair
+  bool topology = false;  // NVLink and PCIe topology, read later as pick_free needs it (and
+                          // the PCI bus ids, whatever `detail` says)
+  NvmlDetail detail = NvmlDetail::Full;
 };
 
 // Opens libnvidia-ml.so.1 (or the file named by GPUSEL_NVML_LIBRARY) once per process and reads

@@ -4,11 +4,14 @@ allocation and pools, event records with flags, and the documented errors of lib
 launches and occupancy. In a child process (the double reads GPUSEL_SIM_MACHINE once)."""
 
 import json
+import os
 import subprocess
 import sys
 import unittest
 
 from support import PYTHON_LOADS_LIBRARIES, SIM_ROOT, Case, for_python, sim_env
+
+CUDART_THREADS = os.environ.get("GPUSEL_CUDART_THREADS", "build/bin/cudart_threads")
 
 SUCCESS, INVALID_VALUE, INVALID_CONTEXT, INVALID_HANDLE, NOT_SUPPORTED = 0, 1, 201, 400, 801
 
@@ -116,6 +119,22 @@ class CudaExtrasTest(Case):
         self.assertEqual(out["async"], [SUCCESS, 1 << 20, SUCCESS, SUCCESS, SUCCESS, SUCCESS, 1 << 30, SUCCESS])
         self.assertEqual(out["code"], [NOT_SUPPORTED, INVALID_HANDLE, INVALID_VALUE, INVALID_HANDLE, INVALID_HANDLE])
         self.assertEqual(out["deprecated"], [SUCCESS, True, SUCCESS, NOT_SUPPORTED])
+
+
+
+class RuntimeThreadsTest(Case):
+    """The simulated runtime from four threads on different devices at once (built in every preset,
+    so ThreadSanitizer and AddressSanitizer check its locking)."""
+
+    def test_threads_each_on_their_device(self):
+        if not os.path.exists(CUDART_THREADS):
+            self.skipTest(f"{CUDART_THREADS} is not built")
+        # libcudart.so.12: the bundled machines' drivers are CUDA 12.8.
+        r = subprocess.run([CUDART_THREADS, os.path.join(SIM_ROOT, "libcudart.so.12")], capture_output=True,
+                           text=True, timeout=120, env=sim_env("dgx-h100", GPUSEL_SIM_DEVICE_HANDLES=None))
+        self.assertEqual((r.returncode, r.stdout.strip()), (0, "ok"), r.stderr)
+        self.assertNotIn("ThreadSanitizer", r.stderr)
+        self.assertNotIn("AddressSanitizer", r.stderr)
 
 
 if __name__ == "__main__":

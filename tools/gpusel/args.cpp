@@ -394,7 +394,9 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
 void expand_gpu_all(CommandLine& line) {
   if (line.gpu_all == 0 || line.gpu_all >= line.args.size()) return;
   const CudaEnv env = cuda_env_from_environment();
-  const NvmlSnapshot snap = query_nvml();
+  // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read (and the
+  // resolution that follows reuses this enumeration).
+  const NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
   std::size_t count = 0;
   std::vector<std::string> entries;
   if (!snap.available) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <ctime>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -397,8 +398,18 @@ class Doctor {
     const std::string pid =
         second == std::string::npos ? "?" : note.substr(first + 1, second - first - 1);
     const std::string exe = second == std::string::npos ? note : note.substr(second + 1);
+    std::string when = "?";
+    try {
+      const std::time_t t = static_cast<std::time_t>(std::stoll(note.substr(0, first)));
+      char text[32];
+      const std::tm* tm = std::gmtime(&t);  // doctor runs on one thread here
+      if (tm != nullptr && std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", tm) > 0)
+        when = text;
+    } catch (const std::exception&) {
+    }
     add(Severity::Warning, "sim-static-runtime",
-        "a program run on this simulated machine (" + printable(exe) + ", pid " + pid +
+        "a program run on this simulated machine (" + printable(exe) + ", pid " + pid + ", " +
+            when +
             ") links NVIDIA's CUDA runtime statically (nvcc's default; also NCCL, cuBLAS and "
             "runtimes bundled with frameworks), which needs private driver interfaces the "
             "simulator does not provide: it stopped at its first CUDA call",
