@@ -2,8 +2,8 @@
 // machines are looked for beside the DLL (its folder's machines, then ..\machines).
 #include <string>
 
-#include "../src/platform/win.hpp"
 #include "sim_common.hpp"
+#include "win.hpp"
 
 namespace gpusel::sim {
 

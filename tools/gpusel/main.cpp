@@ -5,15 +5,14 @@
 #include <memory>
 #include <optional>
 
-#include "../../src/driver/nvml_index.hpp"
 #include "args.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel/version.h"
 #include "interface.hpp"
-#include "text.hpp"
 
 namespace {
 
@@ -176,6 +175,14 @@ struct PlainResolve {
   ResolveOptions options;
 };
 
+// `value` is "all" in any case, blanks around it allowed.
+bool is_all(std::string_view value) {
+  const auto first = value.find_first_not_of(" \t\n\v\f\r");
+  if (first == std::string_view::npos) return false;
+  const auto last = value.find_last_not_of(" \t\n\v\f\r");
+  return gpusel::equal_ci(value.substr(first, last - first + 1), "all");
+}
+
 std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
   PlainResolve p;
   bool command = false, sim = false, gpu = false, json = false, format = false;
@@ -204,8 +211,7 @@ std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
       if (t != "resolve") return std::nullopt;
       command = true;
     } else if (named(t, "--gpu") && !gpu) {
-      if (!value_of(i, "--gpu", value) ||
-          gpusel::equal_ci(gpusel::detail::trim_blanks(value), "all")) {
+      if (!value_of(i, "--gpu", value) || is_all(value)) {
         return std::nullopt;
       }
       try {
@@ -255,7 +261,7 @@ int main(int argc, char** argv) {
   }
   // gpusel runs for moments: the GPUs it reads once (`--gpu all`, then the resolution) are read
   // once.
-  gpusel::detail::reuse_nvml_snapshots();
+  gpusel::reuse_nvml_snapshots();
   if (const std::string only = plain_command(argc, argv); !only.empty()) {
     if (only == "resolve") {
       if (const std::optional<PlainResolve> p = read_plain_resolve(argc, argv)) {

@@ -10,7 +10,6 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "interface.hpp"
-#include "launch_detail.hpp"
 
 namespace gpusel::cli {
 
@@ -113,7 +112,7 @@ int run_run(const RunOptions& options) {
 #endif
     }
   }
-  return detail::launch_program(launch, program);
+  return launch_workers(launch, program);
 }
 
 }  // namespace gpusel::cli
