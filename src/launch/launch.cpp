@@ -24,7 +24,6 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
-#include "gpusel/nvml.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 #include "launch_detail.hpp"
@@ -599,7 +598,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     Clock::time_point next{};
     std::string violation;  // the first worker found on a GPU not its own
   } check;
-  check.on = options.check_placement;
+  check.on = static_cast<bool>(options.gpu_processes);
   check.next = Clock::now() + std::chrono::milliseconds(500);
   auto say = [&](const std::string& text) {
     if (options.on_note) {
@@ -625,18 +624,19 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     // Soon after the start, then at a low rate: 0.5, 1, 2, 4 s, then every 5 s.
     check.next =
         Clock::now() + std::chrono::milliseconds(check.looks < 4 ? 500 << check.looks : 5000);
-    const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});
-    if (!snap.available) {
-      say("the placement check is off: NVML is unavailable (" + snap.reason + ")");
+    std::string why_not;
+    const std::optional<std::vector<GpuProcesses>> gpus = options.gpu_processes(why_not);
+    if (!gpus) {
+      say("the placement check is off: " + why_not);
       check.on = false;
       return;
     }
     bool listed = false, any_known = false, any_unknown = false;
-    for (const GpuInfo& g : snap.gpus) {
-      if (!g.processes) continue;
+    for (const GpuProcesses& g : *gpus) {
+      if (!g.pids) continue;
       listed = true;
-      for (const GpuProcess& p : *g.processes) {
-        const auto pid = static_cast<pid_t>(p.pid);
+      for (const unsigned p : *g.pids) {
+        const auto pid = static_cast<pid_t>(p);
         if (kill(pid, 0) != 0 && errno == ESRCH) {
           any_unknown = true;
           continue;
@@ -657,7 +657,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
         return;
       }
     }
-    if (!listed && !snap.gpus.empty()) {
+    if (!listed && !gpus->empty()) {
       say("the placement check is off: NVML cannot list the processes on these GPUs");
       check.on = false;
     } else if (any_unknown && !any_known && ++check.unknown_looks >= 2) {

@@ -559,8 +559,7 @@ std::string rank_settings(const std::map<std::string, std::string>& env) {
   std::string out;
   auto add = [&](const std::string& name) {
     auto it = env.find(name);
-    if (it != env.end())
-      out += (out.empty() ? "" : " ") + name + "=" + detail::printable(it->second);
+    if (it != env.end()) out += (out.empty() ? "" : " ") + name + "=" + printable(it->second);
   };
   for (const RankVariable& v : kRankVariables) {
     add(v.name);

@@ -7,6 +7,7 @@
 #include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
+#include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "interface.hpp"
@@ -79,7 +80,27 @@ int run_run(const RunOptions& options) {
   launch.ranks_per_gpu = options.ranks_per_gpu;
   launch.share = options.choice.share;
   // What the workers really open is checked against their GPUs (UUIDs, from NVML).
-  launch.check_placement = r.resolved && !options.no_placement_check;
+  if (r.resolved && !options.no_placement_check) {
+    launch.gpu_processes = [](std::string& why_not) -> std::optional<std::vector<GpuProcesses>> {
+      const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});
+      if (!snap.available) {
+        why_not = "NVML is unavailable (" + snap.reason + ")";
+        return std::nullopt;
+      }
+      std::vector<GpuProcesses> out;
+      for (const GpuInfo& g : snap.gpus) {
+        GpuProcesses p;
+        p.uuid = g.uuid;
+        p.index = g.index;
+        if (g.processes) {
+          p.pids.emplace();
+          for (const GpuProcess& proc : *g.processes) p.pids->push_back(proc.pid);
+        }
+        out.push_back(std::move(p));
+      }
+      return out;
+    };
+  }
 #ifdef _WIN32
   if (options.ranks_per_gpu > 1) {
     throw failure(
