@@ -62,16 +62,18 @@ def hand_off(spec, runs):
     """Release-to-next-start latencies: a holder's worker writes its last moment and exits; the
     waiter, queued for the GPU, writes its first."""
     out = []
-    released, started = os.path.join(tmp, "released"), os.path.join(tmp, "next")
+    released = os.path.join(tmp, "released")
     for _ in range(runs):
         holder = subprocess.Popen([gpusel, "run", "--quiet", "--gpu", "3", "--", "sh", "-c",
                                    f"sleep 0.3; date +%s.%N > {released}"], env=env)
         time.sleep(0.1)  # the holder has its lease
-        waiter = subprocess.Popen([gpusel, "run", "--quiet", "--gpu", spec, "--wait", "--", "sh", "-c",
-                                   f"date +%s.%N > {started}"], env=env, stderr=subprocess.DEVNULL)
-        if holder.wait() or waiter.wait():
+        # The waiter's worker is date itself (no shell in between): its first moment, on stdout.
+        waiter = subprocess.Popen([gpusel, "run", "--quiet", "--gpu", spec, "--wait", "--", "date", "+%s.%N"],
+                                  env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        started = waiter.communicate()[0]
+        if holder.wait() or waiter.returncode:
             sys.exit("a hand-off job failed")
-        out.append(stamp_of(started) - stamp_of(released))
+        out.append(float(started) - stamp_of(released))
     return out
 
 

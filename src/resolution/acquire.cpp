@@ -192,16 +192,20 @@ class FreeLook {
   std::vector<std::string> candidates_;
 };
 
-// Leases every named GPU, or none. The lock table is read first, and nothing is opened while a
-// GPU is held: a failed try would close a lease file and wake every waiter for nothing.
-Attempt lease_named(const Resolution& r, const LeaseStore& store) {
+// Leases every named GPU, or none. Unless `direct`, the lock table is read first and nothing is
+// opened while a GPU is held: a failed try closes a lease file, which wakes the waiters for that
+// GPU. `direct` (just after a release, with nobody ahead): tried at once, since the table costs
+// the kernel a grace period (10-20 ms) to read.
+Attempt lease_named(const Resolution& r, const LeaseStore& store, bool direct) {
   Attempt out;
-  const std::vector<LeaseStanding> standing = store.standings(r.gpus);
-  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
-    if (standing[i].state != LeaseStanding::State::Free) {
-      out.why_not = gpu_label(r.machine, r.gpus[i]) + " is " + describe_standing(standing[i]);
-      out.unusable = standing[i].state == LeaseStanding::State::Unusable;
-      return out;
+  if (!direct) {
+    const std::vector<LeaseStanding> standing = store.standings(r.gpus);
+    for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+      if (standing[i].state != LeaseStanding::State::Free) {
+        out.why_not = gpu_label(r.machine, r.gpus[i]) + " is " + describe_standing(standing[i]);
+        out.unusable = standing[i].state == LeaseStanding::State::Unusable;
+        return out;
+      }
     }
   }
   std::vector<Lease> leases;
@@ -237,10 +241,14 @@ std::vector<detail::Waiter> ahead_of(const std::vector<detail::Waiter>& queue,
   return ahead;
 }
 
-std::string describe_ahead(const std::vector<detail::Waiter>& ahead) {
+// `full`: each earlier job on a line of its own (who, what); else the first line alone, which
+// asks nothing of /proc.
+std::string describe_ahead(std::vector<detail::Waiter> ahead, bool full) {
   std::string out = std::to_string(ahead.size()) + " earlier job" +
                     (ahead.size() == 1 ? " waits" : "s wait") +
                     " for these GPUs and will be served first:";
+  if (!full) return out;
+  detail::name_waiters(ahead);
   for (const detail::Waiter& w : ahead) {
     out += "\n  " + describe_waiting(WaitingJob{w.who, w.request.what, w.request.gpus});
   }
@@ -281,6 +289,9 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
   std::optional<detail::ReleaseWatch> watch;
   bool told = false;
   bool settle = false;  // look once more shortly after a release: the lock goes just after
+  // A direct try that failed woke this process itself (its lease file closed): the next look
+  // reads the lock table, so that a held GPU is never tried twice in a row.
+  bool tried_direct = false;
   while (true) {
     if (look) look->read();
     const std::vector<std::string>& wanted = free_request ? look->candidates() : named.gpus;
@@ -290,7 +301,10 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
     if (take) ahead = ahead_of(detail::waiters(store, ticket ? &*ticket : nullptr), wanted);
     Attempt attempt;
     if (ahead.empty()) {
-      attempt = free_request ? look->attempt(store, options, take) : lease_named(named, store);
+      const bool direct = !free_request && settle && !tried_direct;
+      attempt =
+          free_request ? look->attempt(store, options, take) : lease_named(named, store, direct);
+      tried_direct = direct && !attempt.got;
       if (attempt.got) {
         if (take && !store.scope_note().empty()) {
           attempt.got->resolution.notes.push_back(store.scope_note());
@@ -298,7 +312,11 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
         return std::move(*attempt.got);
       }
     } else {
-      attempt.why_not = describe_ahead(ahead);
+      attempt.why_not = describe_ahead(ahead, false);  // in full only when said
+    }
+    const bool timed_out = deadline && Clock::now() >= *deadline;
+    if (!ahead.empty() && (!options.wait_seconds || timed_out)) {
+      attempt.why_not = describe_ahead(ahead, true);
     }
     if (!options.wait_seconds || attempt.unusable) {
       std::string remedy;
@@ -317,7 +335,7 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
                                        : (free_request || !ahead.empty()) ? "\n" + remedy
                                                                           : "; " + remedy));
     }
-    if (deadline && Clock::now() >= *deadline) {
+    if (timed_out) {
       throw failure("still waiting after " + format_seconds(*options.wait_seconds) + ": " +
                     attempt.why_not);
     }
@@ -349,7 +367,11 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
       timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
                                       std::max(*deadline - Clock::now(), Clock::duration::zero())));
     }
-    settle = watch->wait(timeout);
+    // A named request wakes only for its own GPUs' lease files (another waiter's try at another
+    // GPU would otherwise wake it to try its own at once: two waiters could keep each other
+    // busy). free:N wakes for any: a GPU it is waiting for may be one not among its candidates
+    // of this look.
+    settle = watch->wait(timeout, free_request ? std::vector<std::string>{} : named.gpus);
   }
 }
 

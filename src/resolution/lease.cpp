@@ -21,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <tuple>
 
@@ -751,8 +752,11 @@ Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(ne
                 random[5], random[6], random[7]);
   impl_->dir = dir;
   impl_->name = name;
-  const std::string path = dir + "/" + name;
-  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  // Written and locked under a name that waiters do not read (a leading dot), then renamed (the
+  // same file, its lock and its birth time kept): a ticket others can see is always locked, so
+  // no look takes a live waiter's ticket for a dead one.
+  const std::string path = dir + "/" + name, hidden = dir + "/." + name;
+  const int fd = open(hidden.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
   if (fd < 0) {
     throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(errno));
   }
@@ -760,9 +764,10 @@ Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(ne
   const std::string text = format_ticket(request);
   struct stat st {};
   if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-      flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0) {
+      flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0 ||
+      rename(hidden.c_str(), path.c_str()) != 0) {
     const int e = errno;
-    unlink(path.c_str());
+    unlink(hidden.c_str());
     close(fd);
     impl_->fd = -1;
     throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(e));
@@ -785,7 +790,11 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
   } else if (std::string q = usable_queue(store, false); !q.empty()) {
     dirs.push_back(q);
   }
-  const LockTable table;
+  // The lock table (which tickets are alive, and whose) is read once, after the listing, and only
+  // when the queue holds a name besides this process's own ticket: reading /proc/locks can cost
+  // the kernel a grace period (10-20 ms), which a lone waiter woken by a release need not pay.
+  // A listed ticket is always locked already (Ticket writes it under a hidden name first).
+  std::optional<LockTable> table;
   std::vector<std::pair<Arrival, Waiter>> found;
   for (const std::string& dir : dirs) {
     const int dirfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -795,22 +804,33 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
       close(dirfd);
       continue;
     }
+    std::vector<std::string> names;
     while (dirent* e = readdir(d)) {
-      if (e->d_name[0] == '.') continue;
+      if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+    }
+    const bool others = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
+      return own == nullptr || n != own->impl_->name;
+    });
+    if (others && !table) table.emplace();
+    for (const std::string& name : names) {
       struct stat st {};
-      if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
+      if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
           st.st_nlink != 1 || st.st_size > static_cast<off_t>(kMaxTicketSize)) {
         continue;  // not a ticket gpusel wrote: never followed, never blocks anyone
       }
-      const std::optional<int> pid = table.holder(st.st_dev, st.st_ino);
       const bool mine =
           own != nullptr && st.st_dev == own->impl_->dev && st.st_ino == own->impl_->ino;
-      if (!pid && !mine) {
-        if (st.st_uid == geteuid()) unlinkat(dirfd, e->d_name, 0);  // this user's dead ticket
-        continue;
+      std::optional<int> pid;
+      if (!mine) {
+        if (!table) table.emplace();  // a ticket written since the listing
+        pid = table->holder(st.st_dev, st.st_ino);
+        if (!pid) {
+          if (st.st_uid == geteuid()) unlinkat(dirfd, name.c_str(), 0);  // this user's dead ticket
+          continue;
+        }
       }
       const int fd =
-          openat(dirfd, e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+          openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
       if (fd < 0) continue;
       struct stat opened {};
       std::string text;
@@ -825,8 +845,8 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
       Waiter w;
       w.request = std::move(*request);
       w.own = mine;
-      if (pid && *pid > 0) w.who = process_details(*pid);
-      found.emplace_back(arrival_of(dirfd, e->d_name, st), std::move(w));
+      if (pid && *pid > 0) w.pid = *pid;
+      found.emplace_back(arrival_of(dirfd, name.c_str(), st), std::move(w));
     }
     closedir(d);
   }
@@ -838,32 +858,83 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
   return out;
 }
 
+void name_waiters(std::vector<Waiter>& waiters) {
+  for (Waiter& w : waiters) {
+    if (w.pid > 0 && !w.who) w.who = process_details(w.pid);
+  }
+}
+
+namespace {
+
+// Closing an inotify descriptor waits for the kernel's notification marks to be torn down (an RCU
+// grace period: 10-20 ms measured here), and a waiter closed its watch just before starting the
+// job it had waited for. So a watch's descriptor is not closed: its watches are removed and it is
+// kept, one per process, for the next watch (the kernel closes it when the process ends).
+std::mutex spare_watch_mutex;
+int spare_watch_fd = -1;
+
+int take_watch_fd() {
+  int fd = -1;
+  {
+    const std::lock_guard<std::mutex> lock(spare_watch_mutex);
+    std::swap(fd, spare_watch_fd);
+  }
+  if (fd < 0) return inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  // What the last user left: the IN_IGNORED events of its removed watches.
+  alignas(inotify_event) char buf[4096];
+  while (read(fd, buf, sizeof buf) > 0) {
+  }
+  return fd;
+}
+
+void give_back_watch_fd(int fd, const std::vector<int>& watches) {
+  for (const int w : watches) inotify_rm_watch(fd, w);
+  {
+    const std::lock_guard<std::mutex> lock(spare_watch_mutex);
+    if (spare_watch_fd < 0) {
+      spare_watch_fd = fd;
+      return;
+    }
+  }
+  close(fd);  // another watch's descriptor is kept already (two watches at once: rare)
+}
+
+}  // namespace
+
 ReleaseWatch::ReleaseWatch(const LeaseStore& store) {
-  fd_ = inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+  fd_ = take_watch_fd();
   if (fd_ < 0) return;  // wait() then sleeps for its timeout
   // A lease is released when its file's last descriptor closes: IN_CLOSE_NOWRITE (files are
   // opened read-only). A waiter leaving the queue removes its ticket, or (killed) closes it
   // after writing: IN_DELETE, IN_CLOSE_WRITE. Looking at tickets and leases opens nothing for
   // writing and takes no lease, so waiters looking around do not wake each other.
-  for (const std::string& dir : {store.dir(), store.own_dir()}) {
+  std::vector<std::string> dirs{store.dir()};
+  if (store.own_dir() != store.dir()) dirs.push_back(store.own_dir());  // GPUSEL_LEASE_DIR: one
+  for (const std::string& dir : dirs) {
     const int w = inotify_add_watch(fd_, dir.c_str(), IN_CLOSE_NOWRITE | IN_ONLYDIR);
     if (w >= 0) lease_watches_.push_back(w);
-    inotify_add_watch(fd_, (dir + "/queue").c_str(),
-                      IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR);
+    const int q = inotify_add_watch(fd_, (dir + "/queue").c_str(),
+                                    IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR);
+    if (q >= 0) queue_watches_.push_back(q);
   }
 }
 
 ReleaseWatch::~ReleaseWatch() {
-  if (fd_ >= 0) close(fd_);
+  if (fd_ < 0) return;
+  std::vector<int> all = lease_watches_;
+  all.insert(all.end(), queue_watches_.begin(), queue_watches_.end());
+  give_back_watch_fd(fd_, all);
 }
 
-bool ReleaseWatch::wait(std::chrono::milliseconds timeout) {
+bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std::string>& gpus) {
   if (fd_ < 0) {
     poll(nullptr, 0, static_cast<int>(std::min<long long>(timeout.count(), 50)));
     return true;  // without notifications, look again often
   }
   // Events that tell nothing (a folder listed, a lease file looked at) are read and waited past,
   // so that waiters looking around never wake each other, or themselves, for nothing.
+  std::set<std::string> names;
+  for (const std::string& uuid : gpus) names.insert(lease_name(uuid));
   const auto until = std::chrono::steady_clock::now() + timeout;
   while (true) {
     const auto left =
@@ -883,11 +954,15 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout) {
         at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
         const bool lease_dir =
             std::find(lease_watches_.begin(), lease_watches_.end(), e->wd) != lease_watches_.end();
-        if (!lease_dir) {
-          relevant = true;  // a ticket left the queue, or its holder died
-        } else if (e->len > 0) {
+        const bool queue_dir =
+            std::find(queue_watches_.begin(), queue_watches_.end(), e->wd) != queue_watches_.end();
+        if (!lease_dir || queue_dir) {
+          relevant = true;  // a ticket left the queue, or its holder died (or events were lost)
+        } else if (lease_dir && e->len > 0) {
           const std::string_view name(e->name);
-          relevant = relevant || (name.size() > 5 && name.substr(name.size() - 5) == ".lock");
+          relevant = relevant ||
+                     (names.empty() ? name.size() > 5 && name.substr(name.size() - 5) == ".lock"
+                                    : names.count(std::string(name)) != 0);
         }
       }
     }

@@ -102,7 +102,9 @@ std::string describe_waiting(const WaitingJob& job) {
 
 std::vector<WaitingJob> LeaseStore::waiting() const {
   std::vector<WaitingJob> out;
-  for (detail::Waiter& w : detail::waiters(*this, nullptr)) {
+  std::vector<detail::Waiter> ws = detail::waiters(*this, nullptr);
+  detail::name_waiters(ws);
+  for (detail::Waiter& w : ws) {
     out.push_back(
         WaitingJob{std::move(w.who), std::move(w.request.what), std::move(w.request.gpus)});
   }

@@ -33,7 +33,8 @@ std::optional<TicketRequest> parse_ticket(const std::string& text);
 // A live waiter, from its ticket and the kernel's lock table.
 struct Waiter {
   TicketRequest request;
-  std::optional<LeaseHolder> who;  // the process holding the ticket, when /proc tells
+  std::optional<LeaseHolder> who;  // the process holding the ticket, once name_waiters() ran
+  int pid = 0;                     // the process holding the ticket, when the kernel says
   bool own = false;                // this process's own ticket
 };
 
@@ -56,6 +57,10 @@ class Ticket {
 // dead tickets are removed.
 std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own);
 
+// Fills in `who` (the user, the command) of each waiter: /proc and the user database, read only
+// when a message or a listing shows them, not at every look of a waiting job.
+void name_waiters(std::vector<Waiter>& waiters);
+
 // Wakes a waiting job when a lease may have been released or the queue has changed.
 class ReleaseWatch {
  public:
@@ -63,12 +68,15 @@ class ReleaseWatch {
   ReleaseWatch(const ReleaseWatch&) = delete;
   ReleaseWatch& operator=(const ReleaseWatch&) = delete;
   ~ReleaseWatch();
-  // Returns true when something happened, false when `timeout` passed first.
-  bool wait(std::chrono::milliseconds timeout);
+  // Returns true when something happened, false when `timeout` passed first. A lease file's
+  // close counts only for the GPUs in `gpus` (all of them when it is empty): a try at another
+  // GPU's lease by another waiter wakes nobody who does not want that GPU.
+  bool wait(std::chrono::milliseconds timeout, const std::vector<std::string>& gpus = {});
 
  private:
   int fd_ = -1;
   std::vector<int> lease_watches_;
+  std::vector<int> queue_watches_;
 };
 
 // The queue folder of a store, for messages and `doctor`; "" when the store has none usable.

@@ -273,6 +273,8 @@ Ticket::~Ticket() {
   std::filesystem::remove(win::widen(impl_->dir + "\\" + impl_->name), ec);
 }
 
+void name_waiters(std::vector<Waiter>&) {}  // Windows tickets name no process
+
 std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
   std::vector<std::pair<std::string, Waiter>> found;
   const std::string dir = store.dir() + "\\queue";
@@ -315,7 +317,8 @@ ReleaseWatch::ReleaseWatch(const LeaseStore&) {}
 
 ReleaseWatch::~ReleaseWatch() = default;
 
-bool ReleaseWatch::wait(std::chrono::milliseconds timeout) {
+bool ReleaseWatch::wait(std::chrono::milliseconds timeout,
+                        const std::vector<std::string>& /*gpus*/) {
   // No notification here: look again every 20 ms.
   Sleep(static_cast<DWORD>(std::clamp<long long>(timeout.count(), 0, 20)));
   return false;

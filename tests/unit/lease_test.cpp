@@ -40,3 +40,67 @@ TEST(Ticket, WhatIsEscapedForTerminals) {
   ASSERT_TRUE(t);
   EXPECT_EQ(t->what, "\\x1b[2J\\xc2\\x9b");
 }
+
+#ifndef _WIN32
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>  // mkdtemp
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "gpusel/lease.hpp"
+
+namespace {
+
+std::vector<std::string> entries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      const std::string n = e->d_name;
+      if (n != "." && n != "..") out.push_back(n);
+    }
+    closedir(d);
+  }
+  return out;
+}
+
+}  // namespace
+
+// A ticket others can see is locked already (it is written under a hidden name, locked, then
+// renamed): a look never takes a live waiter for a dead one, and removes nothing of it.
+TEST(Ticket, VisibleOnlyOnceLocked) {
+  char tmpl[] = "/tmp/gpusel-ticket-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/leases";
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(dir);
+  {
+    const gpusel::detail::Ticket first(store, TicketRequest{1, {"GPU-aaaa"}, "GPUs GPU-aaaa"});
+    const gpusel::detail::Ticket second(store, TicketRequest{1, {"GPU-aaaa"}, "free:1"});
+    const std::vector<std::string> names = entries(dir + "/queue");
+    ASSERT_EQ(names.size(), 2u);
+    for (const std::string& n : names) {
+      EXPECT_NE(n.front(), '.') << n;
+      const int fd = open((dir + "/queue/" + n).c_str(), O_RDONLY | O_CLOEXEC);
+      ASSERT_GE(fd, 0);
+      EXPECT_EQ(flock(fd, LOCK_SH | LOCK_NB), -1) << n << " is not locked";
+      EXPECT_EQ(errno, EWOULDBLOCK);
+      close(fd);
+    }
+    // Both seen, in arrival order, the second one's look naming itself as its own.
+    const auto ws = gpusel::detail::waiters(store, &second);
+    ASSERT_EQ(ws.size(), 2u);
+    EXPECT_FALSE(ws[0].own);
+    EXPECT_EQ(ws[0].pid, getpid());
+    EXPECT_EQ(ws[0].request.what, "GPUs GPU-aaaa");
+    EXPECT_TRUE(ws[1].own);
+  }
+  EXPECT_TRUE(entries(dir + "/queue").empty());  // left, nothing stays
+  rmdir((dir + "/queue").c_str());
+  rmdir(dir.c_str());
+  rmdir(tmpl);
+}
+#endif
