@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "../../src/driver/nvml_index.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
@@ -394,8 +395,9 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
 void expand_gpu_all(CommandLine& line) {
   if (line.gpu_all == 0 || line.gpu_all >= line.args.size()) return;
   const CudaEnv env = cuda_env_from_environment();
-  // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read (and the
-  // resolution that follows reuses this enumeration).
+  // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read. The command
+  // then resolves the GPUs found here: it reuses this enumeration (gpusel runs for moments).
+  detail::reuse_nvml_snapshots();
   const NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
   std::size_t count = 0;
   std::vector<std::string> entries;

@@ -5,7 +5,6 @@
 #include <memory>
 #include <optional>
 
-#include "../../src/driver/nvml_index.hpp"
 #include "args.hpp"
 #include "commands.hpp"
 #include "common.hpp"
@@ -253,9 +252,6 @@ int main(int argc, char** argv) {
     std::fputs(GPUSEL_VERSION_STRING "\n", stdout);
     return 0;
   }
-  // gpusel runs for moments: the GPUs it reads once (`--gpu all`, then the resolution) are read
-  // once.
-  gpusel::detail::reuse_nvml_snapshots();
   if (const std::string only = plain_command(argc, argv); !only.empty()) {
     if (only == "resolve") {
       if (const std::optional<PlainResolve> p = read_plain_resolve(argc, argv)) {
