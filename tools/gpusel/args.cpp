@@ -181,7 +181,10 @@ Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
       continue;
     }
     ++positionals;
-    if (before == kNone && std::none_of(current.get_options().begin(), current.get_options().end(),
+    // get_options() returns a new vector each time: one copy, not begin() of one and end() of
+    // another (a use after free that TSan reports).
+    const std::vector<const CLI::Option*> options = current.get_options();
+    if (before == kNone && std::none_of(options.begin(), options.end(),
                                         [](const CLI::Option* o) { return o->get_positional(); }))
       note("argument");
   }
