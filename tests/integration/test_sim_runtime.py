@@ -39,14 +39,17 @@ def build_programs():
     if not all(os.path.exists(p) and os.path.getmtime(p) >= newest for p in (obj, shared, static)):
         # Built under names of this process's own, then renamed into place: two runs at once never
         # see a half-written program.
+        # (The object's own name keeps its .o: nvcc goes by the extension.)
         tag = f".{os.getpid()}"
-        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj + tag],
-                    [NVCC, "-cudart", "shared", obj + tag, "-o", shared + tag],
-                    [NVCC, "-cudart", "static", obj + tag, "-o", static + tag]):
+        obj_tagged = obj[:-len(".o")] + tag + ".o"
+        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj_tagged],
+                    [NVCC, "-cudart", "shared", obj_tagged, "-o", shared + tag],
+                    [NVCC, "-cudart", "static", obj_tagged, "-o", static + tag]):
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 raise AssertionError(f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
-        for path in (obj, shared, static):
+        os.replace(obj_tagged, obj)
+        for path in (shared, static):
             os.replace(path + tag, path)
     return shared, static
 
