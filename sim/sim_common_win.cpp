@@ -4,8 +4,8 @@
 #include <cstring>
 #include <string>
 
-#include "../src/platform/win.hpp"
 #include "sim_common.hpp"
+#include "win.hpp"
 
 namespace gpusel::sim {
 

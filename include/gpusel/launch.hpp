@@ -53,6 +53,11 @@ std::string find_program(const std::string& name);
 // Error(Failure) when the workers cannot be started or supervised.
 int launch_workers(const LaunchOptions& options);
 
+// The same, running `program` (find_program's answer for options.command[0], looked up by the
+// caller beforehand, e.g. to refuse a missing program before anything else), so that PATH is
+// walked once.
+int launch_workers(const LaunchOptions& options, const std::string& program);
+
 // The CPUs each rank should run on: those near its GPU (NVML's CPU affinity, else the PCI device's
 // NUMA node from sysfs), within `allowed` (this process's own affinity). With Exclusive, ranks
 // whose GPUs share CPUs split them evenly. Throws Error(Failure) when a GPU's CPUs are unknown or

@@ -1,7 +1,9 @@
 // gpusel: `--gpu free:N`, picking the N free GPUs that sit best together (pure, no I/O).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +33,53 @@ struct GpuLink {
                         // NUMA nodes; -1 unknown
 };
 
+// What one NVLink of a GPU reaches.
+struct NvlinkEnd {
+  enum class Kind {
+    None,     // the GPU has no NVLink at all
+    Past,     // there is no link of that number (the GPU's links end before it)
+    Down,     // the link is inactive or cannot be read
+    Gpu,      // another GPU of the list, `gpu`
+    Device,   // something else, an NVSwitch: `device` names it (its PCI bus id)
+    Unknown,  // the driver cannot say what the GPU's links reach: ask pair by pair
+  };
+  Kind kind = Kind::Unknown;
+  std::size_t gpu = 0;
+  std::string device;
+};
+
+// Where a pick learns how the GPUs are connected. Positions index the GPU list. A pick asks only
+// what it needs (nothing when fewer GPUs are free than asked for, or for free:1), asks each pair
+// at most once, and asks per GPU (nvlink_end) before it asks per pair. A source may query the
+// driver; it is used from one thread at a time.
+class TopologySource {
+ public:
+  virtual ~TopologySource();
+  // What NVLink `link` (0, 1, ...) of GPU `gpu` reaches.
+  virtual NvlinkEnd nvlink_end(std::size_t gpu, unsigned link) = 0;
+  // Whether GPUs `a` and `b` talk over NVLink (NVML's P2P status); nullopt: cannot say.
+  virtual std::optional<bool> nvlink(std::size_t a, std::size_t b) = 0;
+  // NVML's common ancestor of `a` and `b` (GpuLink::ancestor's levels), -1 when unknown.
+  virtual int ancestor(std::size_t a, std::size_t b) = 0;
+};
+
+// A machine's topology for picking: nothing known (no NVLink, every common ancestor unknown), a
+// table of every pair, or a source asked as the pick goes (query_nvml's, which reads NVML only
+// for what a pick needs). Copies share the source.
+class Topology {
+ public:
+  Topology() = default;
+  // From an answer for every pair: `links[i][j]` over the GPU list (may be empty or short: the
+  // missing pairs are unknown). Implicit, so that a table can be passed where a Topology is taken.
+  Topology(std::vector<std::vector<GpuLink>> links);  // NOLINT(google-explicit-constructor)
+  explicit Topology(std::shared_ptr<TopologySource> source);
+  // The source a pick asks; nullptr when nothing is known.
+  TopologySource* source() const noexcept { return source_.get(); }
+
+ private:
+  std::shared_ptr<TopologySource> source_;
+};
+
 // What makes a GPU busy.
 struct FreeLimits {
   std::optional<std::uint64_t> min_free_memory;  // bytes; unset: 90% of the GPU's memory free
@@ -54,11 +103,13 @@ struct PickResult {
 std::string busy_reason(const GpuInfo& gpu, const FreeLimits& limits);
 
 // The best `n` free candidates: all NVLink-connected, else under one PCIe switch, else on one
-// NUMA node, else the least spread; ties go to the least used, then the lowest indices. `links`
-// is indexed [i][j] over the GPU list (may be empty: topology unknown). nullopt when fewer than
-// `n` are free.
+// NUMA node, else the least spread; ties go to the least used (memory in use, then utilisation,
+// each summed over the set), then the lowest indices. nullopt when fewer than `n` are free.
+// Exact and polynomial (docs/placement.md): the topology is taken as a real machine's, where the
+// GPUs of one NVSwitch fabric are all NVLink peers and PCIe common ancestors form a tree; NVLink
+// made of direct GPU-to-GPU links (bridges, a DGX-1's hybrid cube mesh) is taken link by link.
 std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
                                     const std::vector<FreeCandidate>& candidates,
-                                    const std::vector<std::vector<GpuLink>>& links, int n);
+                                    const Topology& links, int n);
 
 GPUSEL_END_NAMESPACE

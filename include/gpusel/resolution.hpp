@@ -19,7 +19,11 @@ struct Resolution {
   bool probed = false;        // CUDA's order came from a probe
   bool through_cuda = false;  // NVML unavailable: indices mapped through CUDA's PCI order
   std::vector<std::string> gpus;
-  std::vector<GpuInfo> machine;    // the GPUs resolution used (NVML's, else CUDA's)
+  // The GPUs resolution used (NVML's, else CUDA's), read as far as resolving needed: every
+  // GPU's UUID and index; under a preset, every GPU's name, compute capability and MIG devices;
+  // without one, the MIG devices of the GPUs resolved to. (free:N reads every field of GpuInfo.)
+  // query_nvml() reads the rest.
+  std::vector<GpuInfo> machine;
   std::vector<std::string> notes;  // what a user should be told once (renumbering, fallbacks)
 };
 

@@ -2,11 +2,15 @@
 #include "gpusel/nvml.hpp"
 
 #include <algorithm>
+#include <bit>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 
-#include "../platform/ancestry.hpp"
+#include "ancestry.hpp"
 #include "dl.hpp"
 #include "nvml_abi.hpp"
 #include "nvml_index.hpp"
@@ -68,6 +72,24 @@ struct Session {
 };
 Session session;
 
+// The handles and UUIDs of this process's latest enumeration, by nvidia-smi index, so that a few
+// GPUs can be read further (nvml_complete) without finding them again. Valid while the session
+// that made them stays open. Guarded by nvml_mutex.
+struct Enumerated {
+  int pid = 0;
+  std::vector<nvmlDevice_t> handles;
+  std::vector<std::string> uuids;
+};
+Enumerated enumerated;
+
+// reuse_nvml_snapshots: the enumeration kept for later identity queries. Guarded by nvml_mutex.
+struct Reuse {
+  bool on = false;
+  NvmlSnapshot snap;
+  int pid = 0;
+};
+Reuse reuse;
+
 void close_session() {
   std::lock_guard<std::mutex> lock(nvml_mutex);
   if (session.open && session.pid == detail::current_pid()) library().api.nvmlShutdown();
@@ -108,61 +130,8 @@ std::string read_string(nvmlReturn_t rc, const char (&buf)[N]) {
 constexpr unsigned kMaxGpus = 4096;
 constexpr unsigned kMaxMigDevices = 64;
 
-// Reads what NVML may or may not report for one GPU. Returns why the library cannot be trusted
-// (an absurd MIG slot count), or an empty string.
-std::string read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
-  char buf[abi::kNvmlNameBuffer] = {};
-  if (api.nvmlDeviceGetName)
-    gpu.name = read_string(api.nvmlDeviceGetName(dev, buf, sizeof buf), buf);
-  if (api.nvmlDeviceGetPciInfo_v3) {
-    nvmlPciInfo_t pci{};
-    if (api.nvmlDeviceGetPciInfo_v3(dev, &pci) == NVML_SUCCESS) {
-      gpu.pci_bus_id.assign(pci.busId, strnlen(pci.busId, sizeof pci.busId));
-    }
-  }
-  nvmlMemory_v2_t mem2{};
-  mem2.version = abi::kNvmlMemoryV2Version;
-  nvmlMemory_t mem1{};
-  if (api.nvmlDeviceGetMemoryInfo_v2 &&
-      api.nvmlDeviceGetMemoryInfo_v2(dev, &mem2) == NVML_SUCCESS) {
-    gpu.memory_total = mem2.total;
-  } else if (api.nvmlDeviceGetMemoryInfo &&
-             api.nvmlDeviceGetMemoryInfo(dev, &mem1) == NVML_SUCCESS) {
-    gpu.memory_total = mem1.total;
-  }
-  int major = -1, minor = -1;
-  if (api.nvmlDeviceGetCudaComputeCapability &&
-      api.nvmlDeviceGetCudaComputeCapability(dev, &major, &minor) == NVML_SUCCESS) {
-    gpu.cc_major = major;
-    gpu.cc_minor = minor;
-  }
-  constexpr unsigned kWords = 16;  // 1024 CPUs or NUMA nodes
-  unsigned long mask[kWords] = {};
-  constexpr unsigned kBits = sizeof(unsigned long) * 8;
-  if (api.nvmlDeviceGetCpuAffinity &&
-      api.nvmlDeviceGetCpuAffinity(dev, kWords, mask) == NVML_SUCCESS) {
-    for (unsigned i = 0; i < kWords * kBits; ++i) {
-      if (mask[i / kBits] >> (i % kBits) & 1UL) gpu.cpus.push_back(static_cast<int>(i));
-    }
-  }
-  std::memset(mask, 0, sizeof mask);
-  if (api.nvmlDeviceGetMemoryAffinity &&
-      api.nvmlDeviceGetMemoryAffinity(dev, kWords, mask, 0) == NVML_SUCCESS) {
-    for (unsigned i = 0; i < kWords * kBits; ++i) {
-      if (mask[i / kBits] >> (i % kBits) & 1UL) {
-        gpu.numa_node = static_cast<int>(i);
-        break;
-      }
-    }
-  }
-  auto link = [&](auto fn, unsigned& field) {
-    unsigned v = 0;
-    if (fn != nullptr && fn(dev, &v) == NVML_SUCCESS) field = v;
-  };
-  link(api.nvmlDeviceGetCurrPcieLinkGeneration, gpu.pcie_generation);
-  link(api.nvmlDeviceGetCurrPcieLinkWidth, gpu.pcie_width);
-  link(api.nvmlDeviceGetMaxPcieLinkGeneration, gpu.pcie_max_generation);
-  link(api.nvmlDeviceGetMaxPcieLinkWidth, gpu.pcie_max_width);
+// MIG mode and, when it is on, the MIG devices; the same return as read_model.
+std::string read_mig(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
   unsigned current = 0, pending = 0, slots = 0;
   if (api.nvmlDeviceGetMigMode &&
       api.nvmlDeviceGetMigMode(dev, &current, &pending) == NVML_SUCCESS &&
@@ -197,6 +166,90 @@ std::string read_optional(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
     }
   }
   return {};
+}
+
+// Reads a GPU's name, compute capability, MIG mode and MIG devices: what the CUDA_VISIBLE_DEVICES
+// model needs beyond the UUID. Returns why the library cannot be trusted (an absurd MIG slot
+// count), or an empty string.
+std::string read_model(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
+  char buf[abi::kNvmlNameBuffer] = {};
+  if (api.nvmlDeviceGetName)
+    gpu.name = read_string(api.nvmlDeviceGetName(dev, buf, sizeof buf), buf);
+  int major = -1, minor = -1;
+  if (api.nvmlDeviceGetCudaComputeCapability &&
+      api.nvmlDeviceGetCudaComputeCapability(dev, &major, &minor) == NVML_SUCCESS) {
+    gpu.cc_major = major;
+    gpu.cc_minor = minor;
+  }
+  return read_mig(api, dev, gpu);
+}
+
+void read_pci(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
+  if (api.nvmlDeviceGetPciInfo_v3) {
+    nvmlPciInfo_t pci{};
+    if (api.nvmlDeviceGetPciInfo_v3(dev, &pci) == NVML_SUCCESS) {
+      gpu.pci_bus_id.assign(pci.busId, strnlen(pci.busId, sizeof pci.busId));
+    }
+  }
+}
+
+// The rest of GpuInfo's description: PCI bus id, memory, CPU and NUMA affinity, the PCIe link.
+void read_rest(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
+  read_pci(api, dev, gpu);
+  nvmlMemory_v2_t mem2{};
+  mem2.version = abi::kNvmlMemoryV2Version;
+  nvmlMemory_t mem1{};
+  if (api.nvmlDeviceGetMemoryInfo_v2 &&
+      api.nvmlDeviceGetMemoryInfo_v2(dev, &mem2) == NVML_SUCCESS) {
+    gpu.memory_total = mem2.total;
+  } else if (api.nvmlDeviceGetMemoryInfo &&
+             api.nvmlDeviceGetMemoryInfo(dev, &mem1) == NVML_SUCCESS) {
+    gpu.memory_total = mem1.total;
+  }
+  constexpr unsigned kWords = 16;  // 1024 CPUs or NUMA nodes
+  unsigned long mask[kWords] = {};
+  constexpr unsigned kBits = sizeof(unsigned long) * 8;
+  // The set bits of `mask`, lowest first, word by word (an empty word costs one test).
+  auto each_bit = [&](auto fn) {
+    for (unsigned w = 0; w < kWords; ++w) {
+      for (unsigned long bits = mask[w]; bits != 0; bits &= bits - 1) {
+        if (!fn(static_cast<int>(w * kBits + static_cast<unsigned>(std::countr_zero(bits))))) {
+          return;
+        }
+      }
+    }
+  };
+  if (api.nvmlDeviceGetCpuAffinity &&
+      api.nvmlDeviceGetCpuAffinity(dev, kWords, mask) == NVML_SUCCESS) {
+    each_bit([&](int cpu) {
+      gpu.cpus.push_back(cpu);
+      return true;
+    });
+  }
+  std::memset(mask, 0, sizeof mask);
+  if (api.nvmlDeviceGetMemoryAffinity &&
+      api.nvmlDeviceGetMemoryAffinity(dev, kWords, mask, 0) == NVML_SUCCESS) {
+    each_bit([&](int node) {
+      gpu.numa_node = node;
+      return false;  // the first node
+    });
+  }
+  auto link = [&](auto fn, unsigned& field) {
+    unsigned v = 0;
+    if (fn != nullptr && fn(dev, &v) == NVML_SUCCESS) field = v;
+  };
+  link(api.nvmlDeviceGetCurrPcieLinkGeneration, gpu.pcie_generation);
+  link(api.nvmlDeviceGetCurrPcieLinkWidth, gpu.pcie_width);
+  link(api.nvmlDeviceGetMaxPcieLinkGeneration, gpu.pcie_max_generation);
+  link(api.nvmlDeviceGetMaxPcieLinkWidth, gpu.pcie_max_width);
+}
+
+// What `detail` asks for beyond the UUID; the same return as read_model.
+std::string read_detail(const NvmlApi& api, nvmlDevice_t dev, NvmlDetail detail, GpuInfo& gpu) {
+  if (detail == NvmlDetail::Uuid) return {};
+  std::string broken = read_model(api, dev, gpu);
+  if (broken.empty() && detail == NvmlDetail::Full) read_rest(api, dev, gpu);
+  return broken;
 }
 
 constexpr unsigned kMaxProcesses = 4096;
@@ -247,32 +300,123 @@ void read_usage(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
   }
 }
 
-void read_topology(const NvmlApi& api, const std::vector<nvmlDevice_t>& handles,
-                   NvmlSnapshot& snap) {
-  const std::size_t n = handles.size();
-  snap.links.assign(n, std::vector<GpuLink>(n));
-  for (std::size_t a = 0; a < n; ++a) {
-    for (std::size_t b = a + 1; b < n; ++b) {
-      if (handles[a] == nullptr || handles[b] == nullptr) continue;
-      GpuLink link;
-      int level = -1;
-      if (api.nvmlDeviceGetTopologyCommonAncestor &&
-          api.nvmlDeviceGetTopologyCommonAncestor(handles[a], handles[b], &level) == NVML_SUCCESS) {
-        link.ancestor = level;
-      }
-      int status = -1;
-      if (api.nvmlDeviceGetP2PStatus &&
-          api.nvmlDeviceGetP2PStatus(handles[a], handles[b], abi::kNvmlP2PCapsIndexNvlink,
-                                     &status) == NVML_SUCCESS) {
-        link.nvlink = status == abi::kNvmlP2PStatusOk;
-      }
-      snap.links[a][b] = snap.links[b][a] = link;
+// The topology, read as a pick asks for it (TopologySource): what each GPU's NVLinks reach, and
+// pair by pair only where a pick needs it. Holds the handles of the enumeration; each call takes
+// the NVML lock and answers "unknown" once this process's session is closed (at exit, or in a
+// forked child).
+class NvmlTopology final : public TopologySource {
+ public:
+  NvmlTopology(const NvmlApi& api, std::vector<nvmlDevice_t> handles,
+               const std::vector<GpuInfo>& gpus)
+      : api_(api), handles_(std::move(handles)), pid_(detail::current_pid()) {
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      if (!gpus[i].pci_bus_id.empty()) by_bus_.emplace(upper(gpus[i].pci_bus_id), i);
     }
   }
-}
+
+  NvlinkEnd nvlink_end(std::size_t gpu, unsigned link) override {
+    std::lock_guard<std::mutex> lock(nvml_mutex);
+    const std::uint64_t key = static_cast<std::uint64_t>(gpu) << 32 | link;
+    if (auto it = ends_.find(key); it != ends_.end()) return it->second;
+    NvlinkEnd end = read_end(gpu, link);
+    if (device(gpu) != nullptr) ends_.emplace(key, end);  // a closed session's answer is not kept
+    return end;
+  }
+
+  std::optional<bool> nvlink(std::size_t a, std::size_t b) override {
+    std::lock_guard<std::mutex> lock(nvml_mutex);
+    const std::uint64_t key = pair(a, b);
+    if (auto it = nvlinks_.find(key); it != nvlinks_.end()) return it->second;
+    const nvmlDevice_t da = device(a), db = device(b);
+    int status = -1;
+    if (da == nullptr || db == nullptr || api_.nvmlDeviceGetP2PStatus == nullptr ||
+        api_.nvmlDeviceGetP2PStatus(da, db, abi::kNvmlP2PCapsIndexNvlink, &status) !=
+            NVML_SUCCESS) {
+      return std::nullopt;
+    }
+    return nvlinks_[key] = status == abi::kNvmlP2PStatusOk;
+  }
+
+  int ancestor(std::size_t a, std::size_t b) override {
+    std::lock_guard<std::mutex> lock(nvml_mutex);
+    const std::uint64_t key = pair(a, b);
+    if (auto it = ancestors_.find(key); it != ancestors_.end()) return it->second;
+    const nvmlDevice_t da = device(a), db = device(b);
+    int level = -1;
+    if (da == nullptr || db == nullptr || api_.nvmlDeviceGetTopologyCommonAncestor == nullptr ||
+        api_.nvmlDeviceGetTopologyCommonAncestor(da, db, &level) != NVML_SUCCESS) {
+      return -1;
+    }
+    return ancestors_[key] = level;
+  }
+
+ private:
+  // Called with nvml_mutex held.
+  NvlinkEnd read_end(std::size_t gpu, unsigned link) {
+    NvlinkEnd end;
+    const nvmlDevice_t dev = device(gpu);
+    if (dev == nullptr || api_.nvmlDeviceGetNvLinkRemotePciInfo_v2 == nullptr) return end;
+    if (api_.nvmlDeviceGetNvLinkState != nullptr) {
+      int active = 0;
+      const nvmlReturn_t rc = api_.nvmlDeviceGetNvLinkState(dev, link, &active);
+      if (rc != NVML_SUCCESS) return no_link(rc, link);
+      if (active == 0) {
+        end.kind = NvlinkEnd::Kind::Down;
+        return end;
+      }
+    }
+    nvmlPciInfo_t pci{};
+    const nvmlReturn_t rc = api_.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev, link, &pci);
+    if (rc != NVML_SUCCESS) return no_link(rc, link);
+    const std::string bus = upper(std::string(pci.busId, strnlen(pci.busId, sizeof pci.busId)));
+    if (auto it = by_bus_.find(bus); it != by_bus_.end()) {
+      end.kind = NvlinkEnd::Kind::Gpu;
+      end.gpu = it->second;
+    } else {
+      end.kind = NvlinkEnd::Kind::Device;
+      end.device = bus;
+    }
+    return end;
+  }
+
+  static std::uint64_t pair(std::size_t a, std::size_t b) {
+    return static_cast<std::uint64_t>(std::min(a, b)) << 32 | std::max(a, b);
+  }
+  static std::string upper(std::string s) {
+    for (char& c : s) c = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+    return s;
+  }
+  // The handle of GPU `i` while this process's session stays open; nullptr otherwise.
+  nvmlDevice_t device(std::size_t i) const {
+    if (!session.open || session.pid != pid_ || pid_ != detail::current_pid()) return nullptr;
+    return i < handles_.size() ? handles_[i] : nullptr;
+  }
+  static NvlinkEnd no_link(nvmlReturn_t rc, unsigned link) {
+    NvlinkEnd end;
+    if (rc == NVML_ERROR_NOT_SUPPORTED) {
+      end.kind = link == 0 ? NvlinkEnd::Kind::None : NvlinkEnd::Kind::Past;
+    } else if (rc == NVML_ERROR_INVALID_ARGUMENT) {
+      end.kind = NvlinkEnd::Kind::Past;  // past the GPU's last link
+    } else {
+      end.kind = NvlinkEnd::Kind::Down;
+    }
+    return end;
+  }
+
+  const NvmlApi& api_;
+  std::vector<nvmlDevice_t> handles_;
+  std::map<std::string, std::size_t> by_bus_;
+  int pid_;
+  // Every answer, kept: the topology does not change within a session, and a waiting free:N asks
+  // again at each look.
+  std::unordered_map<std::uint64_t, NvlinkEnd> ends_;
+  std::unordered_map<std::uint64_t, bool> nvlinks_;
+  std::unordered_map<std::uint64_t, int> ancestors_;
+};
 
 // Everything between a successful init and its shutdown.
 void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
+  snap.detail = what.detail;
   unsigned count = 0;
   nvmlReturn_t rc = api.nvmlDeviceGetCount_v2(&count);
   if (rc != NVML_SUCCESS) {
@@ -311,7 +455,8 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
       snap.gpus.push_back(std::move(gpu));
       continue;
     }
-    if (std::string broken = read_optional(api, dev, gpu); !broken.empty()) {
+    if (what.topology && what.detail != NvmlDetail::Full) read_pci(api, dev, gpu);
+    if (std::string broken = read_detail(api, dev, what.detail, gpu); !broken.empty()) {
       snap.reason = std::move(broken);
       snap.gpus.clear();
       return;
@@ -320,7 +465,15 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
     snap.gpus.push_back(std::move(gpu));
     handles[i] = dev;
   }
-  if (what.topology) read_topology(api, handles, snap);
+  enumerated.pid = detail::current_pid();
+  enumerated.handles = handles;
+  enumerated.uuids.clear();
+  for (const GpuInfo& g : snap.gpus) enumerated.uuids.push_back(g.uuid);
+  if (what.topology) snap.links = Topology(std::make_shared<NvmlTopology>(api, handles, snap.gpus));
+  if (what.detail != NvmlDetail::Full) {
+    snap.available = true;
+    return;
+  }
   char ver[abi::kNvmlDriverVersionBuffer] = {};
   if (api.nvmlSystemGetDriverVersion) {
     snap.driver_version = read_string(api.nvmlSystemGetDriverVersion(ver, sizeof ver), ver);
@@ -347,7 +500,18 @@ NvmlSnapshot query_nvml(const NvmlQuery& what) {
     snap.reason = "nvmlInit_v2 failed: " + error_text(lib.api, rc);
     return snap;
   }
+  // The gpusel command asks once for each GPU's identity and keeps it (reuse_nvml_snapshots).
+  const bool plain = !what.usage && !what.topology;
+  if (plain && reuse.on && reuse.snap.available && reuse.snap.detail >= what.detail &&
+      reuse.pid == detail::current_pid()) {
+    return reuse.snap;
+  }
   enumerate(lib.api, what, snap);
+  if (plain && reuse.on && snap.available &&
+      (!reuse.snap.available || snap.detail > reuse.snap.detail)) {
+    reuse.snap = snap;
+    reuse.pid = detail::current_pid();
+  }
   return snap;
 }
 
@@ -375,3 +539,67 @@ bool nvml_gpu_index(const std::string& uuid, std::optional<unsigned>& index) {
 }
 
 }  // namespace gpusel::detail
+
+GPUSEL_BEGIN_NAMESPACE
+
+void reuse_nvml_snapshots() {
+  std::lock_guard<std::mutex> lock(nvml_mutex);
+  reuse.on = true;
+}
+
+std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& positions,
+                          NvmlPart part) {
+  const NvmlLibrary& lib = library();
+  if (!lib.usable) return lib.reason;
+  const NvmlApi& api = lib.api;
+  std::lock_guard<std::mutex> lock(nvml_mutex);
+  const bool was_open = session.open && session.pid == detail::current_pid();
+  if (const nvmlReturn_t rc = open_session(api); rc != NVML_SUCCESS) {
+    return "nvmlInit_v2 failed: " + error_text(api, rc);
+  }
+  for (std::size_t p : positions) {
+    GpuInfo& gpu = gpus.at(p);
+    if (gpu.failed()) continue;
+    nvmlDevice_t dev = nullptr;
+    nvmlReturn_t rc = NVML_ERROR_NOT_FOUND;
+    if (was_open && enumerated.pid == session.pid && gpu.index < enumerated.handles.size() &&
+        enumerated.uuids[gpu.index] == gpu.uuid && enumerated.handles[gpu.index] != nullptr) {
+      dev = enumerated.handles[gpu.index];  // this session's enumeration found it there
+      rc = NVML_SUCCESS;
+    }
+    if (rc != NVML_SUCCESS && api.nvmlDeviceGetHandleByUUID != nullptr) {
+      rc = api.nvmlDeviceGetHandleByUUID(gpu.uuid.c_str(), &dev);
+    }
+    if (rc != NVML_SUCCESS) {
+      // An older library: by index, and only if that index still holds the same UUID.
+      char buf[abi::kNvmlUuidBuffer] = {};
+      rc = api.nvmlDeviceGetHandleByIndex_v2(gpu.index, &dev);
+      if (rc == NVML_SUCCESS) rc = api.nvmlDeviceGetUUID(dev, buf, sizeof buf);
+      if (rc != NVML_SUCCESS || read_string(rc, buf) != gpu.uuid) {
+        return "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid +
+               ") is no longer where NVML listed it" +
+               (rc != NVML_SUCCESS ? " (" + error_text(api, rc) + ")" : std::string());
+      }
+    }
+    GpuInfo fresh;
+    fresh.index = gpu.index;
+    fresh.uuid = gpu.uuid;
+    if (part == NvmlPart::Mig) {
+      fresh = gpu;
+      fresh.mig_enabled = false;
+      fresh.migs.clear();
+      if (std::string broken = read_mig(api, dev, fresh); !broken.empty()) return broken;
+    } else {
+      if (std::string broken = read_detail(api, dev, NvmlDetail::Full, fresh); !broken.empty())
+        return broken;
+      fresh.memory_used = gpu.memory_used;
+      fresh.utilization = gpu.utilization;
+      fresh.processes = std::move(gpu.processes);
+      fresh.persistence_mode = gpu.persistence_mode;
+    }
+    gpu = std::move(fresh);
+  }
+  return {};
+}
+
+GPUSEL_END_NAMESPACE

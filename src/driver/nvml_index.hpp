@@ -1,8 +1,12 @@
-// Internal: one GPU's nvidia-smi index from NVML, without enumerating every GPU.
+// Internal: what NVML says of one GPU or a few, without enumerating every GPU again.
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
+#include <vector>
+
+#include "gpusel/nvml.hpp"
 
 namespace gpusel::detail {
 

@@ -128,7 +128,7 @@ std::string describe_process(pid_t pid) {
   while (!args.empty() && args.back() == '\0') args.pop_back();
   std::replace(args.begin(), args.end(), '\0', ' ');
   std::string out = "pid " + std::to_string(pid);
-  return args.empty() ? out : out + " `" + detail::printable(args) + "`";
+  return args.empty() ? out : out + " `" + printable(args) + "`";
 }
 
 // Everything launch_workers sets up, undone however it ends (return or exception): workers still
@@ -366,6 +366,10 @@ std::string find_program(const std::string& name) {
 
 int launch_workers(const LaunchOptions& options) {
   return detail::launch_program(options, find_program(options.command.at(0)));
+}
+
+int launch_workers(const LaunchOptions& options, const std::string& program) {
+  return detail::launch_program(options, program);
 }
 
 GPUSEL_END_NAMESPACE

@@ -185,7 +185,7 @@ class FreeLook {
   const CudaEnv& env_;
   const std::string& probe_helper_;
   NvmlSnapshot snap_;
-  std::vector<std::vector<GpuLink>> links_;
+  Topology links_;  // read from NVML as picks ask (pick.hpp), kept across looks
   bool have_links_ = false;
   std::vector<bool> eligible_;
   int usable_ = 0;

@@ -23,7 +23,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "../platform/env.hpp"
+#include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/resolve.hpp"
@@ -231,8 +231,7 @@ LeaseHolder process_details(int pid) {
     const bool plain = !word.empty() && word.find_first_not_of(
                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                             "0123456789_@%+=:,./-") == std::string_view::npos;
-    command +=
-        (command.empty() ? "" : " ") + (plain ? std::string(word) : detail::shell_quote(word));
+    command += (command.empty() ? "" : " ") + (plain ? std::string(word) : shell_quote(word));
     start = end + 1;
   }
   if (command.size() > 200) command = command.substr(0, 197) + "...";

@@ -15,13 +15,13 @@
 #include <cstdlib>
 #include <filesystem>
 
-#include "../platform/env.hpp"
-#include "../platform/win_lock.hpp"
+#include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/resolve.hpp"
 #include "lease_queue.hpp"
 #include "text.hpp"
+#include "win_lock.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 

@@ -2,7 +2,7 @@
 #include "gpusel/probe.hpp"
 
 #ifdef _WIN32
-#include "../platform/win.hpp"
+#include "win.hpp"
 #else
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -23,7 +23,7 @@
 #include <sstream>
 #include <thread>
 
-#include "../platform/env.hpp"
+#include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
 #include "text.hpp"

@@ -4,13 +4,14 @@
 
 #include <cstdlib>
 
-#include "../platform/env.hpp"
+#include "env.hpp"
 #include "gpusel/acquire.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "nvml_index.hpp"
 #include "resolve_detail.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -71,6 +72,25 @@ void note_renumbering(Resolution& r, const std::vector<std::string>& entries, co
   }
 }
 
+// Without a preset the GPUs were read by their UUIDs alone: the picked GPUs' MIG modes are read
+// now and the entries resolved again with them (a MIG-enabled GPU is refused). Where the first
+// pass refuses the entries, every GPU is read, so the refusal is the one the whole machine gives.
+// `broken`: why NVML turned out unusable (then nothing is returned).
+std::vector<std::size_t> positions_by_uuid(const std::vector<std::string>& entries,
+                                           std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                                           std::string& broken) {
+  std::vector<std::size_t> picked;
+  try {
+    picked = detail::resolve_positions(entries, gpus, env, nullptr);
+  } catch (const Error&) {
+    picked.clear();
+    for (std::size_t g = 0; g < gpus.size(); ++g) picked.push_back(g);
+  }
+  broken = nvml_complete(gpus, picked, NvmlPart::Mig);
+  if (!broken.empty()) return {};
+  return detail::resolve_positions(entries, gpus, env, nullptr);
+}
+
 }  // namespace
 
 Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
@@ -78,7 +98,9 @@ Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& 
   if (entries.size() == 1 && is_free_entry(entries.front())) {
     return acquire_gpus(entries, env, probe_helper, AcquireOptions{}).resolution;  // picks only
   }
-  NvmlSnapshot snap = query_nvml();
+  // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
+  NvmlSnapshot snap = query_nvml(
+      NvmlQuery{false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid});
   if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason);
   Resolution r;
   r.resolved = true;
@@ -102,8 +124,14 @@ Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& 
     r.probed = true;
     vs = model_visible(snap.gpus, env, &*order);
   }
-  const std::vector<std::size_t> picked =
-      detail::resolve_positions(entries, snap.gpus, env, vs ? &*vs : nullptr);
+  std::vector<std::size_t> picked;
+  if (vs || snap.detail >= NvmlDetail::Model) {
+    picked = detail::resolve_positions(entries, snap.gpus, env, vs ? &*vs : nullptr);
+  } else {
+    std::string broken;
+    picked = positions_by_uuid(entries, snap.gpus, env, broken);
+    if (!broken.empty()) return resolve_through_cuda(entries, env, probe_helper, broken);
+  }
   for (std::size_t g : picked) r.gpus.push_back(snap.gpus[g].uuid);
   note_renumbering(r, entries, env, snap.gpus, picked);
   r.machine = std::move(snap.gpus);

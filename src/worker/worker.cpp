@@ -8,9 +8,9 @@
 #include <map>
 #include <mutex>
 
-#include "../platform/ancestry.hpp"
-#include "../platform/env.hpp"
+#include "ancestry.hpp"
 #include "cuda_api.hpp"
+#include "env.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"

@@ -409,7 +409,7 @@ TEST(HostileMachine, ShellQuoteRoundTrips) {
        {std::string(""), std::string("plain"), std::string("it's"), std::string("''"),
         std::string("$(touch /tmp/x)`id`"), std::string("a\nb\\c"), std::string("\\'\\'"),
         std::string(" \t;&|<>*?[]{}~#!\"")}) {
-    const std::string quoted = gpusel::detail::shell_quote(value);
+    const std::string quoted = gpusel::shell_quote(value);
     EXPECT_EQ(sh_word(quoted), value) << quoted;
   }
 }

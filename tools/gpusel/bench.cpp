@@ -65,11 +65,10 @@ int run_bench(const BenchOptions& options) {
                   "); GPUs are matched by CUDA in each worker, without CPU placement");
   }
   for (const std::string& note : r.notes) print_note(note);
+  const std::vector<std::optional<GpuInfo>> full = resolved_in_full(r);
   std::vector<const GpuInfo*> info(r.gpus.size(), nullptr);
   for (std::size_t i = 0; i < r.gpus.size(); ++i) {
-    for (const GpuInfo& g : r.machine) {
-      if (g.uuid == r.gpus[i]) info[i] = &g;
-    }
+    if (full[i]) info[i] = &*full[i];
   }
   std::vector<std::vector<int>> cpus(r.gpus.size());
   std::vector<std::string> warnings;

@@ -1,7 +1,7 @@
 #include "common.hpp"
 
 #ifdef _WIN32
-#include "../../src/platform/win.hpp"
+#include "win.hpp"
 #else
 #include <unistd.h>
 #endif
@@ -12,6 +12,7 @@
 
 #include "args.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
 #include "gpusel/resolve.hpp"
 #include "sim_machine.hpp"
 
@@ -114,6 +115,24 @@ SimSetup sim_setup(const std::string& machine) {
 
 void apply_sim(const SimSetup& setup) {
   for (const auto& [key, value] : setup.env) set_env(key, value);
+}
+
+std::vector<std::optional<GpuInfo>> resolved_in_full(const Resolution& r) {
+  std::vector<std::optional<GpuInfo>> out(r.gpus.size());
+  std::vector<GpuInfo> machine = r.machine;
+  std::vector<std::size_t> positions, ranks;
+  for (std::size_t rank = 0; rank < r.gpus.size(); ++rank) {
+    for (std::size_t g = 0; g < machine.size(); ++g) {
+      if (machine[g].uuid == r.gpus[rank]) {
+        positions.push_back(g);
+        ranks.push_back(rank);
+      }
+    }
+  }
+  // What cannot be read stays as the resolution read it (the CPUs then unknown).
+  if (r.resolved && !r.through_cuda) nvml_complete(machine, positions, NvmlPart::Full);
+  for (std::size_t i = 0; i < positions.size(); ++i) out[ranks[i]] = machine[positions[i]];
+  return out;
 }
 
 std::optional<std::string> simulated_machine() {

@@ -5,6 +5,7 @@
 #include <optional>
 #include <string>
 
+#include "gpusel/resolution.hpp"
 #include "gpusel/visible.hpp"
 
 namespace gpusel::cli {
@@ -52,6 +53,10 @@ std::string missing_simulator(const std::string& root);
 
 // Sets the variables in this process, so that gpusel and every child it starts use the machine.
 void apply_sim(const SimSetup& setup);
+
+// The GPUs `r` resolved to, in rank order, with every field NVML gives (a resolution reads only
+// what resolving needs); nullopt for an entry NVML does not list (NVML unavailable).
+std::vector<std::optional<GpuInfo>> resolved_in_full(const Resolution& r);
 
 // The simulated machine's name when GPUSEL_SIM_MACHINE is set, else nullopt.
 std::optional<std::string> simulated_machine();

@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "../../src/platform/ancestry.hpp"
+#include "ancestry.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/bandwidth.hpp"

@@ -29,14 +29,13 @@
 #include "gpusel/resolve.hpp"
 #include "gpusel/units.hpp"
 #include "sim_machine.hpp"
-#include "text.hpp"
 
 namespace gpusel::cli {
 
-// `text` for a terminal (detail::printable): driver strings go through it, so they never move the
+// `text` for a terminal (gpusel::printable): driver strings go through it, so they never move the
 // cursor or change colours. (bind.cpp and doctor.cpp use it too.)
 std::string printable(std::string_view text) {
-  return detail::printable(text);
+  return gpusel::printable(text);
 }
 
 namespace {

@@ -1,5 +1,6 @@
 // gpusel: put every process of a multi-GPU program on the right NVIDIA GPU.
 #include <CLI/CLI.hpp>
+#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -8,6 +9,8 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/spec.hpp"
 #include "gpusel/version.h"
 #include "interface.hpp"
 
@@ -134,10 +137,27 @@ std::string plain_command(int argc, char** argv) {
 // so that every message and exit status is the whole parser's.
 std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
   Cli cli(only);
+  CommandLine line;
   try {
-    const CommandLine line = read_command_line(cli.app, argc, argv);
-    if (line.exec || line.gpu_all != 0) return std::nullopt;
-    cli.sim = line.sim;
+    line = read_command_line(cli.app, argc, argv);
+  } catch (...) {
+    return std::nullopt;
+  }
+  if (line.exec) return std::nullopt;
+  bool sim_applied = false;
+  if (line.gpu_all != 0) {
+    // As the whole parser does it below: the machine first, then `all` read on it.
+    try {
+      if (!line.sim.empty()) apply_sim(sim_setup(line.sim));
+      sim_applied = true;
+      expand_gpu_all(line);
+    } catch (const gpusel::Error& e) {
+      print_error(e.what());
+      return e.exit_code();
+    }
+  }
+  if (!sim_applied) cli.sim = line.sim;
+  try {
     cli.app.parse(parser_arguments(line));
   } catch (...) {
     return std::nullopt;
@@ -145,10 +165,109 @@ std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
   return cli.dispatch();
 }
 
+// `gpusel [--sim MACHINE] resolve --gpu SPEC [--json | --format lines|csv|env]` (--sim also after
+// `resolve`), the form launch scripts run once per job, read by hand: building CLI11's parser
+// costs as much as the rest of resolve's own work. nullopt for any other form (an option unknown
+// here or given twice, a value that starts with '-', `--gpu all`, a SPEC parse_gpu_spec refuses,
+// --json with --format): CLI11 then reads the command line, and its messages stand.
+struct PlainResolve {
+  std::string sim;
+  ResolveOptions options;
+};
+
+// `value` is "all" in any case, blanks around it allowed.
+bool is_all(std::string_view value) {
+  const auto first = value.find_first_not_of(" \t\n\v\f\r");
+  if (first == std::string_view::npos) return false;
+  const auto last = value.find_last_not_of(" \t\n\v\f\r");
+  return gpusel::equal_ci(value.substr(first, last - first + 1), "all");
+}
+
+std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
+  PlainResolve p;
+  bool command = false, sim = false, gpu = false, json = false, format = false;
+  // A value: inline after '=' or the next word, never one that looks like an option.
+  auto value_of = [&](int& i, std::string_view name, std::string& out) {
+    const std::string_view t = argv[i];
+    if (t.size() > name.size() && t[name.size()] == '=') {
+      out = std::string(t.substr(name.size() + 1));
+    } else if (t.size() == name.size() && i + 1 < argc) {
+      out = argv[++i];
+    } else {
+      return false;
+    }
+    return !out.empty() && out.front() != '-';
+  };
+  auto named = [](std::string_view t, std::string_view name) {
+    return t.substr(0, t.find('=')) == name;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view t = argv[i];
+    std::string value;
+    if (named(t, "--sim") && !sim) {
+      if (!value_of(i, "--sim", p.sim)) return std::nullopt;
+      sim = true;
+    } else if (!command) {
+      if (t != "resolve") return std::nullopt;
+      command = true;
+    } else if (named(t, "--gpu") && !gpu) {
+      if (!value_of(i, "--gpu", value) || is_all(value)) {
+        return std::nullopt;
+      }
+      try {
+        p.options.gpus = gpusel::parse_gpu_spec(value);
+      } catch (...) {
+        return std::nullopt;
+      }
+      gpu = true;
+    } else if (t == "--json" && !json) {
+      p.options.json = true;
+      json = true;
+    } else if (named(t, "--format") && !format) {
+      if (!value_of(i, "--format", p.options.format) ||
+          (p.options.format != "lines" && p.options.format != "csv" && p.options.format != "env")) {
+        return std::nullopt;
+      }
+      format = true;
+    } else {
+      return std::nullopt;
+    }
+  }
+  if (!command || !gpu || (json && format)) return std::nullopt;
+  return p;
+}
+
+// As Cli::dispatch runs resolve.
+int run_plain_resolve(const PlainResolve& p) {
+  try {
+    if (!p.sim.empty()) apply_sim(sim_setup(p.sim));
+    return run_resolve(p.options);
+  } catch (const gpusel::Error& e) {
+    print_error(e.what());
+    return e.exit_code();
+  } catch (const std::exception& e) {
+    print_error(e.what());
+    return 1;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `gpusel --version` alone: the version, without building any parser (what CLI11 prints).
+  if (argc == 2 && std::string_view(argv[1]) == "--version") {
+    std::fputs(GPUSEL_VERSION_STRING "\n", stdout);
+    return 0;
+  }
+  // gpusel runs for moments: the GPUs it reads once (`--gpu all`, then the resolution) are read
+  // once.
+  gpusel::reuse_nvml_snapshots();
   if (const std::string only = plain_command(argc, argv); !only.empty()) {
+    if (only == "resolve") {
+      if (const std::optional<PlainResolve> p = read_plain_resolve(argc, argv)) {
+        return run_plain_resolve(*p);
+      }
+    }
     if (const std::optional<int> status = run_plain(only, argc, argv)) return *status;
   }
   Cli cli("");

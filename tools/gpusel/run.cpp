@@ -10,7 +10,6 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "interface.hpp"
-#include "launch_detail.hpp"
 
 namespace gpusel::cli {
 
@@ -94,10 +93,8 @@ int run_run(const RunOptions& options) {
       throw failure("--bind-cpu " + options.bind_cpu +
                     " needs NVML to find the CPUs near each GPU");
     std::vector<GpuInfo> rank_gpus;
-    for (const std::string& uuid : r.gpus) {
-      for (const GpuInfo& g : r.machine) {
-        if (g.uuid == uuid) rank_gpus.push_back(g);
-      }
+    for (std::optional<GpuInfo>& g : resolved_in_full(r)) {
+      if (g) rank_gpus.push_back(std::move(*g));
     }
     try {
       launch.cpus = plan_cpus(rank_gpus,
@@ -115,7 +112,7 @@ int run_run(const RunOptions& options) {
 #endif
     }
   }
-  return detail::launch_program(launch, program);
+  return launch_workers(launch, program);
 }
 
 }  // namespace gpusel::cli
