@@ -32,7 +32,7 @@ bool exists(const std::string& path) {
 }
 
 void* open_library(const std::string& path, std::string& why) {
-  void* handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
   if (handle == nullptr) {
     const char* error = dlerror();
     why = error != nullptr ? error : "dlopen failed";
