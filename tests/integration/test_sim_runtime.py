@@ -39,18 +39,17 @@ def build_programs():
     if not all(os.path.exists(p) and os.path.getmtime(p) >= newest for p in (obj, shared, static)):
         # Built under names of this process's own, then renamed into place: two runs at once never
         # see a half-written program.
-        # (The object's own name keeps its .o: nvcc goes by the extension.)
+        # (nvcc goes by the file's extension: the object's own name keeps ".o" at its end.)
         tag = f".{os.getpid()}"
-        obj_tagged = obj[:-len(".o")] + tag + ".o"
-        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj_tagged],
-                    [NVCC, "-cudart", "shared", obj_tagged, "-o", shared + tag],
-                    [NVCC, "-cudart", "static", obj_tagged, "-o", static + tag]):
+        obj_tmp = obj[:-2] + tag + ".o"
+        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj_tmp],
+                    [NVCC, "-cudart", "shared", obj_tmp, "-o", shared + tag],
+                    [NVCC, "-cudart", "static", obj_tmp, "-o", static + tag]):
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 raise AssertionError(f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
-        os.replace(obj_tagged, obj)
-        for path in (shared, static):
-            os.replace(path + tag, path)
+        for tmp_path, path in ((obj_tmp, obj), (shared + tag, shared), (static + tag, static)):
+            os.replace(tmp_path, path)
     return shared, static
 
 
