@@ -144,8 +144,9 @@ class ModuleTest(Case):
         self.assertEqual(out["visible"], 2)  # nvidia-smi 0 is CUDA's 2 on this machine
         self.assertEqual(out["bound"], 2)  # no torch here: the CUDA ordinal
         self.assertEqual(out["again"][0], "RuntimeError")
-        self.assertEqual(out["identity"], {"index": 2, "name": "NVIDIA RTX A4000", "uuid": MIX[0],
-                                           "total_bytes": 16 << 30})
+        # "index" is the CUDA ordinal, as in the reference module; both numberings by their names too.
+        self.assertEqual(out["identity"], {"index": 2, "cuda_ordinal": 2, "nvidia_smi_index": 0,
+                                           "name": "NVIDIA RTX A4000", "uuid": MIX[0], "total_bytes": 16 << 30})
         self.assertEqual(out["bad_assign"][0], "ValueError")
 
     def test_probe_from_python(self):
@@ -243,7 +244,8 @@ print(json.dumps(out))
         cc = shutil.which("cc") or shutil.which("gcc")
         if cc is None:
             self.skipTest("no C compiler")
-        fields = ["size", "index", "cuda_ordinal", "uuid", "name", "total_bytes", "cc_major", "cc_minor", "pci_bus_id"]
+        fields = ["size", "nvidia_smi_index", "cuda_ordinal", "uuid", "name", "total_bytes", "cc_major", "cc_minor",
+                  "pci_bus_id"]
         program = "#include <stdio.h>\n#include <stddef.h>\n#include <gpusel/gpusel.h>\nint main(void) {\n"
         program += '  printf("%zu", sizeof(gpusel_identity));\n'
         for f in fields:
