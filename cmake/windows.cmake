@@ -3,11 +3,10 @@
 
 # Platform files: each POSIX file has a Windows counterpart with the same interface.
 list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/driver/dl\\.cpp$" "src/driver/dl_win.cpp")
-list(TRANSFORM GPUSEL_UPPER_SOURCES REPLACE "^src/launch/launch\\.cpp$" "src/launch/launch_win.cpp")
-list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/resolution/lease\\.cpp$" "src/resolution/lease_win.cpp")
-list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/platform/ancestry_linux\\.cpp$"
-  "src/platform/ancestry_win.cpp")
-list(APPEND GPUSEL_DRIVER_SOURCES src/platform/win.cpp)
+list(TRANSFORM GPUSEL_LAUNCH_SOURCES REPLACE "^src/launch/launch\\.cpp$" "src/launch/launch_win.cpp")
+list(TRANSFORM GPUSEL_RESOLUTION_SOURCES REPLACE "^src/resolution/lease\\.cpp$"
+  "src/resolution/lease_win.cpp")
+set(GPUSEL_PLATFORM_SOURCES src/platform/ancestry_win.cpp src/platform/win.cpp)
 set(GPUSEL_SIM_PLATFORM_SOURCES sim/sim_common_win.cpp sim/usage_win.cpp src/platform/win.cpp)
 
 # Everything is Unicode (the -W functions), and windows.h stays small.
@@ -21,8 +20,9 @@ endif()
 # gpusel.dll: the C functions (GPUSEL_API, dllexport) and an import library; the C++ API is
 # used through the static library, whose users get GPUSEL_STATIC.
 macro(gpusel_windows_library)
-  target_compile_definitions(gpusel_objects PRIVATE GPUSEL_BUILDING_LIBRARY)
-  target_compile_definitions(gpusel_driver_objects PRIVATE GPUSEL_BUILDING_LIBRARY)
+  foreach(layer ${GPUSEL_LAYERS})
+    target_compile_definitions(gpusel_${layer} PRIVATE GPUSEL_BUILDING_LIBRARY)
+  endforeach()
   target_compile_definitions(gpusel_static INTERFACE GPUSEL_STATIC)
   target_link_libraries(gpusel_shared PRIVATE ws2_32)
   target_link_libraries(gpusel_static PUBLIC ws2_32)

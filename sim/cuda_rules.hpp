@@ -53,6 +53,17 @@ inline bool prefix_of(std::string_view prefix, std::string_view whole) {
   return true;
 }
 
+// [OPEN] What an entry is: a GPU UUID or a MIG UUID by its prefix written exactly "GPU-" or
+// "MIG-"; anything else (lower-case "gpu-" included, which NVIDIA does not document) is read as an
+// integer, so it is invalid and ends the list. gpusel's model reads it the same way and refuses
+// such a value (src/core/visible.cpp, entry_kind).
+inline bool gpu_entry(std::string_view entry) {
+  return starts_with(entry, "GPU-");
+}
+inline bool mig_entry(std::string_view entry) {
+  return starts_with(entry, "MIG-");
+}
+
 // "Integer entries are read the way C's strtoul would start reading them: surrounding blanks are
 // ignored, an optional sign is accepted, then leading decimal digits; anything after the digits
 // is ignored. No digits at all, or a negative value, is invalid. -0 reads as 0, +2 as 2."
@@ -151,9 +162,9 @@ inline std::vector<Device> enumerate(const std::vector<Gpu>& gpus,
   } else if (!visible->empty()) {                     // "Set but empty: no device is visible"
     enum class Kind { Integers, GpuUuids, MigUuids };
     // "The first entry decides the mode" (by how the value starts).
-    const Kind kind = detail::starts_with(*visible, "GPU-")   ? Kind::GpuUuids
-                      : detail::starts_with(*visible, "MIG-") ? Kind::MigUuids
-                                                              : Kind::Integers;
+    const Kind kind = detail::gpu_entry(*visible)   ? Kind::GpuUuids
+                      : detail::mig_entry(*visible) ? Kind::MigUuids
+                                                    : Kind::Integers;
     for (std::string_view entry : detail::split_commas(*visible)) {
       std::optional<Device> found;
       if (kind == Kind::Integers) {
@@ -162,7 +173,7 @@ inline std::vector<Device> enumerate(const std::vector<Gpu>& gpus,
           found = Device{physical[static_cast<std::size_t>(*n)], -1};
       } else if (kind == Kind::GpuUuids) {
         // "GPU-" then any prefix of the UUID; exactly one GPU must match. No blank stripping.
-        if (detail::starts_with(entry, "GPU-")) {
+        if (detail::gpu_entry(entry)) {
           int matches = 0;
           for (int g : physical) {
             if (detail::prefix_of(entry, gpus[static_cast<std::size_t>(g)].uuid)) {
@@ -177,7 +188,7 @@ inline std::vector<Device> enumerate(const std::vector<Gpu>& gpus,
         // [OPEN] The rules do not say whether later drivers still read it; the simulator does
         // (exact GPU UUID, any case; decimal instance ids), so that old job scripts keep working.
         found = detail::old_mig_form(gpus, physical, entry.substr(4));
-      } else if (detail::starts_with(entry, "MIG-")) {
+      } else if (detail::mig_entry(entry)) {
         int matches = 0;
         for (int g : physical) {
           const Gpu& gpu = gpus[static_cast<std::size_t>(g)];

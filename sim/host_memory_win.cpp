@@ -1,7 +1,7 @@
 // The CUDA double's host address space on Windows: VirtualAlloc. Committed (Windows charges the
 // commit limit up front) but backed by physical pages only once a copy touches them.
-#include "../src/platform/win.hpp"
 #include "cuda_sim.hpp"
+#include "win.hpp"
 
 namespace gpusel::sim::cuda {
 

@@ -62,9 +62,9 @@ GPUSEL_API gpusel_status gpusel_resolve(const char* value, char* buf, size_t siz
 
 /* One physical GPU, as NVML and the CUDA_VISIBLE_DEVICES model see it. */
 typedef struct gpusel_gpu_info {
-  size_t size;      /* set by the caller: sizeof(gpusel_gpu_info) */
-  unsigned index;   /* nvidia-smi index */
-  int cuda_ordinal; /* under this process's environment; -1 hidden or unknown */
+  size_t size;               /* set by the caller: sizeof(gpusel_gpu_info) */
+  unsigned nvidia_smi_index; /* NVML's index, as nvidia-smi shows it */
+  int cuda_ordinal;          /* under this process's environment; -1 hidden or unknown */
   char uuid[96];
   char name[96];
   char pci_bus_id[32];
@@ -108,9 +108,9 @@ GPUSEL_API gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordi
 GPUSEL_API gpusel_status gpusel_assigned_visible_gpu(int* ordinal);
 
 typedef struct gpusel_identity {
-  size_t size; /* set by the caller: sizeof(gpusel_identity) */
-  int index;   /* nvidia-smi index, -1 without NVML */
-  int cuda_ordinal;
+  size_t size;          /* set by the caller: sizeof(gpusel_identity) */
+  int nvidia_smi_index; /* NVML's index, as nvidia-smi shows it; -1 without NVML */
+  int cuda_ordinal;     /* the ordinal asked for: CUDA's numbering in this process */
   char uuid[96];
   char name[256];
   unsigned long long total_bytes;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,13 @@ enum class CpuBinding { None, Node, Exclusive };
 // worker's GPU in rank order (cuda:LOCAL_RANK is its own; peers stay visible for peer-to-peer).
 // The entries must be full GPU UUIDs.
 enum class SetVisible { None, Own, Job };
+
+// The processes NVML sees on one GPU, for the placement check.
+struct GpuProcesses {
+  std::string uuid;
+  unsigned index = 0;                         // nvidia-smi index
+  std::optional<std::vector<unsigned>> pids;  // nullopt: NVML cannot list them on this GPU
+};
 
 struct LaunchOptions {
   std::vector<std::string> command;    // program and arguments
@@ -34,6 +42,20 @@ struct LaunchOptions {
   // calling process, so set it only where the workers are its only children (gpusel run does).
   // Windows: the workers' job objects already hold their descendants.
   bool reap_orphans = false;
+  // Ranks per GPU (1: one each). With K > 1, K consecutive ranks share each GPU: rank r runs on
+  // gpus[r / K], and every worker is told it shares (GPUSEL_SHARE=1).
+  int ranks_per_gpu = 1;
+  // Every worker shares its GPU on purpose (GPUSEL_SHARE=1): gpusel run --share.
+  bool share = false;
+  // Linux: check what the workers really opened. `gpu_processes` (set by the caller, who reads
+  // NVML) is asked soon after the start and then at a low rate which processes run on each GPU; a
+  // process of a worker's tree with a context on a GPU other than that worker's (gpus must hold
+  // UUIDs) stops the job, with exit status 1 and a line saying which worker, which GPU, and the
+  // fix. Where the processes cannot be listed, or are ids of another pid namespace, one line says
+  // the check is off. Unset: no check.
+  std::function<std::optional<std::vector<GpuProcesses>>(std::string& why_not)> gpu_processes;
+  // Called with each line the check has to say (that it is off, and why); default: stderr.
+  std::function<void(const std::string&)> on_note;
 };
 
 // The path execvp would run for `name`. Throws Error(BadInput) when it is not found or not an
@@ -52,6 +74,11 @@ std::string find_program(const std::string& name);
 // killed and reaped. Throws Error(BadInput) for a grace period that is negative or not finite,
 // Error(Failure) when the workers cannot be started or supervised.
 int launch_workers(const LaunchOptions& options);
+
+// The same, running `program` (find_program's answer for options.command[0], looked up by the
+// caller beforehand, e.g. to refuse a missing program before anything else), so that PATH is
+// walked once.
+int launch_workers(const LaunchOptions& options, const std::string& program);
 
 // The CPUs each rank should run on: those near its GPU (NVML's CPU affinity, else the PCI device's
 // NUMA node from sysfs), within `allowed` (this process's own affinity). With Exclusive, ranks

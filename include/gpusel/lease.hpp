@@ -88,6 +88,19 @@ struct WaitingJob {
 // "pid 4242 (user ana, command `...`) waits for free:2".
 std::string describe_waiting(const WaitingJob& job);
 
+// What claiming a GPU found.
+struct ClaimResult {
+  bool claimed = false;  // this process holds the claim now (until it ends)
+  // Another process's claim in the way (claimed false), or the exclusive claim a sharing process
+  // runs beside (claimed false, `beside` true).
+  std::optional<LeaseHolder> other;
+  bool beside = false;
+  // A lease on the GPU held by a job that did not start this process (and its holder).
+  std::optional<LeaseHolder> leased_by_other_job;
+  bool leased_elsewhere = false;
+  std::string problem;  // the claim file cannot be used: nothing was claimed, and why
+};
+
 // Where this process's leases live. Looking at a store changes nothing on disk; the user's own
 // store is made (mode 0700) the first time a lease is taken in it.
 class LeaseStore {
@@ -119,6 +132,11 @@ class LeaseStore {
 
   // The jobs waiting for GPUs here, in the order they will be served.
   std::vector<WaitingJob> waiting() const;
+
+  // Claims the GPU `uuid` for this process, which binds it: a lock on <UUID>.claim beside the
+  // lease, held until the process ends (a child it forks shares it). Exclusive, or shared when
+  // `share`. Also says whether another job (one this process was not started by) leases the GPU.
+  ClaimResult claim(const std::string& uuid, bool share) const;
 
  private:
   std::string dir_, own_dir_, scope_note_;

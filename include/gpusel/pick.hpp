@@ -105,7 +105,7 @@ std::string busy_reason(const GpuInfo& gpu, const FreeLimits& limits);
 // The best `n` free candidates: all NVLink-connected, else under one PCIe switch, else on one
 // NUMA node, else the least spread; ties go to the least used (memory in use, then utilisation,
 // each summed over the set), then the lowest indices. nullopt when fewer than `n` are free.
-// Exact and polynomial (docs/placement.md): the topology is taken as a real machine's, where the
+// Exact and polynomial (docs/picking.md): the topology is taken as a real machine's, where the
 // GPUs of one NVSwitch fabric are all NVLink peers and PCIe common ancestors form a tree; NVLink
 // made of direct GPU-to-GPU links (bridges, a DGX-1's hybrid cube mesh) is taken link by link.
 std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,

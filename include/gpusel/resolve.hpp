@@ -21,6 +21,15 @@ std::vector<std::string> resolve_entries(const std::vector<std::string>& entries
 // Quotes a value for a message: "value" with control characters escaped.
 std::string quote_value(std::string_view value);
 
+// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as
+// \xNN; well-formed UTF-8 kept. Driver strings (GPU names, process commands) go through it before
+// they are printed.
+std::string printable(std::string_view text);
+
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''; safe for eval. (`gpusel
+// sim env` and `resolve --format env` print values so; lease holders' commands are shown so.)
+std::string shell_quote(std::string_view value);
+
 // Describes the preset for messages: CUDA_VISIBLE_DEVICES="..." or "unset".
 std::string describe_preset(const CudaEnv& env);
 

@@ -89,6 +89,12 @@ struct VisibleSet {
 // digits, anything after ignored. nullopt when no digits or negative.
 std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcept;
 
+// A CUDA_VISIBLE_DEVICES entry whose UUID prefix is not written GPU- or MIG- (gpu-, Mig-, ...):
+// how the NVIDIA driver reads it is not known ([OPEN]; the model reads it as no UUID), so gpusel
+// refuses such a preset. The message naming the entry and the GPU- form to write; nullopt when
+// there is none.
+std::optional<std::string> uuid_case_problem(const CudaEnv& env);
+
 // True when CUDA_DEVICE_ORDER=PCI_BUS_ID is in force.
 bool pci_bus_order(const CudaEnv& env) noexcept;
 

@@ -11,17 +11,14 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "gpusel/assignment.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/export.h"
+#include "gpusel/visible.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
-
-// The local-rank variables, in the order kRankVariables lists them.
-inline constexpr const char* kLocalRankVariables[] = {
-    "OMPI_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "PMI_LOCAL_RANK",
-    "PALS_LOCAL_RANKID",          "FLUX_TASK_LOCAL_ID",        "LOCAL_RANK",      "SLURM_LOCALID"};
 
 // What this process's environment says about the launchers that started it. Where the set
 // local-rank variables disagree, each one's distance is looked up in the environments of this
@@ -38,7 +35,42 @@ std::optional<LocalRank> local_rank();
 struct AssignmentInfo {
   AssignmentSource source = AssignmentSource::Code;
   std::optional<LocalRank> rank;  // the local rank that picked the GPU, where one did
+  // After binding: whether this process shares its GPU on purpose (sharing_asked()), and the
+  // process whose claim it runs beside when it knows one.
+  bool shared = false;
+  std::optional<int> shared_with_pid;
+  // After binding: why no claim could be taken on the GPU (its file could not be used), or "".
+  std::string claim_note;
 };
+
+// Whether this process shares its GPU with others on purpose: GPUSEL_SHARE=1 (set by gpusel run
+// --share and --ranks-per-gpu), or Slurm's --ntasks-per-gpu (SLURM_NTASKS_PER_GPU). Throws
+// Error(BadInput) for a GPUSEL_SHARE that is neither 1 nor 0.
+bool sharing_asked();
+
+// A way this process's environment would put it on a wrong GPU, or on a GPU another process of
+// the same job also takes: `gpusel doctor` reports each as an error, and bind_assigned_gpu
+// refuses (exit 2) with the first, unless an assignment was made in code.
+struct PlacementProblem {
+  std::string id;  // "gpusel-gpu-shared", "gpusel-gpus-count", ... (docs/placement.md)
+  std::string message;
+  std::string remedy;
+};
+
+// The problems of this process's environment: GPUSEL_GPU inherited by several ranks, GPUSEL_GPUS
+// against the local rank and the launcher's count of ranks, a local rank that cannot be read, and
+// (given how many devices CUDA exposes here) more processes on this node than devices. Reads the
+// environment, and the ancestors' environments where several launchers' variables are set.
+std::vector<PlacementProblem> placement_problems(
+    std::optional<std::size_t> visible_devices = std::nullopt);
+
+// Slurm's GPUs for this step (SLURM_STEP_GPUS, or SLURM_JOB_GPUS in the batch step) against what
+// CUDA exposes under the current CUDA_DEVICE_ORDER: `nvml` is NVML's GPUs (nvidia-smi order),
+// `cuda_visible` the UUIDs of CUDA's visible devices in CUDA's order. A problem when Slurm gave
+// GPUs by index and CUDA, reading those numbers in its own order, exposes others (a machine of
+// mixed models under FASTEST_FIRST); nullopt otherwise, or when Slurm named no GPUs.
+std::optional<PlacementProblem> slurm_gpu_problem(const std::vector<GpuInfo>& nvml,
+                                                  const std::vector<std::string>& cuda_visible);
 
 // Publishes this process's GPU: a full or prefix UUID (a physical GPU), or an index, which is
 // then a CUDA ordinal in this process. Publishing the same GPU again is fine, also after binding;
@@ -75,7 +107,8 @@ std::optional<int> assigned_visible_gpu();
 
 // What a visible device is, by every name.
 struct GpuIdentity {
-  std::optional<unsigned> index;  // nvidia-smi index, when NVML is available
+  std::optional<unsigned> nvidia_smi_index;  // NVML's index, as nvidia-smi shows it; unset
+                                             // without NVML
   int cuda_ordinal = 0;
   std::string uuid;
   std::string name;

@@ -29,7 +29,7 @@ _OK, _FAILURE, _BAD_INPUT, _TOO_SMALL = 0, 1, 2, 3
 
 
 class _Identity(ctypes.Structure):
-    _fields_ = [("size", ctypes.c_size_t), ("index", ctypes.c_int), ("cuda_ordinal", ctypes.c_int), ("uuid", ctypes.c_char * 96),
+    _fields_ = [("size", ctypes.c_size_t), ("nvidia_smi_index", ctypes.c_int), ("cuda_ordinal", ctypes.c_int), ("uuid", ctypes.c_char * 96),
                 ("name", ctypes.c_char * 256), ("total_bytes", ctypes.c_ulonglong), ("cc_major", ctypes.c_int),
                 ("cc_minor", ctypes.c_int), ("pci_bus_id", ctypes.c_char * 32)]
 
@@ -279,12 +279,17 @@ def format_gpu_uuid(raw) -> "str | None":
 
 
 def gpu_identity(index: int) -> dict:
-    """{index, name, uuid, total_bytes} of visible device `index` (a CUDA ordinal); docs/python.md
-    describes each key."""
+    """{index, cuda_ordinal, nvidia_smi_index, name, uuid, total_bytes} of visible device `index`
+    (a CUDA ordinal; "index" is that ordinal, as in the reference module); docs/python.md describes
+    each key."""
     ident = _Identity(size=ctypes.sizeof(_Identity))
     _check(_lib.gpusel_gpu_identity(_c_int(index, "index"), ctypes.byref(ident)), RuntimeError)
     return {
+        # "index" keeps the reference module's meaning, the CUDA ordinal; the two numberings are
+        # also given under names that say which they are.
         "index": index,
+        "cuda_ordinal": index,
+        "nvidia_smi_index": None if ident.nvidia_smi_index < 0 else int(ident.nvidia_smi_index),
         "name": ident.name.decode(),
         "uuid": ident.uuid.decode(),
         "total_bytes": int(ident.total_bytes),

@@ -155,7 +155,7 @@ gpusel_status gpusel_list_gpus(gpusel_gpu_list** list) {
     for (const gpusel::GpuInfo& g : snap.gpus) {
       gpusel_gpu_info info{};
       info.size = sizeof info;
-      info.index = g.index;
+      info.nvidia_smi_index = g.index;
       info.cuda_ordinal = -1;
       copy_field(info.uuid, g.uuid);
       copy_field(info.name, g.name);
@@ -260,7 +260,7 @@ gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity) {
     const gpusel::GpuIdentity id = gpusel::gpu_identity(cuda_ordinal);
     gpusel_identity out{};
     out.size = sizeof out;
-    out.index = id.index ? static_cast<int>(*id.index) : -1;
+    out.nvidia_smi_index = id.nvidia_smi_index ? static_cast<int>(*id.nvidia_smi_index) : -1;
     out.cuda_ordinal = id.cuda_ordinal;
     copy_field(out.uuid, id.uuid);
     copy_field(out.name, id.name);

@@ -1,6 +1,8 @@
 // Which launcher's local rank counts for this process.
 #include "gpusel/assignment.hpp"
 
+#include <algorithm>
+
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
 #include "text.hpp"
@@ -99,12 +101,104 @@ bool ranks_disagree(const LauncherView& view) {
   return false;
 }
 
+const char* launcher_of(std::string_view variable) noexcept {
+  for (const RankVariable& v : kRankVariables) {
+    if (variable == v.name) return v.launcher;
+  }
+  return "";
+}
+
+std::string LocalRank::describe_size() const {
+  if (levels.size() > 1) {
+    std::string chain;
+    for (const LauncherLevel& l : levels) {
+      chain += (chain.empty() ? "" : " x ") + l.variable + "=" + std::to_string(l.rank) + " of " +
+               (l.size ? std::to_string(*l.size) : std::string("?"));
+    }
+    return (local_size ? std::to_string(*local_size) : std::string("several")) +
+           " processes on this node (" + chain + ")";
+  }
+  if (!local_size) return "";
+  return size_variable + "=" + std::to_string(*local_size);
+}
+
+namespace {
+
+// The size a candidate's launcher reports; nullopt when it sets none. Throws for a malformed one.
+std::optional<int> size_of(const RankCandidate& c, const LauncherView& view,
+                           std::string* size_variable) {
+  for (const RankVariable& v : kRankVariables) {
+    if (v.size_name == nullptr || c.variable != v.name) continue;
+    if (size_variable != nullptr) *size_variable = v.size_name;
+    if (!c.size_value) return std::nullopt;
+    const std::optional<int> n = std::string_view(v.size_name) == "SLURM_STEP_TASKS_PER_NODE"
+                                     ? slurm_tasks_on_node(*c.size_value, view.slurm_node_id)
+                                     : read_rank_number(*c.size_value);
+    if (!n) {
+      throw bad_input(std::string(v.size_name) + "=" + quote_value(*c.size_value) +
+                      " is not a number of local ranks; fix the launcher's setting or unset it");
+    }
+    if (*n <= *read_rank_number(c.value)) {
+      throw bad_input(setting(c) + " is not below " + v.size_name + "=" +
+                      quote_value(*c.size_value) +
+                      "; the launcher's variables contradict each other");
+    }
+    return n;
+  }
+  return std::nullopt;
+}
+
+// Nested launchers, told apart by their distances: each distance is one launcher (its variables
+// must agree), outermost first. A distance that is only a lower bound (the walk up stopped at an
+// environment it could not read, such as root's slurmstepd above a user's task) can only be the
+// outermost launcher, beyond every exact one. nullopt when the distances do not tell them apart.
+std::optional<std::vector<std::vector<const RankCandidate*>>> group_by_launcher(
+    const std::vector<const RankCandidate*>& counted) {
+  std::vector<const RankCandidate*> sorted = counted;
+  int max_exact = -1, min_bound = -1;
+  for (const RankCandidate* c : sorted) {
+    if (c->distance < 0) return std::nullopt;
+    if (c->distance_exact) {
+      max_exact = std::max(max_exact, c->distance);
+    } else if (min_bound < 0 || c->distance < min_bound) {
+      min_bound = c->distance;
+    }
+  }
+  if (min_bound >= 0) {
+    if (min_bound <= max_exact) return std::nullopt;
+    for (const RankCandidate* c : sorted) {
+      if (!c->distance_exact && c->distance != min_bound) return std::nullopt;
+    }
+  }
+  std::stable_sort(
+      sorted.begin(), sorted.end(),
+      [](const RankCandidate* a, const RankCandidate* b) { return a->distance > b->distance; });
+  std::vector<std::vector<const RankCandidate*>> levels;
+  for (const RankCandidate* c : sorted) {
+    if (!levels.empty() && levels.back().front()->distance == c->distance) {
+      if (read_rank_number(levels.back().front()->value) != read_rank_number(c->value)) {
+        return std::nullopt;  // one launcher cannot set two ranks
+      }
+      levels.back().push_back(c);
+    } else {
+      levels.push_back({c});
+    }
+  }
+  return levels;
+}
+
+}  // namespace
+
 std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
   std::vector<const RankCandidate*> counted;
   std::vector<std::string> ignored;
   for (const RankCandidate& c : view.candidates) {
     if (view.slurm_batch_step && c.variable == "SLURM_LOCALID") {
       ignored.push_back(setting(c) + " (sbatch's batch step, not a task launch)");
+      continue;
+    }
+    if (view.slurm_gpus_per_task && c.variable == "SLURM_LOCALID") {
+      ignored.push_back(setting(c) + " (srun --gpus-per-task: each task has GPUs of its own)");
       continue;
     }
     if (!read_rank_number(c.value)) {
@@ -115,11 +209,61 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
     counted.push_back(&c);
   }
   if (counted.empty()) return std::nullopt;
-  const RankCandidate* chosen = counted.front();
   bool agree = true;  // as numbers: "01" and "1" agree
   for (const RankCandidate* c : counted) {
-    agree = agree && read_rank_number(c->value) == read_rank_number(chosen->value);
+    agree = agree && read_rank_number(c->value) == read_rank_number(counted.front()->value);
   }
+  LocalRank out;
+  const auto levels = counted.size() > 1 ? group_by_launcher(counted) : std::nullopt;
+  if (levels && levels->size() > 1) {
+    // Nested launchers: every one counts, outermost first.
+    std::optional<int> total = 1;
+    int rank = 0;
+    for (std::size_t i = 0; i < levels->size(); ++i) {
+      const RankCandidate& c = *(*levels)[i].front();
+      const int value = *read_rank_number(c.value);
+      std::string size_variable;
+      std::optional<int> size = size_of(c, view, &size_variable);
+      const bool innermost = i + 1 == levels->size();
+      if (!innermost && !size) {
+        if (value != 0) {
+          throw bad_input(setting(c) + " (" + where_set(c) + ") is set by a launcher of " +
+                          std::string(launcher_of(c.variable)) +
+                          " that does not say how many processes it started on this node, "
+                          "and a launcher inside it sets " +
+                          (*levels)[i + 1].front()->variable +
+                          "; gpusel cannot tell the processes apart. Give each process its GPU "
+                          "(GPUSEL_GPU, GPUSEL_GPUS) or do not nest the launchers");
+        }
+        ignored.push_back(setting(c) + " (" + where_set(c) +
+                          "; its launcher says no size, and rank 0 counts as one task)");
+        continue;
+      }
+      if (rank != 0 && !size) {
+        throw bad_input((*levels)[i].front()->variable + " runs inside " +
+                        out.levels.back().variable +
+                        ", but its launcher does not say how many processes it started; "
+                        "give each process its GPU (GPUSEL_GPU, GPUSEL_GPUS)");
+      }
+      rank = rank * size.value_or(1) + value;
+      total = total && size ? std::optional<int>(*total * *size) : std::nullopt;
+      out.levels.push_back(LauncherLevel{c.variable, value, size});
+      out.variable = c.variable;
+      out.size_variable = size_variable;
+      for (std::size_t k = 1; k < (*levels)[i].size(); ++k) {
+        ignored.push_back(setting(*(*levels)[i][k]) + " (set with " + c.variable + ")");
+      }
+    }
+    out.rank = rank;
+    out.local_size = total;
+    if (out.levels.size() == 1) {
+      out.levels.clear();
+      out.local_size = total;
+    }
+    out.ignored = std::move(ignored);
+    return out;
+  }
+  const RankCandidate* chosen = counted.front();
   if (!agree) {
     chosen = nearest(counted);
     if (chosen == nullptr) {
@@ -142,28 +286,11 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
     // All agree: report the nearest when known, else the first in kRankVariables order.
     if (const RankCandidate* n = nearest(counted); n != nullptr) chosen = n;
   }
-  LocalRank out;
   out.variable = chosen->variable;
   out.rank = *read_rank_number(chosen->value);
   out.ignored = std::move(ignored);
-  if (chosen->size_value) {
-    for (const RankVariable& v : kRankVariables) {
-      if (v.size_name == nullptr || chosen->variable != v.name) continue;
-      out.size_variable = v.size_name;
-      out.local_size = out.size_variable == "SLURM_STEP_TASKS_PER_NODE"
-                           ? slurm_tasks_on_node(*chosen->size_value, view.slurm_node_id)
-                           : read_rank_number(*chosen->size_value);
-      if (!out.local_size) {
-        throw bad_input(out.size_variable + "=" + quote_value(*chosen->size_value) +
-                        " is not a number of local ranks; fix the launcher's setting or unset it");
-      }
-      if (*out.local_size <= out.rank) {
-        throw bad_input(setting(*chosen) + " is not below " + out.size_variable + "=" +
-                        quote_value(*chosen->size_value) +
-                        "; the launcher's variables contradict each other");
-      }
-    }
-  }
+  out.local_size = size_of(*chosen, view, &out.size_variable);
+  if (!chosen->size_value) out.size_variable.clear();
   return out;
 }
 

@@ -171,6 +171,7 @@ std::vector<std::size_t> resolve_positions(const std::vector<std::string>& entri
                                            const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                            const VisibleSet* vs) {
   std::vector<std::size_t> picked;
+  if (const auto problem = uuid_case_problem(env)) throw bad_input(*problem);
   if (!env.visible_devices) {
     for (const std::string& entry : entries) {
       std::size_t g = is_gpu_uuid(entry) ? physical_uuid(gpus, entry) : physical_index(gpus, entry);

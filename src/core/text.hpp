@@ -1,6 +1,6 @@
-// gpusel: the core's small text helpers (pure, no I/O, no locale): quoting for messages and for
-// the shell, blanks, comma lists and decimal numbers read with std::from_chars.
-// A private header: src/core is on the include path of the targets that use it.
+// gpusel: the core's small text helpers (pure, no I/O, no locale): quoting for messages, blanks,
+// comma lists and decimal numbers read with std::from_chars. The core's interface to the layers
+// that may use it (cmake/layers.cmake): never installed, not on the gpusel command's include path.
 #pragma once
 
 #include <cstdint>
@@ -16,6 +16,15 @@ GPUSEL_BEGIN_NAMESPACE
 // Quotes a value for a message: "value" with control characters escaped. (API: also declared in
 // gpusel/resolve.hpp.)
 std::string quote_value(std::string_view value);
+
+// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as
+// \xNN; well-formed UTF-8 (no overlong form, surrogate, or code point past U+10FFFF) kept. (API:
+// also declared in gpusel/resolve.hpp.)
+std::string printable(std::string_view text);
+
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval. (API: also
+// declared in gpusel/resolve.hpp.)
+std::string shell_quote(std::string_view value);
 
 GPUSEL_END_NAMESPACE
 
@@ -73,12 +82,5 @@ std::optional<double> read_plain_number(std::string_view text) noexcept;
 // Whether `name` can be used as a file name as it is: 1 to 96 ASCII letters, digits and dashes
 // (what a GPU UUID holds). Lease files and the simulator's usage files are named by UUID.
 bool is_plain_file_name(std::string_view name) noexcept;
-
-// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as
-// \xNN; well-formed UTF-8 (no overlong form, surrogate, or code point past U+10FFFF) kept.
-std::string printable(std::string_view text);
-
-// `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval.
-std::string shell_quote(std::string_view value);
 
 }  // namespace gpusel::detail

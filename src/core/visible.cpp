@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
 #include "text.hpp"
 
@@ -33,7 +34,40 @@ std::optional<VisibleDevice> match_unique(const std::string& entry, const Candid
   return hit;
 }
 
+// [OPEN] What an entry is, by its prefix, written exactly "GPU-" or "MIG-". NVIDIA documents the
+// upper-case forms only; how the driver reads "gpu-..." is not known. The model (and the
+// simulator, sim/cuda_rules.hpp's entry_kind) reads such an entry as no UUID: an invalid integer,
+// which ends the list. gpusel refuses a preset holding one (uuid_case_problem) rather than guess.
+enum class EntryKind { Integer, GpuUuid, MigUuid };
+
+EntryKind entry_kind(std::string_view entry) {
+  if (entry.substr(0, 4) == "GPU-") return EntryKind::GpuUuid;
+  if (entry.substr(0, 4) == "MIG-") return EntryKind::MigUuid;
+  return EntryKind::Integer;
+}
+
 }  // namespace
+
+std::optional<std::string> uuid_case_problem(const CudaEnv& env) {
+  if (!env.visible_devices) return std::nullopt;
+  std::optional<std::string> out;
+  detail::each_comma_piece(*env.visible_devices, [&](std::string_view entry) {
+    const std::string_view head = entry.substr(0, 4);
+    if ((equal_ci(head, "GPU-") || equal_ci(head, "MIG-")) &&
+        entry_kind(entry) == EntryKind::Integer) {
+      std::string upper(head);
+      for (char& c : upper) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
+      out = describe_preset(env) + " has the entry " + quote_value(entry) + ", which starts with " +
+            quote_value(head) + " rather than " + upper +
+            ": how the NVIDIA driver reads that is not documented, so gpusel does not guess. "
+            "Write " +
+            upper + std::string(entry.substr(4)) + " instead";
+      return false;
+    }
+    return true;
+  });
+  return out;
+}
 
 std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcept {
   std::size_t i = 0;
@@ -151,11 +185,11 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
   } else {
     const std::string& value = *env.visible_devices;
     for (std::string_view entry : detail::split_commas(value)) vs.entries.emplace_back(entry);
-    // [DRV] The first entry decides the kind of the whole list. [OPEN] compared without regard
-    // to letter case, as gpusel compares UUIDs.
-    if (starts_with_ci(value, "GPU-")) {
+    // [DRV] The first entry decides the kind of the whole list (entry_kind: [OPEN] its prefix
+    // written exactly GPU- or MIG-).
+    if (entry_kind(value) == EntryKind::GpuUuid) {
       vs.mode = VisibleMode::GpuUuids;
-    } else if (starts_with_ci(value, "MIG-")) {
+    } else if (entry_kind(value) == EntryKind::MigUuid) {
       vs.mode = VisibleMode::MigUuids;
     } else {
       vs.mode = VisibleMode::Indices;
@@ -185,8 +219,8 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
         if (n && *n < gpus.size()) device = VisibleDevice{static_cast<int>(*n), -1};
       } else if (vs.mode == VisibleMode::GpuUuids) {
         // [DRV] an entry of another kind ends the list; [DRV] blanks are not stripped
-        if (starts_with_ci(entry, "GPU-")) device = match_unique(entry, candidates);
-      } else if (starts_with_ci(entry, "MIG-")) {
+        if (entry_kind(entry) == EntryKind::GpuUuid) device = match_unique(entry, candidates);
+      } else if (entry_kind(entry) == EntryKind::MigUuid) {
         device = match_unique(entry, candidates);
         if (!device) {  // [NV] the pre-R470 form MIG-GPU-<gpu uuid>/<gi>/<ci>, whole
           for (const auto& [text, d] : candidates) {

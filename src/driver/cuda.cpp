@@ -6,10 +6,10 @@
 #include <cstring>
 #include <mutex>
 
-#include "../platform/env.hpp"
 #include "cuda_abi.hpp"
 #include "cuda_api.hpp"
 #include "dl.hpp"
+#include "env.hpp"
 #include "gpusel/error.hpp"
 
 namespace gpusel::detail {

@@ -1,8 +1,8 @@
 // Windows: opening NVML (nvml.dll) and CUDA's driver (nvcuda.dll) with LoadLibraryExW and an
 // explicit search order. The current directory and PATH are never searched, so a DLL planted
 // beside the user's files cannot be loaded in the driver's place.
-#include "../platform/win.hpp"
 #include "dl.hpp"
+#include "win.hpp"
 
 #include <cstring>
 #include <vector>

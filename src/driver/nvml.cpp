@@ -12,7 +12,7 @@
 #include <type_traits>
 #include <unordered_map>
 
-#include "../platform/ancestry.hpp"
+#include "ancestry.hpp"
 #include "dl.hpp"
 #include "nvml_abi.hpp"
 #include "nvml_index.hpp"
@@ -586,7 +586,7 @@ bool nvml_gpu_index(const std::string& uuid, std::optional<unsigned>& index) {
 
 }  // namespace gpusel::detail
 
-namespace gpusel::detail {
+GPUSEL_BEGIN_NAMESPACE
 
 void reuse_nvml_snapshots() {
   std::lock_guard<std::mutex> lock(nvml_mutex);
@@ -648,4 +648,4 @@ std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::siz
   return {};
 }
 
-}  // namespace gpusel::detail
+GPUSEL_END_NAMESPACE

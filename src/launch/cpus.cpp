@@ -1,6 +1,6 @@
 // CPU placement of workers near their GPUs.
 #ifdef _WIN32
-#include "../platform/win.hpp"
+#include "win.hpp"
 #else
 #include <sched.h>
 #endif

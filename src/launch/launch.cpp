@@ -120,6 +120,19 @@ std::vector<pid_t> own_children() {
   return out;
 }
 
+// The parent of process `pid`, from /proc; 0 when unknown.
+pid_t parent_pid(pid_t pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const std::size_t paren = line.rfind(')');
+  if (paren == std::string::npos) return 0;
+  std::istringstream fields(line.substr(paren + 1));
+  char state = 0;
+  long ppid = 0;
+  return fields >> state >> ppid ? static_cast<pid_t>(ppid) : 0;
+}
+
 // "pid 4242 `sleep 100`": a process, for a message.
 std::string describe_process(pid_t pid) {
   std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
@@ -128,7 +141,7 @@ std::string describe_process(pid_t pid) {
   while (!args.empty() && args.back() == '\0') args.pop_back();
   std::replace(args.begin(), args.end(), '\0', ' ');
   std::string out = "pid " + std::to_string(pid);
-  return args.empty() ? out : out + " `" + detail::printable(args) + "`";
+  return args.empty() ? out : out + " `" + printable(args) + "`";
 }
 
 // Everything launch_workers sets up, undone however it ends (return or exception): workers still
@@ -368,12 +381,24 @@ int launch_workers(const LaunchOptions& options) {
   return detail::launch_program(options, find_program(options.command.at(0)));
 }
 
+int launch_workers(const LaunchOptions& options, const std::string& program) {
+  return detail::launch_program(options, program);
+}
+
 GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {
 
 int launch_program(const LaunchOptions& options, const std::string& program) {
-  const std::size_t n = options.gpus.size();
+  if (options.ranks_per_gpu < 1 || options.ranks_per_gpu > 4096) {
+    throw bad_input("run: ranks per GPU must be from 1 to 4096, not " +
+                    std::to_string(options.ranks_per_gpu));
+  }
+  const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
+  const std::size_t n = options.gpus.size() * per_gpu;
+  // Rank r's GPU: K consecutive ranks per GPU.
+  auto gpu_of = [&](std::size_t r) -> const std::string& { return options.gpus[r / per_gpu]; };
+  const bool shared = options.share || per_gpu > 1;
   if (!std::isfinite(options.grace_seconds) || options.grace_seconds < 0) {
     throw bad_input("run: the grace period must be a finite number of seconds, 0 or more, not " +
                     detail::seconds_text(options.grace_seconds));
@@ -381,8 +406,8 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
 
   // Everything the children need is built before the first fork.
   std::vector<std::string> base;
-  const char* kOwn[] = {
-      "RANK=", "LOCAL_RANK=", "WORLD_SIZE=", "LOCAL_WORLD_SIZE=", "GPUSEL_GPUS=", "GPUSEL_GPU="};
+  const char* kOwn[] = {"RANK=",        "LOCAL_RANK=", "WORLD_SIZE=",  "LOCAL_WORLD_SIZE=",
+                        "GPUSEL_GPUS=", "GPUSEL_GPU=", "GPUSEL_SHARE="};
   const bool set_visible = options.set_visible != SetVisible::None;
   for (char** e = environ; *e != nullptr; ++e) {
     bool own = false;
@@ -396,6 +421,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   base.push_back("WORLD_SIZE=" + std::to_string(n));
   base.push_back("LOCAL_WORLD_SIZE=" + std::to_string(n));
   base.push_back("GPUSEL_GPUS=" + join_entries(options.gpus));
+  if (shared) base.push_back("GPUSEL_SHARE=1");
   if (options.set_visible == SetVisible::Job)
     base.push_back("CUDA_VISIBLE_DEVICES=" + join_entries(options.gpus));
 
@@ -404,9 +430,9 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   for (std::size_t r = 0; r < n; ++r) {
     envs[r].push_back("RANK=" + std::to_string(r));
     envs[r].push_back("LOCAL_RANK=" + std::to_string(r));
-    envs[r].push_back("GPUSEL_GPU=" + options.gpus[r]);
+    envs[r].push_back("GPUSEL_GPU=" + gpu_of(r));
     if (options.set_visible == SetVisible::Own)
-      envs[r].push_back("CUDA_VISIBLE_DEVICES=" + options.gpus[r]);
+      envs[r].push_back("CUDA_VISIBLE_DEVICES=" + gpu_of(r));
     for (auto& s : envs[r]) envps[r].push_back(s.data());
     envps[r].push_back(nullptr);
   }
@@ -564,11 +590,88 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   Clock::time_point orphan_kill_at{};
   std::size_t orphans_count = 0;
   std::vector<std::string> orphans_seen;
+  // The placement check (LaunchOptions::check_placement): when to look next, and what it found.
+  struct {
+    bool on = false;
+    int looks = 0;
+    int unknown_looks = 0;  // looks at which NVML named only processes this system does not show
+    Clock::time_point next{};
+    std::string violation;  // the first worker found on a GPU not its own
+  } check;
+  check.on = static_cast<bool>(options.gpu_processes);
+  check.next = Clock::now() + std::chrono::milliseconds(500);
+  auto say = [&](const std::string& text) {
+    if (options.on_note) {
+      options.on_note(text);
+    } else {
+      write_all(2, "gpusel: note: " + text + "\n");
+    }
+  };
+  // The rank whose tree `pid` belongs to; -1 when none (another job's, or an orphan that came to
+  // gpusel).
+  auto rank_of = [&](pid_t pid) -> int {
+    for (int depth = 0; depth < 64 && pid > 1; ++depth) {
+      for (const Worker& w : workers) {
+        if (w.pid == pid) return w.rank;
+      }
+      if (pid == parent) return -1;
+      pid = parent_pid(pid);
+    }
+    return -1;
+  };
+  auto look_at_placement = [&] {
+    ++check.looks;
+    // Soon after the start, then at a low rate: 0.5, 1, 2, 4 s, then every 5 s.
+    check.next =
+        Clock::now() + std::chrono::milliseconds(check.looks < 4 ? 500 << check.looks : 5000);
+    std::string why_not;
+    const std::optional<std::vector<GpuProcesses>> gpus = options.gpu_processes(why_not);
+    if (!gpus) {
+      say("the placement check is off: " + why_not);
+      check.on = false;
+      return;
+    }
+    bool listed = false, any_known = false, any_unknown = false;
+    for (const GpuProcesses& g : *gpus) {
+      if (!g.pids) continue;
+      listed = true;
+      for (const unsigned p : *g.pids) {
+        const auto pid = static_cast<pid_t>(p);
+        if (kill(pid, 0) != 0 && errno == ESRCH) {
+          any_unknown = true;
+          continue;
+        }
+        any_known = true;
+        const int r = rank_of(pid);
+        if (r < 0) continue;
+        const std::string& own = gpu_of(static_cast<std::size_t>(r));
+        if (starts_with_ci(own, "MIG-") || same_entry(own, g.uuid)) continue;
+        check.violation =
+            "rank " + std::to_string(r) + " (GPU " + own + ") opened a CUDA context on GPU " +
+            std::to_string(g.index) + " (" + g.uuid + "), not its own (process " +
+            describe_process(pid) +
+            "): the program chose its GPU itself, and the job was stopped. Run it with "
+            "--set-visible job (for cuda:LOCAL_RANK) or --set-visible own (for cuda:0), or bind "
+            "the GPU with gpusel in the program (gpusel::bind_assigned_gpu(), "
+            "gpusel.bind_assigned_gpu())";
+        return;
+      }
+    }
+    if (!listed && !gpus->empty()) {
+      say("the placement check is off: NVML cannot list the processes on these GPUs");
+      check.on = false;
+    } else if (any_unknown && !any_known && ++check.unknown_looks >= 2) {
+      say("the placement check is off: NVML names processes this system does not show (a "
+          "container's own pid namespace?)");
+      check.on = false;
+    }
+  };
   auto worker_ended = [&](Worker& w, int status) {
     w.running = false;
     w.status = status;
     --running;
-    if (exit_code(w.status) != 0 && first_failure < 0 && stop_signal == 0) {
+    if (exit_code(w.status) != 0 && first_failure < 0 && stop_signal == 0 &&
+        check.violation.empty()) {
       first_failure = w.rank;
       signal_job(SIGTERM);
       arm_kill();
@@ -611,6 +714,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     std::optional<Clock::time_point> wake;
     auto wake_by = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
     if (kill_pending) wake_by(kill_at);
+    if (check.on && running > 0 && check.violation.empty()) wake_by(check.next);
     // Past that time, each orphan's end (SIGCHLD) wakes gpusel to kill what came to it next.
     if (orphans_stopping && children_left && Clock::now() < orphan_kill_at) wake_by(orphan_kill_at);
     if (draining) wake_by(drain_until);
@@ -695,6 +799,13 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
           flush_partial(w, w.streams[s], out_fd(s));
       }
     }
+    if (check.on && running > 0 && check.violation.empty() && Clock::now() >= check.next) {
+      look_at_placement();
+      if (!check.violation.empty() && stop_signal == 0) {
+        signal_job(SIGTERM);
+        arm_kill();
+      }
+    }
     if (kill_pending && Clock::now() >= kill_at) {
       for (const Worker& w : workers) sigkilled += w.running ? 1 : 0;
       signal_job(SIGKILL);
@@ -721,12 +832,16 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   if (first_failure >= 0) {
     const Worker& bad = workers[static_cast<std::size_t>(first_failure)];
     write_all(2, "gpusel: rank " + std::to_string(bad.rank) + " (GPU " +
-                     options.gpus[static_cast<std::size_t>(bad.rank)] + ") " +
-                     status_text(bad.status) + "; " +
+                     gpu_of(static_cast<std::size_t>(bad.rank)) + ") " + status_text(bad.status) +
+                     "; " +
                      (n == 1 ? std::string("it was the only worker")
                              : "the other " + std::to_string(n - 1) + " worker" +
                                    (n == 2 ? " was" : "s were") + " stopped") +
                      "\n");
+  }
+  if (!check.violation.empty() && stop_signal == 0) {
+    write_all(2, "gpusel: " + check.violation + "\n");
+    return 1;
   }
   if (stop_signal != 0) {
     write_all(2, "gpusel: stopped by " + signal_name(stop_signal) + "; it was forwarded to " +

@@ -16,7 +16,7 @@
 //   the end), so unlike POSIX a partial line is not shown after 200 ms.
 #include <winsock2.h>
 // winsock2.h before windows.h
-#include "../platform/win.hpp"
+#include "win.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -502,6 +502,10 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
 
 int launch_workers(const LaunchOptions& options) {
   return run_workers(options, find_program(options.command.at(0)));
+}
+
+int launch_workers(const LaunchOptions& options, const std::string& program) {
+  return run_workers(options, program);
 }
 
 GPUSEL_END_NAMESPACE

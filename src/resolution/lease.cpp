@@ -20,10 +20,11 @@
 #include <ctime>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <sstream>
 #include <tuple>
 
-#include "../platform/env.hpp"
+#include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/resolve.hpp"
@@ -61,20 +62,20 @@ std::string user_name(uid_t uid) {
 class LockTable {
  public:
   LockTable() {
-    std::ifstream locks("/proc/locks");
-    std::string line;
-    while (std::getline(locks, line)) {
-      // "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"; blocked waiters have "->" after the id.
-      std::istringstream in(line);
-      std::string id, kind, mode, access, where;
-      long pid = 0;
-      if (!(in >> id >> kind) || kind == "->") continue;
-      if (kind != "FLOCK" || !(in >> mode >> access >> pid >> where)) continue;
-      unsigned maj = 0, min = 0;
-      unsigned long long inode = 0;
-      if (std::sscanf(where.c_str(), "%x:%x:%llu", &maj, &min, &inode) != 3) continue;
-      held_.emplace(std::make_pair(makedev(maj, min), static_cast<ino_t>(inode)),
-                    static_cast<int>(pid));
+    // "1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"; blocked waiters have "->" after the id.
+    const int fd = open("/proc/locks", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return;
+    std::string text;
+    char buf[16384];
+    for (ssize_t got; (got = read(fd, buf, sizeof buf)) > 0;)
+      text.append(buf, static_cast<std::size_t>(got));
+    close(fd);
+    std::size_t at = 0;
+    while (at < text.size()) {
+      std::size_t end = text.find('\n', at);
+      if (end == std::string::npos) end = text.size();
+      parse_line(std::string_view(text).substr(at, end - at));
+      at = end + 1;
     }
   }
   // nullopt: nobody holds a lock on it; 0: someone the table does not name.
@@ -85,6 +86,30 @@ class LockTable {
   }
 
  private:
+  // The words of a line, split at blanks.
+  static std::vector<std::string_view> words(std::string_view line) {
+    std::vector<std::string_view> out;
+    std::size_t i = 0;
+    while (i < line.size()) {
+      while (i < line.size() && line[i] == ' ') ++i;
+      const std::size_t start = i;
+      while (i < line.size() && line[i] != ' ') ++i;
+      if (i > start) out.push_back(line.substr(start, i - start));
+    }
+    return out;
+  }
+
+  void parse_line(std::string_view line) {
+    const std::vector<std::string_view> w = words(line);
+    if (w.size() < 6 || w[1] != "FLOCK") return;  // also skips "->" (a blocked waiter)
+    const std::string pid(w[4]), where(w[5]);
+    unsigned maj = 0, min = 0;
+    unsigned long long inode = 0;
+    if (std::sscanf(where.c_str(), "%x:%x:%llu", &maj, &min, &inode) != 3) return;
+    held_.emplace(std::make_pair(makedev(maj, min), static_cast<ino_t>(inode)),
+                  static_cast<int>(std::strtol(pid.c_str(), nullptr, 10)));
+  }
+
   std::map<std::pair<dev_t, ino_t>, int> held_;
 };
 
@@ -231,8 +256,7 @@ LeaseHolder process_details(int pid) {
     const bool plain = !word.empty() && word.find_first_not_of(
                                             "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
                                             "0123456789_@%+=:,./-") == std::string_view::npos;
-    command +=
-        (command.empty() ? "" : " ") + (plain ? std::string(word) : detail::shell_quote(word));
+    command += (command.empty() ? "" : " ") + (plain ? std::string(word) : shell_quote(word));
     start = end + 1;
   }
   if (command.size() > 200) command = command.substr(0, 197) + "...";
@@ -349,9 +373,9 @@ struct Located {
   uid_t owner = 0;
 };
 
-Located locate_file(const LeaseStore& store, const std::string& uuid, struct stat& st) {
+Located locate_file(const LeaseStore& store, const std::string& name, struct stat& st) {
   Located l;
-  l.path = store.dir() + "/" + lease_name(uuid);
+  l.path = store.dir() + "/" + name;
   l.shared = store.shared();
   l.owner = store.shared() ? 0 : geteuid();
   if (lstat(l.path.c_str(), &st) == 0) {
@@ -359,7 +383,7 @@ Located locate_file(const LeaseStore& store, const std::string& uuid, struct sta
     return l;
   }
   if (LeaseStoreAccess::own_primary(store)) return l;  // made there when taken
-  l.path = store.own_dir() + "/" + lease_name(uuid);
+  l.path = store.own_dir() + "/" + name;
   l.shared = false;
   l.owner = geteuid();
   l.exists = lstat(l.path.c_str(), &st) == 0;
@@ -369,7 +393,7 @@ Located locate_file(const LeaseStore& store, const std::string& uuid, struct sta
 }  // namespace
 
 std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>& uuids) const {
-  const LockTable table;
+  std::optional<LockTable> table;  // read once, and only when some lease file exists
   std::vector<LeaseStanding> out;
   out.reserve(uuids.size());
   for (const std::string& uuid : uuids) {
@@ -379,16 +403,19 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
       continue;
     }
     struct stat st {};
-    const Located l = locate_file(*this, uuid, st);
+    const Located l = locate_file(*this, lease_name(uuid), st);
     s.path = l.path;
     s.shared = l.shared;
     if (l.exists) {
       s.problem = lease_file_problem(l.path, st, l.owner, l.shared);
       if (!s.problem.empty()) {
         s.state = LeaseStanding::State::Unusable;
-      } else if (table.holder(st.st_dev, st.st_ino)) {
-        s.state = LeaseStanding::State::Held;
-        s.holder = holder_of(table, st);
+      } else {
+        if (!table) table.emplace();
+        if (table->holder(st.st_dev, st.st_ino)) {
+          s.state = LeaseStanding::State::Held;
+          s.holder = holder_of(*table, st);
+        }
       }
     }
     out.push_back(std::move(s));
@@ -396,27 +423,34 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
   return out;
 }
 
-std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* standing) const {
-  LeaseStanding local;
-  LeaseStanding& s = standing != nullptr ? *standing : local;
+namespace {
+
+// Locks the file `name` of `uuid` in `store` (made when it is this user's to make) without
+// waiting: a descriptor, or -1 with `s` saying why (held, and by whom; or unusable).
+int lock_file(const LeaseStore& store, const std::string& uuid, const std::string& name,
+              int operation, LeaseStanding& s) {
   s = LeaseStanding{};
-  auto unusable = [&](std::string problem) -> std::optional<Lease> {
+  auto unusable = [&](std::string problem) {
     s.state = LeaseStanding::State::Unusable;
     s.problem = std::move(problem);
-    return std::nullopt;
+    return -1;
   };
   if (!detail::is_plain_file_name(uuid)) {
     return unusable(quote_value(uuid) + " is not a GPU UUID as the NVIDIA driver reports one");
   }
   for (int attempt = 0; attempt < 8; ++attempt) {
     struct stat st {};
-    Located l = locate_file(*this, uuid, st);
+    Located l = locate_file(store, name, st);
     s.path = l.path;
     s.shared = l.shared;
     if (!l.exists) {
       // This user's own file, made now: in the primary store when it is this user's (or root's,
       // for root), else in the user's own store.
-      prepare_store_folder(l.path.substr(0, l.path.rfind('/')));
+      try {
+        prepare_store_folder(l.path.substr(0, l.path.rfind('/')));
+      } catch (const Error& e) {
+        return unusable(e.what());
+      }
       const int made = open(l.path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                             l.shared ? 0444 : 0400);
       if (made >= 0) {
@@ -439,25 +473,86 @@ std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* st
       close(fd);
       continue;  // replaced between the look and the open
     }
-    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    if (flock(fd, operation | LOCK_NB) != 0) {
       const int e = errno;
       close(fd);
       if (e != EWOULDBLOCK) return unusable("cannot lock " + l.path + ": " + errno_text(e));
       s.state = LeaseStanding::State::Held;
       s.holder = holder_of(LockTable(), held);
-      return std::nullopt;
+      return -1;
     }
     // The name must still lead to the file locked (only the store's owner can change it):
     // otherwise another process may lock the new file too.
     struct stat named {};
     if (lstat(l.path.c_str(), &named) == 0 && named.st_dev == held.st_dev &&
         named.st_ino == held.st_ino && named.st_nlink == 1) {
-      return Lease(fd, uuid);
+      return fd;
     }
     close(fd);
   }
-  return unusable("the lease file of " + uuid + " in " + dir_ +
+  return unusable("the file " + name + " in " + store.dir() +
                   " keeps being replaced; check who changes that folder");
+}
+
+// Whether `pid` is this process or one of its ancestors.
+bool ancestor_or_self(int pid) {
+  for (int p = getpid(), depth = 0; p > 0 && depth < 64; ++depth) {
+    if (p == pid) return true;
+    if (p == 1) break;
+    std::ifstream in("/proc/" + std::to_string(p) + "/stat");
+    std::string line;
+    std::getline(in, line);
+    const std::size_t paren = line.rfind(')');
+    if (paren == std::string::npos) break;
+    std::istringstream fields(line.substr(paren + 1));
+    char state = 0;
+    int parent = 0;
+    if (!(fields >> state >> parent)) break;
+    p = parent;
+  }
+  return false;
+}
+
+// The claims this process holds: kept open until it ends.
+std::vector<int> held_claims;
+std::mutex held_claims_mutex;
+
+}  // namespace
+
+std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* standing) const {
+  LeaseStanding local;
+  LeaseStanding& s = standing != nullptr ? *standing : local;
+  const int fd = lock_file(*this, uuid, lease_name(uuid), LOCK_EX, s);
+  if (fd < 0) return std::nullopt;
+  return Lease(fd, uuid);
+}
+
+ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
+  ClaimResult out;
+  // A lease of another job: one that did not start this process (gpusel run's workers run under
+  // the lease their parent holds).
+  const LeaseStanding lease = standings({uuid}).front();
+  if (lease.state == LeaseStanding::State::Held &&
+      !(lease.holder && ancestor_or_self(lease.holder->pid))) {
+    out.leased_elsewhere = true;
+    out.leased_by_other_job = lease.holder;
+    if (!share) return out;
+  }
+  LeaseStanding s;
+  const int fd = lock_file(*this, uuid, uuid + ".claim", share ? LOCK_SH : LOCK_EX, s);
+  if (fd >= 0) {
+    std::lock_guard<std::mutex> lock(held_claims_mutex);
+    held_claims.push_back(fd);
+    out.claimed = true;
+    return out;
+  }
+  if (s.state == LeaseStanding::State::Unusable) {
+    out.problem = s.problem;
+    return out;
+  }
+  out.other = s.holder;
+  out.beside = share;  // sharing: run beside an exclusive claim
+  return out;
 }
 
 namespace {

@@ -10,10 +10,10 @@ GPUSEL_BEGIN_NAMESPACE
 
 std::string describe_holder(const LeaseHolder& holder) {
   std::string details;
-  if (!holder.user.empty()) details += "user " + detail::printable(holder.user);
+  if (!holder.user.empty()) details += "user " + printable(holder.user);
   if (!holder.command.empty()) {
-    details += (details.empty() ? "" : ", ") + std::string("command `") +
-               detail::printable(holder.command) + "`";
+    details +=
+        (details.empty() ? "" : ", ") + std::string("command `") + printable(holder.command) + "`";
   }
   if (!holder.started.empty()) {
     details += (details.empty() ? "" : ", ") + std::string("since ") + holder.started;
@@ -31,7 +31,7 @@ std::string describe_standing(const LeaseStanding& standing) {
                                  ? describe_holder(*standing.holder)
                                  : std::string("another job (its holder is not visible here)"));
     case LeaseStanding::State::Unusable:
-      return "its lease cannot be taken: " + detail::printable(standing.problem);
+      return "its lease cannot be taken: " + printable(standing.problem);
   }
   return "";
 }

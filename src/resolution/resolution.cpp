@@ -4,14 +4,14 @@
 
 #include <cstdlib>
 
-#include "../driver/nvml_index.hpp"
-#include "../platform/env.hpp"
+#include "env.hpp"
 #include "gpusel/acquire.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "nvml_index.hpp"
 #include "resolve_detail.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -86,7 +86,7 @@ std::vector<std::size_t> positions_by_uuid(const std::vector<std::string>& entri
     picked.clear();
     for (std::size_t g = 0; g < gpus.size(); ++g) picked.push_back(g);
   }
-  broken = detail::nvml_complete(gpus, picked, detail::NvmlPart::Mig);
+  broken = nvml_complete(gpus, picked, NvmlPart::Mig);
   if (!broken.empty()) return {};
   return detail::resolve_positions(entries, gpus, env, nullptr);
 }

@@ -8,11 +8,12 @@
 #include <map>
 #include <mutex>
 
-#include "../platform/ancestry.hpp"
-#include "../platform/env.hpp"
+#include "ancestry.hpp"
 #include "cuda_api.hpp"
+#include "env.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
@@ -30,6 +31,13 @@ using detail::CudaApi;
 using detail::CudaHandle;
 
 namespace {
+
+AssignmentInfo info_of(AssignmentSource source, std::optional<LocalRank> rank) {
+  AssignmentInfo info;
+  info.source = source;
+  info.rank = std::move(rank);
+  return info;
+}
 
 struct Assignment {
   std::optional<std::string> physical;  // a published UUID (or prefix)
@@ -122,12 +130,203 @@ LauncherView launcher_view() {
   }
   if (auto node = env_string("SLURM_NODEID"))
     view.slurm_node_id = read_rank_number(*node).value_or(0);
-  if (ranks_disagree(view)) look_up_distances(view.candidates);
+  // srun --gpus-per-task: SLURM_GPUS_PER_TASK where Slurm exports it; else (Slurm 22.05 does not,
+  // to tasks) a task whose own GPUs (SLURM_STEP_GPUS) are fewer than the step's on this node
+  // (SLURM_GPUS_ON_NODE).
+  if (auto per_task = env_string("SLURM_GPUS_PER_TASK"); per_task && !per_task->empty()) {
+    view.slurm_gpus_per_task = true;
+  } else if (auto step = env_string("SLURM_STEP_GPUS"), on_node = env_string("SLURM_GPUS_ON_NODE");
+             step && on_node && !step->empty()) {
+    const auto own = static_cast<int>(std::count(step->begin(), step->end(), ',') + 1);
+    const std::optional<int> total = read_rank_number(detail::trim_blanks(*on_node));
+    view.slurm_gpus_per_task = total && *total > own;
+  }
+  // Several variables: which launcher set each (nested launchers, or one left behind) is read
+  // from the ancestors' environments, whether or not they agree.
+  if (view.candidates.size() > 1) look_up_distances(view.candidates);
   return view;
 }
 
 std::optional<LocalRank> local_rank() {
   return choose_local_rank(launcher_view());
+}
+
+bool sharing_asked() {
+  if (const auto share = env_string("GPUSEL_SHARE"); share && !share->empty()) {
+    const std::string_view v = detail::trim_blanks(*share);
+    if (v == "1") return true;
+    if (v != "0") {
+      throw bad_input("GPUSEL_SHARE=" + quote_value(*share) +
+                      " is neither 1 (share this process's GPU with others on purpose) nor 0");
+    }
+  }
+  // srun --ntasks-per-gpu: several tasks per GPU, by request (Slurm 22.05 tells the tasks
+  // SLURM_NTASKS_PER_TRES; SLURM_NTASKS_PER_GPU where it is exported).
+  for (const char* name : {"SLURM_NTASKS_PER_GPU", "SLURM_NTASKS_PER_TRES"}) {
+    if (const auto n = env_string(name); n && !n->empty()) return true;
+  }
+  return false;
+}
+
+namespace {
+
+// "LOCAL_WORLD_SIZE=4 ranks run on this node", "4 processes on this node (SLURM_LOCALID=1 of 2 x
+// LOCAL_RANK=0 of 2)".
+std::string ranks_text(const LocalRank& rank) {
+  if (!rank.levels.empty()) return rank.describe_size();
+  return rank.size_variable + "=" + std::to_string(rank.local_size.value_or(0)) +
+         " ranks run on this node";
+}
+
+// GPUSEL_GPU is this rank's own when gpusel run set it: the entry of GPUSEL_GPUS at this rank,
+// one entry per rank of the one launcher (LOCAL_RANK) that started the process.
+bool own_gpuselgpu(const std::string& one, const LocalRank& rank) {
+  const auto list = env_string("GPUSEL_GPUS");
+  if (!list || !rank.levels.empty() || rank.variable != "LOCAL_RANK") return false;
+  std::vector<std::string> entries;
+  try {
+    entries = parse_gpu_spec(*list);
+  } catch (const Error&) {
+    return false;
+  }
+  if (!rank.local_size || static_cast<std::size_t>(*rank.local_size) != entries.size() ||
+      static_cast<std::size_t>(rank.rank) >= entries.size()) {
+    return false;
+  }
+  try {
+    return same_entry(entries[static_cast<std::size_t>(rank.rank)], parse_single_gpu(one));
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+}  // namespace
+
+std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visible_devices) {
+  std::vector<PlacementProblem> out;
+  std::optional<LocalRank> rank;
+  try {
+    rank = local_rank();
+  } catch (const Error& e) {
+    out.push_back({"local-rank", e.what(),
+                   "unset the variable an outer launcher left behind, or give each process its "
+                   "GPU (GPUSEL_GPU, GPUSEL_GPUS, gpusel run)"});
+    return out;
+  }
+  bool share = false;
+  try {
+    share = sharing_asked();
+  } catch (const Error& e) {
+    out.push_back({"gpusel-share", e.what(), "set GPUSEL_SHARE=1 or unset it"});
+    return out;
+  }
+  if (const auto problem = uuid_case_problem(cuda_env_from_environment())) {
+    out.push_back({"cuda-visible-case", *problem,
+                   "write UUIDs in CUDA_VISIBLE_DEVICES as nvidia-smi -L prints them (GPU-..., "
+                   "MIG-...)"});
+  }
+  const auto one = env_string("GPUSEL_GPU");
+  const auto list = env_string("GPUSEL_GPUS");
+  if (one) {
+    if (rank && rank->local_size && *rank->local_size > 1 && !share &&
+        !own_gpuselgpu(*one, *rank)) {
+      out.push_back(
+          {"gpusel-gpu-shared",
+           "GPUSEL_GPU=" + quote_value(*one) + " names one GPU, and " + ranks_text(*rank) +
+               " (this is " + rank->variable + "=" + std::to_string(rank->rank) +
+               "): every one of them would bind that GPU. GPUSEL_GPU was inherited from an "
+               "outer job (a job script's export, or gpusel run around another launcher)",
+           "give each rank its own GPU: set GPUSEL_GPUS instead (eval \"$(gpusel resolve --gpu "
+           "SPEC --format env)\"), or let gpusel run start the ranks; GPUSEL_SHARE=1 shares the "
+           "GPU on purpose"});
+    }
+    return out;
+  }
+  if (list) {
+    std::vector<std::string> entries;
+    try {
+      entries = parse_gpu_spec(*list);
+    } catch (const Error& e) {
+      out.push_back({"gpusel-gpus",
+                     "GPUSEL_GPUS=" + quote_value(*list) + " cannot be read: " + e.what(),
+                     "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\""});
+      return out;
+    }
+    if (!rank) return out;  // doctor says so as information; bind refuses with its own words
+    if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
+      out.push_back({"gpusel-gpus-count",
+                     ranks_text(*rank) + ", but GPUSEL_GPUS=" + quote_value(*list) + " lists " +
+                         std::to_string(entries.size()) + " GPUs: workers will refuse to bind",
+                     "start as many workers per node as GPUs listed, or list one GPU per worker"});
+    } else if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
+      out.push_back({"gpusel-gpus-rank",
+                     rank->variable + "=" + std::to_string(rank->rank) + " is beyond GPUSEL_GPUS=" +
+                         quote_value(*list) + " (" + std::to_string(entries.size()) + " entries)",
+                     "start at most one worker per listed GPU, or list more GPUs"});
+    }
+    return out;
+  }
+  if (rank && visible_devices && *visible_devices > 1 && rank->local_size &&
+      static_cast<std::size_t>(*rank->local_size) > *visible_devices && !share) {
+    out.push_back({"ranks-share-gpus",
+                   ranks_text(*rank) + ", but CUDA sees " + std::to_string(*visible_devices) +
+                       " devices: ranks would share GPUs",
+                   "give each rank its GPU (gpusel run --gpu, GPUSEL_GPUS), start fewer ranks, or "
+                   "set GPUSEL_SHARE=1 to share on purpose"});
+  }
+  return out;
+}
+
+std::optional<PlacementProblem> slurm_gpu_problem(const std::vector<GpuInfo>& nvml,
+                                                  const std::vector<std::string>& cuda_visible) {
+  const CudaEnv env = cuda_env_from_environment();
+  if (!env.visible_devices || pci_bus_order(env)) return std::nullopt;
+  const bool batch = !env_string("SLURM_STEP_ID") && !env_string("SLURM_STEPID");
+  const char* variable = batch ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";
+  const auto given = env_string(variable);
+  if (!given || given->empty()) return std::nullopt;
+  // Slurm's numbers are device files' numbers: nvidia-smi indices.
+  std::vector<std::string> slurm_uuids;
+  bool all_read = true;
+  detail::each_comma_piece(*given, [&](std::string_view piece) {
+    const auto index = detail::read_decimal(detail::trim_blanks(piece), 1u << 20);
+    bool found = false;
+    for (const GpuInfo& g : nvml) {
+      if (index && g.index == *index && !g.uuid.empty()) {
+        slurm_uuids.push_back(g.uuid);
+        found = true;
+      }
+    }
+    all_read = all_read && found;
+    return true;
+  });
+  if (!all_read || slurm_uuids.empty()) return std::nullopt;  // NVML cannot say: nothing to check
+  std::vector<std::string> exposed_not_given;
+  for (const std::string& u : cuda_visible) {
+    bool mine = false;
+    for (const std::string& s : slurm_uuids)
+      mine = mine || same_entry(s, u) || starts_with_ci(u, s);
+    if (!mine) exposed_not_given.push_back(u);
+  }
+  if (exposed_not_given.empty()) return std::nullopt;
+  std::string which;
+  for (const std::string& u : exposed_not_given) {
+    std::string label = u;
+    for (const GpuInfo& g : nvml) {
+      if (same_entry(g.uuid, u)) label = "nvidia-smi " + std::to_string(g.index) + " (" + u + ")";
+    }
+    which += (which.empty() ? "" : ", ") + label;
+  }
+  return PlacementProblem{
+      "slurm-gpu-order",
+      std::string("Slurm gave this ") + (batch ? "job" : "step") + " nvidia-smi GPU(s) " + *given +
+          " (" + variable + ") and set CUDA_VISIBLE_DEVICES=" + quote_value(*env.visible_devices) +
+          ", but CUDA reads those numbers in its own order (CUDA_DEVICE_ORDER " +
+          (env.device_order ? "=" + quote_value(*env.device_order) : std::string("unset")) +
+          ", fastest first) and exposes " + which +
+          ", which Slurm did not give it: on a machine of mixed GPU models the numbers differ",
+      "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job script (before srun), so that CUDA reads "
+      "Slurm's numbers as nvidia-smi does"};
 }
 
 void set_assigned_gpu(std::string_view target) {
@@ -147,7 +346,7 @@ void set_assigned_gpu(std::string_view target) {
   if (!a.physical && !a.visible) {
     a.physical = physical;
     a.visible = visible;
-    a.info = AssignmentInfo{AssignmentSource::Code, std::nullopt};
+    a.info = info_of(AssignmentSource::Code, std::nullopt);
     return;
   }
   bool same = false;
@@ -239,7 +438,7 @@ std::optional<AssignmentInfo> assign_from_environment() {
     } catch (const Error&) {
     }
     std::lock_guard<std::mutex> lock(assignment_mutex);
-    assignment.info = AssignmentInfo{AssignmentSource::GpuselGpu, rank};
+    assignment.info = info_of(AssignmentSource::GpuselGpu, rank);
     return assignment.info;
   }
   const auto list = env_string("GPUSEL_GPUS");
@@ -269,7 +468,7 @@ std::optional<AssignmentInfo> assign_from_environment() {
   }
   publish_entry("GPUSEL_GPUS", *list, entries, static_cast<std::size_t>(rank->rank));
   std::lock_guard<std::mutex> lock(assignment_mutex);
-  assignment.info = AssignmentInfo{AssignmentSource::GpuselGpus, rank};
+  assignment.info = info_of(AssignmentSource::GpuselGpus, rank);
   return assignment.info;
 }
 
@@ -288,24 +487,32 @@ AssignmentInfo ordinal_from_launcher(const std::vector<CudaHandle>& devices, int
   const std::optional<LocalRank> rank = local_rank();
   const std::string preset = describe_preset(cuda_env_from_environment());
   if (rank && devices.size() > 1) {
-    if (rank->local_size && static_cast<std::size_t>(*rank->local_size) > devices.size()) {
-      throw bad_input(rank->size_variable + "=" + std::to_string(*rank->local_size) +
-                      " ranks run on this node, but CUDA sees " + std::to_string(devices.size()) +
-                      " devices here (" + preset +
-                      "); ranks would share GPUs. Give each rank its GPU (gpusel run --gpu, "
-                      "GPUSEL_GPUS) or start fewer ranks");
+    if (rank->local_size && static_cast<std::size_t>(*rank->local_size) > devices.size() &&
+        !sharing_asked()) {
+      throw bad_input(
+          ranks_text(*rank) + ", but CUDA sees " + std::to_string(devices.size()) +
+          " devices here (" + preset +
+          "); ranks would share GPUs. Give each rank its GPU (gpusel run --gpu, GPUSEL_GPUS), "
+          "start fewer ranks, or set GPUSEL_SHARE=1 to share on purpose");
+    }
+    if (static_cast<std::size_t>(rank->rank) >= devices.size() && sharing_asked()) {
+      // Several ranks per GPU on purpose: round-robin over the visible devices.
+      ordinal = rank->rank % static_cast<int>(devices.size());
+      return info_of(AssignmentSource::Launcher, rank);
     }
     if (static_cast<std::size_t>(rank->rank) >= devices.size()) {
-      throw bad_input(rank->variable + "=" + std::to_string(rank->rank) + " but CUDA sees only " +
-                      std::to_string(devices.size()) + " devices here (" + preset +
-                      "); start at most one rank per visible GPU, or set GPUSEL_GPUS");
+      throw bad_input((rank->levels.empty() ? rank->variable + "=" + std::to_string(rank->rank)
+                                            : "this is process " + std::to_string(rank->rank) +
+                                                  " of " + rank->describe_size()) +
+                      " but CUDA sees only " + std::to_string(devices.size()) + " devices here (" +
+                      preset + "); start at most one rank per visible GPU, or set GPUSEL_GPUS");
     }
     ordinal = rank->rank;
-    return AssignmentInfo{AssignmentSource::Launcher, rank};
+    return info_of(AssignmentSource::Launcher, rank);
   }
   if (devices.size() == 1) {
     ordinal = 0;
-    return AssignmentInfo{AssignmentSource::Single, rank};
+    return info_of(AssignmentSource::Single, rank);
   }
   if (!rank && devices.size() > 1) {
     // Several ranks, and nothing to tell them apart: never device 0 for everyone.
@@ -322,15 +529,160 @@ AssignmentInfo ordinal_from_launcher(const std::vector<CudaHandle>& devices, int
     }
   }
   ordinal = default_ordinal;
-  return AssignmentInfo{AssignmentSource::Default, std::nullopt};
+  return info_of(AssignmentSource::Default, std::nullopt);
+}
+
+}  // namespace
+
+namespace {
+
+// Slurm's GPUs against CUDA's under the current order (only where Slurm named GPUs by index and
+// the order is not PCI_BUS_ID: NVML is asked then, and only then). A process that binds, by UUID,
+// the very GPU Slurm gave passes.
+void check_slurm_gpus(const std::vector<CudaHandle>& devices, const CudaHandle& chosen) {
+  const CudaEnv env = cuda_env_from_environment();
+  if (!env.visible_devices || pci_bus_order(env)) return;
+  if (!env_string("SLURM_STEP_GPUS") && !env_string("SLURM_JOB_GPUS")) return;
+  const NvmlSnapshot snap = query_nvml();
+  if (!snap.available) return;
+  std::vector<std::string> visible;
+  for (const CudaHandle& d : devices) visible.push_back(d.uuid);
+  const std::optional<PlacementProblem> problem = slurm_gpu_problem(snap.gpus, visible);
+  if (!problem) return;
+  // The chosen device is fine when it is one Slurm gave.
+  if (!slurm_gpu_problem(snap.gpus, {chosen.uuid})) return;
+  throw bad_input(problem->message + "; " + problem->remedy);
+}
+
+// The names of the variables that tell a process's place, as it was started.
+std::string rank_settings(const std::map<std::string, std::string>& env) {
+  std::string out;
+  auto add = [&](const std::string& name) {
+    auto it = env.find(name);
+    if (it != env.end()) out += (out.empty() ? "" : " ") + name + "=" + printable(it->second);
+  };
+  for (const RankVariable& v : kRankVariables) {
+    add(v.name);
+    if (v.size_name != nullptr) add(v.size_name);
+  }
+  for (const char* name : {"GPUSEL_GPU", "GPUSEL_GPUS", "GPUSEL_SHARE"}) add(name);
+  return out.empty() ? "no launcher's variables" : out;
+}
+
+std::map<std::string, std::string> own_settings() {
+  std::map<std::string, std::string> env;
+  for (const RankVariable& v : kRankVariables) {
+    if (auto value = env_string(v.name)) env[v.name] = *value;
+    if (v.size_name != nullptr) {
+      if (auto value = env_string(v.size_name)) env[v.size_name] = *value;
+    }
+  }
+  for (const char* name : {"GPUSEL_GPU", "GPUSEL_GPUS", "GPUSEL_SHARE"}) {
+    if (auto value = env_string(name)) env[name] = *value;
+  }
+  return env;
+}
+
+// Why two processes came to bind one GPU, from what each was started with.
+std::string likely_cause(const std::map<std::string, std::string>& mine,
+                         const std::optional<std::map<std::string, std::string>>& theirs) {
+  auto has_rank = [](const std::map<std::string, std::string>& env) {
+    for (const RankVariable& v : kRankVariables) {
+      if (env.count(v.name)) return true;
+    }
+    return false;
+  };
+  if (mine.count("GPUSEL_GPU") &&
+      (!theirs ||
+       (theirs->count("GPUSEL_GPU") && theirs->at("GPUSEL_GPU") == mine.at("GPUSEL_GPU")))) {
+    return "an inherited GPUSEL_GPU: it names one GPU and every process that inherits it binds "
+           "that GPU (it was exported in a job script, or set by gpusel run around another "
+           "launcher); give each rank its own with GPUSEL_GPUS, or let gpusel run start them";
+  }
+  if (!has_rank(mine) && (!theirs || !has_rank(*theirs))) {
+    return "a launcher gpusel does not know started several processes with nothing to tell "
+           "them apart (torch.multiprocessing.spawn, submitit's local executor, a script's own "
+           "loop): set LOCAL_RANK (and LOCAL_WORLD_SIZE) for each process, or call "
+           "gpusel.assign_gpu(rank) / gpusel::assign_gpu(rank) before binding";
+  }
+  if (theirs) {
+    bool same_inner = false, outer_differs = false;
+    for (const RankVariable& v : kRankVariables) {
+      auto a = mine.find(v.name);
+      auto b = theirs->find(v.name);
+      if (a == mine.end() || b == theirs->end()) continue;
+      if (a->second == b->second) same_inner = true;
+      if (a->second != b->second) outer_differs = true;
+    }
+    if (same_inner && outer_differs) {
+      return "nested launchers: the inner launcher's local rank repeats under each task of the "
+             "outer one; run one launcher per node, or give each process its GPU (GPUSEL_GPUS)";
+    }
+  }
+  return "two processes were given the same GPU: check the launcher's variables above, or give "
+         "each process its GPU (GPUSEL_GPU, GPUSEL_GPUS, gpusel run --gpu)";
+}
+
+// Claims the chosen GPU for this process. Another process's claim on it is refused, with both
+// processes' settings and the likely cause, unless sharing was asked for (then it runs beside).
+void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
+  const bool share = sharing_asked();
+  info.shared = share;
+  std::optional<LeaseStore> store;
+  try {
+    store = LeaseStore::locate();
+  } catch (const Error& e) {
+    info.claim_note = std::string("no claim was taken: ") + e.what();
+    return;
+  }
+  const ClaimResult c = store->claim(chosen.uuid, share);
+  if (c.claimed) return;
+  if (!c.problem.empty()) {
+    info.claim_note = "no claim was taken: " + c.problem;
+    return;
+  }
+  const std::string gpu =
+      "GPU " + chosen.uuid + " (CUDA ordinal " + std::to_string(chosen.ordinal) + ")";
+  if (c.leased_elsewhere && !share) {
+    throw bad_input(gpu + " is leased by another job: " +
+                    (c.leased_by_other_job ? describe_holder(*c.leased_by_other_job)
+                                           : std::string("its holder is not visible here")) +
+                    "; this process was not started by it. Choose another GPU, wait for that job, "
+                    "or set GPUSEL_SHARE=1 to run beside it on purpose");
+  }
+  if (c.beside) {
+    if (c.other) info.shared_with_pid = c.other->pid;
+    return;
+  }
+  const std::map<std::string, std::string> mine = own_settings();
+  std::optional<std::map<std::string, std::string>> theirs;
+  if (c.other && c.other->pid > 0) theirs = detail::initial_environment(c.other->pid);
+  throw bad_input(
+      gpu + " is already bound by " +
+      (c.other ? describe_holder(*c.other) : std::string("another process")) +
+      ": one process per GPU, unless sharing is asked for.\n  " +
+      (c.other ? "pid " + std::to_string(c.other->pid) : std::string("it")) + " was started with " +
+      (theirs ? rank_settings(*theirs) : std::string("an environment gpusel cannot read")) +
+      "\n  this process (pid " + std::to_string(detail::current_pid()) + ") with " +
+      rank_settings(mine) + "\nLikely cause: " + likely_cause(mine, theirs) +
+      ". To share the GPU on purpose, set GPUSEL_SHARE=1 in both (gpusel run --share, "
+      "--ranks-per-gpu)");
 }
 
 }  // namespace
 
 int bind_assigned_gpu(int default_ordinal) {
-  // Publishing takes the lock itself. Two threads binding at once may both publish from the
-  // environment: the same GPU twice, which is accepted.
-  if (!assignment_info()) assign_from_environment();
+  // Nothing published in code: the environment decides, and whatever in it would put this
+  // process on a wrong or shared GPU (what `gpusel doctor` calls an error) is refused first.
+  if (!assignment_info()) {
+    const std::vector<PlacementProblem> problems = placement_problems();
+    if (!problems.empty()) {
+      throw bad_input(problems.front().message + "; " + problems.front().remedy);
+    }
+    // Publishing takes the lock itself. Two threads binding at once may both publish from the
+    // environment: the same GPU twice, which is accepted.
+    assign_from_environment();
+  }
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
   const CudaApi& api = cuda_initialised();
@@ -352,6 +704,8 @@ int bind_assigned_gpu(int default_ordinal) {
                       "); run `gpusel list` to see them");
     }
     const CudaHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
+    check_slurm_gpus(devices, chosen);
+    claim_gpu(chosen, a.info);
     CUcontext ctx = nullptr;
     CUresult rc = api.cuDevicePrimaryCtxRetain(&ctx, chosen.device);
     if (rc != CUDA_SUCCESS) {
@@ -409,10 +763,10 @@ GpuIdentity gpu_identity(int cuda_ordinal) {
   id.l2_cache_bytes = d.l2_cache_bytes;
   // NVML finds the one GPU by its UUID; only where it cannot (another spelling of the UUID, an
   // older library) are all GPUs enumerated.
-  if (detail::nvml_gpu_index(d.parent_uuid, id.index)) return id;
+  if (detail::nvml_gpu_index(d.parent_uuid, id.nvidia_smi_index)) return id;
   const NvmlSnapshot snap = query_nvml();
   for (const GpuInfo& g : snap.gpus) {
-    if (same_entry(g.uuid, d.parent_uuid)) id.index = g.index;
+    if (same_entry(g.uuid, d.parent_uuid)) id.nvidia_smi_index = g.index;
   }
   return id;
 }

@@ -28,7 +28,7 @@ int main(int argc, char** argv) {
   for (size_t i = 0; i < gpusel_gpu_list_count(list); ++i) {
     gpusel_gpu_info info = {sizeof info};
     gpusel_gpu_list_get(list, i, &info);
-    printf("%u %d %s %s\n", info.index, info.cuda_ordinal, info.uuid, info.name);
+    printf("%u %d %s %s\n", info.nvidia_smi_index, info.cuda_ordinal, info.uuid, info.name);
   }
   gpusel_gpu_list_free(list);
   return 0;

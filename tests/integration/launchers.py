@@ -40,7 +40,9 @@ REPORTED = ("CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "W
             "SLURM_JOB_ID", "SLURM_STEP_GPUS", "SLURM_JOB_GPUS", "SLURM_STEP_TASKS_PER_NODE",
             "SLURM_TASKS_PER_NODE", "SLURM_GPUS_PER_TASK", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
             "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK",
-            "PMIX_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT")
+            "PMIX_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
+            "PMI_RANK", "SUBMITIT_LOCAL_LOCALID", "SUBMITIT_LOCAL_NTASKS", "GPUSEL_SHARE", "SLURM_GPUS_ON_NODE",
+            "SLURM_NTASKS_PER_TRES", "SLURMD_NODENAME")
 
 # Open MPI on loopback, as root, in a container (docs/launchers.md, "Testing under real launchers").
 OMPI_ENV = {
@@ -211,11 +213,11 @@ AuthInfo=socket={munge_socket}
 CredType=cred/munge
 CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
 StateSaveLocation={dir}/ctld
-SlurmdSpoolDir={dir}/slurmd
+SlurmdSpoolDir={dir}/slurmd/%n
 SlurmctldPidFile={dir}/slurmctld.pid
-SlurmdPidFile={dir}/slurmd.pid
+SlurmdPidFile={dir}/slurmd-%n.pid
 SlurmctldLogFile={dir}/slurmctld.log
-SlurmdLogFile={dir}/slurmd.log
+SlurmdLogFile={dir}/slurmd-%n.log
 SlurmctldDebug=info
 SlurmdDebug=info
 ProctrackType=proctrack/linuxproc
@@ -235,9 +237,11 @@ KillWait=2
 MinJobAge=2
 InactiveLimit=0
 GresTypes=gpu
-NodeName=localhost NodeAddr=127.0.0.1 CPUs=16 Boards=1 SocketsPerBoard=1 CoresPerSocket=16 ThreadsPerCore=1 RealMemory=1000 Gres=gpu:8 State=UNKNOWN
-PartitionName=main Nodes=localhost Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
+{nodes}PartitionName=main Nodes={node_names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 """
+# One node: the one slurmd listens on SlurmdPort. Several: each its own port, all on loopback.
+NODE_LINE = ("NodeName={name} NodeAddr=127.0.0.1 NodeHostname=localhost{port} CPUs=16 Boards=1 SocketsPerBoard=1 "
+             "CoresPerSocket=16 ThreadsPerCore=1 RealMemory=1000 Gres=gpu:{gpus} State=UNKNOWN\n")
 
 _RUNNING = []  # every daemon this process started and has not stopped yet
 
@@ -283,9 +287,14 @@ class Slurm:
 
     GPUS = 8
 
-    def __init__(self):
+    def __init__(self, nodes=("localhost",), gpus=None):
+        """`nodes`: the node names, each a slurmd of its own on loopback (two or more make a
+        cluster of several nodes on this one machine; inside a task SLURMD_NODENAME says which);
+        `gpus`: fake GPUs per node, numbered from 0 on each."""
         self.dir = None
         self.daemons = []
+        self.nodes = list(nodes)
+        self.gpus = gpus or self.GPUS
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, timeout=20.0):
@@ -314,12 +323,13 @@ class Slurm:
         d = self.dir
         # Fake GPUs: character devices (slurmd ignores plain files); the number at the end of the
         # name is the number Slurm puts in CUDA_VISIBLE_DEVICES.
-        os.mkdir(os.path.join(d, "dev"))
-        for n in range(self.GPUS):
-            r = subprocess.run(["mknod", os.path.join(d, "dev", f"nvidia{n}"), "c", "195", str(n)],
-                               capture_output=True, text=True)
-            if r.returncode != 0:
-                raise unittest.SkipTest(f"mknod refused to make fake GPU device files: {r.stderr.strip()}")
+        for node in self.nodes:
+            os.mkdir(os.path.join(d, "dev-" + node))
+            for n in range(self.gpus):
+                r = subprocess.run(["mknod", os.path.join(d, "dev-" + node, f"nvidia{n}"), "c", "195", str(n)],
+                                   capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise unittest.SkipTest(f"mknod refused to make fake GPU device files: {r.stderr.strip()}")
         # munge: its own key, socket and logs, run as user munge.
         m = os.path.join(d, "munge")
         os.mkdir(m, 0o700)
@@ -338,18 +348,24 @@ class Slurm:
         # Slurm.
         for sub in ("ctld", "slurmd"):
             os.mkdir(os.path.join(d, sub))
+        several = len(self.nodes) > 1
+        nodes = "".join(NODE_LINE.format(name=n, gpus=self.gpus, port=f" Port={free_port()}" if several else "")
+                        for n in self.nodes)
         with open(os.path.join(d, "slurm.conf"), "w") as f:
             f.write(SLURM_CONF.format(dir=d, ctld_port=free_port(), slurmd_port=free_port(),
-                                      munge_socket=self.munge_socket))
+                                      munge_socket=self.munge_socket, nodes=nodes, node_names=",".join(self.nodes)))
         with open(os.path.join(d, "gres.conf"), "w") as f:
-            f.write(f"NodeName=localhost Name=gpu File={d}/dev/nvidia[0-{self.GPUS - 1}]\n")
+            for n in self.nodes:
+                f.write(f"NodeName={n} Name=gpu File={d}/dev-{n}/nvidia[0-{self.gpus - 1}]\n")
         self.conf = os.path.join(d, "slurm.conf")
         self._daemon(["slurmctld", "-D", "-c", "-i", "-f", self.conf], "slurmctld")
         self._wait(lambda: "UP" in self.client(["scontrol", "ping"]).stdout, timeout, "slurmctld",
                    os.path.join(d, "slurmctld.log"))
-        self._daemon(["slurmd", "-D", "-N", "localhost", "-f", self.conf], "slurmd")
-        self._wait(lambda: self.client(["sinfo", "-h", "-N", "-o", "%T"]).stdout.strip() == "idle", timeout,
-                   "slurmd", os.path.join(d, "slurmd.log"))
+        for n in self.nodes:
+            os.makedirs(os.path.join(d, "slurmd", n), exist_ok=True)
+            self._daemon(["slurmd", "-D", "-N", n, "-f", self.conf], "slurmd-" + n)
+        self._wait(lambda: self.client(["sinfo", "-h", "-N", "-o", "%T"]).stdout.split() == ["idle"] * len(self.nodes),
+                   timeout, "slurmd", os.path.join(d, f"slurmd-{self.nodes[0]}.log"))
 
     def stop(self):
         """Cancels every job, stops slurmd, slurmctld and munged, then kills whatever the cluster

@@ -103,6 +103,7 @@ class DebianPackageTest(Case):
         self.chroot("apt-get", "install", "-y", "--no-install-recommends", deb)
         files = [f for f in self.chroot("dpkg", "-L", "gpusel").stdout.splitlines() if f.strip()]
         for path in ("/usr/bin/gpusel", "/usr/lib/libgpusel.so.0", "/usr/include/gpusel/gpusel.h",
+                     "/usr/libexec/gpusel/gpusel-probe-cuda",
                      "/usr/lib/gpusel/sim/libcuda.so.1", "/usr/lib/gpusel/sim/machines/dgx-h100.toml",
                      "/usr/share/man/man1/gpusel.1", "/usr/share/bash-completion/completions/gpusel",
                      "/usr/share/zsh/vendor-completions/_gpusel", "/usr/share/fish/vendor_completions.d/gpusel.fish",
@@ -120,7 +121,7 @@ class DebianPackageTest(Case):
                         code)
         lines = r.stdout.splitlines()
         self.assertEqual(lines[0], "/usr/lib/libgpusel.so.0")
-        self.assertEqual(lines[1], uuids("workstation-mixed")[1])  # placed by asking CUDA, through /usr/bin/gpusel
+        self.assertEqual(lines[1], uuids("workstation-mixed")[1])  # placed by asking CUDA, through the library's helper
         # pkg-config names /usr (its own -L/usr/lib and -I/usr/include are left out as system folders).
         flags = self.chroot("pkg-config", "--cflags", "--libs", "gpusel").stdout.split()
         self.assertIn("-lgpusel", flags)

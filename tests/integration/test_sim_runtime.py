@@ -39,15 +39,17 @@ def build_programs():
     if not all(os.path.exists(p) and os.path.getmtime(p) >= newest for p in (obj, shared, static)):
         # Built under names of this process's own, then renamed into place: two runs at once never
         # see a half-written program.
+        # (nvcc goes by the file's extension: the object's own name keeps ".o" at its end.)
         tag = f".{os.getpid()}"
-        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj + tag],
-                    [NVCC, "-cudart", "shared", obj + tag, "-o", shared + tag],
-                    [NVCC, "-cudart", "static", obj + tag, "-o", static + tag]):
+        obj_tmp = obj[:-2] + tag + ".o"
+        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj_tmp],
+                    [NVCC, "-cudart", "shared", obj_tmp, "-o", shared + tag],
+                    [NVCC, "-cudart", "static", obj_tmp, "-o", static + tag]):
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 raise AssertionError(f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
-        for path in (obj, shared, static):
-            os.replace(path + tag, path)
+        for tmp_path, path in ((obj_tmp, obj), (shared + tag, shared), (static + tag, static)):
+            os.replace(tmp_path, path)
     return shared, static
 
 

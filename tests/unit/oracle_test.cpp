@@ -101,6 +101,13 @@ std::vector<std::string> entry_pool(const SimMachine& m, std::mt19937& rng) {
     pool.push_back(" " + uuid);
     pool.push_back(uuid + " ");
     pool.push_back(uuid + "x");
+    // [OPEN] prefixes not written GPU- / MIG-: both read them as no UUID.
+    std::string lower = uuid;
+    for (std::size_t i = 0; i < 3; ++i)
+      lower[i] = static_cast<char>(std::tolower(static_cast<unsigned char>(lower[i])));
+    pool.push_back(lower);
+    pool.push_back(lower.substr(0, len(rng)));
+    pool.push_back(lower.substr(0, 1) + uuid.substr(1));
   };
   for (const auto& g : m.gpus) {
     prefixes(g.uuid);

@@ -88,7 +88,11 @@ TEST(Visible, UuidEntries) {
        nullptr,
        {3, 0}},
       {"unique prefixes", "GPU-cc,GPU-aa2", nullptr, {2, 1}},
-      {"letter case is ignored", "gpu-CC33", nullptr, {2}},
+      {"letter case after GPU- is ignored", "GPU-CC33", nullptr, {2}},
+      // [OPEN] a prefix not written GPU- is no UUID: an invalid integer (uuid_case_problem
+      // refuses it).
+      {"a lower-case gpu- is no UUID", "gpu-CC33", nullptr, {}, "gpu-CC33"},
+      {"nor a mixed-case one after a GPU- entry", "GPU-cc,Gpu-aa", nullptr, {2}, "Gpu-aa"},
       {"an ambiguous prefix is invalid", "GPU-cc,GPU-aa,GPU-dd", nullptr, {2}, "GPU-aa"},
       {"a prefix of nothing is invalid", "GPU-ff,GPU-cc", nullptr, {}, "GPU-ff"},
       {"an integer ends a UUID list", "GPU-dd,1", nullptr, {3}, "1"},
@@ -188,4 +192,18 @@ TEST(Visible, ReadDriverInteger) {
   EXPECT_EQ(read_driver_integer("1 2"), 1u);
   EXPECT_EQ(read_driver_integer("99999999999999999999999"),
             std::numeric_limits<std::uint64_t>::max());
+}
+
+TEST(Visible, UuidCaseProblem) {
+  gpusel::CudaEnv env;
+  EXPECT_FALSE(gpusel::uuid_case_problem(env));
+  env.visible_devices = "GPU-aa,1";
+  EXPECT_FALSE(gpusel::uuid_case_problem(env));
+  env.visible_devices = "GPU-aa,gpu-bb";
+  const auto p = gpusel::uuid_case_problem(env);
+  ASSERT_TRUE(p);
+  EXPECT_NE(p->find("\"gpu-bb\""), std::string::npos) << *p;
+  EXPECT_NE(p->find("GPU-bb instead"), std::string::npos) << *p;
+  env.visible_devices = "mig-12";
+  EXPECT_TRUE(gpusel::uuid_case_problem(env));
 }

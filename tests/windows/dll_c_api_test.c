@@ -57,7 +57,7 @@ int main(void) {
   id.size = sizeof id;
   CHECK(gpusel_gpu_identity(ordinal, &id) == GPUSEL_OK);
   CHECK(strcmp(id.uuid, "GPU-a02bff2f-31bf-a6af-28b5-8ab4d47a9a78") == 0);
-  CHECK(id.index == 3);
+  CHECK(id.nvidia_smi_index == 3);
 
   if (failures == 0)
     printf("gpusel.dll %s: the C ABI works through the import library\n", gpusel_version());

@@ -2,10 +2,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cmath>
 #include <limits>
 
-#include "../../src/driver/nvml_index.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
@@ -13,12 +13,23 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
-#include "text.hpp"
 
 namespace gpusel::cli {
 namespace {
 
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+
+// Every piece between commas, blanks and empty pieces kept ("a,,b": "a", "", "b"); views into
+// `value`. (The command's own: the core's text helpers are not on its include path.)
+std::vector<std::string_view> split_commas(std::string_view value) {
+  std::vector<std::string_view> pieces;
+  for (std::size_t start = 0;;) {
+    const std::size_t comma = value.find(',', start);
+    pieces.push_back(value.substr(start, comma == std::string_view::npos ? comma : comma - start));
+    if (comma == std::string_view::npos) return pieces;
+    start = comma + 1;
+  }
+}
 
 bool looks_like_option(const std::string& token) {
   return token.size() > 1 && token[0] == '-' && token != "--";
@@ -196,7 +207,7 @@ Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
 bool looks_like_gpu_entries(const std::string& word) {
   if (word.empty() || word.front() == '-') return false;
   bool any = false;
-  for (std::string_view piece : detail::split_commas(word)) {
+  for (std::string_view piece : split_commas(word)) {
     if (piece.empty()) continue;
     if (!is_gpu_index(piece) && !(is_gpu_uuid(piece) && piece.size() > 4)) return false;
     any = true;
@@ -273,7 +284,7 @@ void check_gpu_slips(const Scan& s, const std::string& sim) {
   std::string merged;
   for (std::size_t i = v; i < end; ++i) {
     const std::string piece = i == v ? value : s.kept[i];
-    for (std::string_view e : detail::split_commas(piece)) {
+    for (std::string_view e : split_commas(piece)) {
       if (!e.empty()) merged += (merged.empty() ? "" : ",") + std::string(e);
     }
   }
@@ -400,7 +411,7 @@ void expand_gpu_all(CommandLine& line) {
   const CudaEnv env = cuda_env_from_environment();
   // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read. The command
   // then resolves the GPUs found here: it reuses this enumeration (gpusel runs for moments).
-  detail::reuse_nvml_snapshots();
+  reuse_nvml_snapshots();
   const NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
   std::size_t count = 0;
   std::vector<std::string> entries;
@@ -514,10 +525,14 @@ std::uint64_t parse_size_option(const std::string& option, const std::string& te
                     "(powers of 1000), or plain bytes; " +
                     examples);
   }
-  // A number beyond any double reads as infinity: "is too large" below.
-  const double bytes =
-      detail::read_plain_number(number).value_or(std::numeric_limits<double>::infinity()) *
-      found->factor;
+  // `number` is digits with at most one dot; one beyond any double reads as infinity: "is too
+  // large" below.
+  double count = 0;
+  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), count,
+                                         std::chars_format::fixed);
+  if (ec != std::errc() || end != number.data() + number.size())
+    count = std::numeric_limits<double>::infinity();
+  const double bytes = count * found->factor;
   if (bytes == 0) {
     throw bad_input(head + " is zero bytes; a buffer must hold at least " +
                     std::to_string(multiple) + " bytes (the default is 512MiB)");

@@ -2,7 +2,7 @@
 
 #include <fmt/format.h>
 #ifdef _WIN32
-#include "../../src/platform/win.hpp"
+#include "win.hpp"
 #else
 #include <sys/ioctl.h>
 #endif

@@ -1,8 +1,13 @@
 // gpusel bind: assign a GPU as a worker would, bind it, and show the worker's view.
 #include <fmt/format.h>
 
+#include <cstdlib>
 #include <iostream>
 #include <nlohmann/json.hpp>
+
+#ifdef _WIN32
+#include <windows.h>
+#endif
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -24,11 +29,21 @@ CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
   add_single_gpu_option(*cmd, options.gpu, "--gpu",
                         "one GPU: an nvidia-smi index or a UUID (any unique prefix), or free:1; "
                         "without it, GPUSEL_GPU, GPUSEL_GPUS and the local rank decide");
+  cmd->add_flag("--share", options.share,
+                "share the GPU with other processes on purpose (as GPUSEL_SHARE=1): another "
+                "process's claim on it is no error");
   cmd->add_flag("--json", options.json, "print one JSON object");
   return cmd;
 }
 
 int run_bind(const BindOptions& options) {
+  if (options.share) {
+#ifdef _WIN32
+    SetEnvironmentVariableA("GPUSEL_SHARE", "1");
+#else
+    setenv("GPUSEL_SHARE", "1", 1);
+#endif
+  }
   if (!options.gpu.empty()) assign_gpu(options.gpu);
   const int ordinal = bind_assigned_gpu();
   const std::optional<AssignmentInfo> info = assignment_info();
@@ -49,8 +64,17 @@ int run_bind(const BindOptions& options) {
     j["source"] = info ? source_name(info->source) : "default";
     j["ignored"] = rank ? rank->ignored : std::vector<std::string>{};
     j["uuid"] = id.uuid;
-    j["index"] = id.index ? nlohmann::json(*id.index) : nlohmann::json(nullptr);
+    // The two numberings under explicit names; "index" is the nvidia-smi index too (kept for
+    // scripts written before the explicit name).
+    j["nvidia_smi_index"] =
+        id.nvidia_smi_index ? nlohmann::json(*id.nvidia_smi_index) : nlohmann::json(nullptr);
+    j["index"] = j["nvidia_smi_index"];
     j["cuda_ordinal"] = id.cuda_ordinal;
+    j["shared"] = info && info->shared;
+    j["shared_with_pid"] =
+        info && info->shared_with_pid ? nlohmann::json(*info->shared_with_pid) : nullptr;
+    j["claim_note"] =
+        info && !info->claim_note.empty() ? nlohmann::json(info->claim_note) : nullptr;
     j["name"] = id.name;
     j["total_bytes"] = id.total_bytes;
     j["compute_capability"] = cc;
@@ -71,11 +95,19 @@ int run_bind(const BindOptions& options) {
            : std::string("this process");
   fmt::print("{}{}: CUDA ordinal {} = {}\n", simulated_machine() ? "[simulated] " : "", who,
              id.cuda_ordinal, printable(id.uuid));
-  fmt::print("  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
-             id.index ? std::to_string(*id.index) : std::string("unknown (no NVML)"),
-             printable(id.name), format_bytes(id.total_bytes), cc,
-             id.pci_bus_id.empty() ? "unknown" : printable(id.pci_bus_id));
+  fmt::print(
+      "  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
+      id.nvidia_smi_index ? std::to_string(*id.nvidia_smi_index) : std::string("unknown (no NVML)"),
+      printable(id.name), format_bytes(id.total_bytes), cc,
+      id.pci_bus_id.empty() ? "unknown" : printable(id.pci_bus_id));
   fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
+  if (info && info->shared) {
+    fmt::print("  shared on purpose (GPUSEL_SHARE=1){}\n",
+               info->shared_with_pid
+                   ? fmt::format(", beside pid {}, which holds it alone", *info->shared_with_pid)
+                   : std::string());
+  }
+  if (info && !info->claim_note.empty()) fmt::print("  note: {}\n", printable(info->claim_note));
   if (rank) {
     for (const std::string& why : rank->ignored) fmt::print("  not counted: {}\n", why);
   }

@@ -43,6 +43,7 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
 
 struct BindOptions {
   std::string gpu;
+  bool share = false;
   bool json = false;
 };
 CLI::App* setup_bind(CLI::App& app, BindOptions& options);
@@ -57,6 +58,8 @@ struct RunOptions {
   double grace = 10;
   std::string bind_cpu = "none";
   std::string set_visible = "none";
+  int ranks_per_gpu = 1;
+  bool no_placement_check = false;
 };
 CLI::App* setup_run(CLI::App& app, RunOptions& options);
 int run_run(const RunOptions& options);
@@ -90,9 +93,5 @@ struct SetupOptions {
 };
 CLI::App* setup_setup(CLI::App& app, SetupOptions& options);
 int run_setup(const SetupOptions& options);
-
-// Hidden: what CUDA enumerates in this process, for the parent's probe.
-CLI::App* setup_probe(CLI::App& app);
-int run_probe();
 
 }  // namespace gpusel::cli

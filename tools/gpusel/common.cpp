@@ -1,7 +1,7 @@
 #include "common.hpp"
 
 #ifdef _WIN32
-#include "../../src/platform/win.hpp"
+#include "win.hpp"
 #else
 #include <unistd.h>
 #endif
@@ -10,9 +10,9 @@
 #include <filesystem>
 #include <iostream>
 
-#include "../../src/driver/nvml_index.hpp"
 #include "args.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
 #include "gpusel/resolve.hpp"
 #include "sim_machine.hpp"
 
@@ -130,8 +130,7 @@ std::vector<std::optional<GpuInfo>> resolved_in_full(const Resolution& r) {
     }
   }
   // What cannot be read stays as the resolution read it (the CPUs then unknown).
-  if (r.resolved && !r.through_cuda)
-    detail::nvml_complete(machine, positions, detail::NvmlPart::Full);
+  if (r.resolved && !r.through_cuda) nvml_complete(machine, positions, NvmlPart::Full);
   for (std::size_t i = 0; i < positions.size(); ++i) out[ranks[i]] = machine[positions[i]];
   return out;
 }

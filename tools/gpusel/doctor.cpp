@@ -8,7 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "../../src/platform/ancestry.hpp"
+#include "ancestry.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/bandwidth.hpp"
@@ -429,17 +429,12 @@ class Doctor {
         "the administrators to set ConstrainDevices=yes in cgroup.conf");
   }
 
+  // The placement of a worker started in this environment: the very analysis bind refuses on
+  // (placement_problems), each problem an error; what only a shell sees (no rank yet) is
+  // information.
   void check_assignment() {
     const auto one = env_value("GPUSEL_GPU");
     const auto list = env_value("GPUSEL_GPUS");
-    std::optional<LocalRank> rank;
-    try {
-      rank = local_rank();
-    } catch (const Error& e) {
-      add(Severity::Error, "local-rank", std::string("the local rank cannot be read: ") + e.what(),
-          "unset the stray variable, or start the workers with a single launcher");
-      return;
-    }
     if (one) {
       try {
         parse_single_gpu(*one);
@@ -448,25 +443,25 @@ class Doctor {
             "unset GPUSEL_GPU (gpusel run sets it per rank), or give it one GPU");
         return;
       }
-      if (rank && rank->local_size && *rank->local_size > 1) {
-        add(Severity::Error, "gpusel-gpu-shared",
-            fmt::format("GPUSEL_GPU={} is set while {}={} ranks run: every rank would bind the "
-                        "same GPU",
-                        quote_value(*one), rank->size_variable, *rank->local_size),
-            "set GPUSEL_GPUS (one GPU per rank) instead: eval \"$(gpusel resolve --gpu SPEC "
-            "--format env)\"");
-      }
-      return;
     }
-    if (!list) return;
+    std::optional<std::size_t> visible;
+    if (probe.ok) visible = probe.devices.size();
+    for (const PlacementProblem& p : placement_problems(visible)) {
+      add(Severity::Error, p.id, p.message, p.remedy);
+    }
+    if (probe.ok && snap.available) {
+      std::vector<std::string> cuda;
+      for (const CudaDevice& d : probe.devices) cuda.push_back(d.uuid);
+      if (const auto p = slurm_gpu_problem(snap.gpus, cuda)) {
+        add(Severity::Error, p->id, p->message, p->remedy);
+      }
+    }
+    if (one || !list) return;
     std::vector<std::string> entries;
     try {
       entries = parse_gpu_spec(*list);
-    } catch (const Error& e) {
-      add(Severity::Error, "gpusel-gpus",
-          "GPUSEL_GPUS=" + quote_value(*list) + " cannot be read: " + e.what(),
-          "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\"");
-      return;
+    } catch (const Error&) {
+      return;  // said above
     }
     if (snap.available) {
       try {
@@ -479,25 +474,18 @@ class Doctor {
         return;
       }
     }
+    std::optional<LocalRank> rank;
+    try {
+      rank = local_rank();
+    } catch (const Error&) {
+      return;  // said above
+    }
     if (!rank) {
       add(Severity::Info, "gpusel-gpus-no-rank",
           fmt::format("GPUSEL_GPUS lists {} GPUs; each worker picks its entry by its local rank, "
                       "which no launcher has set in this shell",
                       entries.size()),
           "start the workers with srun, mpirun, torchrun or gpusel run, one per listed GPU");
-      return;
-    }
-    if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
-      add(Severity::Error, "gpusel-gpus-count",
-          fmt::format("{}={} ranks run on this node, but GPUSEL_GPUS={} lists {} GPUs: workers "
-                      "will refuse to bind",
-                      rank->size_variable, *rank->local_size, quote_value(*list), entries.size()),
-          "start as many workers per node as GPUs listed, or list one GPU per worker");
-    } else if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
-      add(Severity::Error, "gpusel-gpus-rank",
-          fmt::format("{}={} is beyond GPUSEL_GPUS={} ({} entries)", rank->variable, rank->rank,
-                      quote_value(*list), entries.size()),
-          "start at most one worker per listed GPU, or list more GPUs");
     }
   }
 

@@ -29,14 +29,13 @@
 #include "gpusel/resolve.hpp"
 #include "gpusel/units.hpp"
 #include "sim_machine.hpp"
-#include "text.hpp"
 
 namespace gpusel::cli {
 
-// `text` for a terminal (detail::printable): driver strings go through it, so they never move the
+// `text` for a terminal (gpusel::printable): driver strings go through it, so they never move the
 // cursor or change colours. (bind.cpp and doctor.cpp use it too.)
 std::string printable(std::string_view text) {
-  return detail::printable(text);
+  return gpusel::printable(text);
 }
 
 namespace {
@@ -272,7 +271,8 @@ static int render_list(const ListOptions& options, std::string& out_text) {
     for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
       const GpuInfo& gpu = snap.gpus[g];
       nlohmann::json j;
-      j["index"] = gpu.index;
+      j["index"] = gpu.index;  // the nvidia-smi index, also under its explicit name
+      j["nvidia_smi_index"] = gpu.index;
       j["cuda_ordinal"] = ordinal_json(rows[g].ordinal);
       j["cuda_visibility"] = rows[g].visibility == Visibility::Visible  ? "visible"
                              : rows[g].visibility == Visibility::Hidden ? "hidden"
@@ -343,10 +343,12 @@ static int render_list(const ListOptions& options, std::string& out_text) {
       p["devices"] = nlohmann::json::array();
       for (const CudaDevice& d : probe.devices) {
         auto idx = nvml_index(d);
-        p["devices"].push_back({{"cuda_ordinal", d.ordinal},
-                                {"uuid", d.uuid},
-                                {"name", d.name},
-                                {"index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)}});
+        p["devices"].push_back(
+            {{"cuda_ordinal", d.ordinal},
+             {"uuid", d.uuid},
+             {"name", d.name},
+             {"index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)},
+             {"nvidia_smi_index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)}});
       }
       doc["probe"] = p;
     }

@@ -9,10 +9,10 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/nvml.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel/version.h"
 #include "interface.hpp"
-#include "text.hpp"
 
 namespace {
 
@@ -36,7 +36,6 @@ struct Cli {
   CLI::App* bind = nullptr;
   CLI::App* run = nullptr;
   CLI::App* sim_cmd = nullptr;
-  CLI::App* probe = nullptr;
   CLI::App* bench = nullptr;
   CLI::App* bench_worker = nullptr;
   CLI::App* doctor = nullptr;
@@ -58,7 +57,6 @@ struct Cli {
     if (want("bind")) bind = setup_bind(app, bind_options);
     if (want("run")) run = setup_run(app, run_options);
     if (want("sim")) sim_cmd = setup_sim(app, sim_options);
-    if (only.empty()) probe = setup_probe(app);
     if (want("bench")) bench = setup_bench(app, bench_options);
     if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
@@ -77,7 +75,6 @@ struct Cli {
       if (parsed(sim_cmd)) return run_sim(sim_options);
       if (parsed(bind)) return run_bind(bind_options);
       if (parsed(run)) return run_run(run_options);
-      if (parsed(probe)) return run_probe();
       if (parsed(bench)) return run_bench(bench_options);
       if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
       if (parsed(doctor)) return run_doctor(doctor_options);
@@ -175,6 +172,14 @@ struct PlainResolve {
   ResolveOptions options;
 };
 
+// `value` is "all" in any case, blanks around it allowed.
+bool is_all(std::string_view value) {
+  const auto first = value.find_first_not_of(" \t\n\v\f\r");
+  if (first == std::string_view::npos) return false;
+  const auto last = value.find_last_not_of(" \t\n\v\f\r");
+  return gpusel::equal_ci(value.substr(first, last - first + 1), "all");
+}
+
 std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
   PlainResolve p;
   bool command = false, sim = false, gpu = false, json = false, format = false;
@@ -203,8 +208,7 @@ std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
       if (t != "resolve") return std::nullopt;
       command = true;
     } else if (named(t, "--gpu") && !gpu) {
-      if (!value_of(i, "--gpu", value) ||
-          gpusel::equal_ci(gpusel::detail::trim_blanks(value), "all")) {
+      if (!value_of(i, "--gpu", value) || is_all(value)) {
         return std::nullopt;
       }
       try {

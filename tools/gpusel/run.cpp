@@ -7,10 +7,10 @@
 #include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
+#include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "interface.hpp"
-#include "launch_detail.hpp"
 
 namespace gpusel::cli {
 
@@ -40,6 +40,14 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
                     "to every worker's GPU in rank order (job: for a program that uses "
                     "cuda:LOCAL_RANK) or to its own GPU alone (own: for one that uses cuda:0); "
                     "none (default) leaves it alone");
+  cmd->add_option("--ranks-per-gpu", options.ranks_per_gpu,
+                  "start K ranks on each GPU (consecutive ranks share one), each told it shares "
+                  "(GPUSEL_SHARE=1); default 1")
+      ->check(CLI::Range(1, 4096))
+      ->type_name("K");
+  cmd->add_flag("--no-placement-check", options.no_placement_check,
+                "do not stop the job when a worker opens a GPU other than its own (for programs "
+                "that use several GPUs per worker on purpose)");
   add_choice_options(*cmd, options.choice, true);
   cmd->add_flag("--quiet", options.quiet,
                 "no line per rank on stderr when the workers start, nor what free:N picked");
@@ -69,15 +77,48 @@ int run_run(const RunOptions& options) {
   // Processes the workers leave behind are stopped with them, and the leases (held until this
   // function returns) cover them until they have exited.
   launch.reap_orphans = true;
+  launch.ranks_per_gpu = options.ranks_per_gpu;
+  launch.share = options.choice.share;
+  // What the workers really open is checked against their GPUs (UUIDs, from NVML).
+  if (r.resolved && !options.no_placement_check) {
+    launch.gpu_processes = [](std::string& why_not) -> std::optional<std::vector<GpuProcesses>> {
+      const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});
+      if (!snap.available) {
+        why_not = "NVML is unavailable (" + snap.reason + ")";
+        return std::nullopt;
+      }
+      std::vector<GpuProcesses> out;
+      for (const GpuInfo& g : snap.gpus) {
+        GpuProcesses p;
+        p.uuid = g.uuid;
+        p.index = g.index;
+        if (g.processes) {
+          p.pids.emplace();
+          for (const GpuProcess& proc : *g.processes) p.pids->push_back(proc.pid);
+        }
+        out.push_back(std::move(p));
+      }
+      return out;
+    };
+  }
+#ifdef _WIN32
+  if (options.ranks_per_gpu > 1) {
+    throw failure(
+        "--ranks-per-gpu is not supported on Windows yet; start one rank per GPU, or "
+        "several ranks through your own launcher with GPUSEL_SHARE=1");
+  }
+#endif
   if (!options.quiet) {
-    launch.on_started = [&r](const std::vector<int>& pids) {
+    const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
+    launch.on_started = [&r, per_gpu](const std::vector<int>& pids) {
       for (std::size_t rank = 0; rank < pids.size(); ++rank) {
+        const std::string& uuid = r.gpus[rank / per_gpu];
         std::string index = "?";
         for (const GpuInfo& g : r.machine) {
-          if (g.uuid == r.gpus[rank]) index = std::to_string(g.index);
+          if (g.uuid == uuid) index = std::to_string(g.index);
         }
         print_note("rank " + std::to_string(rank) + ": pid " + std::to_string(pids[rank]) +
-                   ", GPU " + index + " (" + r.gpus[rank] + ")");
+                   ", GPU " + index + " (" + uuid + ")" + (per_gpu > 1 ? ", shared" : ""));
       }
     };
   }
@@ -93,9 +134,10 @@ int run_run(const RunOptions& options) {
     if (!r.resolved)
       throw failure("--bind-cpu " + options.bind_cpu +
                     " needs NVML to find the CPUs near each GPU");
-    std::vector<GpuInfo> rank_gpus;
+    std::vector<GpuInfo> rank_gpus;  // each rank's GPU, K consecutive ranks per GPU
     for (std::optional<GpuInfo>& g : resolved_in_full(r)) {
-      if (g) rank_gpus.push_back(std::move(*g));
+      if (!g) continue;
+      for (int k = 0; k < options.ranks_per_gpu; ++k) rank_gpus.push_back(*g);
     }
     try {
       launch.cpus = plan_cpus(rank_gpus,
@@ -113,7 +155,7 @@ int run_run(const RunOptions& options) {
 #endif
     }
   }
-  return detail::launch_program(launch, program);
+  return launch_workers(launch, program);
 }
 
 }  // namespace gpusel::cli

@@ -16,7 +16,6 @@
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
 #include "sim_machine.hpp"
-#include "text.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -113,12 +112,12 @@ int run_sim(const SimOptions& options) {
     // comment line holds no line break (load_machine refuses names with control characters).
     SimSetup setup = sim_setup(options.machine);
     const std::string argument =
-        one_printable_line(options.machine) ? detail::shell_quote(options.machine) : "MACHINE";
+        one_printable_line(options.machine) ? shell_quote(options.machine) : "MACHINE";
     std::cout << "# gpusel simulated machine "
               << (one_printable_line(setup.machine_name) ? setup.machine_name : "(unnamed)")
               << ": eval \"$(gpusel sim env " << argument << ")\"\n";
     for (const auto& [key, value] : setup.env)
-      std::cout << "export " << key << "=" << detail::shell_quote(value) << "\n";
+      std::cout << "export " << key << "=" << shell_quote(value) << "\n";
     return 0;
   }
   const std::string dir = sim_root() + "/machines";

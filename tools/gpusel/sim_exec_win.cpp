@@ -3,12 +3,12 @@
 // Ctrl-Break reach the child through the shared console; gpusel ignores them while it waits.
 #include <filesystem>
 
-#include "../../src/platform/win.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/resolve.hpp"
+#include "win.hpp"
 
 namespace gpusel::cli {
 

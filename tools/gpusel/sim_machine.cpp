@@ -1,7 +1,7 @@
 #include "sim_machine.hpp"
 
 #ifdef _WIN32
-#include "../../src/platform/win.hpp"
+#include "win.hpp"
 #else
 #include <dlfcn.h>
 #endif

@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The layering the build enforces (cmake/layers.cmake, docs/design.md), tried the way a reviewer
+breaks it:
+
+1. Forbidden calls. For each experiment below, a small file of code placed in a layer (compiled
+   with that layer's own compile command, from compile_commands.json) calls a function of a layer
+   it may not use, and is linked the way the build links that layer's check library: with the
+   objects of the layer and of every layer it may use, --no-undefined. The link must fail, naming
+   the function. As a control, the same object linked with the callee's layers as well must link,
+   so that the failure is the layering's and not the experiment's.
+2. Private headers. A file compiled with the gpusel command's compile command cannot include a
+   header of src/core, src/launch or src/driver (the command sees include/gpusel/ and the platform
+   layer only); a file of the core cannot include a header of the driver.
+3. No source reaches another folder's header by a relative path ("../"), which would bypass the
+   include paths the edges give.
+
+Usage: check_layering.py BUILD_DIR SOURCE_DIR CXX [LINK_FLAG...]
+BUILD_DIR holds compile_commands.json and layer-checks/layers.txt (written by cmake/layers.cmake:
+one line per layer, "NAME|USED;LAYERS|OBJECT;FILES"). LINK_FLAG: extra flags the build links with
+(the sanitizers'). Exits 1 naming every experiment that did not turn out as it must.
+"""
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+import tempfile
+
+# (layer the code is placed in, layer it calls, what it includes or declares, a call, the symbol the
+# link must name). The first three are the review's experiments.
+FORBIDDEN_CALLS = [
+    ("driver", "worker", '#include "gpusel/worker.hpp"', "return gpusel::bind_assigned_gpu(0);",
+     "bind_assigned_gpu"),
+    ("core", "driver", '#include "gpusel/nvml.hpp"', "return gpusel::query_nvml().available ? 1 : 0;", "query_nvml"),
+    ("core", "worker", '#include "gpusel/worker.hpp"', "return gpusel::bind_assigned_gpu(0);", "bind_assigned_gpu"),
+    ("driver", "resolution", '#include "gpusel/probe.hpp"',
+     "return static_cast<int>(gpusel::default_probe_helper().size());", "default_probe_helper"),
+    ("resolution", "worker", '#include "gpusel/worker.hpp"', "return gpusel::assigned_visible_gpu().value_or(0);",
+     "assigned_visible_gpu"),
+    ("launch", "worker", '#include "gpusel/worker.hpp"', "return gpusel::bind_assigned_gpu(0);", "bind_assigned_gpu"),
+    # The platform's header is not on the core's include path (part 2 below); declared by hand.
+    ("core", "platform", "#include <optional>\n#include <string>\n"
+     "namespace gpusel::detail { std::optional<std::string> env_value(const char* name); }",
+     'return gpusel::detail::env_value("X") ? 1 : 0;', "env_value"),
+]
+
+# (compile command of: a source file, a header it must not see)
+FORBIDDEN_HEADERS = [
+    ("tools/gpusel/main.cpp", "text.hpp"),
+    ("tools/gpusel/main.cpp", "resolve_detail.hpp"),
+    ("tools/gpusel/main.cpp", "launch_detail.hpp"),
+    ("tools/gpusel/main.cpp", "cuda_api.hpp"),
+    ("tools/gpusel/main.cpp", "nvml_abi.hpp"),
+    ("src/core/spec.cpp", "cuda_api.hpp"),
+    ("src/core/spec.cpp", "env.hpp"),
+    ("src/driver/nvml.cpp", "launch_detail.hpp"),
+]
+
+
+def read_layers(build):
+    layers = {}
+    with open(os.path.join(build, "layer-checks", "layers.txt")) as f:
+        for line in f:
+            name, used, objects = line.rstrip("\n").split("|")
+            layers[name] = ([u for u in used.split(";") if u], [o for o in objects.split(";") if o])
+    return layers
+
+
+def compile_command(commands, source_dir, relative):
+    """The compile command of `relative` (a file of the source tree) as a list, without -o/-c/-MF
+    and their arguments, and without the file itself."""
+    path = os.path.join(source_dir, relative)
+    for entry in commands:
+        if os.path.realpath(entry["file"]) == os.path.realpath(path):
+            args = entry.get("arguments") or shlex.split(entry["command"])
+            out, skip = [], False
+            for a in args:
+                if skip:
+                    skip = False
+                elif a in ("-o", "-c", "-MF", "-MT", "-MQ"):
+                    skip = a != "-c"
+                elif a == "-MD" or os.path.realpath(os.path.join(entry["directory"], a)) == os.path.realpath(path):
+                    pass
+                else:
+                    out.append(a)
+            return out, entry["directory"]
+    raise SystemExit(f"{relative} is not in compile_commands.json (set CMAKE_EXPORT_COMPILE_COMMANDS)")
+
+
+def layer_source(source_dir, layer):
+    folder = os.path.join(source_dir, "src", layer)
+    for name in sorted(os.listdir(folder)):
+        if name.endswith(".cpp") and not name.endswith("_win.cpp"):
+            return f"src/{layer}/{name}"
+    raise SystemExit(f"no source in src/{layer}")
+
+
+def closure(layers, name):
+    used, _ = layers[name]
+    return [name] + used
+
+
+def main(argv):
+    if len(argv) < 3:
+        sys.exit(__doc__)
+    build, source, cxx, link_flags = argv[0], argv[1], argv[2], argv[3:]
+    layers = read_layers(build)
+    with open(os.path.join(build, "compile_commands.json")) as f:
+        commands = json.load(f)
+    problems = []
+    with tempfile.TemporaryDirectory() as tmp:
+        # 1. forbidden calls
+        for i, (layer, callee, prelude, call, symbol) in enumerate(FORBIDDEN_CALLS):
+            what = f"{layer} -> {callee} ({symbol})"
+            if callee in layers[layer][0]:
+                problems.append(f"{what}: the graph allows it now; update FORBIDDEN_CALLS and docs/design.md")
+                continue
+            src = os.path.join(tmp, f"experiment{i}.cpp")
+            obj = src[:-4] + ".o"
+            with open(src, "w") as f:
+                f.write(f'{prelude}\n\nnamespace gpusel::detail {{\n'
+                        f"int layering_experiment_{i}();\nint layering_experiment_{i}() {{ {call} }}\n}}\n")
+            args, directory = compile_command(commands, source, layer_source(source, layer))
+            r = subprocess.run(args + ["-c", src, "-o", obj], capture_output=True, text=True, cwd=directory)
+            if r.returncode != 0:
+                problems.append(f"{what}: the experiment does not compile in {layer}:\n{r.stderr}")
+                continue
+
+            def link(names):
+                objects = [o for n in names for o in layers[n][1]]
+                out = os.path.join(tmp, f"experiment{i}.so")
+                return subprocess.run([cxx, "-shared", "-o", out, obj, *objects, "-Wl,--no-undefined", *link_flags,
+                                       "-ldl", "-pthread"], capture_output=True, text=True)
+
+            r = link(closure(layers, layer))
+            if r.returncode == 0:
+                problems.append(f"{what}: links; the layering does not catch it")
+            elif symbol not in r.stderr or "undefined reference" not in r.stderr:
+                problems.append(f"{what}: the link failed, but not on {symbol}:\n{r.stderr}")
+            else:
+                control = link(sorted(set(closure(layers, layer)) | set(closure(layers, callee))))
+                if control.returncode != 0:
+                    problems.append(f"{what}: the control (with {callee}'s layers) does not link either:\n"
+                                    f"{control.stderr}")
+                else:
+                    print(f"{what}: refused by the link of layer {layer}, as it must be")
+        # 2. private headers
+        for i, (relative, header) in enumerate(FORBIDDEN_HEADERS):
+            src = os.path.join(tmp, f"header{i}.cpp")
+            with open(src, "w") as f:
+                f.write(f'#include "{header}"\n')
+            args, directory = compile_command(commands, source, relative)
+            r = subprocess.run(args + ["-fsyntax-only", src], capture_output=True, text=True, cwd=directory)
+            if r.returncode == 0:
+                problems.append(f"{header} can be included where {relative} is compiled")
+            elif header not in r.stderr or "No such file" not in r.stderr:
+                problems.append(f"{header} in {relative}'s place fails, but not for want of the header:\n{r.stderr}")
+            else:
+                print(f"{header}: not on the include path of {relative}, as it must be")
+    # 3. no relative includes into other folders
+    pattern = re.compile(r'^\s*#\s*include\s*"([^"]*\.\./[^"]*)"', re.M)
+    for top in ("src", "tools", "sim"):
+        for folder, _, files in os.walk(os.path.join(source, top)):
+            for name in files:
+                if not name.endswith((".cpp", ".hpp", ".h", ".inc", ".c")):
+                    continue
+                path = os.path.join(folder, name)
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    for m in pattern.finditer(f.read()):
+                        problems.append(f"{os.path.relpath(path, source)} includes \"{m.group(1)}\": include a "
+                                        "header by its name, through the include path its layer's edges give")
+    for p in problems:
+        print("FAILED: " + p)
+    if not problems:
+        print(f"{len(FORBIDDEN_CALLS)} forbidden calls and {len(FORBIDDEN_HEADERS)} private headers refused; "
+              "no relative includes")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
