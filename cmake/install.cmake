@@ -35,6 +35,8 @@ install(TARGETS gpusel_shared gpusel_static gpusel_cli11 EXPORT gpuselTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS gpusel_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CUDA probe's helper, where the library looks for it (../libexec/gpusel from lib/ and bin/).
+install(TARGETS gpusel_probe_helper RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/gpusel)
 
 install(TARGETS gpusel_sim_nvml gpusel_sim_cuda gpusel_sim_machines LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR})
 install(TARGETS gpusel_sim_nvml_no_v2 LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/nvml-no-v2)

@@ -1,10 +1,10 @@
-"""Builds the gpusel package for pip: gpusel/__init__.py with libgpusel.so.0 beside it and the
-probe helper in gpusel/bin/ (the gpusel executable, which libgpusel runs to ask CUDA for its device
-order where NVML cannot tell it; the library finds it there by its own location).
+"""Builds the gpusel package for pip: gpusel/__init__.py with libgpusel.so.0 and its probe helper
+beside it (gpusel-probe-cuda, the program libgpusel runs to ask CUDA for its device order where
+NVML cannot tell it; the library finds it there by its own location).
 
 Where the built files come from:
-- GPUSEL_LIBRARY: the path of libgpusel.so.0 (or libgpusel.so), and GPUSEL_BIN the path of the
-  gpusel executable (default: bin/gpusel beside the library's lib/ folder);
+- GPUSEL_LIBRARY: the path of libgpusel.so.0 (or libgpusel.so), and GPUSEL_PROBE_HELPER the path of
+  the helper (default: libexec/gpusel/gpusel-probe-cuda beside the library's lib/ folder);
 - else the source tree's build folders, the first of ../build, ../build-product that holds both.
 
 An unbuilt tree is refused with a message: a package without its library would install and then
@@ -26,6 +26,7 @@ except ImportError:  # no wheel package: pip then installs without building a wh
     bdist_wheel = None
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+HELPER = "gpusel-probe-cuda"
 BUILDS = ("build", "build-product")
 
 
@@ -40,22 +41,22 @@ def built_files():
     if explicit:
         if not os.path.isfile(explicit):
             refuse(f"GPUSEL_LIBRARY={explicit!r} is not a file; point it at the libgpusel.so.0 a build made")
-        helper = os.environ.get("GPUSEL_BIN") or os.path.join(
-            os.path.dirname(os.path.dirname(os.path.abspath(explicit))), "bin", "gpusel")
+        helper = os.environ.get("GPUSEL_PROBE_HELPER") or os.path.join(
+            os.path.dirname(os.path.dirname(os.path.abspath(explicit))), "libexec", "gpusel", HELPER)
         if not os.path.isfile(helper):
-            refuse(f"no gpusel executable at {helper!r} to bundle as the probe helper; set GPUSEL_BIN "
-                   "to the gpusel a build made")
+            refuse(f"no probe helper at {helper!r} to bundle; set GPUSEL_PROBE_HELPER to the {HELPER} a "
+                   "build made")
         return explicit, helper
     for build in BUILDS:
         root = os.path.join(HERE, "..", build)
         lib = os.path.join(root, "lib", "libgpusel.so.0")
-        helper = os.path.join(root, "bin", "gpusel")
+        helper = os.path.join(root, "libexec", "gpusel", HELPER)
         if os.path.isfile(lib) and os.path.isfile(helper):
             return lib, helper
-    refuse("the package needs a built libgpusel.so.0 and gpusel, and this source tree has neither "
+    refuse(f"the package needs a built libgpusel.so.0 and {HELPER}, and this source tree has neither "
            f"({', '.join('../' + b for b in BUILDS)} hold no build). Build gpusel first "
            "(scripts/quickstart, or cmake --preset product && cmake --build --preset product), "
-           "or set GPUSEL_LIBRARY and GPUSEL_BIN to the files of a build")
+           "or set GPUSEL_LIBRARY and GPUSEL_PROBE_HELPER to the files of a build")
 
 
 def version():
@@ -86,8 +87,7 @@ class BuildWithLibrary(build_py):
         target = os.path.join(package, "libgpusel.so.0")
         shutil.copyfile(os.path.realpath(lib), target)
         os.chmod(target, 0o755)
-        os.makedirs(os.path.join(package, "bin"), exist_ok=True)
-        target = os.path.join(package, "bin", "gpusel")
+        target = os.path.join(package, HELPER)
         shutil.copyfile(os.path.realpath(helper), target)
         os.chmod(target, 0o755)
 

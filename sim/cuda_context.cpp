@@ -30,7 +30,7 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
   ++d->primary.retains;
   *ctx = &d->primary;
   // NVML's process list shows this process on the GPU from now until it exits.
-  gpusel::sim::note_usage(s.loaded.machine, d->uuid, d->memory_used, "libcuda.so.1");
+  gpusel::sim::note_usage(s.loaded.machine(), d->uuid, d->memory_used, "libcuda.so.1");
   return CUDA_SUCCESS;
 }
 
@@ -94,7 +94,7 @@ CUresult cuDevicePrimaryCtxReset_v2(CUdevice dev) {
     }
   }
   d->primary.retains = 0;
-  gpusel::sim::note_usage(s.loaded.machine, d->uuid, d->memory_used, "libcuda.so.1");
+  gpusel::sim::note_usage(s.loaded.machine(), d->uuid, d->memory_used, "libcuda.so.1");
   return CUDA_SUCCESS;
 }
 
@@ -117,7 +117,7 @@ CUresult cuCtxCreate_v2(CUcontext* ctx, unsigned int flags, CUdevice dev) {
   if (current_context != nullptr) context_stack.push_back(current_context);
   current_context = c;
   *ctx = c;
-  gpusel::sim::note_usage(s.loaded.machine, d->uuid, d->memory_used, "libcuda.so.1");
+  gpusel::sim::note_usage(s.loaded.machine(), d->uuid, d->memory_used, "libcuda.so.1");
   return CUDA_SUCCESS;
 }
 

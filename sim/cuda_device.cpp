@@ -57,7 +57,7 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
   Device* d = device(dev);
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const bool before_13 = state().loaded.machine.cuda_driver_version < 13000;
+  const bool before_13 = state().loaded.machine().cuda_driver_version < 13000;
   return parse_uuid(before_13 ? d->parent_uuid : d->uuid, uuid) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
 }
 

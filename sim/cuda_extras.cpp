@@ -458,7 +458,7 @@ CUresult cuCtxGetId(CUcontext ctx, unsigned long long* id) {
 namespace {
 CUresult context_argument(CUcontext ctx, Device** device) {
   *device = nullptr;
-  if (state().loaded.machine.cuda_driver_version < 13000 || ctx == nullptr) {
+  if (state().loaded.machine().cuda_driver_version < 13000 || ctx == nullptr) {
     *device = current_device();
     return *device != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
   }
@@ -507,7 +507,7 @@ CUresult cuGetExportTable(const void** table, const CUuuid*) {
         "libcudart.so.11.0, .12 and .13 then answer (see docs/simulator.md)");
     // For `gpusel doctor`, which says the same afterwards.
     const LoadedMachine& loaded = loaded_machine();
-    if (loaded.ok) gpusel::sim::note_static_runtime(loaded.machine, "libcuda.so.1");
+    if (loaded.ok) gpusel::sim::note_static_runtime(loaded.machine(), "libcuda.so.1");
   }
   return CUDA_ERROR_NOT_SUPPORTED;
 }

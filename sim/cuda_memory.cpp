@@ -60,7 +60,7 @@ CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const vo
     std::memmove(to, from, bytes);
   }
   Link link = dst_dev != 0 && src_dev != 0 ? Link::Local : (dst_dev != 0 ? Link::H2D : Link::D2H);
-  if (link == Link::D2H && s.loaded.machine.faults.corrupt_copies) {
+  if (link == Link::D2H && s.loaded.machine().faults.corrupt_copies) {
     // A broken copy path; in sampled mode the flipped byte is one that was moved.
     static_cast<unsigned char*>(to)[sampled ? gpusel::sampled_middle(bytes) : bytes / 2] ^= 0x5a;
   }
@@ -127,7 +127,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, std::size_t bytes) {
   *ptr = reinterpret_cast<CUdeviceptr>(p);
   s.allocations[*ptr] = Allocation{bytes, current_context->device};
   d->memory_used += bytes;
-  gpusel::sim::note_usage(s.loaded.machine, d->uuid, d->memory_used, "libcuda.so.1");
+  gpusel::sim::note_usage(s.loaded.machine(), d->uuid, d->memory_used, "libcuda.so.1");
   return CUDA_SUCCESS;
 }
 
@@ -140,7 +140,7 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
   release_host_memory(reinterpret_cast<void*>(ptr), it->second.size);
   Device& owner = s.devices[static_cast<std::size_t>(it->second.device)];
   owner.memory_used -= it->second.size;
-  gpusel::sim::note_usage(s.loaded.machine, owner.uuid, owner.memory_used, "libcuda.so.1");
+  gpusel::sim::note_usage(s.loaded.machine(), owner.uuid, owner.memory_used, "libcuda.so.1");
   s.allocations.erase(it);
   return CUDA_SUCCESS;
 }

@@ -34,7 +34,7 @@ CUresult initialise(State& s) {
   if (env("GPUSEL_SIM_DEVICE_HANDLES") == "distinct") s.handle_base = kDeviceHandleBase;
   load_once(s);
   if (!s.loaded.ok) return CUDA_ERROR_NO_DEVICE;
-  const SimMachine& m = s.loaded.machine;
+  const SimMachine& m = s.loaded.machine();
   if (m.faults.cuda == "missing") return CUDA_ERROR_STUB_LIBRARY;
   if (m.faults.cuda == "init_fails") return CUDA_ERROR_UNKNOWN;
   // Enumeration by the simulator's own transcription of the driver's rules (cuda_rules.hpp),
@@ -87,7 +87,7 @@ State& state() {
 }
 
 const SimGpu& gpu_of(const State& s, const Device& d) {
-  return s.loaded.machine.gpus[static_cast<std::size_t>(d.gpu)];
+  return s.loaded.machine().gpus[static_cast<std::size_t>(d.gpu)];
 }
 
 // Guard for every call after cuInit: returns CUDA_SUCCESS when the driver is usable.
@@ -160,7 +160,7 @@ CUresult cuDriverGetVersion(int* version) {
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   load_once(s);
-  *version = s.loaded.ok ? s.loaded.machine.cuda_driver_version : 0;
+  *version = s.loaded.ok ? s.loaded.machine().cuda_driver_version : 0;
   return CUDA_SUCCESS;
 }
 

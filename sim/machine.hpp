@@ -112,7 +112,36 @@ inline constexpr int kMaxMachineNesting = 64;
 inline constexpr int kMaxComputeCapability = 99;
 
 // Reads and checks a machine file. Throws MachineError naming the file, the line and the key.
+// (The doubles take theirs from libgpusel-sim-machines.so, which reads each file once per
+// process: machine_share.hpp.)
 SimMachine load_machine(const std::string& path);
+
+// A machine file, opened and checked: a regular file of at most kMaxMachineFileBytes (throws
+// MachineError naming the file otherwise), with what shows whether it has changed.
+class MachineFile {
+ public:
+  // The same file, unchanged, has the same stamp. Windows: size and modification time only.
+  struct Stamp {
+    std::uint64_t device = 0, inode = 0;  // 0: the platform does not say which file it is
+    std::uint64_t size = 0;
+    std::int64_t modified_ns = 0, changed_ns = 0;
+    bool operator==(const Stamp&) const = default;
+  };
+
+  explicit MachineFile(const std::string& path);
+  ~MachineFile();
+  MachineFile(const MachineFile&) = delete;
+  MachineFile& operator=(const MachineFile&) = delete;
+
+  const Stamp& stamp() const { return stamp_; }
+  // Its text, once: refused (MachineError) if it grew past the limit since it was opened.
+  std::string read();
+
+ private:
+  std::string path_;
+  int fd_ = -1;  // POSIX
+  Stamp stamp_;
+};
 
 // The same over the file's text; `path` names it in messages.
 SimMachine parse_machine(std::string_view text, const std::string& path);

@@ -1,12 +1,16 @@
-// libgpusel-sim-machines.so: the machine files as `gpusel --sim` needs to see them (found and
-// checked exactly as the doubles find and check them), so that the gpusel command itself links no
-// simulator code: it dlopens this library from the simulator's folder when --sim is used.
+// libgpusel-sim-machines.so: the simulator's reader of machine files. The doubles take their
+// machine from it (machine_share.hpp), so that a process parses each machine file once whatever
+// it loads; and `gpusel --sim` sees machines through it (found and checked exactly as the doubles
+// find and check them), so that the gpusel command itself links no simulator code: it dlopens
+// this library from the simulator's folder when --sim is used.
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <exception>
 #include <string>
 
 #include "machine.hpp"
+#include "machine_share.hpp"
 #include "usage.hpp"
 
 namespace {
@@ -36,7 +40,7 @@ GPUSEL_SIM_MACHINES_API std::size_t gpuselSimDescribeMachine(const char* spec,
   try {
     std::string path = spec != nullptr ? spec : "";
     if (machines_dir != nullptr) path = gpusel::sim::find_machine(path, {machines_dir});
-    const gpusel::sim::SimMachine m = gpusel::sim::load_machine(path);
+    const gpusel::sim::SimMachine& m = gpusel::sim::shared_machine(path);
     field(out, "ok");
     field(out, path);
     field(out, m.name);
@@ -56,4 +60,21 @@ GPUSEL_SIM_MACHINES_API std::size_t gpuselSimDescribeMachine(const char* spec,
   }
   if (buf != nullptr && len >= out.size()) std::memcpy(buf, out.data(), out.size());
   return out.size();
+}
+
+// For the doubles (machine_share.hpp): the layout of the machines this library hands out, and the
+// machine in `path`, parsed once per process (nullptr after fail(context, message) when the file
+// cannot be used).
+GPUSEL_SIM_MACHINES_API std::uint64_t gpuselSimMachineLayout() noexcept {
+  return gpusel::sim::kMachineLayout;
+}
+
+GPUSEL_SIM_MACHINES_API const gpusel::sim::SimMachine* gpuselSimSharedMachine(
+    const char* path, gpusel::sim::FailFunction fail, void* context) noexcept {
+  try {
+    return &gpusel::sim::shared_machine(path != nullptr ? path : "");
+  } catch (const std::exception& e) {
+    if (fail != nullptr) fail(context, e.what());
+  }
+  return nullptr;
 }

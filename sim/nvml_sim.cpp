@@ -5,9 +5,11 @@
 #include <cstdio>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include "gpu_model.hpp"
@@ -97,25 +99,59 @@ struct State {
   gpusel::sim::LoadedMachine loaded;
   std::vector<gpuselNvmlDeviceBox> gpu_handles;
   std::vector<gpuselNvmlDeviceBox> mig_handles;  // kMigSlots per GPU
+  // Look-ups in constant time, so that a client asking about every pair of GPUs makes a
+  // quadratic number of steps, not a cubic one.
+  std::unordered_map<std::string, gpuselNvmlDeviceBox> by_uuid;  // GPU and MIG device UUIDs
+  std::unordered_map<std::uint64_t, int> by_bus;                 // bus_key -> GPU
+  std::vector<int> nvlink_peers;  // per GPU: the other GPUs in its NVLink domain
+  std::vector<int> nvlink_peer;   // per GPU: the other GPU of a domain of two, else -1
   std::mutex mutex;
   int refcount = 0;
 };
 
+// A PCI address as one number, or nullopt for one no machine file can hold (bus and device are
+// two hex digits there, the function one).
+std::optional<std::uint64_t> bus_key(unsigned domain, unsigned bus, unsigned device,
+                                     unsigned function) {
+  if (bus > 0xff || device > 0xff || function > 0xf) return std::nullopt;
+  return (std::uint64_t{domain} << 20) | (bus << 12) | (device << 4) | function;
+}
+
 void anchor() {}
+
+void index_machine(State& st) {
+  const auto& gpus = st.loaded.machine().gpus;
+  const auto n = static_cast<int>(gpus.size());
+  std::unordered_map<int, std::vector<int>> domains;
+  for (int g = 0; g < n; ++g) {
+    const SimGpu& gpu = gpus[static_cast<std::size_t>(g)];
+    st.gpu_handles.push_back({g, -1});
+    for (unsigned m = 0; m < kMigSlots; ++m) st.mig_handles.push_back({g, static_cast<int>(m)});
+    st.by_uuid.emplace(gpu.uuid, gpuselNvmlDeviceBox{g, -1});
+    // MIG UUIDs: the first GPU's wins if a file repeats one, as a search in PCI order finds.
+    for (std::size_t m = 0; m < gpu.migs.size() && m < kMigSlots; ++m)
+      st.by_uuid.emplace(gpu.migs[m].uuid, gpuselNvmlDeviceBox{g, static_cast<int>(m)});
+    if (auto key = bus_key(gpu.pci_domain, gpu.pci_bus, gpu.pci_device, gpu.pci_function))
+      st.by_bus.emplace(*key, g);
+    if (gpu.nvlink_domain >= 0) domains[gpu.nvlink_domain].push_back(g);
+  }
+  st.nvlink_peers.assign(gpus.size(), 0);
+  st.nvlink_peer.assign(gpus.size(), -1);
+  for (const auto& [domain, members] : domains) {
+    for (int g : members) {
+      st.nvlink_peers[static_cast<std::size_t>(g)] = static_cast<int>(members.size()) - 1;
+      if (members.size() == 2)
+        st.nvlink_peer[static_cast<std::size_t>(g)] = members[0] + members[1] - g;
+    }
+  }
+}
 
 State& state() {
   static State* s = [] {
     auto* st = new State;  // never destroyed: handles stay valid until the process ends
     st->loaded = gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor),
                                                     "libnvidia-ml.so.1");
-    if (st->loaded.ok) {
-      const auto n = static_cast<int>(st->loaded.machine.gpus.size());
-      for (int g = 0; g < n; ++g) {
-        st->gpu_handles.push_back({g, -1});
-        for (unsigned m = 0; m < kMigSlots; ++m)
-          st->mig_handles.push_back({g, static_cast<int>(m)});
-      }
-    }
+    if (st->loaded.ok) index_machine(*st);
     return st;
   }();
   return *s;
@@ -131,14 +167,18 @@ bool initialised() {
   return s.refcount > 0;
 }
 
-// A handle this library gave out, else nullptr (never dereference an unknown pointer).
+// A handle this library gave out, else nullptr (never dereference an unknown pointer): the
+// handles are the elements of two arrays, so a handle's address says which, if any, it is.
 const gpuselNvmlDeviceBox* lookup(nvmlDevice_t device) {
   State& s = state();
+  const auto address = reinterpret_cast<std::uintptr_t>(device);
   auto in = [&](const std::vector<gpuselNvmlDeviceBox>& v) -> const gpuselNvmlDeviceBox* {
-    for (const auto& b : v) {
-      if (reinterpret_cast<const void*>(&b) == reinterpret_cast<const void*>(device)) return &b;
-    }
-    return nullptr;
+    const auto first = reinterpret_cast<std::uintptr_t>(v.data());
+    if (v.empty() || address < first) return nullptr;
+    const std::uintptr_t offset = address - first;
+    if (offset % sizeof(gpuselNvmlDeviceBox) != 0) return nullptr;
+    const std::size_t i = offset / sizeof(gpuselNvmlDeviceBox);
+    return i < v.size() ? &v[i] : nullptr;
   };
   const gpuselNvmlDeviceBox* box = in(s.gpu_handles);
   return box != nullptr ? box : in(s.mig_handles);
@@ -149,7 +189,7 @@ nvmlReturn_t check(nvmlDevice_t device, const gpuselNvmlDeviceBox** box, const S
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
   *box = lookup(device);
   if (*box == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *gpu = &state().loaded.machine.gpus[static_cast<std::size_t>((*box)->gpu)];
+  *gpu = &state().loaded.machine().gpus[static_cast<std::size_t>((*box)->gpu)];
   if ((*gpu)->lost) return NVML_ERROR_GPU_IS_LOST;
   if ((*box)->mig >= static_cast<int>((*gpu)->migs.size())) return NVML_ERROR_INVALID_ARGUMENT;
   return NVML_SUCCESS;
@@ -165,7 +205,7 @@ nvmlReturn_t copy_string(const std::string& value, char* buf, unsigned len) {
 nvmlReturn_t do_init() {
   State& s = state();
   if (!s.loaded.ok) return NVML_ERROR_DRIVER_NOT_LOADED;
-  const std::string& fault = s.loaded.machine.faults.nvml;
+  const std::string& fault = s.loaded.machine().faults.nvml;
   if (fault == "init_fails" || fault == "missing") return NVML_ERROR_DRIVER_NOT_LOADED;
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.refcount;
@@ -184,7 +224,7 @@ struct BookedProcess {
 // each with its instance ids, as the driver does.
 std::vector<BookedProcess> booked(const gpuselNvmlDeviceBox& box, const SimGpu& gpu) {
   std::vector<BookedProcess> out;
-  const auto& machine = state().loaded.machine;
+  const auto& machine = state().loaded.machine();
   if (box.mig < 0) {
     for (const auto& p : gpu.processes) out.push_back({p});
     for (const auto& p : gpusel::sim::live_processes(machine, gpu.uuid, "libnvidia-ml.so.1"))
@@ -203,7 +243,7 @@ nvmlReturn_t handle_by_index(unsigned index, nvmlDevice_t* device) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
   State& s = state();
   if (device == nullptr || index >= s.gpu_handles.size()) return NVML_ERROR_INVALID_ARGUMENT;
-  if (s.loaded.machine.gpus[index].lost) return NVML_ERROR_GPU_IS_LOST;
+  if (s.loaded.machine().gpus[index].lost) return NVML_ERROR_GPU_IS_LOST;
   *device = to_handle(&s.gpu_handles[index]);
   return NVML_SUCCESS;
 }
@@ -282,13 +322,13 @@ const char* nvmlErrorString(nvmlReturn_t result) {
 
 nvmlReturn_t nvmlSystemGetDriverVersion(char* version, unsigned int length) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
-  return copy_string(state().loaded.machine.driver_version, version, length);
+  return copy_string(state().loaded.machine().driver_version, version, length);
 }
 
 nvmlReturn_t nvmlSystemGetCudaDriverVersion_v2(int* version) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
   if (version == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  *version = state().loaded.machine.cuda_driver_version;
+  *version = state().loaded.machine().cuda_driver_version;
   return NVML_SUCCESS;
 }
 nvmlReturn_t nvmlSystemGetCudaDriverVersion(int* version) {
@@ -312,21 +352,17 @@ nvmlReturn_t nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_t* device) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
   if (uuid == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   State& s = state();
-  const auto& gpus = s.loaded.machine.gpus;
-  for (std::size_t g = 0; g < gpus.size(); ++g) {
-    if (gpus[g].uuid == uuid) {
-      if (gpus[g].lost) return NVML_ERROR_GPU_IS_LOST;
-      *device = to_handle(&s.gpu_handles[g]);
-      return NVML_SUCCESS;
-    }
-    for (std::size_t m = 0; m < gpus[g].migs.size(); ++m) {
-      if (gpus[g].migs[m].uuid == uuid) {
-        *device = to_handle(&s.mig_handles[g * kMigSlots + m]);
-        return NVML_SUCCESS;
-      }
-    }
+  const auto found = s.by_uuid.find(uuid);
+  if (found == s.by_uuid.end()) return NVML_ERROR_NOT_FOUND;
+  const gpuselNvmlDeviceBox box = found->second;
+  const auto g = static_cast<std::size_t>(box.gpu);
+  if (box.mig >= 0) {
+    *device = to_handle(&s.mig_handles[g * kMigSlots + static_cast<std::size_t>(box.mig)]);
+    return NVML_SUCCESS;
   }
-  return NVML_ERROR_NOT_FOUND;
+  if (s.loaded.machine().gpus[g].lost) return NVML_ERROR_GPU_IS_LOST;
+  *device = to_handle(&s.gpu_handles[g]);
+  return NVML_SUCCESS;
 }
 
 nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t device, char* uuid, unsigned int length) {
@@ -633,7 +669,8 @@ namespace {
 
 // Busy: the machine file's utilisation, or a simulated process with a context on it.
 bool busy(const SimGpu& gpu) {
-  const gpuselNvmlDeviceBox whole{static_cast<int>(&gpu - state().loaded.machine.gpus.data()), -1};
+  const gpuselNvmlDeviceBox whole{static_cast<int>(&gpu - state().loaded.machine().gpus.data()),
+                                  -1};
   return gpu.utilization_gpu > 0 || !booked(whole, gpu).empty();
 }
 
@@ -652,13 +689,10 @@ int gpu_by_bus(const char* bus) {
     dom = 0;
     if (std::sscanf(bus, "%x:%x.%x%c", &b, &d, &f, &tail) != 3) return -1;
   }
-  const auto& gpus = state().loaded.machine.gpus;
-  for (std::size_t i = 0; i < gpus.size(); ++i) {
-    const SimGpu& g = gpus[i];
-    if (g.pci_domain == dom && g.pci_bus == b && g.pci_device == d && g.pci_function == f)
-      return static_cast<int>(i);
-  }
-  return -1;
+  const State& s = state();
+  const auto key = bus_key(dom, b, d, f);
+  const auto found = key ? s.by_bus.find(*key) : s.by_bus.end();
+  return found == s.by_bus.end() ? -1 : found->second;
 }
 
 void fill_pci(nvmlPciInfo_t* pci, unsigned domain, unsigned bus, unsigned dev, unsigned id) {
@@ -690,12 +724,11 @@ nvmlReturn_t nvlink_remote(nvmlDevice_t device, unsigned link, const SimGpu** pe
   if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
   if (gpu->nvlink_domain < 0 || gpu->nvlinks == 0) return NVML_ERROR_NOT_SUPPORTED;
   if (link >= gpu->nvlinks) return NVML_ERROR_INVALID_ARGUMENT;
-  std::vector<const SimGpu*> others;
-  for (const SimGpu& g : state().loaded.machine.gpus) {
-    if (gpusel::sim::nvlink_between(*gpu, g)) others.push_back(&g);
-  }
-  *peer = others.size() == 1 ? others[0] : nullptr;
-  *sw = others.size() == 1 ? -1 : static_cast<int>(link % 4);
+  const State& s = state();
+  const auto g = static_cast<std::size_t>(gpu - s.loaded.machine().gpus.data());
+  const int partner = s.nvlink_peers[g] == 1 ? s.nvlink_peer[g] : -1;
+  *peer = partner >= 0 ? &s.loaded.machine().gpus[static_cast<std::size_t>(partner)] : nullptr;
+  *sw = partner >= 0 ? -1 : static_cast<int>(link % 4);
   return NVML_SUCCESS;
 }
 
@@ -703,7 +736,7 @@ nvmlReturn_t nvlink_remote(nvmlDevice_t device, unsigned link, const SimGpu** pe
 
 nvmlReturn_t nvmlSystemGetNVMLVersion(char* version, unsigned int length) {
   if (!initialised()) return NVML_ERROR_UNINITIALIZED;
-  const SimMachine& m = state().loaded.machine;
+  const SimMachine& m = state().loaded.machine();
   // "<CUDA major>.<driver version>", as NVML itself reports it (e.g. 12.570.124.06).
   return copy_string(std::to_string(m.cuda_driver_version / 1000) + "." + m.driver_version, version,
                      length);
@@ -714,7 +747,8 @@ nvmlReturn_t nvmlDeviceGetHandleByPciBusId_v2(const char* bus, nvmlDevice_t* dev
   if (bus == nullptr || device == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   const int g = gpu_by_bus(bus);
   if (g < 0) return NVML_ERROR_NOT_FOUND;
-  if (state().loaded.machine.gpus[static_cast<std::size_t>(g)].lost) return NVML_ERROR_GPU_IS_LOST;
+  if (state().loaded.machine().gpus[static_cast<std::size_t>(g)].lost)
+    return NVML_ERROR_GPU_IS_LOST;
   *device = to_handle(&state().gpu_handles[static_cast<std::size_t>(g)]);
   return NVML_SUCCESS;
 }
@@ -1384,8 +1418,8 @@ nvmlReturn_t nvmlDeviceGetTopologyNearestGpus(nvmlDevice_t device, int level, un
   if (count == nullptr || level < 0 || level > 50) return NVML_ERROR_INVALID_ARGUMENT;
   State& s = state();
   std::vector<nvmlDevice_t> near;
-  for (std::size_t g = 0; g < s.loaded.machine.gpus.size(); ++g) {
-    const SimGpu& other = s.loaded.machine.gpus[g];
+  for (std::size_t g = 0; g < s.loaded.machine().gpus.size(); ++g) {
+    const SimGpu& other = s.loaded.machine().gpus[g];
     if (&other == gpu || other.lost) continue;
     if (gpusel::sim::topology_level(*gpu, other) <= level)
       near.push_back(to_handle(&s.gpu_handles[g]));
@@ -1408,8 +1442,8 @@ nvmlReturn_t nvmlSystemGetTopologyGpuSet(unsigned int cpu, unsigned int* count,
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
   State& s = state();
   std::vector<nvmlDevice_t> set;
-  for (std::size_t g = 0; g < s.loaded.machine.gpus.size(); ++g) {
-    const SimGpu& gpu = s.loaded.machine.gpus[g];
+  for (std::size_t g = 0; g < s.loaded.machine().gpus.size(); ++g) {
+    const SimGpu& gpu = s.loaded.machine().gpus[g];
     if (std::find(gpu.cpus.begin(), gpu.cpus.end(), static_cast<int>(cpu)) != gpu.cpus.end())
       set.push_back(to_handle(&s.gpu_handles[g]));
   }
@@ -1488,7 +1522,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, ProcessUtiliza
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
   if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
-  const gpuselNvmlDeviceBox whole{static_cast<int>(gpu - state().loaded.machine.gpus.data()), -1};
+  const gpuselNvmlDeviceBox whole{static_cast<int>(gpu - state().loaded.machine().gpus.data()), -1};
   const std::vector<BookedProcess> procs = booked(whole, *gpu);
   std::vector<ProcessUtilizationSample> out;
   for (const BookedProcess& p : procs) {

@@ -1,9 +1,9 @@
+// sim_common.hpp's platform part on POSIX: dladdr names the library a function is in, dlopen and
+// dlsym open libgpusel-sim-machines.so beside it.
 #include "sim_common.hpp"
 
 #include <dlfcn.h>
 #include <unistd.h>
-
-#include <cstdlib>
 
 namespace gpusel::sim {
 
@@ -13,33 +13,37 @@ void report(const char* library_name, const std::string& message) {
   (void)ignored;
 }
 
-LoadedMachine load_from_environment(const void* anchor, const char* library_name) {
-  LoadedMachine out;
-  const char* spec = std::getenv("GPUSEL_SIM_MACHINE");
-  if (spec == nullptr || *spec == '\0') {
-    out.error =
-        "GPUSEL_SIM_MACHINE is not set; set it to a bundled machine's name or a machine "
-        "file (`gpusel sim env MACHINE` prints the settings)";
-    report(library_name, out.error);
-    return out;
-  }
-  std::vector<std::string> dirs;
+namespace platform {
+
+std::string library_file(const void* anchor) {
   Dl_info info{};
-  if (dladdr(anchor, &info) != 0 && info.dli_fname != nullptr) {
-    std::string file = info.dli_fname;
-    std::string dir = file.substr(0, file.rfind('/') == std::string::npos ? 0 : file.rfind('/'));
-    if (dir.empty()) dir = ".";
-    dirs.push_back(dir + "/machines");
-    dirs.push_back(dir + "/../machines");
-  }
-  try {
-    out.machine = load_machine(find_machine(spec, dirs));
-    out.ok = true;
-  } catch (const std::exception& e) {
-    out.error = std::string("GPUSEL_SIM_MACHINE=\"") + spec + "\": " + e.what();
-    report(library_name, out.error);
-  }
-  return out;
+  if (dladdr(anchor, &info) == 0 || info.dli_fname == nullptr) return "";
+  return info.dli_fname;
 }
+
+std::string folder_of(const std::string& file) {
+  const std::size_t slash = file.rfind('/');
+  const std::string dir = file.substr(0, slash == std::string::npos ? 0 : slash);
+  return dir.empty() ? "." : dir;
+}
+
+bool exists(const std::string& path) {
+  return ::access(path.c_str(), F_OK) == 0;
+}
+
+void* open_library(const std::string& path, std::string& why) {
+  void* handle = dlopen(path.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  if (handle == nullptr) {
+    const char* error = dlerror();
+    why = error != nullptr ? error : "dlopen failed";
+  }
+  return handle;
+}
+
+void* library_function(void* library, const char* name) {
+  return dlsym(library, name);
+}
+
+}  // namespace platform
 
 }  // namespace gpusel::sim

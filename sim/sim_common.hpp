@@ -10,14 +10,37 @@ namespace gpusel::sim {
 struct LoadedMachine {
   bool ok = false;
   std::string error;  // printed once to stderr by the double that hit it
-  SimMachine machine;
+  // The machine, held by libgpusel-sim-machines.so for every library of the process (valid until
+  // the process ends); nullptr unless ok.
+  const SimMachine* shared = nullptr;
+
+  // The machine; an empty one (no GPUs) unless ok.
+  const SimMachine& machine() const;
 };
 
 // Loads the machine once per library (`anchor` is any function of the calling library, used to
-// find the bundled machines beside it). The first failure is reported on stderr, once.
+// find the bundled machines and libgpusel-sim-machines.so beside it; the machine file itself is
+// parsed once per process, by that library). The first failure is reported on stderr, once.
 LoadedMachine load_from_environment(const void* anchor, const char* library_name);
 
 // Writes "gpusel-sim (<library>): <message>" to stderr.
 void report(const char* library_name, const std::string& message);
+
+// The platform's part (sim_common.cpp, sim_common_win.cpp).
+namespace platform {
+
+// The file of the library that holds `anchor`, or "" when the system does not say.
+std::string library_file(const void* anchor);
+// The folder part of a file's path ("." for a bare name).
+std::string folder_of(const std::string& file);
+// Whether something exists at `path`.
+bool exists(const std::string& path);
+// A library opened by its path (never looked for elsewhere) and never closed, or nullptr with
+// the system's reason in `why`.
+void* open_library(const std::string& path, std::string& why);
+// A function of it, or nullptr.
+void* library_function(void* library, const char* name);
+
+}  // namespace platform
 
 }  // namespace gpusel::sim

@@ -19,22 +19,21 @@ struct ProbeResult {
   std::vector<CudaDevice> devices;
 };
 
-// Runs `helper internal-probe-cuda` (the gpusel executable) and reads what CUDA enumerates in it.
-// With `unfiltered`, the child runs without CUDA_VISIBLE_DEVICES, so it sees every device in
-// CUDA's own order; otherwise it inherits this process's environment.
+// Runs `helper` (the library's probe helper program, gpusel-probe-cuda; see default_probe_helper)
+// and reads what CUDA enumerates in it. With `unfiltered`, the child runs without
+// CUDA_VISIBLE_DEVICES, so it sees every device in CUDA's own order; otherwise it inherits this
+// process's environment.
 ProbeResult probe_cuda(const std::string& helper, bool unfiltered);
-
-// The lines the child prints for `devices`, and their parser (one device a line, tab-separated).
-std::string serialise_devices(const std::vector<CudaDevice>& devices);
-std::optional<std::vector<CudaDevice>> parse_devices(const std::string& text);
 
 // CUDA's enumeration order of the physical GPUs (positions into `gpus`), from an unfiltered probe;
 // nullopt when the probe does not account for every GPU exactly once.
 std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus,
                                                 const std::vector<CudaDevice>& devices);
 
-// The gpusel executable to use as the probe's helper: GPUSEL_PROBE_HELPER, else this process's
-// own executable when it is gpusel, else empty (no probe).
+// The probe's helper program: GPUSEL_PROBE_HELPER when set, else the gpusel-probe-cuda installed
+// with the library (gpusel-probe-cuda.exe on Windows), looked for beside the library (or the
+// program the static library is linked into), then in ../libexec/gpusel/ and ../../libexec/gpusel/
+// from there; empty when there is none (no probe: resolution refuses what only CUDA could tell).
 std::string default_probe_helper();
 
 // The GPUs CUDA enumerates, as NVML would list them: one per physical GPU (MIG devices under

@@ -3,11 +3,13 @@
 
 #include <algorithm>
 #include <bit>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <type_traits>
 #include <unordered_map>
 
 #include "ancestry.hpp"
@@ -22,8 +24,44 @@ using detail::open_driver_library;
 
 namespace {
 
+// An optional NVML function, looked up on its first use: a command that reads only UUIDs looks up
+// the 5 functions it calls, not the 35 of nvml.def (each dlsym costs about 800 instructions).
+// Used only with nvml_mutex held (every NVML call is), which serialises the look-up.
+template <typename Fn>
+class LazySymbol {
+ public:
+  void bind(void* handle, const char* name) {
+    handle_ = handle;
+    name_ = name;
+  }
+  Fn get() const {
+    if (!looked_) {
+      fn_ = reinterpret_cast<Fn>(detail::find_symbol(handle_, name_));
+      looked_ = true;
+    }
+    return fn_;
+  }
+  explicit operator bool() const { return get() != nullptr; }
+  bool operator==(std::nullptr_t) const { return get() == nullptr; }
+  template <typename... Args>
+  auto operator()(Args... args) const {
+    return get()(args...);
+  }
+
+ private:
+  void* handle_ = nullptr;
+  const char* name_ = "";
+  mutable Fn fn_ = nullptr;
+  mutable bool looked_ = false;
+};
+
+// Required functions are looked up when the library is opened (a missing one makes NVML
+// unavailable); optional ones when first called.
+template <bool Required, typename Fn>
+using NvmlFunction = std::conditional_t<Required, Fn, LazySymbol<Fn>>;
+
 struct NvmlApi {
-#define GPUSEL_NVML(name, required, ret, params) ret(*name) params = nullptr;
+#define GPUSEL_NVML(name, required, ret, params) NvmlFunction<required, ret(*) params> name{};
 #include "nvml.def"
 #undef GPUSEL_NVML
 };
@@ -41,9 +79,16 @@ NvmlLibrary open_library() {
       open_driver_library("GPUSEL_NVML_LIBRARY", detail::kNvmlLibraryName, path, lib.reason);
   if (handle == nullptr) return lib;
   std::string missing;
-#define GPUSEL_NVML(name, required, ret, params)                                      \
-  lib.api.name = reinterpret_cast<ret(*) params>(detail::find_symbol(handle, #name)); \
-  if (required && lib.api.name == nullptr) note_missing(missing, #name);
+  auto bind = [&](auto& fn, const char* name, bool required) {
+    if constexpr (std::is_pointer_v<std::remove_reference_t<decltype(fn)>>) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
+          detail::find_symbol(handle, name));
+      if (required && fn == nullptr) note_missing(missing, name);
+    } else {
+      fn.bind(handle, name);
+    }
+  };
+#define GPUSEL_NVML(name, required, ret, params) bind(lib.api.name, #name, required);
 #include "nvml.def"
 #undef GPUSEL_NVML
   if (!missing.empty()) {
@@ -430,6 +475,7 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
     return;
   }
   std::vector<nvmlDevice_t> handles(count, nullptr);  // of the GPUs NVML reads
+  snap.gpus.reserve(count);  // GpuInfo is large: no moves while the list grows
   // A GPU NVML cannot read (lost, or any per-device error) keeps its index and says why; the
   // others are still enumerated, so an index never drifts onto a neighbouring card.
   for (unsigned i = 0; i < count; ++i) {
@@ -522,11 +568,11 @@ namespace gpusel::detail {
 bool nvml_gpu_index(const std::string& uuid, std::optional<unsigned>& index) {
   index.reset();
   const NvmlLibrary& lib = library();
-  if (!lib.usable || lib.api.nvmlDeviceGetHandleByUUID == nullptr ||
-      lib.api.nvmlDeviceGetIndex == nullptr) {
+  if (!lib.usable) return false;
+  std::lock_guard<std::mutex> lock(nvml_mutex);  // held while optional functions are looked up
+  if (lib.api.nvmlDeviceGetHandleByUUID == nullptr || lib.api.nvmlDeviceGetIndex == nullptr) {
     return false;
   }
-  std::lock_guard<std::mutex> lock(nvml_mutex);
   if (open_session(lib.api) != NVML_SUCCESS) return true;  // NVML unavailable: no index
   nvmlDevice_t dev = nullptr;
   unsigned value = 0;

@@ -1,7 +1,12 @@
-// The CUDA probe: a child process enumerates CUDA and reports back through a pipe.
+// The CUDA probe: a child process (gpusel-probe-cuda, the library's helper program) enumerates
+// CUDA and reports back through a pipe. Both sides are here: the parent's probe_cuda and the
+// child's probe_child_main.
 #include "gpusel/probe.hpp"
 
 #ifdef _WIN32
+#include <fcntl.h>
+#include <io.h>
+
 #include "win.hpp"
 #else
 #include <dlfcn.h>
@@ -9,6 +14,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
@@ -20,12 +26,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "probe_child.hpp"
 #include "text.hpp"
 
 #ifndef _WIN32
@@ -34,21 +42,6 @@ extern char** environ;
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
-
-std::string field_safe(std::string s) {
-  for (char& c : s) {
-    if (c == '\t' || c == '\n') c = ' ';
-  }
-  return s;
-}
-
-// A whole field as a number in decimal ASCII, nothing before or after it.
-template <typename T>
-bool parse_number(const std::string& field, T& value) {
-  const char* end = field.data() + field.size();
-  auto [ptr, ec] = std::from_chars(field.data(), end, value);
-  return ec == std::errc() && ptr == end && !field.empty();
-}
 
 constexpr double kDefaultProbeTimeout = 20;
 constexpr double kMaxProbeTimeout = 3600;
@@ -98,44 +91,7 @@ bool wait_until(pid_t pid, int& status, std::chrono::steady_clock::time_point de
 
 }  // namespace
 
-std::string serialise_devices(const std::vector<CudaDevice>& devices) {
-  std::ostringstream out;
-  for (const CudaDevice& d : devices) {
-    out << d.ordinal << '\t' << field_safe(d.uuid) << '\t' << field_safe(d.parent_uuid) << '\t'
-        << field_safe(d.pci_bus_id) << '\t' << d.total_bytes << '\t' << d.cc_major << '\t'
-        << d.cc_minor << '\t' << d.sm_count << '\t' << field_safe(d.name) << '\n';
-  }
-  return out.str();
-}
-
-std::optional<std::vector<CudaDevice>> parse_devices(const std::string& text) {
-  std::vector<CudaDevice> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
-    std::vector<std::string> f;
-    std::size_t start = 0;
-    for (std::size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1) {
-      f.push_back(line.substr(start, tab - start));
-    }
-    f.push_back(line.substr(start));
-    if (f.size() != 9) return std::nullopt;
-    CudaDevice d;
-    if (!parse_number(f[0], d.ordinal) || !parse_number(f[4], d.total_bytes) ||
-        !parse_number(f[5], d.cc_major) || !parse_number(f[6], d.cc_minor) ||
-        !parse_number(f[7], d.sm_count)) {
-      return std::nullopt;
-    }
-    // CUDA's ordinals count from 0, one a line.
-    if (d.ordinal != static_cast<int>(out.size())) return std::nullopt;
-    d.uuid = f[1];
-    d.parent_uuid = f[2];
-    d.pci_bus_id = f[3];
-    d.name = f[8];
-    out.push_back(std::move(d));
-  }
-  return out;
-}
+using detail::parse_devices;
 
 #ifdef _WIN32
 // probe_cuda and default_probe_helper for Windows: CreateProcessW in a Job Object.
@@ -145,7 +101,9 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   ProbeResult result;
   const double timeout = probe_timeout();  // a bad value is refused whether or not a probe runs
   if (helper.empty()) {
-    result.reason = "no gpusel executable to run the probe (set GPUSEL_PROBE_HELPER)";
+    result.reason =
+        "the CUDA probe's helper program (gpusel-probe-cuda) is not installed with libgpusel; set "
+        "GPUSEL_PROBE_HELPER to its path";
     return result;
   }
   int out[2];
@@ -159,13 +117,13 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
     if (std::strncmp(*e, "GPUSEL_PROBE_PARENT=", 20) == 0) continue;
     env_strings.emplace_back(*e);
   }
-  // The child dies with this process (see run_probe), which it recognises by this id.
+  // The child dies with this process (see probe_child_main), which it recognises by this id.
   env_strings.push_back("GPUSEL_PROBE_PARENT=" + std::to_string(getpid()));
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
-  std::string arg0 = helper, arg1 = "internal-probe-cuda";
-  char* argv[] = {arg0.data(), arg1.data(), nullptr};
+  std::string arg0 = helper;
+  char* argv[] = {arg0.data(), nullptr};
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
@@ -271,19 +229,28 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
 #ifndef _WIN32
 std::string default_probe_helper() {
   if (auto h = gpusel::detail::env_value("GPUSEL_PROBE_HELPER"); h && !h->empty()) return *h;
+  // Where this code lives: libgpusel.so, or the program the static library is linked into.
+  std::vector<std::filesystem::path> homes;
   std::error_code ec;
-  auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (!ec && exe.filename() == "gpusel") return exe.string();
-  // A program using libgpusel: the gpusel installed beside the library (<libdir>/../bin/gpusel;
-  // the build tree has the same shape).
   Dl_info info{};
   if (dladdr(reinterpret_cast<const void*>(&default_probe_helper), &info) != 0 &&
-      info.dli_fname != nullptr) {
-    auto lib_dir = std::filesystem::absolute(info.dli_fname, ec).parent_path();
-    for (auto dir = lib_dir; !dir.empty() && dir != dir.root_path(); dir = dir.parent_path()) {
-      auto candidate = dir / "bin" / "gpusel";
-      if (access(candidate.c_str(), X_OK) == 0) return candidate.string();
-      if (dir == lib_dir.parent_path().parent_path()) break;  // <prefix>/lib/<arch> at most
+      info.dli_fname != nullptr && info.dli_fname[0] == '/') {
+    homes.push_back(std::filesystem::path(info.dli_fname).parent_path());
+  }
+  if (auto exe = std::filesystem::read_symlink("/proc/self/exe", ec); !ec) {
+    homes.push_back(exe.parent_path());
+  }
+  // Beside it (a Python package's folder), else the installation's libexec/gpusel/ from its lib/,
+  // lib/<arch>/ or bin/ (the build tree has the same shape), else where this build installs it
+  // from its lib folder.
+  for (const auto& home : homes) {
+    for (const auto& candidate :
+         {home / detail::kProbeHelperName,
+          home.parent_path() / "libexec" / "gpusel" / detail::kProbeHelperName,
+          home.parent_path().parent_path() / "libexec" / "gpusel" / detail::kProbeHelperName,
+          home / GPUSEL_PROBE_HELPER_FROM_LIBDIR / detail::kProbeHelperName}) {
+      if (access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate, ec))
+        return candidate.string();
     }
   }
   return "";
@@ -319,3 +286,86 @@ std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices) {
 }
 
 GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+namespace {
+
+std::string field_safe(std::string s) {
+  for (char& c : s) {
+    if (c == '\t' || c == '\n') c = ' ';
+  }
+  return s;
+}
+
+// A whole field as a number in decimal ASCII, nothing before or after it.
+template <typename T>
+bool parse_number(const std::string& field, T& value) {
+  const char* end = field.data() + field.size();
+  auto [ptr, ec] = std::from_chars(field.data(), end, value);
+  return ec == std::errc() && ptr == end && !field.empty();
+}
+
+}  // namespace
+
+std::string serialise_devices(const std::vector<gpusel::CudaDevice>& devices) {
+  std::ostringstream out;
+  for (const gpusel::CudaDevice& d : devices) {
+    out << d.ordinal << '\t' << field_safe(d.uuid) << '\t' << field_safe(d.parent_uuid) << '\t'
+        << field_safe(d.pci_bus_id) << '\t' << d.total_bytes << '\t' << d.cc_major << '\t'
+        << d.cc_minor << '\t' << d.sm_count << '\t' << field_safe(d.name) << '\n';
+  }
+  return out.str();
+}
+
+std::optional<std::vector<gpusel::CudaDevice>> parse_devices(const std::string& text) {
+  std::vector<gpusel::CudaDevice> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    std::vector<std::string> f;
+    std::size_t start = 0;
+    for (std::size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1) {
+      f.push_back(line.substr(start, tab - start));
+    }
+    f.push_back(line.substr(start));
+    if (f.size() != 9) return std::nullopt;
+    gpusel::CudaDevice d;
+    if (!parse_number(f[0], d.ordinal) || !parse_number(f[4], d.total_bytes) ||
+        !parse_number(f[5], d.cc_major) || !parse_number(f[6], d.cc_minor) ||
+        !parse_number(f[7], d.sm_count)) {
+      return std::nullopt;
+    }
+    // CUDA's ordinals count from 0, one a line.
+    if (d.ordinal != static_cast<int>(out.size())) return std::nullopt;
+    d.uuid = f[1];
+    d.parent_uuid = f[2];
+    d.pci_bus_id = f[3];
+    d.name = f[8];
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+int probe_child_main() {
+  // Die with the process that started this probe (it waits a bounded time, and may itself be
+  // stopped meanwhile), even while cuInit hangs. It passes its process id, so that a parent that
+  // died before the prctl is noticed too. (Windows: the parent's Job Object kills the probe with
+  // it, see probe_win.inc.)
+#ifdef _WIN32
+  _setmode(_fileno(stdout), _O_BINARY);  // the parent parses "\n"-ended lines, not "\r\n"
+#else
+  if (const auto parent = env_value("GPUSEL_PROBE_PARENT"); parent) {
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (std::to_string(getppid()) != *parent) return 1;
+  }
+#endif
+  try {
+    std::cout << serialise_devices(cuda_devices()) << std::flush;
+    return 0;
+  } catch (const std::exception& e) {
+    std::cout << "error\t" << e.what() << "\n" << std::flush;
+    return 1;
+  }
+}
+
+}  // namespace gpusel::detail

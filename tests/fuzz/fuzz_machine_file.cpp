@@ -1,7 +1,7 @@
-// libFuzzer target: the machine-file loader (sim/machine.cpp, compiled into this target so that
-// libFuzzer sees its coverage, toml++ included). Any bytes either load into a machine that keeps
-// the loader's promises or fail with MachineError: never a crash, a hang, a sanitizer report or
-// another exception.
+// libFuzzer target: the machine-file loader (sim/machine_file.cpp, compiled into this target so
+// that libFuzzer sees its coverage, toml++ included). Any bytes either load into a machine that
+// keeps the loader's promises or fail with MachineError: never a crash, a hang, a sanitizer report
+// or another exception.
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>

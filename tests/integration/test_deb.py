@@ -22,12 +22,16 @@ BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
 CACHE = os.path.join(BUILD, "deb-test")
 BASE = os.path.join(CACHE, "debian12.tar")
 MIRROR = os.environ.get("GPUSEL_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+SOURCE = os.environ.get("GPUSEL_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+# What making the package and its test need beyond the build: cpack's DEB generator runs
+# dpkg-shlibdeps and, before it, `file` (without it cpack stops: "file utility is not available").
+PACKAGING_TOOLS = ("cpack", "dpkg-shlibdeps", "file", "debootstrap")
 
 
 def missing():
     if os.geteuid() != 0:
         return "needs root (chroot and mount)"
-    for tool in ("cpack", "debootstrap", "chroot", "dpkg-shlibdeps"):
+    for tool in PACKAGING_TOOLS + ("chroot",):
         if shutil.which(tool) is None:
             return f"{tool} is not installed (scripts/install-deps installs it)"
     if not os.path.exists(os.path.join(BUILD, "CPackConfig.cmake")):
@@ -52,6 +56,32 @@ def base_tarball():
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return BASE
+
+
+class PackagingToolsTest(Case):
+    def test_install_deps_installs_every_packaging_tool(self):
+        # A fresh Debian 12 has none of these: scripts/install-deps must name the package of each,
+        # or `cpack` fails there although it works on a machine that happens to have the tool.
+        r = subprocess.run([os.path.join(SOURCE, "scripts", "install-deps"), "--list"], capture_output=True,
+                           text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        listed = set(r.stdout.split())
+        checked = 0
+        for tool in PACKAGING_TOOLS:
+            path = shutil.which(tool)
+            if path is None:
+                continue
+            owner = subprocess.run(["dpkg-query", "-S", os.path.realpath(path)], capture_output=True, text=True)
+            if owner.returncode != 0:  # usrmerge: the package may list the /bin path
+                owner = subprocess.run(["dpkg-query", "-S", path], capture_output=True, text=True)
+            if owner.returncode != 0:
+                continue  # not from a Debian package here: nothing to compare with
+            package = owner.stdout.split(":")[0]
+            with self.subTest(tool=tool):
+                self.assertIn(package, listed, f"{tool} comes from {package}, which scripts/install-deps does not install")
+            checked += 1
+        if checked == 0:
+            self.skipTest("none of the packaging tools is installed from a Debian package here")
 
 
 @unittest.skipIf(missing(), missing())
@@ -103,6 +133,7 @@ class DebianPackageTest(Case):
         self.chroot("apt-get", "install", "-y", "--no-install-recommends", deb)
         files = [f for f in self.chroot("dpkg", "-L", "gpusel").stdout.splitlines() if f.strip()]
         for path in ("/usr/bin/gpusel", "/usr/lib/libgpusel.so.0", "/usr/include/gpusel/gpusel.h",
+                     "/usr/libexec/gpusel/gpusel-probe-cuda",
                      "/usr/lib/gpusel/sim/libcuda.so.1", "/usr/lib/gpusel/sim/machines/dgx-h100.toml",
                      "/usr/share/man/man1/gpusel.1", "/usr/share/bash-completion/completions/gpusel",
                      "/usr/share/zsh/vendor-completions/_gpusel", "/usr/share/fish/vendor_completions.d/gpusel.fish",
@@ -120,7 +151,7 @@ class DebianPackageTest(Case):
                         code)
         lines = r.stdout.splitlines()
         self.assertEqual(lines[0], "/usr/lib/libgpusel.so.0")
-        self.assertEqual(lines[1], uuids("workstation-mixed")[1])  # placed by asking CUDA, through /usr/bin/gpusel
+        self.assertEqual(lines[1], uuids("workstation-mixed")[1])  # placed by asking CUDA, through the library's helper
         # pkg-config names /usr (its own -L/usr/lib and -I/usr/include are left out as system folders).
         flags = self.chroot("pkg-config", "--cflags", "--libs", "gpusel").stdout.split()
         self.assertIn("-lgpusel", flags)

@@ -9,7 +9,7 @@ import sys
 import tempfile
 import unittest
 
-from support import SOURCE, Case, base_env, uuids
+from support import BIN, SOURCE, Case, base_env, uuids
 
 BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
 
@@ -72,6 +72,7 @@ class InstallTest(Case):
     def test_layout(self):
         lib = self.libdir()
         for rel in ("include/gpusel/gpusel.h", "include/gpusel/worker.hpp", "bin/gpusel",
+                    "libexec/gpusel/gpusel-probe-cuda",
                     "lib/gpusel/sim/libnvidia-ml.so.1", "lib/gpusel/sim/libcuda.so.1",
                     "lib/gpusel/sim/machines/dgx-h100.toml", "lib/gpusel/sim/nvml-no-v2/libnvidia-ml.so.1",
                     "share/bash-completion/completions/gpusel", "share/zsh/site-functions/_gpusel",
@@ -232,12 +233,12 @@ class WheelTest(Case):
                                 "--disable-pip-version-check", "--target", target, wheels[0]],
                                capture_output=True, text=True, env=base_env())
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            for rel in ("gpusel/__init__.py", "gpusel/libgpusel.so.0", "gpusel/bin/gpusel"):
+            for rel in ("gpusel/__init__.py", "gpusel/libgpusel.so.0", "gpusel/gpusel-probe-cuda"):
                 self.assertTrue(os.path.isfile(os.path.join(target, rel)), rel)
             # A mixed machine under FASTEST_FIRST with an integer preset: only CUDA can place "0",
             # through the probe helper the wheel carries.
             env = base_env(PYTHONPATH=target, GPUSEL_LIBRARY=None, GPUSEL_PROBE_HELPER=None)
-            sim = subprocess.run([os.path.join(target, "gpusel", "bin", "gpusel"), "sim", "env", "workstation-mixed"],
+            sim = subprocess.run([BIN, "sim", "env", "workstation-mixed"],
                                  capture_output=True, text=True, env=env, check=True).stdout
             for line in sim.splitlines():
                 key, _, value = line[len("export "):].partition("=")
@@ -287,7 +288,7 @@ class PipInstallTest(Case):
             self.assertEqual(lines[1], "('0', '1')")
             # The package's version is the library's, which is project(VERSION)'s.
             self.assertEqual(lines[2], f"{project_version()} {project_version()}")
-            self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "bin", "gpusel")))
+            self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "gpusel-probe-cuda")))
 
     def test_unbuilt_tree_is_refused(self):
         python = self.pip_python()
@@ -299,7 +300,7 @@ class PipInstallTest(Case):
             target = os.path.join(tmp, "site")
             r = subprocess.run([python, "-m", "pip", "install", "--no-build-isolation", "--no-index", "--no-deps",
                                 "--disable-pip-version-check", "--target", target, os.path.join(tmp, "src", "python")],
-                               capture_output=True, text=True, env=base_env(GPUSEL_LIBRARY=None, GPUSEL_BIN=None))
+                               capture_output=True, text=True, env=base_env(GPUSEL_LIBRARY=None, GPUSEL_PROBE_HELPER=None))
             self.assertNotEqual(r.returncode, 0, r.stdout)
             self.assertIn("needs a built libgpusel.so.0", r.stdout + r.stderr)
             self.assertNotIn("Successfully installed", r.stdout)

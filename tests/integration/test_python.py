@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import unittest
 
 from support import SHARED, SOURCE, Case, for_python, machine, sim_env, uuids
@@ -155,17 +156,33 @@ class ModuleTest(Case):
         self.assertEqual(out, [MIX[1]])
 
     def test_bind_never_imports_a_framework(self):
-        # Debian's own python3 has torch installed (python3-torch): binding must not import it.
-        python_with_torch = "/usr/bin/python3"
-        probe = subprocess.run([python_with_torch, "-c", "import torch"], capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("no python3 with torch here (python3-torch)")
-        e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY=LIBRARY, GPUSEL_GPU=DGX[3])
-        code = ("import sys, json, gpusel; b = gpusel.bind_assigned_gpu(); "
-                "print(json.dumps({'bound': b, 'torch': 'torch' in sys.modules}))")
-        r = subprocess.run([python_with_torch, "-c", code], capture_output=True, text=True, env=for_python(e), timeout=120)
-        self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(json.loads(r.stdout), {"bound": 3, "torch": False})
+        # Stand-ins for the frameworks a program might have installed, first on sys.path: importing
+        # any of them leaves a mark. gpusel, imported and used as a worker uses it, must leave none.
+        frameworks = ("torch", "tensorflow", "jax", "cupy", "numba", "paddle", "mxnet", "pycuda")
+        with tempfile.TemporaryDirectory(prefix="gpusel-frameworks-") as site:
+            marks = os.path.join(site, "imported")
+            for name in frameworks:
+                os.makedirs(os.path.join(site, name))
+                with open(os.path.join(site, name, "__init__.py"), "w") as f:
+                    f.write(f"with open({marks!r}, 'a') as m:\n    m.write({name!r} + '\\n')\n"
+                            "cuda = None\n")
+            code = ("import sys, json, gpusel; b = gpusel.bind_assigned_gpu(); i = gpusel.gpu_identity(b); "
+                    "gpusel.assigned_visible_gpu(); gpusel.assign_from_environment(); "
+                    f"print(json.dumps({{'bound': b, 'uuid': i['uuid'], "
+                    f"'loaded': [m for m in {list(frameworks)!r} if m in sys.modules]}}))")
+            e = sim_env("dgx-h100", PYTHONPATH=os.pathsep.join([site, os.path.join(SOURCE, "python")]),
+                        GPUSEL_LIBRARY=LIBRARY, GPUSEL_GPU=DGX[3])
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=for_python(e),
+                               timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(json.loads(r.stdout), {"bound": 3, "uuid": DGX[3], "loaded": []})
+            self.assertFalse(os.path.exists(marks), "imported: " + (open(marks).read() if os.path.exists(marks) else ""))
+            # The stand-ins do mark an import (the check above can fail): a program that imports torch
+            # itself is seen.
+            r = subprocess.run([sys.executable, "-c", "import torch, jax"], env=for_python(e), timeout=60)
+            self.assertEqual(r.returncode, 0)
+            with open(marks) as m:
+                self.assertEqual(m.read().split(), ["torch", "jax"])
 
     def test_bind_informs_a_framework_already_imported(self):
         # A stand-in for torch, imported by the program before binding: it is told the device.
@@ -224,7 +241,6 @@ print(json.dumps(out))
     def test_struct_layout_matches_c(self):
         # The ctypes mirror of gpusel_identity against the C compiler's own layout.
         import shutil
-        import tempfile
         cc = shutil.which("cc") or shutil.which("gcc")
         if cc is None:
             self.skipTest("no C compiler")

@@ -3,11 +3,14 @@
 import ctypes
 import json
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
-from support import BIN, SHARED, SIM_ROOT, Case, for_python, gpusel_json, machine, sim_env, uuids
+from support import (BIN, PYTHON_LOADS_LIBRARIES, SHARED, SIM_ROOT, Case, base_env, for_python, gpusel_json, machine,
+                     sim_env, uuids)
 
 SUCCESS, UNINITIALIZED, INVALID_ARGUMENT, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE = 0, 1, 2, 3, 6, 7
 GPU_IS_LOST = 15
@@ -179,6 +182,134 @@ class NvmlDoubleTest(Case):
         out = probe("nvml-init-fails")
         self.assertEqual(out["init"], [9, 9])  # DRIVER_NOT_LOADED
         self.assertEqual(out["count"], [UNINITIALIZED, 0])
+
+
+def handles_machine(count):
+    """`count` GPUs over two PCI domains: GPUs 0-1 an NVLink pair, 2-9 an NVLink domain of eight, the
+    rest on PCIe only; every fifth GPU from 10 on in MIG mode with two MIG devices. Returns (text,
+    gpus) with gpus [(uuid, pci_bus_id, nvlink partner's index or None, in a domain, [MIG uuids])]."""
+    lines = ['name = "handles"', 'driver_version = "570.124.06"', "cuda_driver_version = 12080"]
+    gpus = []
+    for i in range(count):
+        uuid = f"GPU-{i:08x}-1111-2222-3333-{i * 31:012x}"
+        bus = f"{i // 100:08X}:{0x10 + i % 100:02X}:00.0"
+        domain = 0 if i < 2 else 1 if i < 10 else None
+        lines += ["[[gpu]]", f'uuid = "{uuid}"', 'name = "NVIDIA A100-SXM4-40GB"', f'pci_bus_id = "{bus}"',
+                  'memory_total = "40GiB"', 'compute_capability = "8.0"', "sm_count = 108",
+                  f"numa_node = {i % 2}", 'cpus = "0-7"', "pcie_h2d_gbps = 24.5", "pcie_d2h_gbps = 25.0",
+                  "memory_bandwidth_gbps = 1400.0"]
+        if domain is not None:
+            lines.append(f"nvlink_domain = {domain}")
+        migs = []
+        if i >= 10 and i % 5 == 0:
+            for m in range(2):
+                migs.append(f"MIG-{i:08x}-4444-5555-6666-{m:012x}")
+                lines += ["[[gpu.mig]]", f'uuid = "{migs[-1]}"', f"gpu_instance = {m + 1}", "compute_instance = 0",
+                          'name = "NVIDIA A100-SXM4-40GB MIG 3g.20gb"', 'memory_total = "20GiB"', "sm_count = 42"]
+        partner = (1 - i) if i < 2 else None
+        gpus.append((uuid, bus, partner, domain is not None, migs))
+    return "\n".join(lines) + "\n", gpus
+
+
+# Every handle found every way a client finds one, and handles that are not this library's.
+HANDLES = r'''
+import ctypes, json, os, sys
+sys.path.insert(0, os.environ["GPUSEL_TEST_DIR"])
+from test_sim_nvml import PciInfo
+lib = ctypes.CDLL(os.path.join(os.environ["GPUSEL_SIM_ROOT"], "libnvidia-ml.so.1"))
+assert lib.nvmlInit_v2() == 0
+count = ctypes.c_uint()
+lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
+out = {"count": count.value, "gpus": []}
+handles = []
+def handle(call, key):
+    h = ctypes.c_void_p()
+    return [call(key, ctypes.byref(h)), h.value]
+for i in range(count.value):
+    h = ctypes.c_void_p()
+    lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
+    handles.append(h.value)
+    buf = ctypes.create_string_buffer(96)
+    lib.nvmlDeviceGetUUID(h, buf, 96)
+    uuid = buf.value
+    pci = PciInfo()
+    lib.nvmlDeviceGetPciInfo_v3(h, ctypes.byref(pci))
+    bus = pci.busId.decode()
+    d, b, rest = bus.split(":")
+    g = {"uuid": uuid.decode(), "bus": bus,
+         "by_uuid": handle(lib.nvmlDeviceGetHandleByUUID, uuid) == [0, h.value],
+         "by_bus": [handle(lib.nvmlDeviceGetHandleByPciBusId_v2, form.encode()) == [0, h.value]
+                    for form in (bus, bus.lower(), d[4:] + ":" + b + ":" + rest)],
+         "by_short_bus": None}
+    found = ctypes.c_void_p()
+    if lib.nvmlDeviceGetHandleByPciBusId_v2((b + ":" + rest).encode(), ctypes.byref(found)) == 0:
+        lib.nvmlDeviceGetUUID(found, buf, 96)
+        g["by_short_bus"] = buf.value.decode()
+    remote = PciInfo()
+    kind = ctypes.c_int()
+    g["nvlink"] = [lib.nvmlDeviceGetNvLinkRemotePciInfo_v2(h, 0, ctypes.byref(remote)), remote.busId.decode(),
+                   lib.nvmlDeviceGetNvLinkRemoteDeviceType(h, 0, ctypes.byref(kind)), kind.value]
+    migs = []
+    for slot in range(7):
+        mh = ctypes.c_void_p()
+        if lib.nvmlDeviceGetMigDeviceHandleByIndex(h, slot, ctypes.byref(mh)) != 0:
+            break
+        lib.nvmlDeviceGetUUID(mh, buf, 96)
+        migs.append([buf.value.decode(), handle(lib.nvmlDeviceGetHandleByUUID, buf.value) == [0, mh.value]])
+    g["migs"] = migs
+    out["gpus"].append(g)
+stride = handles[1] - handles[0]
+name = ctypes.create_string_buffer(96)
+out["stride_positive"] = stride > 0
+out["forged"] = [lib.nvmlDeviceGetName(ctypes.c_void_p(p), name, 96)
+                 for p in (handles[0] + 1, handles[0] + stride // 2, handles[-1] + stride, handles[0] - stride)]
+out["unknown"] = [handle(lib.nvmlDeviceGetHandleByUUID, b"GPU-ffffffff-1111-2222-3333-000000000000")[0],
+                  handle(lib.nvmlDeviceGetHandleByPciBusId_v2, b"00000000:FF:00.0")[0],
+                  handle(lib.nvmlDeviceGetHandleByPciBusId_v2, b"00000000:1000:00.0")[0],
+                  handle(lib.nvmlDeviceGetHandleByPciBusId_v2, b"not a bus id")[0]]
+print(json.dumps(out))
+'''
+
+
+@unittest.skipUnless(PYTHON_LOADS_LIBRARIES, "ThreadSanitizer build: Python cannot load the doubles")
+class HandleLookupTest(Case):
+    """Handles by index, UUID (GPU and MIG) and PCI bus id agree on a machine of 250 GPUs, NVLink
+    peers are named from their domains, and pointers that are not handles are refused."""
+
+    def test_every_lookup_on_a_large_machine(self):
+        folder = tempfile.mkdtemp(prefix="gpusel-handles-")
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        text, gpus = handles_machine(250)
+        path = os.path.join(folder, "handles.toml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(text)
+        env = base_env(GPUSEL_SIM_MACHINE=path, GPUSEL_SIM_ROOT=SIM_ROOT,
+                       GPUSEL_TEST_DIR=os.path.dirname(os.path.abspath(__file__)))
+        r = subprocess.run([sys.executable, "-c", HANDLES], capture_output=True, text=True, env=for_python(env),
+                           timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual(out["count"], 250)
+        by_bus = {bus: i for i, (_, bus, _, _, _) in enumerate(gpus)}
+        self.assertEqual(len(by_bus), 250)
+        for i, g in enumerate(out["gpus"]):
+            uuid, bus, partner, on_nvlink, migs = gpus[i]
+            with self.subTest(gpu=i):
+                self.assertEqual((g["uuid"], g["bus"]), (uuid, bus))
+                self.assertTrue(g["by_uuid"])
+                self.assertEqual(g["by_bus"], [True, True, True])
+                # "BB:DD.F" names the GPU of PCI domain 0 with that bus and device.
+                self.assertEqual(g["by_short_bus"], gpus[by_bus["00000000" + bus[8:]]][0])
+                if partner is not None:  # a pair: the other GPU, over a bridge
+                    self.assertEqual(g["nvlink"], [SUCCESS, gpus[partner][1], SUCCESS, 0])
+                elif on_nvlink:  # a larger domain: an NVSwitch
+                    self.assertEqual(g["nvlink"], [SUCCESS, "0000000F:F0:00.0", SUCCESS, 2])
+                else:
+                    self.assertEqual(g["nvlink"][0], NOT_SUPPORTED)
+                self.assertEqual(g["migs"], [[m, True] for m in migs])
+        self.assertTrue(out["stride_positive"])
+        self.assertEqual(out["forged"], [INVALID_ARGUMENT] * 4)
+        self.assertEqual(out["unknown"], [NOT_FOUND] * 4)
 
 
 REFERENCE = r'''

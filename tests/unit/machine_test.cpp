@@ -20,6 +20,7 @@
 
 #include "gpusel/worker.hpp"
 #include "machine.hpp"
+#include "machine_share.hpp"
 #include "text.hpp"
 
 using namespace gpusel::sim;
@@ -164,6 +165,80 @@ TEST(Machine, ErrorsNameFileLineAndKey) {
   msg = load_error(kHead);
   EXPECT_NE(msg.find("'gpu'"), std::string::npos) << msg;
 }
+
+TEST(Machine, RepeatedGpuNamesWhatItSharesWithTheFirst) {
+  // GPU 3 repeats GPU 1's bus id and GPU 2's UUID: the message names GPU 1's (the first).
+  auto gpu = [](const char* uuid_tail, const char* bus) {
+    std::string g = kGpu;
+    g.replace(g.find("555555555555"), 12, uuid_tail);
+    g.replace(g.find("81:00.0"), 7, bus);
+    return g;
+  };
+  std::string msg = load_error(std::string(kHead) + gpu("000000000001", "81:00.0") +
+                               gpu("000000000002", "82:00.0") + gpu("000000000002", "81:00.0"));
+  EXPECT_NE(msg.find(":31: two GPUs share pci_bus_id 00000000:81:00.0"), std::string::npos) << msg;
+  msg = load_error(std::string(kHead) + gpu("000000000001", "81:00.0") +
+                   gpu("000000000002", "82:00.0") + gpu("000000000001", "82:00.0"));
+  EXPECT_NE(msg.find(":31: two GPUs share uuid GPU-11111111-2222-3333-4444-000000000001"),
+            std::string::npos)
+      << msg;
+}
+
+// libgpusel-sim-machines.so's cache (machine_share.hpp): one parse per file and path while the
+// file is unchanged.
+TEST(SharedMachine, OneMachinePerUnchangedFile) {
+  const std::string path = write_temp("shared", std::string(kHead) + kGpu);
+  const SimMachine& first = shared_machine(path);
+  const SimMachine& again = shared_machine(path);
+  EXPECT_EQ(&first, &again);
+  EXPECT_EQ(first.path, path);
+  ASSERT_EQ(first.gpus.size(), 1u);
+
+  // Rewritten (another size): parsed again; the machine handed out before stays as it was.
+  std::string second = kGpu;
+  second.replace(second.find("81:00.0"), 7, "05:00.0");
+  second.replace(second.find("55555555"), 8, "66666666");
+  write_temp("shared", std::string(kHead) + kGpu + second);
+  const SimMachine& changed = shared_machine(path);
+  EXPECT_NE(&changed, &first);
+  EXPECT_EQ(changed.gpus.size(), 2u);
+  EXPECT_EQ(first.gpus.size(), 1u);
+  EXPECT_EQ(&shared_machine(path), &changed);
+}
+
+TEST(SharedMachine, ErrorsAreLoadMachinesErrors) {
+  const std::string path = write_temp("shared_bad", std::string(kHead) + "[[gpu]]\nuuid = 5\n");
+  std::string expected, got;
+  try {
+    load_machine(path);
+  } catch (const MachineError& e) {
+    expected = e.what();
+  }
+  try {
+    shared_machine(path);
+  } catch (const MachineError& e) {
+    got = e.what();
+  }
+  EXPECT_FALSE(expected.empty());
+  EXPECT_EQ(got, expected);
+  EXPECT_THROW(shared_machine((temp_dir() / "absent.toml").string()), MachineError);
+}
+
+#ifndef _WIN32
+TEST(SharedMachine, AnotherPathToTheSameFileHasItsOwnPath) {
+  const std::string path = write_temp("shared_linked", std::string(kHead) + kGpu);
+  const std::string link = (temp_dir() / "shared_link.toml").string();
+  ASSERT_EQ(::symlink(path.c_str(), link.c_str()), 0);
+  const SimMachine& by_file = shared_machine(path);
+  const SimMachine& by_link = shared_machine(link);
+  EXPECT_NE(&by_file, &by_link);
+  EXPECT_EQ(by_link.path, link);  // the usage folder is named after the path the double was given
+  EXPECT_EQ(by_file.path, path);
+  ASSERT_EQ(by_link.gpus.size(), 1u);
+  EXPECT_EQ(by_link.gpus[0].uuid, by_file.gpus[0].uuid);
+  EXPECT_EQ(&shared_machine(link), &by_link);
+}
+#endif
 
 TEST(Machine, FindMachine) {
   EXPECT_EQ(find_machine("dgx-h100", {"/nonexistent", kMachines}), kMachines + "/dgx-h100.toml");

@@ -192,7 +192,10 @@ Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
       continue;
     }
     ++positionals;
-    if (before == kNone && std::none_of(current.get_options().begin(), current.get_options().end(),
+    // get_options() returns a new vector each time: one copy, not begin() of one and end() of
+    // another (a use after free that TSan reports).
+    const std::vector<const CLI::Option*> options = current.get_options();
+    if (before == kNone && std::none_of(options.begin(), options.end(),
                                         [](const CLI::Option* o) { return o->get_positional(); }))
       note("argument");
   }
@@ -406,8 +409,9 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
 void expand_gpu_all(CommandLine& line) {
   if (line.gpu_all == 0 || line.gpu_all >= line.args.size()) return;
   const CudaEnv env = cuda_env_from_environment();
-  // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read (and the
-  // resolution that follows reuses this enumeration).
+  // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read. The command
+  // then resolves the GPUs found here: it reuses this enumeration (gpusel runs for moments).
+  reuse_nvml_snapshots();
   const NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
   std::size_t count = 0;
   std::vector<std::string> entries;

@@ -94,8 +94,4 @@ struct SetupOptions {
 CLI::App* setup_setup(CLI::App& app, SetupOptions& options);
 int run_setup(const SetupOptions& options);
 
-// Hidden: what CUDA enumerates in this process, for the parent's probe.
-CLI::App* setup_probe(CLI::App& app);
-int run_probe();
-
 }  // namespace gpusel::cli

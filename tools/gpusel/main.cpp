@@ -36,7 +36,6 @@ struct Cli {
   CLI::App* bind = nullptr;
   CLI::App* run = nullptr;
   CLI::App* sim_cmd = nullptr;
-  CLI::App* probe = nullptr;
   CLI::App* bench = nullptr;
   CLI::App* bench_worker = nullptr;
   CLI::App* doctor = nullptr;
@@ -58,7 +57,6 @@ struct Cli {
     if (want("bind")) bind = setup_bind(app, bind_options);
     if (want("run")) run = setup_run(app, run_options);
     if (want("sim")) sim_cmd = setup_sim(app, sim_options);
-    if (only.empty()) probe = setup_probe(app);
     if (want("bench")) bench = setup_bench(app, bench_options);
     if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
@@ -77,7 +75,6 @@ struct Cli {
       if (parsed(sim_cmd)) return run_sim(sim_options);
       if (parsed(bind)) return run_bind(bind_options);
       if (parsed(run)) return run_run(run_options);
-      if (parsed(probe)) return run_probe();
       if (parsed(bench)) return run_bench(bench_options);
       if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
       if (parsed(doctor)) return run_doctor(doctor_options);
@@ -259,9 +256,6 @@ int main(int argc, char** argv) {
     std::fputs(GPUSEL_VERSION_STRING "\n", stdout);
     return 0;
   }
-  // gpusel runs for moments: the GPUs it reads once (`--gpu all`, then the resolution) are read
-  // once.
-  gpusel::reuse_nvml_snapshots();
   if (const std::string only = plain_command(argc, argv); !only.empty()) {
     if (only == "resolve") {
       if (const std::optional<PlainResolve> p = read_plain_resolve(argc, argv)) {

@@ -1,0 +1,30 @@
+// The CUDA probe's child side, private to the resolution layer: what gpusel-probe-cuda (the
+// library's helper program, src/resolution/probe_helper.cpp) runs.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpusel/cuda.hpp"
+
+namespace gpusel::detail {
+
+// The helper program's file name (the library looks for it, see default_probe_helper).
+#ifdef _WIN32
+inline constexpr const char* kProbeHelperName = "gpusel-probe-cuda.exe";
+#else
+inline constexpr const char* kProbeHelperName = "gpusel-probe-cuda";
+#endif
+
+// The lines the child prints for `devices` (one device a line, tab-separated fields), and their
+// parser: the probe's wire format, known to this layer only.
+std::string serialise_devices(const std::vector<CudaDevice>& devices);
+std::optional<std::vector<CudaDevice>> parse_devices(const std::string& text);
+
+// Prints what CUDA enumerates in this process on stdout, one device a line (the format probe.cpp's
+// parser reads), and returns 0; on failure prints "error\t<why>" and returns 1. Dies with the
+// process that started it (GPUSEL_PROBE_PARENT names it), even while cuInit hangs.
+int probe_child_main();
+
+}  // namespace gpusel::detail
