@@ -371,6 +371,7 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
     // GPU would otherwise wake it to try its own at once: two waiters could keep each other
     // busy). free:N wakes for any: a GPU it is waiting for may be one not among its candidates
     // of this look.
+    watch->follow(ahead.empty() ? std::string() : ahead.back().path);
     settle = watch->wait(timeout, free_request ? std::vector<std::string>{} : named.gpus);
   }
 }

@@ -806,7 +806,18 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
     }
     std::vector<std::string> names;
     while (dirent* e = readdir(d)) {
-      if (e->d_name[0] != '.') names.emplace_back(e->d_name);
+      if (e->d_name[0] != '.') {
+        names.emplace_back(e->d_name);
+        continue;
+      }
+      // A ticket stays hidden for the moment between its writing and its rename: one of this
+      // user's that is a minute old was left by a process killed in that moment.
+      struct stat st {};
+      if (e->d_name[1] != '\0' && std::strcmp(e->d_name, "..") != 0 &&
+          fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+          st.st_uid == geteuid() && st.st_mtime + 60 < time(nullptr)) {
+        unlinkat(dirfd, e->d_name, 0);
+      }
     }
     const bool others = std::any_of(names.begin(), names.end(), [&](const std::string& n) {
       return own == nullptr || n != own->impl_->name;
@@ -845,6 +856,7 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
       Waiter w;
       w.request = std::move(*request);
       w.own = mine;
+      w.path = dir + "/" + name;
       if (pid && *pid > 0) w.pid = *pid;
       found.emplace_back(arrival_of(dirfd, name.c_str(), st), std::move(w));
     }
@@ -923,7 +935,29 @@ ReleaseWatch::~ReleaseWatch() {
   if (fd_ < 0) return;
   std::vector<int> all = lease_watches_;
   all.insert(all.end(), queue_watches_.begin(), queue_watches_.end());
+  if (followed_ >= 0) all.push_back(followed_);
   give_back_watch_fd(fd_, all);
+}
+
+void ReleaseWatch::follow(const std::string& path) {
+  if (fd_ < 0) return;
+  const auto ours = [&](int wd) {
+    return std::find(lease_watches_.begin(), lease_watches_.end(), wd) != lease_watches_.end() ||
+           std::find(queue_watches_.begin(), queue_watches_.end(), wd) != queue_watches_.end();
+  };
+  followed_gone_ = false;
+  int wd = -1;
+  if (!path.empty()) {
+    // The ticket's holder unlinks it (IN_ATTRIB: its link count drops) or ends (IN_CLOSE_WRITE:
+    // the ticket was opened for writing); others only read it.
+    wd = inotify_add_watch(
+        fd_, path.c_str(),
+        IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW);
+    if (wd < 0) followed_gone_ = true;  // gone already: look again at once
+    if (ours(wd)) wd = -1;              // never a folder's watch (cannot be: a regular file)
+  }
+  if (followed_ >= 0 && followed_ != wd) inotify_rm_watch(fd_, followed_);
+  followed_ = wd;
 }
 
 bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std::string>& gpus) {
@@ -933,6 +967,8 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
   }
   // Events that tell nothing (a folder listed, a lease file looked at) are read and waited past,
   // so that waiters looking around never wake each other, or themselves, for nothing.
+  if (followed_gone_) return true;
+  const bool following = followed_ >= 0;
   std::set<std::string> names;
   for (const std::string& uuid : gpus) names.insert(lease_name(uuid));
   const auto until = std::chrono::steady_clock::now() + timeout;
@@ -956,9 +992,17 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
             std::find(lease_watches_.begin(), lease_watches_.end(), e->wd) != lease_watches_.end();
         const bool queue_dir =
             std::find(queue_watches_.begin(), queue_watches_.end(), e->wd) != queue_watches_.end();
-        if (!lease_dir || queue_dir) {
+        if (e->wd == followed_ && following) {
+          relevant = true;  // the job ahead moved on: left the queue, or ended
+        } else if (e->mask & IN_Q_OVERFLOW) {
+          relevant = true;  // events were lost
+        } else if (following) {
+          // Behind another job: no release and no other ticket concerns this one yet.
+        } else if (queue_dir && e->len > 0 && e->name[0] == '.') {
+          // A ticket being written, renamed into view: a newcomer queues behind everyone.
+        } else if (!lease_dir || queue_dir) {
           relevant = true;  // a ticket left the queue, or its holder died (or events were lost)
-        } else if (lease_dir && e->len > 0) {
+        } else if (e->len > 0) {
           const std::string_view name(e->name);
           relevant = relevant ||
                      (names.empty() ? name.size() > 5 && name.substr(name.size() - 5) == ".lock"

@@ -36,6 +36,7 @@ struct Waiter {
   std::optional<LeaseHolder> who;  // the process holding the ticket, once name_waiters() ran
   int pid = 0;                     // the process holding the ticket, when the kernel says
   bool own = false;                // this process's own ticket
+  std::string path;                // the ticket's file, for a watch on its departure
 };
 
 // This process's place in the queue; leaving it is destroying the ticket.
@@ -72,11 +73,18 @@ class ReleaseWatch {
   // close counts only for the GPUs in `gpus` (all of them when it is empty): a try at another
   // GPU's lease by another waiter wakes nobody who does not want that GPU.
   bool wait(std::chrono::milliseconds timeout, const std::vector<std::string>& gpus = {});
+  // With an earlier job ahead, nothing but that job's departure can let this one go: wait() then
+  // wakes only when the ticket at `path` (the nearest job ahead) is removed or its holder ends,
+  // not at every release and every other arrival or departure (a queue of n jobs would wake n
+  // processes at each of n departures). An empty path: wake for releases again.
+  void follow(const std::string& path);
 
  private:
   int fd_ = -1;
   std::vector<int> lease_watches_;
   std::vector<int> queue_watches_;
+  int followed_ = -1;           // the watch on the ticket ahead, -1 when none
+  bool followed_gone_ = false;  // the ticket ahead left before it could be watched
 };
 
 // The queue folder of a store, for messages and `doctor`; "" when the store has none usable.

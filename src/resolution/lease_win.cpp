@@ -317,6 +317,8 @@ ReleaseWatch::ReleaseWatch(const LeaseStore&) {}
 
 ReleaseWatch::~ReleaseWatch() = default;
 
+void ReleaseWatch::follow(const std::string&) {}  // every wait() here is a short sleep
+
 bool ReleaseWatch::wait(std::chrono::milliseconds timeout,
                         const std::vector<std::string>& /*gpus*/) {
   // No notification here: look again every 20 ms.

@@ -47,8 +47,12 @@ TEST(Ticket, WhatIsEscapedForTerminals) {
 #include <fcntl.h>
 #include <stdlib.h>  // mkdtemp
 #include <sys/file.h>
+#include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -99,6 +103,68 @@ TEST(Ticket, VisibleOnlyOnceLocked) {
     EXPECT_TRUE(ws[1].own);
   }
   EXPECT_TRUE(entries(dir + "/queue").empty());  // left, nothing stays
+  rmdir((dir + "/queue").c_str());
+  rmdir(dir.c_str());
+  rmdir(tmpl);
+}
+// Behind another job, a waiter wakes for that job's departure alone: not for an earlier job's, not
+// for a release (a queue of n jobs would otherwise wake n processes at each of n departures).
+// At the head of the queue, a release wakes it.
+TEST(ReleaseWatch, FollowsOnlyTheJobAhead) {
+  char tmpl[] = "/tmp/gpusel-follow-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/leases";
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(dir);
+  const std::string lease = dir + "/GPU-aaaa.lock";
+  const auto release = [&] {  // a lease file's last descriptor closes
+    const int fd = open(lease.c_str(), O_RDONLY | O_CREAT | O_CLOEXEC, 0444);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  };
+  std::optional<gpusel::detail::Ticket> first, second;
+  first.emplace(store, TicketRequest{1, {"GPU-aaaa"}, "GPUs GPU-aaaa"});
+  second.emplace(store, TicketRequest{1, {"GPU-aaaa"}, "free:1"});
+  const gpusel::detail::Ticket third(store, TicketRequest{1, {"GPU-aaaa"}, "GPUs GPU-aaaa"});
+  gpusel::detail::ReleaseWatch watch(store);
+  auto ws = gpusel::detail::waiters(store, &third);
+  ASSERT_EQ(ws.size(), 3u);
+  watch.follow(ws[1].path);
+  release();
+  first.reset();
+  EXPECT_FALSE(watch.wait(std::chrono::milliseconds(50))) << "woken by the first job or a release";
+  second.reset();
+  EXPECT_TRUE(watch.wait(std::chrono::milliseconds(5000))) << "not woken by the job ahead leaving";
+  ws = gpusel::detail::waiters(store, &third);
+  ASSERT_EQ(ws.size(), 1u);
+  EXPECT_TRUE(ws[0].own);
+  watch.follow("");  // the head of the queue: releases count again
+  EXPECT_FALSE(watch.wait(std::chrono::milliseconds(20), {"GPU-aaaa"}));
+  release();
+  EXPECT_TRUE(watch.wait(std::chrono::milliseconds(5000), {"GPU-aaaa"}));
+  unlink(lease.c_str());
+}
+// A ticket left hidden by a process killed between its writing and its rename is removed once it
+// is a minute old, by a look of the same user; a fresh one (being written now) is left alone.
+TEST(Ticket, StaleHiddenTicketRemoved) {
+  char tmpl[] = "/tmp/gpusel-hidden-XXXXXX";
+  ASSERT_NE(mkdtemp(tmpl), nullptr);
+  const std::string dir = std::string(tmpl) + "/leases";
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(dir);
+  std::optional<gpusel::detail::Ticket> t;
+  t.emplace(store, TicketRequest{1, {"GPU-aaaa"}, "free:1"});  // makes the queue folder
+  const std::string old_one = dir + "/queue/.1-old", new_one = dir + "/queue/.2-new";
+  for (const std::string& p : {old_one, new_one}) {
+    const int fd = open(p.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
+    ASSERT_GE(fd, 0);
+    close(fd);
+  }
+  const timespec two_minutes_ago[2] = {{time(nullptr) - 120, 0}, {time(nullptr) - 120, 0}};
+  ASSERT_EQ(utimensat(AT_FDCWD, old_one.c_str(), two_minutes_ago, 0), 0);
+  EXPECT_EQ(gpusel::detail::waiters(store, &*t).size(), 1u);
+  EXPECT_NE(access(old_one.c_str(), F_OK), 0) << "the stale hidden ticket stays";
+  EXPECT_EQ(access(new_one.c_str(), F_OK), 0) << "a fresh hidden ticket was removed";
+  unlink(new_one.c_str());
+  t.reset();
   rmdir((dir + "/queue").c_str());
   rmdir(dir.c_str());
   rmdir(tmpl);
