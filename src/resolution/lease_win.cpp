@@ -222,7 +222,10 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
 }
 
 ClaimResult LeaseStore::claim(const std::string&, bool) const {
-  return ClaimResult{};  // not on Windows yet: binding goes on without a claim (docs/windows.md)
+  // Not on Windows yet: binding goes on without a claim, and says so (docs/windows.md).
+  ClaimResult r;
+  r.problem = "claims are not kept on Windows yet";
+  return r;
 }
 
 StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::string>&) {

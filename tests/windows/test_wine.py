@@ -308,6 +308,8 @@ def case_dll_search(w):
         app.mkdir()
         shutil.copy(w.gpusel, app / "gpusel.exe")
         shutil.copy(w.sim_dir / "nvml.dll", app / "nvml.dll")
+        # The double reads machine files through its companion DLL, looked for beside itself.
+        shutil.copy(w.sim_dir / "gpusel-sim-machines.dll", app / "gpusel-sim-machines.dll")
         out, _ = w.ok("list", "--json", exe=app / "gpusel.exe", cwd=planted,
                       env={"GPUSEL_SIM_MACHINE": machine})
         if len(json.loads(out)["gpus"]) != 8:
@@ -319,11 +321,14 @@ def case_dll_search(w):
         for where in (prefix / "windows" / "system32", prefix / "Program Files" / "NVIDIA Corporation" / "NVSMI"):
             where.mkdir(parents=True, exist_ok=True)
             target = where / "nvml.dll"
+            companion = where / "gpusel-sim-machines.dll"
             shutil.copy(w.sim_dir / "nvml.dll", target)
+            shutil.copy(w.sim_dir / "gpusel-sim-machines.dll", companion)
             try:
                 out, _ = w.ok("list", "--json", cwd=planted, env={"GPUSEL_SIM_MACHINE": machine})
             finally:
                 target.unlink()
+                companion.unlink()
             if len(json.loads(out)["gpus"]) != 8:
                 fail(f"nvml.dll in {where}: {out!r}")
             print(f"search order: nvml.dll in {where.relative_to(prefix)} is loaded")
