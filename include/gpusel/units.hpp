@@ -11,8 +11,27 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
-// "512MiB", "80GiB", "1.5GB", "4096", "64 KiB": binary (KiB, MiB, GiB, TiB) or decimal
-// (kB, KB, MB, GB, TB) units, or plain bytes. nullopt for anything else, zero, or overflow.
+// A byte size as written, read once: the one parser behind every size gpusel takes (`bench bw
+// --size`, `--min-free-memory`). Units, in any case: K, M, G, T, KiB, MiB, GiB, TiB, Ki, Mi, Gi,
+// Ti (powers of 1024), kB, MB, GB, TB (powers of 1000), B, or none (bytes); a blank between the
+// number and the unit is allowed. The number has digits and at most one dot.
+struct ByteSize {
+  enum class Problem {
+    None,         // `bytes` holds the size
+    NoNumber,     // it does not start with a number ("MiB", "", ".")
+    Negative,     // it starts with a minus sign
+    UnknownUnit,  // `unit` is not one of the units above
+    Zero,         // zero bytes
+    TooLarge,     // beyond 2^64 - 1 bytes
+    NotWhole,     // a fraction of a byte ("1.5", "0.3KiB")
+  };
+  std::optional<std::uint64_t> bytes;
+  Problem problem = Problem::None;
+  std::string unit;  // the unit as written (trimmed), for messages
+};
+ByteSize read_byte_size(std::string_view text);
+
+// read_byte_size's value alone: nullopt for anything it refuses.
 std::optional<std::uint64_t> parse_byte_size(std::string_view text);
 
 // A duration in seconds: "30", "1.5", "1e10" (seconds), "90s", "15m", "2h", "1d" (letters in any

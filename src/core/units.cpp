@@ -9,46 +9,77 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
-std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
+ByteSize read_byte_size(std::string_view text) {
+  ByteSize out;
   std::size_t i = 0;
   while (i < text.size() && text[i] == ' ') ++i;
-  std::size_t start = i;
+  const std::size_t start = i;
   bool dot = false;
   while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || (text[i] == '.' && !dot))) {
     dot = dot || text[i] == '.';
     ++i;
   }
-  if (i == start || (i == start + 1 && dot)) return std::nullopt;
+  if (i == start || (i == start + 1 && dot)) {
+    out.problem = start < text.size() && text[start] == '-' ? ByteSize::Problem::Negative
+                                                            : ByteSize::Problem::NoNumber;
+    return out;
+  }
   const std::string number(text.substr(start, i - start));
   while (i < text.size() && text[i] == ' ') ++i;
-  std::string unit(text.substr(i));
-  while (!unit.empty() && unit.back() == ' ') unit.pop_back();
+  out.unit = std::string(text.substr(i));
+  while (!out.unit.empty() && out.unit.back() == ' ') out.unit.pop_back();
+  std::string lower;
+  for (char c : out.unit) lower += detail::ascii_lower(c);
   struct Unit {
     const char* name;
     double factor;
   };
   static constexpr Unit kUnits[] = {
       {"", 1},
-      {"B", 1},
-      {"KiB", 1024.0},
-      {"MiB", 1048576.0},
-      {"GiB", 1073741824.0},
-      {"TiB", 1099511627776.0},
-      {"kB", 1e3},
-      {"KB", 1e3},
-      {"MB", 1e6},
-      {"GB", 1e9},
-      {"TB", 1e12},
+      {"b", 1},
+      {"k", 1024.0},
+      {"ki", 1024.0},
+      {"kib", 1024.0},
+      {"kb", 1e3},
+      {"m", 1048576.0},
+      {"mi", 1048576.0},
+      {"mib", 1048576.0},
+      {"mb", 1e6},
+      {"g", 1073741824.0},
+      {"gi", 1073741824.0},
+      {"gib", 1073741824.0},
+      {"gb", 1e9},
+      {"t", 1099511627776.0},
+      {"ti", 1099511627776.0},
+      {"tib", 1099511627776.0},
+      {"tb", 1e12},
   };
+  const Unit* found = nullptr;
   for (const Unit& u : kUnits) {
-    if (unit != u.name) continue;
-    const std::optional<double> count = detail::read_plain_number(number);
-    if (!count) return std::nullopt;  // beyond any double
-    const double value = *count * u.factor;
-    if (!(value >= 1.0) || value > 1.8e19 || value != std::floor(value)) return std::nullopt;
-    return static_cast<std::uint64_t>(value);
+    if (lower == u.name) found = &u;
   }
-  return std::nullopt;
+  if (found == nullptr) {
+    out.problem = ByteSize::Problem::UnknownUnit;
+    return out;
+  }
+  // A number beyond any double reads as infinity: too large.
+  const double count =
+      detail::read_plain_number(number).value_or(std::numeric_limits<double>::infinity());
+  const double value = count * found->factor;
+  if (value == 0) {
+    out.problem = ByteSize::Problem::Zero;
+  } else if (value > 1.8e19) {
+    out.problem = ByteSize::Problem::TooLarge;
+  } else if (value != std::floor(value)) {
+    out.problem = ByteSize::Problem::NotWhole;
+  } else {
+    out.bytes = static_cast<std::uint64_t>(value);
+  }
+  return out;
+}
+
+std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
+  return read_byte_size(text).bytes;
 }
 
 std::optional<double> parse_duration(std::string_view text) {

@@ -275,6 +275,20 @@ class SizeTest(Case):
         self.assertFailsWith(self.bench("1.3"), 2, "not a whole number of bytes")
         self.assertFailsWith(self.bench("MiB"), 2, "should start with a number")
 
+    def test_min_free_memory_reads_sizes_as_size_does(self):
+        """One parser for sizes: --min-free-memory takes what --size takes, with the same messages."""
+        for size in ("8gib", "8G", "8 GiB", "8000MB", "0.0625t"):
+            with self.subTest(size=size):
+                r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory", size)
+                self.assertEqual(r.returncode, 0, r.stderr)
+        # More free memory than any GPU here has: nothing qualifies (the size was read, not ignored).
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory", "81GiB")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory", "8Q"),
+                             2, '--min-free-memory "8Q": unknown unit "Q"', "K, M, G")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory", "-1G"),
+                             2, "cannot be negative")
+
 
 class SimulatedNvmlFaultTest(Case):
     def test_no_sim_suggestion_when_simulated(self):

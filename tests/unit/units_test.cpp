@@ -15,10 +15,30 @@ TEST(Units, ByteSizes) {
   EXPECT_EQ(parse_byte_size("64 KiB"), 65536u);
   EXPECT_EQ(parse_byte_size("2GB"), 2000000000u);
   EXPECT_EQ(parse_byte_size("10B"), 10u);
+  EXPECT_EQ(parse_byte_size("8gib"), 8ull << 30);  // any case, as --size always took
+  EXPECT_EQ(parse_byte_size("4096k"), 4ull << 20);
+  EXPECT_EQ(parse_byte_size("0.5g"), 1ull << 29);
+  EXPECT_EQ(parse_byte_size("4mi"), 4ull << 20);
+  EXPECT_EQ(parse_byte_size("4mb"), 4000000u);
   for (const char* bad :
        {"", "MiB", "-1MiB", "1.5", "12XB", "0", "0.5KiB.", "1e3", ".", "99999999999TiB"}) {
     EXPECT_EQ(parse_byte_size(bad), std::nullopt) << bad;
   }
+}
+
+TEST(Units, ByteSizeProblems) {
+  using P = ByteSize::Problem;
+  EXPECT_EQ(read_byte_size("MiB").problem, P::NoNumber);
+  EXPECT_EQ(read_byte_size("-4M").problem, P::Negative);
+  const ByteSize q = read_byte_size("512 Q ");
+  EXPECT_EQ(q.problem, P::UnknownUnit);
+  EXPECT_EQ(q.unit, "Q");
+  EXPECT_EQ(read_byte_size("0KiB").problem, P::Zero);
+  EXPECT_EQ(read_byte_size("99999999999TiB").problem, P::TooLarge);
+  EXPECT_EQ(read_byte_size("1.3").problem, P::NotWhole);
+  const ByteSize ok = read_byte_size("1.5GiB");
+  EXPECT_EQ(ok.problem, P::None);
+  EXPECT_EQ(ok.bytes, 3ull << 29);
 }
 
 TEST(Units, CpuLists) {

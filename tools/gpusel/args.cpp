@@ -13,6 +13,7 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel/units.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -471,78 +472,32 @@ std::uint64_t parse_size_option(const std::string& option, const std::string& te
                                 std::uint64_t multiple) {
   const std::string head = option + " " + quote_value(text);
   const std::string examples = "write it like 512MiB, 512M, 1GiB, 1.5G or 64000000";
-  std::size_t i = 0;
-  while (i < text.size() && text[i] == ' ') ++i;
-  const std::size_t start = i;
-  bool dot = false;
-  while (i < text.size() && ((text[i] >= '0' && text[i] <= '9') || (text[i] == '.' && !dot))) {
-    dot = dot || text[i] == '.';
-    ++i;
+  const ByteSize size = read_byte_size(text);
+  switch (size.problem) {
+    case ByteSize::Problem::None:
+      break;
+    case ByteSize::Problem::NoNumber:
+    case ByteSize::Problem::Negative:
+      throw bad_input(
+          head + " is not a size: it should start with a number of bytes (" +
+          (size.problem == ByteSize::Problem::Negative ? "a size cannot be negative; " : "") +
+          examples + ")");
+    case ByteSize::Problem::UnknownUnit:
+      throw bad_input(head + ": unknown unit " + quote_value(size.unit) +
+                      "; use K, M, G, T or KiB, MiB, GiB, TiB (powers of 1024), kB, MB, GB, TB "
+                      "(powers of 1000), or plain bytes; " +
+                      examples);
+    case ByteSize::Problem::Zero:
+      if (multiple == 0) throw bad_input(head + " is zero bytes; " + examples);
+      throw bad_input(head + " is zero bytes; a buffer must hold at least " +
+                      std::to_string(multiple) + " bytes (the default is 512MiB)");
+    case ByteSize::Problem::TooLarge:
+      throw bad_input(head + " is too large; " + examples);
+    case ByteSize::Problem::NotWhole:
+      throw bad_input(head + " is not a whole number of bytes; " + examples);
   }
-  const std::string number = text.substr(start, i - start);
-  if (number.empty() || number == ".") {
-    throw bad_input(
-        head + " is not a size: it should start with a number of bytes (" +
-        (start < text.size() && text[start] == '-' ? "a size cannot be negative; " : "") +
-        examples + ")");
-  }
-  while (i < text.size() && text[i] == ' ') ++i;
-  std::string unit = text.substr(i);
-  while (!unit.empty() && unit.back() == ' ') unit.pop_back();
-  std::string lower;
-  for (char c : unit) lower += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  struct Unit {
-    const char* name;
-    double factor;
-  };
-  static constexpr Unit kUnits[] = {
-      {"", 1},
-      {"b", 1},
-      {"k", 1024.0},
-      {"ki", 1024.0},
-      {"kib", 1024.0},
-      {"kb", 1e3},
-      {"m", 1048576.0},
-      {"mi", 1048576.0},
-      {"mib", 1048576.0},
-      {"mb", 1e6},
-      {"g", 1073741824.0},
-      {"gi", 1073741824.0},
-      {"gib", 1073741824.0},
-      {"gb", 1e9},
-      {"t", 1099511627776.0},
-      {"ti", 1099511627776.0},
-      {"tib", 1099511627776.0},
-      {"tb", 1e12},
-  };
-  const Unit* found = nullptr;
-  for (const Unit& u : kUnits) {
-    if (lower == u.name) found = &u;
-  }
-  if (found == nullptr) {
-    throw bad_input(head + ": unknown unit " + quote_value(unit) +
-                    "; use K, M, G, T or KiB, MiB, GiB, TiB (powers of 1024), kB, MB, GB, TB "
-                    "(powers of 1000), or plain bytes; " +
-                    examples);
-  }
-  // `number` is digits with at most one dot; one beyond any double reads as infinity: "is too
-  // large" below.
-  double count = 0;
-  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), count,
-                                         std::chars_format::fixed);
-  if (ec != std::errc() || end != number.data() + number.size())
-    count = std::numeric_limits<double>::infinity();
-  const double bytes = count * found->factor;
-  if (bytes == 0) {
-    throw bad_input(head + " is zero bytes; a buffer must hold at least " +
-                    std::to_string(multiple) + " bytes (the default is 512MiB)");
-  }
-  if (bytes > 1.8e19 || bytes != std::floor(bytes)) {
-    throw bad_input(head + (bytes > 1.8e19 ? " is too large" : " is not a whole number of bytes") +
-                    "; " + examples);
-  }
-  const auto value = static_cast<std::uint64_t>(bytes);
-  if (value % multiple != 0) {
+  const std::uint64_t value = *size.bytes;
+  if (multiple > 1 && value % multiple != 0) {
     const std::uint64_t below = value / multiple * multiple;
     throw bad_input(head + " is " + std::to_string(value) + " bytes, not a multiple of " +
                     std::to_string(multiple) + " (copies are checked " + std::to_string(multiple) +

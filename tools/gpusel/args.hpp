@@ -42,7 +42,8 @@ void expand_gpu_all(CommandLine& line);
 // letter case ignored: plain bytes, or a number (a fraction is fine when the bytes come out whole)
 // with K, M, G, T, KiB, MiB, GiB, TiB, Ki, Mi, Gi or Ti (powers of 1024), or kB, MB, GB, TB
 // (powers of 1000), or B. Throws Error(BadInput) naming `option` for anything else, for 0, and
-// for a size that is not a multiple of `multiple`.
+// for a size that is not a multiple of `multiple` (0: no multiple required). Sizes are read by
+// the library's read_byte_size, the one parser for sizes.
 std::uint64_t parse_size_option(const std::string& option, const std::string& text,
                                 std::uint64_t multiple);
 

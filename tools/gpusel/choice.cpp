@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "args.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolve.hpp"
@@ -40,11 +41,8 @@ Acquisition acquire(const std::vector<std::string>& gpus, const ChoiceOptions& o
                     bool lease) {
   AcquireOptions a;
   if (!options.min_free_memory.empty()) {
-    a.limits.min_free_memory = parse_byte_size(options.min_free_memory);
-    if (!a.limits.min_free_memory) {
-      throw bad_input("--min-free-memory " + quote_value(options.min_free_memory) +
-                      " is not a size; write it as 20GiB, 512MiB or a number of bytes");
-    }
+    // The same sizes as --size (one parser), with the same messages.
+    a.limits.min_free_memory = parse_size_option("--min-free-memory", options.min_free_memory, 0);
   }
   a.limits.max_utilization = options.max_utilization;
   a.lease = lease;
