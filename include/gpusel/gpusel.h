@@ -35,7 +35,8 @@ GPUSEL_API const char* gpusel_last_error(void);
 GPUSEL_API int gpusel_is_gpu_uuid(const char* entry);
 GPUSEL_API int gpusel_is_gpu_index(const char* entry);
 
-/* A --gpu value -> its canonical entries, comma-separated. */
+/* A --gpu value -> its canonical entries, comma-separated; "all" alone stays "all", "free:N"
+ * stays one entry (gpusel_resolve expands both). */
 GPUSEL_API gpusel_status gpusel_parse_gpu_spec(const char* value, char* buf, size_t size,
                                                size_t* needed);
 /* The same for a value that must hold exactly one entry. */
@@ -44,6 +45,7 @@ GPUSEL_API gpusel_status gpusel_parse_single_gpu(const char* value, char* buf, s
 
 /* A --gpu value -> full GPU UUIDs, comma-separated, in rank order, as a launcher's parent resolves
  * it (NVML, a preset CUDA_VISIBLE_DEVICES as a quota, a CUDA probe only where NVML cannot tell).
+ * "all" gives every GPU this process may use, "free:N" picks N free GPUs (leasing none).
  * *resolved is 1 when NVML answered, 0 when it is unavailable and the entries are passed on. */
 GPUSEL_API gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* needed,
                                         int* resolved);

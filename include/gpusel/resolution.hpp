@@ -30,10 +30,19 @@ struct Resolution {
 // The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place
 // an integer preset (GPUs of mixed models under FASTEST_FIRST). Without NVML, index entries are
 // mapped through CUDA's own enumeration in PCI bus order (a probe); UUID entries are passed on.
-// One "free:N" entry picks N free GPUs as acquire_gpus does, leasing none.
+// One "free:N" entry picks N free GPUs as acquire_gpus does, leasing none; one "all" entry
+// stands for all_gpu_entries() (its notes go to the resolution's).
 // Throws Error(BadInput) for an entry that cannot be resolved, Error(Failure) when indices
 // cannot be placed at all.
 Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
                         const std::string& probe_helper);
+
+// The entries "all" stands for here: without CUDA_VISIBLE_DEVICES, the nvidia-smi index of each
+// GPU NVML lists, failed and MIG-enabled GPUs left out (and named in `notes`); under a preset,
+// the positions 0..n-1 of the GPUs it exposes (MIG instances not counted); without NVML, CUDA's
+// device count (asked through the probe). Throws Error(BadInput) when there is no GPU to use,
+// Error(Failure) when the GPUs cannot be told.
+std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& probe_helper,
+                                         std::vector<std::string>* notes);
 
 GPUSEL_END_NAMESPACE

@@ -30,6 +30,16 @@ std::vector<std::string> parse_gpu_spec(std::string_view value);
 // As parse_gpu_spec, but the value must hold exactly one entry.
 std::string parse_single_gpu(std::string_view value);
 
+// "all" in any letter case, blanks around it ignored: every GPU CUDA_VISIBLE_DEVICES lets this
+// process use.
+bool is_all_entry(std::string_view entry) noexcept;
+
+// A GPU request, as `gpusel resolve`, `run` and `bench bw`, the C ABI's gpusel_parse_gpu_spec and
+// gpusel_resolve, and Python's parse_gpu_spec take it: parse_gpu_spec's lists (free:N among
+// them), or "all" alone, returned as {"all"} (resolve_gpus expands it). A worker's own list
+// (GPUSEL_GPUS, GPUSEL_GPU) names its GPUs and is read by parse_gpu_spec, which refuses "all".
+std::vector<std::string> parse_gpu_request(std::string_view value);
+
 // ASCII letter case ignored: does `text` start with `head`; are `a` and `b` equal.
 bool starts_with_ci(std::string_view text, std::string_view head) noexcept;
 bool equal_ci(std::string_view a, std::string_view b) noexcept;

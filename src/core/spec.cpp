@@ -102,8 +102,9 @@ std::string pasted_entry_hint(std::string_view entry) {
     }
   }
   if (equal_ci(entry, "all")) {
-    return "; \"all\" (every GPU CUDA_VISIBLE_DEVICES lets this process use) is understood by "
-           "`gpusel resolve`, `gpusel run` and `gpusel bench bw` only; here, name the GPUs";
+    return "; \"all\" (every GPU CUDA_VISIBLE_DEVICES lets this process use) stands alone, "
+           "and only in a request (`gpusel resolve`, `gpusel run`, `gpusel bench bw`, "
+           "gpusel_resolve, Python's resolve_gpu_uuids); here, name the GPUs";
   }
   // A UUID without GPU-: eight hex digits, a dash, then hex digits and dashes.
   if (entry.size() >= 9 && entry[8] == '-' &&
@@ -239,6 +240,15 @@ std::vector<std::string> parse_gpu_spec(std::string_view value) {
     }
   }
   return entries;
+}
+
+bool is_all_entry(std::string_view entry) noexcept {
+  return equal_ci(trim(entry), "all");
+}
+
+std::vector<std::string> parse_gpu_request(std::string_view value) {
+  if (is_all_entry(value)) return {"all"};
+  return parse_gpu_spec(value);
 }
 
 std::string parse_single_gpu(std::string_view value) {

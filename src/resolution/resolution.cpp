@@ -2,6 +2,7 @@
 // CUDA's order or is unavailable, free:N through the picker; and the CUDA environment it reads.
 #include "gpusel/resolution.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "env.hpp"
@@ -93,10 +94,72 @@ std::vector<std::size_t> positions_by_uuid(const std::vector<std::string>& entri
 
 }  // namespace
 
+std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& probe_helper,
+                                         std::vector<std::string>* notes) {
+  // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read.
+  const NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
+  std::size_t count = 0;
+  std::vector<std::string> entries;
+  if (!snap.available) {
+    if (env.visible_devices) {
+      throw failure("--gpu all: NVML is unavailable (" + snap.reason + ") and " +
+                    describe_preset(env) +
+                    " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
+                    "(indices count within CUDA_VISIBLE_DEVICES)");
+    }
+    const ProbeResult probe = probe_cuda(probe_helper, true);
+    if (!probe.ok) {
+      throw failure("--gpu all: NVML is unavailable (" + snap.reason +
+                    ") and CUDA could not be asked for its devices either (" + probe.reason +
+                    "); name the GPUs instead");
+    }
+    count = gpus_from_cuda(probe.devices).size();
+  } else if (!env.visible_devices) {
+    std::vector<std::string> left_out;
+    for (const GpuInfo& g : snap.gpus) {
+      if (g.failed()) {
+        left_out.push_back("GPU " + std::to_string(g.index) + " (" + g.failure + ")");
+      } else if (g.mig_enabled) {
+        left_out.push_back("GPU " + std::to_string(g.index) + " (MIG mode)");
+      } else {
+        entries.push_back(std::to_string(g.index));
+      }
+    }
+    if (!left_out.empty() && notes != nullptr) {
+      std::string names;
+      for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
+      notes->push_back("--gpu all leaves out " + names);
+    }
+  } else {
+    const VisibleSet vs = model_visible(snap.gpus, env);
+    if (vs.known) {
+      count = static_cast<std::size_t>(std::count_if(
+          vs.devices.begin(), vs.devices.end(), [](const VisibleDevice& d) { return d.mig < 0; }));
+    } else if (!vs.duplicate) {
+      count = vs.used_entries;
+    }
+  }
+  if (entries.empty()) {
+    for (std::size_t k = 0; k < count; ++k) entries.push_back(std::to_string(k));
+  }
+  if (entries.empty()) {
+    throw bad_input("--gpu all: no GPU to run on here (" + describe_preset(env) +
+                    (snap.available ? "" : "; NVML: " + snap.reason) +
+                    "); run `gpusel list` to see the GPUs and what CUDA exposes");
+  }
+  return entries;
+}
+
 Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
                         const std::string& probe_helper) {
   if (entries.size() == 1 && is_free_entry(entries.front())) {
     return acquire_gpus(entries, env, probe_helper, AcquireOptions{}).resolution;  // picks only
+  }
+  if (entries.size() == 1 && is_all_entry(entries.front())) {
+    std::vector<std::string> notes;
+    Resolution r = resolve_gpus(all_gpu_entries(env, probe_helper, &notes), env, probe_helper);
+    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+    return r;
   }
   // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
   NvmlSnapshot snap = query_nvml(

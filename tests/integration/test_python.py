@@ -71,6 +71,10 @@ DIFFERENT = [
     ("nvml-missing", {}, "2", None, "ValueError"),
     ("nvml-init-fails", {}, "0", None, uuids("nvml-init-fails")[:1]),
     ("mig-a100", {}, "0", [uuids("mig-a100")[0]], "ValueError"),  # a MIG-enabled GPU is refused
+    # 11: "all" is a request, expanded as `gpusel resolve --gpu all` expands it
+    ("dgx-h100", {}, "all", "ValueError", DGX),
+    ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "6,4"}, " ALL ", "ValueError", [DGX[6], DGX[4]]),
+    ("dgx-h100", {}, "all,0", "ValueError", "ValueError"),
 ]
 
 
@@ -106,6 +110,7 @@ out["names"] = [name for name in ("is_gpu_uuid", "is_gpu_index", "parse_gpu_spec
     "format_gpu_uuid", "gpu_identity", "assign_from_environment", "assignment_source", "local_rank")
     if callable(getattr(gpusel, name, None))]
 out["parse"] = gpusel.parse_gpu_spec(" 3, ,gpu-ab ".replace("gpu-ab", "1"))
+out["parse_all"] = [gpusel.parse_gpu_spec("All"), gpusel.gpu_arg("all"), gpusel.parse_gpu_spec("free:2")]
 out["is"] = [gpusel.is_gpu_uuid("gPu-x"), gpusel.is_gpu_index("\u00b2"), gpusel.is_gpu_index("07")]
 def err(fn, *a):
     try:
@@ -134,6 +139,7 @@ class ModuleTest(Case):
         self.assertEqual(out["cuda_after_import"], 3)
         self.assertEqual(len(out["names"]), 15)
         self.assertEqual(out["parse"], ["3", "1"])
+        self.assertEqual(out["parse_all"], [["all"], ["all"], ["free:2"]])
         self.assertEqual(out["is"], [True, False, True])
         self.assertEqual(out["gpu_arg"][0], "ArgumentTypeError")
         self.assertIn("mixes", out["gpu_arg"][1])

@@ -133,3 +133,16 @@ TEST(Spec, ManyDistinctEntries) {
   EXPECT_NE(msg.find("names the same GPU twice (\"GPU-7-ab\" and \"GPU-7-AB\")"), std::string::npos)
       << msg.substr(msg.size() - 200);
 }
+
+// "all" alone is a request (resolve_gpus expands it); a worker's list names GPUs and refuses it.
+TEST(Spec, AllIsARequestNotAnAssignment) {
+  EXPECT_EQ(gpusel::parse_gpu_request("all"), Entries{"all"});
+  EXPECT_EQ(gpusel::parse_gpu_request(" ALL "), Entries{"all"});
+  EXPECT_EQ(gpusel::parse_gpu_request("free:2"), Entries{"free:2"});
+  EXPECT_EQ(gpusel::parse_gpu_request("3,1"), (Entries{"3", "1"}));
+  EXPECT_THROW(gpusel::parse_gpu_request("all,0"), gpusel::Error);
+  EXPECT_THROW(parse_gpu_spec("all"), gpusel::Error);
+  EXPECT_THROW(parse_single_gpu("all"), gpusel::Error);
+  EXPECT_TRUE(gpusel::is_all_entry("All"));
+  EXPECT_FALSE(gpusel::is_all_entry("alll"));
+}

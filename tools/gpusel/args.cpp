@@ -409,60 +409,13 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
 
 void expand_gpu_all(CommandLine& line) {
   if (line.gpu_all == 0 || line.gpu_all >= line.args.size()) return;
-  const CudaEnv env = cuda_env_from_environment();
-  // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read. The command
-  // then resolves the GPUs found here: it reuses this enumeration (gpusel runs for moments).
+  // The command then resolves the GPUs found here: it reuses this enumeration (gpusel runs for
+  // moments).
   reuse_nvml_snapshots();
-  const NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
-  std::size_t count = 0;
-  std::vector<std::string> entries;
-  if (!snap.available) {
-    if (env.visible_devices) {
-      throw failure("--gpu all: NVML is unavailable (" + snap.reason + ") and " +
-                    describe_preset(env) +
-                    " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
-                    "(indices count within CUDA_VISIBLE_DEVICES)");
-    }
-    const ProbeResult probe = probe_cuda(default_probe_helper(), true);
-    if (!probe.ok) {
-      throw failure("--gpu all: NVML is unavailable (" + snap.reason +
-                    ") and CUDA could not be asked for its devices either (" + probe.reason +
-                    "); name the GPUs instead");
-    }
-    count = gpus_from_cuda(probe.devices).size();
-  } else if (!env.visible_devices) {
-    std::vector<std::string> left_out;
-    for (const GpuInfo& g : snap.gpus) {
-      if (g.failed()) {
-        left_out.push_back("GPU " + std::to_string(g.index) + " (" + g.failure + ")");
-      } else if (g.mig_enabled) {
-        left_out.push_back("GPU " + std::to_string(g.index) + " (MIG mode)");
-      } else {
-        entries.push_back(std::to_string(g.index));
-      }
-    }
-    if (!left_out.empty()) {
-      std::string names;
-      for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
-      print_note("--gpu all leaves out " + names);
-    }
-  } else {
-    const VisibleSet vs = model_visible(snap.gpus, env);
-    if (vs.known) {
-      count = static_cast<std::size_t>(std::count_if(
-          vs.devices.begin(), vs.devices.end(), [](const VisibleDevice& d) { return d.mig < 0; }));
-    } else if (!vs.duplicate) {
-      count = vs.used_entries;
-    }
-  }
-  if (entries.empty()) {
-    for (std::size_t k = 0; k < count; ++k) entries.push_back(std::to_string(k));
-  }
-  if (entries.empty()) {
-    throw bad_input("--gpu all: no GPU to run on here (" + describe_preset(env) +
-                    (snap.available ? "" : "; NVML: " + snap.reason) +
-                    "); run `gpusel list` to see the GPUs and what CUDA exposes");
-  }
+  std::vector<std::string> notes;
+  const std::vector<std::string> entries =
+      all_gpu_entries(cuda_env_from_environment(), default_probe_helper(), &notes);
+  for (const std::string& n : notes) print_note(n);
   std::string& token = line.args[line.gpu_all];
   const std::string value = join_entries(entries);
   token = token.rfind("--gpu=", 0) == 0 ? "--gpu=" + value : value;
