@@ -206,7 +206,8 @@ class DocExamples(unittest.TestCase):
                     continue
                 if b.needs and shutil.which(b.needs) is None:
                     self.skipTest(f"{b.where()}: needs {b.needs}, which is not installed")
-                if not PYTHON_LOADS_LIBRARIES and "python3" in b.text:
+                # torchrun starts Python workers, which load the library too.
+                if not PYTHON_LOADS_LIBRARIES and ("python3" in b.text or "torchrun" in b.text):
                     self.skipTest(f"{b.where()}: runs Python over the instrumented library (ThreadSanitizer build)")
                 env = block_env(b.machine, scratch)
                 if b.kind == "console":
