@@ -24,7 +24,7 @@ std::map<const CLI::Option*, Completion>& registry() {
   return r;
 }
 
-std::string join(const std::vector<std::string>& words, const std::string& separator) {
+std::string join_with(const std::vector<std::string>& words, const std::string& separator) {
   std::string out;
   for (const std::string& w : words) out += (out.empty() ? "" : separator) + w;
   return out;
@@ -49,7 +49,7 @@ struct Cmd {
   std::string description;
   std::vector<Opt> options;  // help and hidden options left out
   std::vector<std::string> subcommands;
-  std::string key() const { return join(path, " "); }
+  std::string key() const { return join_with(path, " "); }
   // The tables' key for the completions: "gpusel", "gpusel run", "gpusel sim exec" (bash has no
   // empty keys).
   std::string table_key() const { return path.empty() ? "gpusel" : "gpusel " + key(); }
@@ -109,7 +109,7 @@ std::vector<Cmd> tree(const CLI::App& app) {
 // ---- the synopsis ---------------------------------------------------------------------------
 
 std::string value_text(const Opt& o) {
-  if (!o.choices.empty() && o.kind == "choice") return join(o.choices, "|");
+  if (!o.choices.empty() && o.kind == "choice") return join_with(o.choices, "|");
   return o.value;
 }
 
@@ -198,7 +198,7 @@ std::string man_commands(const std::vector<Cmd>& cmds) {
       m << ".SS \"" << roff("gpusel " + c.key()) << "\"\n" << roff(c.description) << "\n";
     }
     if (!c.subcommands.empty()) {
-      m << ".PP\nCommands: " << roff(join(c.subcommands, ", ")) << ".\n";
+      m << ".PP\nCommands: " << roff(join_with(c.subcommands, ", ")) << ".\n";
     }
     for (const Opt& o : c.options) {
       m << ".TP\n";
@@ -219,7 +219,7 @@ std::string man_commands(const std::vector<Cmd>& cmds) {
       if (o.required && !o.positional) m << " (required)";
       if (!o.choices.empty()) {
         m << (o.kind == "list" ? "; a comma\\-separated list of: " : "; one of: ")
-          << roff(join(o.choices, ", "));
+          << roff(join_with(o.choices, ", "));
       }
       m << "\n";
     }
@@ -260,7 +260,7 @@ std::string brief(const std::string& text) {
 }
 
 std::string value_kind(const Opt& o) {
-  if (o.kind == "choice" || o.kind == "list") return o.kind + ":" + join(o.choices, " ");
+  if (o.kind == "choice" || o.kind == "list") return o.kind + ":" + join_with(o.choices, " ");
   return o.kind;
 }
 
@@ -268,7 +268,8 @@ std::string value_kind(const Opt& o) {
 std::string bash_tables(const std::vector<Cmd>& cmds) {
   std::ostringstream b;
   b << "declare -gA _gpusel_sub=(";
-  for (const Cmd& c : cmds) b << " [" << sq(c.table_key()) << "]=" << sq(join(c.subcommands, " "));
+  for (const Cmd& c : cmds)
+    b << " [" << sq(c.table_key()) << "]=" << sq(join_with(c.subcommands, " "));
   b << " )\ndeclare -gA _gpusel_opt=(";
   for (const Cmd& c : cmds) {
     std::vector<std::string> names;
@@ -276,7 +277,7 @@ std::string bash_tables(const std::vector<Cmd>& cmds) {
       if (!o.positional) names.insert(names.end(), o.names.begin(), o.names.end());
     }
     names.push_back("--help");
-    b << " [" << sq(c.table_key()) << "]=" << sq(join(names, " "));
+    b << " [" << sq(c.table_key()) << "]=" << sq(join_with(names, " "));
   }
   b << " )\n# Options that take a value, and what completes it (an empty kind: nothing).\n";
   b << "declare -gA _gpusel_val=(";
@@ -293,7 +294,7 @@ std::string bash_tables(const std::vector<Cmd>& cmds) {
     for (const Opt& o : c.options) {
       if (o.positional) kinds.push_back(o.kind.empty() ? "-" : o.kind);
     }
-    if (!kinds.empty()) b << " [" << sq(c.table_key()) << "]=" << sq(join(kinds, " "));
+    if (!kinds.empty()) b << " [" << sq(c.table_key()) << "]=" << sq(join_with(kinds, " "));
   }
   b << " )\n";
   return b.str();
@@ -329,9 +330,9 @@ std::string zsh_function(const Cmd& c) {
     } else if (o.kind == "file") {
       action = ":" + zsh_escape(o.value) + ":_files";
     } else if (o.kind == "choice") {
-      action = ":" + zsh_escape(o.value) + ":(" + join(o.choices, " ") + ")";
+      action = ":" + zsh_escape(o.value) + ":(" + join_with(o.choices, " ") + ")";
     } else if (o.kind == "list") {
-      action = ":" + zsh_escape(o.value) + ":_sequence compadd - " + join(o.choices, " ");
+      action = ":" + zsh_escape(o.value) + ":_sequence compadd - " + join_with(o.choices, " ");
     } else if (!o.value.empty()) {
       action = ":" + zsh_escape(o.value) + ": ";
     }
@@ -400,7 +401,7 @@ std::string fish_lines(const std::vector<Cmd>& cmds) {
   f << "function __gpusel_subcommands\n    switch \"$argv[1]\"\n";
   for (const Cmd& c : cmds) {
     f << "        case " << fish_sq(c.table_key()) << "\n            echo "
-      << join(c.subcommands, " ") << "\n";
+      << join_with(c.subcommands, " ") << "\n";
   }
   f << "    end\nend\n\nfunction __gpusel_takes_value\n    switch \"$argv[1]\"\n";
   for (const Cmd& c : cmds) {
@@ -409,7 +410,7 @@ std::string fish_lines(const std::vector<Cmd>& cmds) {
       if (o.positional || o.value.empty() || o.optional_value) continue;
       for (const std::string& n : o.names) names.push_back(fish_sq(c.table_key() + ":" + n));
     }
-    if (!names.empty()) f << "        case " << join(names, " ") << "\n            return 0\n";
+    if (!names.empty()) f << "        case " << join_with(names, " ") << "\n            return 0\n";
   }
   f << "    end\n    return 1\nend\n\nfunction __gpusel_positionals\n    switch \"$argv[1]\"\n";
   for (const Cmd& c : cmds) {
@@ -418,8 +419,8 @@ std::string fish_lines(const std::vector<Cmd>& cmds) {
       if (o.positional) kinds.push_back(o.kind.empty() ? "-" : o.kind);
     }
     if (!kinds.empty()) {
-      f << "        case " << fish_sq(c.table_key()) << "\n            echo " << join(kinds, " ")
-        << "\n";
+      f << "        case " << fish_sq(c.table_key()) << "\n            echo "
+        << join_with(kinds, " ") << "\n";
     }
   }
   f << "    end\nend\n\n";
@@ -449,9 +450,9 @@ std::string fish_lines(const std::vector<Cmd>& cmds) {
         } else {
           f << " -x";
         }
-        if (o.kind == "choice") f << " -a " << fish_sq(join(o.choices, " "));
+        if (o.kind == "choice") f << " -a " << fish_sq(join_with(o.choices, " "));
         if (o.kind == "list")
-          f << " -a " << fish_sq("(__gpusel_list_item " + join(o.choices, " ") + ")");
+          f << " -a " << fish_sq("(__gpusel_list_item " + join_with(o.choices, " ") + ")");
         if (o.kind == "gpu" || o.kind == "gpu-all")
           f << " -a "
             << fish_sq(std::string("(__gpusel_gpu_values") + (o.kind == "gpu-all" ? " all" : "") +
@@ -513,7 +514,7 @@ std::string not_a_choice(const std::string& value, const std::vector<std::string
   for (const std::string& c : choices) {
     if (c == value) return "";
   }
-  std::string message = quote_value(value) + " is not one of " + join(choices, ", ");
+  std::string message = quote_value(value) + " is not one of " + join_with(choices, ", ");
   const std::string guess = closest(value, choices);
   if (!guess.empty()) message += "; did you mean '" + guess + "'?";
   return message;
