@@ -1,8 +1,11 @@
-// gpusel: the one exception type of the library, carrying the exit code a CLI should use.
+// gpusel: the one exception type of the library, carrying the exit code a CLI should use, and what
+// went wrong as data (a code, the driver call and what it returned), which callers decide from.
+// The text is for people; no caller should search it.
 #pragma once
 
 #include <stdexcept>
 #include <string>
+#include <utility>
 
 #include "gpusel/export.h"
 
@@ -12,21 +15,62 @@ GPUSEL_BEGIN_NAMESPACE
 // Failure: something outside the user's input went wrong (exit code 1).
 enum class ErrorKind { Failure = 1, BadInput = 2 };
 
+// What went wrong, for code to decide from. The values are fixed (the C ABI and the CUDA probe's
+// helper pass them as numbers): a new code takes a new number, an old one is never reused.
+enum class ErrorCode {
+  None = 0,
+  Unspecified = 1,        // no code of its own (the text says what)
+  BadInput = 2,           // a value the caller gave
+  LibraryNotLoaded = 3,   // the NVIDIA library (libnvidia-ml.so.1, libcuda.so.1) cannot be opened
+  LibraryIncomplete = 4,  // it lacks functions gpusel needs: a driver too old, or another library
+  CudaLinkStub = 5,       // the libcuda.so.1 found is the CUDA toolkit's link stub, not the driver
+  NoDevice = 6,           // the driver enumerates no device (CUDA_ERROR_NO_DEVICE)
+  DriverCallFailed = 7,   // a driver function returned an error: see Problem::call and ::result
+  GpuLost = 8,            // NVML says the GPU has fallen off the bus (NVML_ERROR_GPU_IS_LOST)
+  DriverBroken = 9,       // the driver answered something impossible (a device count past any)
+  ProbeUnavailable = 10,  // the CUDA probe's helper program is not installed, or cannot start
+  ProbeTimedOut = 11,     // the CUDA probe did not answer in time
+  ProbeFailed = 12,       // the CUDA probe ended without an answer gpusel could read
+  BufferTooSmall = 13,    // a caller's buffer is too small for the answer (the C ABI's)
+};
+
+// The data of a failure. `call` and `result` are set where a driver function returned an error
+// (DriverCallFailed, GpuLost, NoDevice ...): its name ("cuInit", "nvmlDeviceGetUUID") and its
+// return value (a CUresult or nvmlReturn_t).
+struct Problem {
+  ErrorCode code = ErrorCode::None;
+  std::string call;
+  long long result = 0;
+  explicit operator bool() const noexcept { return code != ErrorCode::None; }
+};
+
+// The stable name of a code ("cuda-link-stub"), for machine-readable output; "unknown" for a
+// value outside the enumeration.
+GPUSEL_API const char* error_code_name(ErrorCode code) noexcept;
+
 class Error : public std::runtime_error {
  public:
-  Error(ErrorKind kind, const std::string& message) : std::runtime_error(message), kind_(kind) {}
+  Error(ErrorKind kind, const std::string& message, Problem problem = {})
+      : std::runtime_error(message), kind_(kind), problem_(std::move(problem)) {
+    if (!problem_) {
+      problem_.code = kind == ErrorKind::BadInput ? ErrorCode::BadInput : ErrorCode::Unspecified;
+    }
+  }
   ErrorKind kind() const noexcept { return kind_; }
   int exit_code() const noexcept { return static_cast<int>(kind_); }
+  ErrorCode code() const noexcept { return problem_.code; }
+  const Problem& problem() const noexcept { return problem_; }
 
  private:
   ErrorKind kind_;
+  Problem problem_;
 };
 
 inline Error bad_input(const std::string& message) {
   return Error(ErrorKind::BadInput, message);
 }
-inline Error failure(const std::string& message) {
-  return Error(ErrorKind::Failure, message);
+inline Error failure(const std::string& message, Problem problem = {}) {
+  return Error(ErrorKind::Failure, message, std::move(problem));
 }
 
 GPUSEL_END_NAMESPACE

@@ -31,6 +31,29 @@ GPUSEL_API const char* gpusel_version(void);
  * thread's next gpusel call. */
 GPUSEL_API const char* gpusel_last_error(void);
 
+/* The calling thread's last failure as data, to decide from (the message's words may change):
+ * one of the GPUSEL_ERROR_* codes; GPUSEL_ERROR_NONE when the last call did not fail. */
+#define GPUSEL_ERROR_NONE 0
+#define GPUSEL_ERROR_UNSPECIFIED 1        /* no code of its own; the message says what */
+#define GPUSEL_ERROR_BAD_INPUT 2          /* a value the caller gave */
+#define GPUSEL_ERROR_LIBRARY_NOT_LOADED 3 /* libnvidia-ml.so.1 or libcuda.so.1 cannot be opened */
+#define GPUSEL_ERROR_LIBRARY_INCOMPLETE 4 /* it lacks functions gpusel needs */
+#define GPUSEL_ERROR_CUDA_LINK_STUB 5     /* libcuda.so.1 is the CUDA toolkit's link stub */
+#define GPUSEL_ERROR_NO_DEVICE 6          /* CUDA enumerates no device */
+#define GPUSEL_ERROR_DRIVER_CALL 7        /* a driver function failed: gpusel_last_error_call */
+#define GPUSEL_ERROR_GPU_LOST 8           /* NVML says the GPU fell off the bus */
+#define GPUSEL_ERROR_DRIVER_BROKEN 9      /* the driver answered something impossible */
+#define GPUSEL_ERROR_PROBE_UNAVAILABLE 10 /* the CUDA probe's helper is missing or cannot start */
+#define GPUSEL_ERROR_PROBE_TIMED_OUT 11   /* the CUDA probe did not answer in time */
+#define GPUSEL_ERROR_PROBE_FAILED 12      /* the CUDA probe ended without a readable answer */
+#define GPUSEL_ERROR_BUFFER_TOO_SMALL 13  /* the status was GPUSEL_TOO_SMALL */
+GPUSEL_API int gpusel_last_error_code(void);
+
+/* The NVIDIA driver function whose return value made the calling thread's last call fail
+ * ("cuInit", "nvmlInit_v2"), "" when none did; its return value (a CUresult or nvmlReturn_t) in
+ * *result when `result` is not NULL (0 when none). Valid until the thread's next gpusel call. */
+GPUSEL_API const char* gpusel_last_error_call(long long* result);
+
 /* 1 when `entry` starts with "GPU-" in any case / is ASCII digits only, else 0. */
 GPUSEL_API int gpusel_is_gpu_uuid(const char* entry);
 GPUSEL_API int gpusel_is_gpu_index(const char* entry);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/error.hpp"
 #include "gpusel/export.h"
 #include "gpusel/pick.hpp"
 #include "gpusel/visible.hpp"
@@ -23,6 +24,7 @@ enum class NvmlDetail {
 struct NvmlSnapshot {
   bool available = false;
   std::string reason;  // why NVML is unavailable, for messages
+  Problem problem;     // the same as data (None while available)
   std::string driver_version;
   int cuda_driver_version = 0;           // 1000 * major + 10 * minor, 0 when unknown
   std::vector<GpuInfo> gpus;             // nvidia-smi order

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gpusel/cuda.hpp"
+#include "gpusel/error.hpp"
 #include "gpusel/export.h"
 #include "gpusel/resolution.hpp"  // resolve_gpus, which uses the probe, was declared here first
 #include "gpusel/visible.hpp"
@@ -15,7 +16,11 @@ GPUSEL_BEGIN_NAMESPACE
 
 struct ProbeResult {
   bool ok = false;
-  std::string reason;  // why the probe failed
+  std::string reason;  // why the probe failed, for messages
+  // The same as data: the probe's own failure (ProbeUnavailable, ProbeTimedOut, ProbeFailed), or
+  // what CUDA answered in the child (LibraryNotLoaded, CudaLinkStub, NoDevice, DriverCallFailed
+  // with the call and its CUresult ...).
+  Problem problem;
   std::vector<CudaDevice> devices;
 };
 

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/error.hpp"
 #include "gpusel/export.h"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -43,6 +44,9 @@ struct GpuInfo {
   // Empty when NVML reads the GPU; else why it cannot ("lost: ..." for a GPU fallen off the bus,
   // or the NVML error). Such a GPU keeps its index, has no UUID, and CUDA does not enumerate it.
   std::string failure;
+  // The same as data: ErrorCode::GpuLost for a GPU fallen off the bus, else the NVML call that
+  // failed and what it returned (None while the GPU is readable).
+  Problem problem;
   bool failed() const noexcept { return !failure.empty(); }
   // Usage, read only when asked for (query_nvml's `usage`); nullopt: not read or not reported.
   std::optional<std::uint64_t> memory_used;

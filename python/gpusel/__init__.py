@@ -89,6 +89,8 @@ _size_p = ctypes.POINTER(ctypes.c_size_t)
 _PROTOTYPES = {
     "gpusel_version": (ctypes.c_char_p, []),
     "gpusel_last_error": (ctypes.c_char_p, []),
+    "gpusel_last_error_code": (ctypes.c_int, []),
+    "gpusel_last_error_call": (ctypes.c_char_p, [ctypes.POINTER(ctypes.c_longlong)]),
     "gpusel_is_gpu_uuid": (ctypes.c_int, [ctypes.c_char_p]),
     "gpusel_is_gpu_index": (ctypes.c_int, [ctypes.c_char_p]),
     "gpusel_parse_gpu_spec": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
@@ -116,10 +118,17 @@ def _message():
 
 
 def _check(status, errors=ValueError):
-    """Raises for a failed call: `errors` for bad input, RuntimeError for other failures."""
+    """Raises for a failed call: `errors` for bad input, RuntimeError for other failures. The
+    exception carries the failure as data: `code` (the C ABI's GPUSEL_ERROR_* number), `call` (the
+    NVIDIA driver function that failed, "" when none did) and `result` (what it returned)."""
     if status == _OK:
         return
-    raise (errors if status == _BAD_INPUT else RuntimeError)(_message())
+    exc = (errors if status == _BAD_INPUT else RuntimeError)(_message())
+    result = ctypes.c_longlong(0)
+    exc.call = _lib.gpusel_last_error_call(ctypes.byref(result)).decode("utf-8", "replace")
+    exc.result = result.value
+    exc.code = _lib.gpusel_last_error_code()
+    raise exc
 
 
 def _encode(value: str) -> bytes:

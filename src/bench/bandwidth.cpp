@@ -90,8 +90,10 @@ std::string check(const void* buffer, std::uint64_t bytes, int sample, bool samp
 struct Cuda {
   const CudaApi& api;
   void operator()(CUresult rc, const char* what) const {
-    if (rc != CUDA_SUCCESS)
-      throw failure(std::string(what) + " failed: " + cuda_error_text(api, rc));
+    if (rc != CUDA_SUCCESS) {
+      throw failure(std::string(what) + " failed: " + cuda_error_text(api, rc),
+                    Problem{ErrorCode::DriverCallFailed, what, rc});
+    }
   }
 };
 
@@ -156,8 +158,9 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
     CUresult rc = api.cuMemAlloc(p, size);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
       throw failure("cannot allocate " + std::string(second_device ? "2 x " : "") +
-                    format_bytes(size) +
-                    " of device memory (CUDA_ERROR_OUT_OF_MEMORY); choose a smaller --size");
+                        format_bytes(size) +
+                        " of device memory (CUDA_ERROR_OUT_OF_MEMORY); choose a smaller --size",
+                    Problem{ErrorCode::DriverCallFailed, "cuMemAlloc_v2", rc});
     }
     ok(rc, "cuMemAlloc_v2");
   };
@@ -168,7 +171,8 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
     CUresult rc = api.cuMemHostAlloc(&mem.pinned[i], size, 0);
     if (rc != CUDA_SUCCESS) {
       throw failure("cannot allocate " + format_bytes(size) + " of pinned host memory (" +
-                    cuda_error_text(api, rc) + "); choose a smaller --size");
+                        cuda_error_text(api, rc) + "); choose a smaller --size",
+                    Problem{ErrorCode::DriverCallFailed, "cuMemHostAlloc", rc});
     }
   }
   if (pageable) {

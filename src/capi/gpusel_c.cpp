@@ -23,20 +23,44 @@
 namespace {
 
 thread_local std::string last_error;
+thread_local gpusel::Problem last_problem;
+
+// The C codes are the library's ErrorCode values.
+static_assert(GPUSEL_ERROR_NONE == static_cast<int>(gpusel::ErrorCode::None));
+static_assert(GPUSEL_ERROR_UNSPECIFIED == static_cast<int>(gpusel::ErrorCode::Unspecified));
+static_assert(GPUSEL_ERROR_BAD_INPUT == static_cast<int>(gpusel::ErrorCode::BadInput));
+static_assert(GPUSEL_ERROR_LIBRARY_NOT_LOADED ==
+              static_cast<int>(gpusel::ErrorCode::LibraryNotLoaded));
+static_assert(GPUSEL_ERROR_LIBRARY_INCOMPLETE ==
+              static_cast<int>(gpusel::ErrorCode::LibraryIncomplete));
+static_assert(GPUSEL_ERROR_CUDA_LINK_STUB == static_cast<int>(gpusel::ErrorCode::CudaLinkStub));
+static_assert(GPUSEL_ERROR_NO_DEVICE == static_cast<int>(gpusel::ErrorCode::NoDevice));
+static_assert(GPUSEL_ERROR_DRIVER_CALL == static_cast<int>(gpusel::ErrorCode::DriverCallFailed));
+static_assert(GPUSEL_ERROR_GPU_LOST == static_cast<int>(gpusel::ErrorCode::GpuLost));
+static_assert(GPUSEL_ERROR_DRIVER_BROKEN == static_cast<int>(gpusel::ErrorCode::DriverBroken));
+static_assert(GPUSEL_ERROR_PROBE_UNAVAILABLE ==
+              static_cast<int>(gpusel::ErrorCode::ProbeUnavailable));
+static_assert(GPUSEL_ERROR_PROBE_TIMED_OUT == static_cast<int>(gpusel::ErrorCode::ProbeTimedOut));
+static_assert(GPUSEL_ERROR_PROBE_FAILED == static_cast<int>(gpusel::ErrorCode::ProbeFailed));
+static_assert(GPUSEL_ERROR_BUFFER_TOO_SMALL == static_cast<int>(gpusel::ErrorCode::BufferTooSmall));
 
 template <typename F>
 gpusel_status guarded(F&& f) {
   last_error.clear();
+  last_problem = {};
   try {
     return f();
   } catch (const gpusel::Error& e) {
     last_error = e.what();
+    last_problem = e.problem();
     return e.kind() == gpusel::ErrorKind::BadInput ? GPUSEL_BAD_INPUT : GPUSEL_FAILURE;
   } catch (const std::exception& e) {
     last_error = e.what();
+    last_problem.code = gpusel::ErrorCode::Unspecified;
     return GPUSEL_FAILURE;
   } catch (...) {
     last_error = "unknown error";
+    last_problem.code = gpusel::ErrorCode::Unspecified;
     return GPUSEL_FAILURE;
   }
 }
@@ -46,6 +70,8 @@ gpusel_status out_string(const std::string& value, char* buf, size_t size, size_
   if (buf == nullptr || size < value.size() + 1) {
     last_error = "the buffer holds " + std::to_string(size) + " bytes; " +
                  std::to_string(value.size() + 1) + " are needed";
+    last_problem = {};
+    last_problem.code = gpusel::ErrorCode::BufferTooSmall;
     return GPUSEL_TOO_SMALL;
   }
   std::memcpy(buf, value.c_str(), value.size() + 1);
@@ -111,6 +137,13 @@ const char* gpusel_version(void) {
 const char* gpusel_last_error(void) {
   return last_error.c_str();
 }
+int gpusel_last_error_code(void) {
+  return static_cast<int>(last_problem.code);
+}
+const char* gpusel_last_error_call(long long* result) {
+  if (result != nullptr) *result = last_problem.result;
+  return last_problem.call.c_str();
+}
 
 int gpusel_is_gpu_uuid(const char* entry) {
   return entry != nullptr && gpusel::is_gpu_uuid(entry) ? 1 : 0;
@@ -148,7 +181,7 @@ gpusel_status gpusel_list_gpus(gpusel_gpu_list** list) {
     if (list == nullptr) throw gpusel::bad_input("list is NULL");
     *list = nullptr;
     const gpusel::NvmlSnapshot snap = gpusel::query_nvml();
-    if (!snap.available) throw gpusel::failure("NVML is unavailable: " + snap.reason);
+    if (!snap.available) throw gpusel::failure("NVML is unavailable: " + snap.reason, snap.problem);
     const gpusel::VisibleSet vs =
         gpusel::model_visible(snap.gpus, gpusel::cuda_env_from_environment());
     auto out = std::make_unique<gpusel_gpu_list>();

@@ -33,7 +33,10 @@ CudaLibrary open_library() {
   std::string path;
   void* handle =
       open_driver_library("GPUSEL_CUDA_LIBRARY", detail::kCudaLibraryName, path, lib.reason);
-  if (handle == nullptr) return lib;
+  if (handle == nullptr) {
+    lib.code = ErrorCode::LibraryNotLoaded;
+    return lib;
+  }
   lib.path = path;
   std::string missing;
 #define GPUSEL_CUDA(name, symbol, required, params)                                          \
@@ -46,6 +49,7 @@ CudaLibrary open_library() {
   if (!missing.empty()) {
     lib.reason = path + " lacks " + missing +
                  " (a driver too old for gpusel, or not the CUDA driver library)";
+    lib.code = ErrorCode::LibraryIncomplete;
     return lib;
   }
   lib.usable = true;
@@ -67,7 +71,8 @@ const CudaLibrary& cuda_library() {
 
 void cuda_functions_missing(const std::string& feature, const std::string& missing) {
   throw failure(feature + " needs " + missing + ", which " + cuda_library().path +
-                " lacks (a CUDA driver too old for it, or not the CUDA driver library)");
+                    " lacks (a CUDA driver too old for it, or not the CUDA driver library)",
+                Problem{ErrorCode::LibraryIncomplete, missing, 0});
 }
 
 std::string cuda_error_text(const CudaApi& api, CUresult rc) {
@@ -85,24 +90,27 @@ std::string cuda_error_text(const CudaApi& api, CUresult rc) {
 
 const CudaApi& cuda_initialised() {
   const CudaLibrary& lib = cuda_library();
-  if (!lib.usable) throw failure("CUDA is unavailable: " + lib.reason);
+  if (!lib.usable) throw failure("CUDA is unavailable: " + lib.reason, Problem{lib.code, "", 0});
   static std::once_flag once;
   static CUresult init_rc = CUDA_SUCCESS;
   std::call_once(once, [&] { init_rc = lib.api.cuInit(0); });
   if (init_rc == CUDA_ERROR_STUB_LIBRARY) {
     throw failure(
         "CUDA is unavailable: the libcuda.so.1 found is the CUDA toolkit's link stub, not the "
-        "driver; remove the toolkit's stubs folder from LD_LIBRARY_PATH");
+        "driver; remove the toolkit's stubs folder from LD_LIBRARY_PATH",
+        Problem{ErrorCode::CudaLinkStub, "cuInit", init_rc});
   }
   if (init_rc == CUDA_ERROR_NO_DEVICE) {
     const auto cvd = gpusel::detail::env_value("CUDA_VISIBLE_DEVICES");
     throw failure(std::string("CUDA sees no device (CUDA_ERROR_NO_DEVICE) with ") +
-                  (cvd ? "CUDA_VISIBLE_DEVICES=\"" + *cvd + "\""
-                       : std::string("CUDA_VISIBLE_DEVICES unset")) +
-                  "; run `gpusel list` to see which GPUs it exposes");
+                      (cvd ? "CUDA_VISIBLE_DEVICES=\"" + *cvd + "\""
+                           : std::string("CUDA_VISIBLE_DEVICES unset")) +
+                      "; run `gpusel list` to see which GPUs it exposes",
+                  Problem{ErrorCode::NoDevice, "cuInit", init_rc});
   }
   if (init_rc != CUDA_SUCCESS) {
-    throw failure("cuInit failed: " + cuda_error_text(lib.api, init_rc));
+    throw failure("cuInit failed: " + cuda_error_text(lib.api, init_rc),
+                  Problem{ErrorCode::DriverCallFailed, "cuInit", init_rc});
   }
   return lib.api;
 }
@@ -110,7 +118,10 @@ const CudaApi& cuda_initialised() {
 namespace {
 
 void check(const CudaApi& api, CUresult rc, const char* what) {
-  if (rc != CUDA_SUCCESS) throw failure(std::string(what) + " failed: " + cuda_error_text(api, rc));
+  if (rc != CUDA_SUCCESS) {
+    throw failure(std::string(what) + " failed: " + cuda_error_text(api, rc),
+                  Problem{ErrorCode::DriverCallFailed, what, rc});
+  }
 }
 
 }  // namespace
@@ -121,10 +132,11 @@ std::vector<CudaHandle> cuda_device_handles() {
   check(api, api.cuDeviceGetCount(&count), "cuDeviceGetCount");
   if (count < 0 || count > kMaxDevices) {
     throw failure("cuDeviceGetCount reported " + std::to_string(count) + " devices" +
-                  (count < 0 ? std::string()
-                             : ", more than any machine holds (at most " +
-                                   std::to_string(kMaxDevices) + ")") +
-                  "; the CUDA driver library is broken");
+                      (count < 0 ? std::string()
+                                 : ", more than any machine holds (at most " +
+                                       std::to_string(kMaxDevices) + ")") +
+                      "; the CUDA driver library is broken",
+                  Problem{ErrorCode::DriverBroken, "cuDeviceGetCount", count});
   }
   // cuDeviceGetUuid (v1) gave a MIG device's parent GPU before CUDA 13, which tells MIG devices
   // apart; from CUDA 13 it gives the MIG device's own UUID, as v2 does, and tells nothing.

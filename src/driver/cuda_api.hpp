@@ -7,6 +7,7 @@
 
 #include "cuda_abi.hpp"
 #include "gpusel/cuda.hpp"
+#include "gpusel/error.hpp"
 
 namespace gpusel::detail {
 
@@ -21,7 +22,8 @@ struct CudaLibrary {
   bool usable = false;
   std::string path;  // the library opened
   std::string reason;
-  int driver_version = 0;  // cuDriverGetVersion's, read once at load; 0 when it failed
+  ErrorCode code = ErrorCode::None;  // LibraryNotLoaded or LibraryIncomplete when not usable
+  int driver_version = 0;            // cuDriverGetVersion's, read once at load; 0 when it failed
 };
 
 // Opens libcuda.so.1 (or GPUSEL_CUDA_LIBRARY) once per process; never throws.

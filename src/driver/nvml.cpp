@@ -70,6 +70,7 @@ struct NvmlLibrary {
   NvmlApi api;
   bool usable = false;
   std::string reason;
+  ErrorCode code = ErrorCode::None;  // LibraryNotLoaded or LibraryIncomplete when not usable
 };
 
 NvmlLibrary open_library() {
@@ -77,7 +78,10 @@ NvmlLibrary open_library() {
   std::string path;
   void* handle =
       open_driver_library("GPUSEL_NVML_LIBRARY", detail::kNvmlLibraryName, path, lib.reason);
-  if (handle == nullptr) return lib;
+  if (handle == nullptr) {
+    lib.code = ErrorCode::LibraryNotLoaded;
+    return lib;
+  }
   std::string missing;
   auto bind = [&](auto& fn, const char* name, bool required) {
     if constexpr (std::is_pointer_v<std::remove_reference_t<decltype(fn)>>) {
@@ -94,6 +98,7 @@ NvmlLibrary open_library() {
   if (!missing.empty()) {
     lib.reason =
         path + " lacks " + missing + " (a driver too old for gpusel, or not a real NVML library)";
+    lib.code = ErrorCode::LibraryIncomplete;
     return lib;  // the handle stays open: never dlclose a driver library
   }
   lib.usable = true;
@@ -466,12 +471,14 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
   nvmlReturn_t rc = api.nvmlDeviceGetCount_v2(&count);
   if (rc != NVML_SUCCESS) {
     snap.reason = "nvmlDeviceGetCount_v2 failed: " + error_text(api, rc);
+    snap.problem = Problem{ErrorCode::DriverCallFailed, "nvmlDeviceGetCount_v2", rc};
     return;
   }
   if (count > kMaxGpus) {
     snap.reason = "nvmlDeviceGetCount_v2 reported " + std::to_string(count) +
                   " GPUs, more than any machine holds (at most " + std::to_string(kMaxGpus) +
                   "); the NVML library is broken";
+    snap.problem = Problem{ErrorCode::DriverBroken, "nvmlDeviceGetCount_v2", count};
     return;
   }
   std::vector<nvmlDevice_t> handles(count, nullptr);  // of the GPUs NVML reads
@@ -491,6 +498,7 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
       gpu.uuid = read_string(rc, buf);
       if (rc == NVML_SUCCESS && gpu.uuid.empty()) {
         gpu.failure = "nvmlDeviceGetUUID returned an empty UUID";
+        gpu.problem = Problem{ErrorCode::DriverBroken, call, rc};
         snap.gpus.push_back(std::move(gpu));
         continue;
       }
@@ -498,12 +506,16 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
     if (rc != NVML_SUCCESS) {
       gpu.failure = (rc == NVML_ERROR_GPU_IS_LOST ? std::string("lost: ") : std::string()) + call +
                     " failed: " + error_text(api, rc);
+      gpu.problem =
+          Problem{rc == NVML_ERROR_GPU_IS_LOST ? ErrorCode::GpuLost : ErrorCode::DriverCallFailed,
+                  call, rc};
       snap.gpus.push_back(std::move(gpu));
       continue;
     }
     if (what.topology && what.detail != NvmlDetail::Full) read_pci(api, dev, gpu);
     if (std::string broken = read_detail(api, dev, what.detail, gpu); !broken.empty()) {
       snap.reason = std::move(broken);
+      snap.problem = Problem{ErrorCode::DriverBroken, "", 0};
       snap.gpus.clear();
       return;
     }
@@ -538,12 +550,14 @@ NvmlSnapshot query_nvml(const NvmlQuery& what) {
   const NvmlLibrary& lib = library();
   if (!lib.usable) {
     snap.reason = lib.reason;
+    snap.problem = Problem{lib.code, "", 0};
     return snap;
   }
   std::lock_guard<std::mutex> lock(nvml_mutex);
   const nvmlReturn_t rc = open_session(lib.api);
   if (rc != NVML_SUCCESS) {
     snap.reason = "nvmlInit_v2 failed: " + error_text(lib.api, rc);
+    snap.problem = Problem{ErrorCode::DriverCallFailed, "nvmlInit_v2", rc};
     return snap;
   }
   // The gpusel command asks once for each GPU's identity and keeps it (reuse_nvml_snapshots).

@@ -81,8 +81,9 @@ class FreeLook {
     snap_ = query_nvml(NvmlQuery{true, n_ > 1 && !have_links_});
     if (!snap_.available) {
       throw failure("--gpu free:" + std::to_string(n_) +
-                    " needs NVML to see which GPUs are in use, and NVML is unavailable (" +
-                    snap_.reason + "); name the GPUs instead (--gpu 0,1 or UUIDs)");
+                        " needs NVML to see which GPUs are in use, and NVML is unavailable (" +
+                        snap_.reason + "); name the GPUs instead (--gpu 0,1 or UUIDs)",
+                    snap_.problem);
     }
     if (!have_links_) {
       links_ = std::move(snap_.links);

@@ -64,6 +64,20 @@ double probe_timeout() {
   return seconds;
 }
 
+// Sets the probe's failure: `code` and the text for messages.
+void fail(ProbeResult& result, ErrorCode code, std::string reason) {
+  result.reason = std::move(reason);
+  result.problem = Problem{code, "", 0};
+}
+
+// A child that ended with an error: what it reported (see detail::serialise_failure), or that it
+// failed without saying why.
+void read_child_failure(const std::string& text, ProbeResult& result) {
+  if (!detail::parse_failure(text, result.reason, result.problem)) {
+    fail(result, ErrorCode::ProbeFailed, "the CUDA probe failed");
+  }
+}
+
 std::string seconds_text(double seconds) {
   std::ostringstream out;
   out << seconds;
@@ -101,14 +115,14 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   ProbeResult result;
   const double timeout = probe_timeout();  // a bad value is refused whether or not a probe runs
   if (helper.empty()) {
-    result.reason =
-        "the CUDA probe's helper program (gpusel-probe-cuda) is not installed with libgpusel; set "
-        "GPUSEL_PROBE_HELPER to its path";
+    fail(result, ErrorCode::ProbeUnavailable,
+         "the CUDA probe's helper program (gpusel-probe-cuda) is not installed with libgpusel; set "
+         "GPUSEL_PROBE_HELPER to its path");
     return result;
   }
   int out[2];
   if (pipe2(out, O_CLOEXEC) != 0) {
-    result.reason = std::string("pipe: ") + std::strerror(errno);
+    fail(result, ErrorCode::ProbeFailed, std::string("pipe: ") + std::strerror(errno));
     return result;
   }
   std::vector<std::string> env_strings;
@@ -139,7 +153,7 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   close(out[1]);
   if (rc != 0) {
     close(out[0]);
-    result.reason = "cannot start " + helper + ": " + std::strerror(rc);
+    fail(result, ErrorCode::ProbeUnavailable, "cannot start " + helper + ": " + std::strerror(rc));
     return result;
   }
   using Clock = std::chrono::steady_clock;
@@ -181,21 +195,21 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
     reaped = wait_until(pid, status, Clock::now() + std::chrono::seconds(2));
   }
   if (timed_out || too_much) {
-    result.reason =
-        too_much
-            ? "the CUDA probe printed more than " + std::to_string(kMaxProbeOutput >> 20) + " MiB"
-            : "the CUDA probe did not answer within " + seconds_text(timeout) + " s (cuInit hung?)";
+    fail(result, too_much ? ErrorCode::ProbeFailed : ErrorCode::ProbeTimedOut,
+         too_much
+             ? "the CUDA probe printed more than " + std::to_string(kMaxProbeOutput >> 20) + " MiB"
+             : "the CUDA probe did not answer within " + seconds_text(timeout) +
+                   " s (cuInit hung?)");
     if (!reaped) result.reason += "; it could not be stopped (process " + std::to_string(pid) + ")";
     return result;
   }
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    result.reason = text.rfind("error\t", 0) == 0 ? text.substr(6) : "the CUDA probe failed";
-    while (!result.reason.empty() && result.reason.back() == '\n') result.reason.pop_back();
+    read_child_failure(text, result);
     return result;
   }
   auto devices = parse_devices(text);
   if (!devices) {
-    result.reason = "the CUDA probe printed something unexpected";
+    fail(result, ErrorCode::ProbeFailed, "the CUDA probe printed something unexpected");
     return result;
   }
   result.ok = true;
@@ -317,6 +331,34 @@ std::string serialise_devices(const std::vector<gpusel::CudaDevice>& devices) {
   return out.str();
 }
 
+std::string serialise_failure(const std::string& message, const Problem& problem) {
+  return "error\t" + std::to_string(static_cast<int>(problem.code)) + '\t' +
+         field_safe(problem.call) + '\t' + std::to_string(problem.result) + '\t' +
+         field_safe(message) + '\n';
+}
+
+bool parse_failure(const std::string& text, std::string& message, Problem& problem) {
+  constexpr std::string_view kTag = "error\t";
+  if (text.rfind(kTag, 0) != 0) return false;
+  std::vector<std::string> f;
+  std::size_t start = kTag.size();
+  for (int i = 0; i < 3; ++i) {
+    const std::size_t tab = text.find('\t', start);
+    if (tab == std::string::npos) return false;
+    f.push_back(text.substr(start, tab - start));
+    start = tab + 1;
+  }
+  int code = 0;
+  long long result = 0;
+  if (!parse_number(f[0], code) || !parse_number(f[2], result) || code <= 0) return false;
+  std::string rest = text.substr(start);
+  while (!rest.empty() && (rest.back() == '\n' || rest.back() == '\r')) rest.pop_back();
+  if (rest.empty() || rest.find('\n') != std::string::npos) return false;
+  message = std::move(rest);
+  problem = Problem{static_cast<ErrorCode>(code), f[1], result};
+  return true;
+}
+
 std::optional<std::vector<gpusel::CudaDevice>> parse_devices(const std::string& text) {
   std::vector<gpusel::CudaDevice> out;
   std::istringstream in(text);
@@ -362,8 +404,11 @@ int probe_child_main() {
   try {
     std::cout << serialise_devices(cuda_devices()) << std::flush;
     return 0;
+  } catch (const Error& e) {
+    std::cout << serialise_failure(e.what(), e.problem()) << std::flush;
+    return 1;
   } catch (const std::exception& e) {
-    std::cout << "error\t" << e.what() << "\n" << std::flush;
+    std::cout << serialise_failure(e.what(), Problem{ErrorCode::Unspecified, "", 0}) << std::flush;
     return 1;
   }
 }

@@ -38,9 +38,10 @@ Resolution resolve_through_cuda(const std::vector<std::string>& entries, const C
   const ProbeResult probe = probe_cuda(probe_helper, true);
   if (!probe.ok) {
     throw failure("--gpu " + join_entries(entries) +
-                  ": nvidia-smi indices cannot be placed: NVML is unavailable (" + nvml_reason +
-                  ") and asking CUDA failed too (" + probe.reason +
-                  "); give --gpu as GPU UUIDs, or fix the NVIDIA driver installation");
+                      ": nvidia-smi indices cannot be placed: NVML is unavailable (" + nvml_reason +
+                      ") and asking CUDA failed too (" + probe.reason +
+                      "); give --gpu as GPU UUIDs, or fix the NVIDIA driver installation",
+                  probe.problem);
   }
   r.machine = gpus_from_cuda(probe.devices);
   const std::optional<std::vector<int>> order = cuda_order_from(r.machine, probe.devices);
@@ -102,16 +103,18 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
   std::vector<std::string> entries;
   if (!snap.available) {
     if (env.visible_devices) {
-      throw failure("--gpu all: NVML is unavailable (" + snap.reason + ") and " +
-                    describe_preset(env) +
-                    " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
-                    "(indices count within CUDA_VISIBLE_DEVICES)");
+      throw failure(
+          "--gpu all: NVML is unavailable (" + snap.reason + ") and " + describe_preset(env) +
+              " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
+              "(indices count within CUDA_VISIBLE_DEVICES)",
+          snap.problem);
     }
     const ProbeResult probe = probe_cuda(probe_helper, true);
     if (!probe.ok) {
       throw failure("--gpu all: NVML is unavailable (" + snap.reason +
-                    ") and CUDA could not be asked for its devices either (" + probe.reason +
-                    "); name the GPUs instead");
+                        ") and CUDA could not be asked for its devices either (" + probe.reason +
+                        "); name the GPUs instead",
+                    probe.problem);
     }
     count = gpus_from_cuda(probe.devices).size();
   } else if (!env.visible_devices) {

@@ -710,7 +710,8 @@ int bind_assigned_gpu(int default_ordinal) {
     CUresult rc = api.cuDevicePrimaryCtxRetain(&ctx, chosen.device);
     if (rc != CUDA_SUCCESS) {
       throw failure("cuDevicePrimaryCtxRetain failed for CUDA device " + std::to_string(ordinal) +
-                    ": " + cuda_error_text(api, rc));
+                        ": " + cuda_error_text(api, rc),
+                    Problem{ErrorCode::DriverCallFailed, "cuDevicePrimaryCtxRetain", rc});
     }
     a.context = ctx;
     a.visible = ordinal;
@@ -718,7 +719,10 @@ int bind_assigned_gpu(int default_ordinal) {
     a.bound = chosen;
   }
   CUresult rc = api.cuCtxSetCurrent(a.context);
-  if (rc != CUDA_SUCCESS) throw failure("cuCtxSetCurrent failed: " + cuda_error_text(api, rc));
+  if (rc != CUDA_SUCCESS) {
+    throw failure("cuCtxSetCurrent failed: " + cuda_error_text(api, rc),
+                  Problem{ErrorCode::DriverCallFailed, "cuCtxSetCurrent", rc});
+  }
   return *a.visible;
 }
 

@@ -161,6 +161,24 @@ class ModuleTest(Case):
                      CUDA_VISIBLE_DEVICES="0,2")
         self.assertEqual(out, [MIX[1]])
 
+    def test_failures_carry_their_data(self):
+        # The code, the driver call and its return value reach Python as attributes: a caller
+        # decides from them, never from the message's words.
+        code = r'''
+import gpusel, json
+out = {}
+for name, call in (("hidden", lambda: gpusel.gpu_identity(0)), ("bad", lambda: gpusel.parse_gpu_spec("0,GPU-1"))):
+    try:
+        call()
+        out[name] = None
+    except Exception as e:
+        out[name] = [type(e).__name__, e.code, e.call, e.result]
+print(json.dumps(out))
+'''
+        out = python(code, "workstation-mixed", CUDA_VISIBLE_DEVICES="-1")
+        self.assertEqual(out["hidden"], ["RuntimeError", 6, "cuInit", 100])  # GPUSEL_ERROR_NO_DEVICE
+        self.assertEqual(out["bad"], ["ValueError", 2, "", 0])  # GPUSEL_ERROR_BAD_INPUT
+
     def test_bind_never_imports_a_framework(self):
         # Stand-ins for the frameworks a program might have installed, first on sys.path: importing
         # any of them leaves a mark. gpusel, imported and used as a worker uses it, must leave none.

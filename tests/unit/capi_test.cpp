@@ -296,3 +296,49 @@ TEST(CApi, GpuListEntryWritesNoFurtherThanItsOwnStructWhateverSizeSays) {
   EXPECT_EQ(status, 0) << "see the child's message above";
 }
 #endif
+
+// Failures as data: the code, and the driver call with its return value, whatever the message says.
+TEST(CApi, FailuresCarryACode) {
+  char buf[8];
+  size_t needed = 0;
+  ASSERT_EQ(gpusel_parse_gpu_spec("3,GPU-ab", buf, sizeof buf, &needed), GPUSEL_BAD_INPUT);
+  EXPECT_EQ(gpusel_last_error_code(), GPUSEL_ERROR_BAD_INPUT);
+  long long result = -1;
+  EXPECT_STREQ(gpusel_last_error_call(&result), "");
+  EXPECT_EQ(result, 0);
+  ASSERT_EQ(gpusel_parse_gpu_spec("GPU-abcdef", buf, 2, &needed), GPUSEL_TOO_SMALL);
+  EXPECT_EQ(gpusel_last_error_code(), GPUSEL_ERROR_BUFFER_TOO_SMALL);
+  ASSERT_EQ(gpusel_parse_gpu_spec("1", buf, sizeof buf, &needed), GPUSEL_OK);
+  EXPECT_EQ(gpusel_last_error_code(), GPUSEL_ERROR_NONE);  // a successful call clears it
+  EXPECT_STREQ(gpusel_last_error_call(nullptr), "");
+}
+
+#ifndef _WIN32
+TEST(CApi, DriverFailuresNameTheCallAndItsResult) {
+  // No NVML at all: the library could not be loaded, no call failed.
+  int status = on_simulated_machine([] {
+    ::setenv("GPUSEL_NVML_LIBRARY", "/nonexistent/libnvidia-ml.so.1", 1);
+    gpusel_gpu_list* list = nullptr;
+    CHILD_CHECK(gpusel_list_gpus(&list) == GPUSEL_FAILURE, 30);
+    CHILD_CHECK(gpusel_last_error_code() == GPUSEL_ERROR_LIBRARY_NOT_LOADED, 31);
+    long long result = -1;
+    CHILD_CHECK(std::string(gpusel_last_error_call(&result)).empty() && result == 0, 32);
+    return 0;
+  });
+  if (status == 77) GTEST_SKIP() << "no simulator beside the test";
+  EXPECT_EQ(status, 0) << "see the child's message above";
+  // CUDA_VISIBLE_DEVICES hides every GPU: cuInit answers CUDA_ERROR_NO_DEVICE (100).
+  status = on_simulated_machine([] {
+    ::setenv("CUDA_VISIBLE_DEVICES", "-1", 1);
+    gpusel_identity id{};
+    id.size = sizeof id;
+    CHILD_CHECK(gpusel_gpu_identity(0, &id) == GPUSEL_FAILURE, 40);
+    CHILD_CHECK(gpusel_last_error_code() == GPUSEL_ERROR_NO_DEVICE, 41);
+    long long result = -1;
+    CHILD_CHECK(std::string(gpusel_last_error_call(&result)) == "cuInit", 42);
+    CHILD_CHECK(result == 100, 43);
+    return 0;
+  });
+  EXPECT_EQ(status, 0) << "see the child's message above";
+}
+#endif

@@ -116,15 +116,15 @@ class Doctor {
                 "point GPUSEL_NVML_LIBRARY at it; on a machine without a GPU, try --sim dgx-h100");
     }
     if (!probe.ok) {
-      const bool stub = probe.reason.find("link stub") != std::string::npos;
-      if (stub) {
+      const ErrorCode why = probe.problem.code;
+      if (why == ErrorCode::CudaLinkStub) {
         add(Severity::Error, "cuda-stub",
             "the libcuda.so.1 that programs load is the CUDA toolkit's link stub "
             "(.../stubs/libcuda.so), not the driver: every CUDA program fails with "
             "CUDA_ERROR_STUB_LIBRARY",
             "remove the toolkit's stubs folder from LD_LIBRARY_PATH (and from ld.so.conf); link "
             "against the stub at build time only");
-      } else if (probe.reason.find("cannot load") != std::string::npos) {
+      } else if (why == ErrorCode::LibraryNotLoaded) {
         add(Severity::Error, "cuda-missing", "CUDA cannot be used here: " + probe.reason,
             "install the NVIDIA driver (it provides libcuda.so.1), or point GPUSEL_CUDA_LIBRARY "
             "at it; in a container, start it with the NVIDIA container toolkit (docker run "

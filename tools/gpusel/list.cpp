@@ -278,7 +278,8 @@ static int render_list(const ListOptions& options, std::string& out_text) {
                              : rows[g].visibility == Visibility::Hidden ? "hidden"
                                                                         : "unknown";
       j["uuid"] = gpu.failed() ? nlohmann::json(nullptr) : nlohmann::json(gpu.uuid);
-      j["state"] = gpu.failed() ? (gpu.failure.rfind("lost", 0) == 0 ? "lost" : "error") : "ok";
+      j["state"] =
+          gpu.failed() ? (gpu.problem.code == ErrorCode::GpuLost ? "lost" : "error") : "ok";
       j["failure"] = gpu.failed() ? nlohmann::json(gpu.failure) : nlohmann::json(nullptr);
       j["name"] = gpu.name;
       j["memory_total_bytes"] = gpu.memory_total;
