@@ -41,7 +41,7 @@ BENCHMARK(BM_ModelVisibleUuidPreset);
 
 void BM_ResolveEightIndices(benchmark::State& state) {
   const auto gpus = eight();
-  const auto entries = gpusel::parse_gpu_spec("7,6,5,4,3,2,1,0");
+  const auto entries = gpusel::read_gpu_request("7,6,5,4,3,2,1,0").gpus;
   for (auto _ : state)
     benchmark::DoNotOptimize(gpusel::resolve_entries(entries, gpus, gpusel::CudaEnv{}));
 }
@@ -49,7 +49,7 @@ BENCHMARK(BM_ResolveEightIndices);
 
 void BM_ResolveWithPreset(benchmark::State& state) {
   const auto gpus = eight();
-  const auto entries = gpusel::parse_gpu_spec("0,1,2");
+  const auto entries = gpusel::read_gpu_request("0,1,2").gpus;
   gpusel::CudaEnv env;
   env.visible_devices = "6,4,2,0";
   for (auto _ : state) benchmark::DoNotOptimize(gpusel::resolve_entries(entries, gpus, env));

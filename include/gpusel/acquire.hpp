@@ -32,11 +32,11 @@ struct Acquisition {
   std::vector<std::string> standing;
 };
 
-// Resolves `entries` (a parse_gpu_spec result: GPUs, or one "free:N") as resolve_gpus does,
+// Resolves `request` (read by read_gpu_request: GPUs, free:N or all) as resolve_gpus does,
 // picking free GPUs for free:N, and leases them when asked. Throws Error(BadInput) for a request
 // that can never be met (free:9 on 8 GPUs), Error(Failure) when GPUs are leased or busy (the
 // message lists each GPU and why) or NVML cannot tell which are free.
-Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
                          const std::string& probe_helper, const AcquireOptions& options);
 
 GPUSEL_END_NAMESPACE

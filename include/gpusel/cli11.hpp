@@ -38,6 +38,24 @@ inline CLI::Option* add_gpu_option(CLI::App& app, std::vector<std::string>& entr
       ->type_name("SPEC");
 }
 
+// The same option read into a typed request (read_gpu_request: indices, UUIDs or free:N; `all`
+// too when `all_allowed`), which resolve_gpus and acquire_gpus take as it is.
+inline CLI::Option* add_gpu_option(CLI::App& app, GpuRequest& request, const std::string& name,
+                                   const std::string& help, bool all_allowed) {
+  return app
+      .add_option_function<std::string>(
+          name,
+          [&request, all_allowed](const std::string& value) {
+            try {
+              request = read_gpu_request(value, all_allowed);
+            } catch (const Error& e) {
+              throw CLI::ValidationError(e.what());
+            }
+          },
+          help)
+      ->type_name("SPEC");
+}
+
 inline CLI::Option* add_single_gpu_option(CLI::App& app, std::string& entry,
                                           const std::string& name = "--gpu",
                                           const std::string& help =

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gpusel/export.h"
+#include "gpusel/spec.hpp"
 #include "gpusel/visible.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -30,11 +31,12 @@ struct Resolution {
 // The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place
 // an integer preset (GPUs of mixed models under FASTEST_FIRST). Without NVML, index entries are
 // mapped through CUDA's own enumeration in PCI bus order (a probe); UUID entries are passed on.
-// One "free:N" entry picks N free GPUs as acquire_gpus does, leasing none; one "all" entry
-// stands for all_gpu_entries() (its notes go to the resolution's).
+// A free:N request picks N free GPUs as acquire_gpus does, leasing none; "all" stands for
+// all_gpu_entries() (its notes go to the resolution's). The request is read once, by
+// read_gpu_request.
 // Throws Error(BadInput) for an entry that cannot be resolved, Error(Failure) when indices
 // cannot be placed at all.
-Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
                         const std::string& probe_helper);
 
 // The entries "all" stands for here: without CUDA_VISIBLE_DEVICES, the nvidia-smi index of each

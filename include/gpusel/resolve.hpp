@@ -5,16 +5,17 @@
 #include <vector>
 
 #include "gpusel/export.h"
+#include "gpusel/spec.hpp"
 #include "gpusel/visible.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
-// Resolves canonical entries (from parse_gpu_spec) against the physical GPUs NVML reported.
+// Resolves entries (a request read by read_gpu_request) against the physical GPUs NVML reported.
 // Without a preset CUDA_VISIBLE_DEVICES an index is an nvidia-smi index and a UUID prefix must
 // name exactly one GPU. With a preset, an index counts within the devices the driver exposes and
 // a UUID must name one of the preset's UUID entries. Throws Error(BadInput) with a message naming
 // the entry, the preset and the remedy.
-std::vector<std::string> resolve_entries(const std::vector<std::string>& entries,
+std::vector<std::string> resolve_entries(const std::vector<GpuEntry>& entries,
                                          const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                          const std::vector<int>* cuda_order = nullptr);
 

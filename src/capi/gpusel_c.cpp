@@ -154,8 +154,8 @@ int gpusel_is_gpu_index(const char* entry) {
 
 gpusel_status gpusel_parse_gpu_spec(const char* value, char* buf, size_t size, size_t* needed) {
   return guarded([&] {
-    return out_string(gpusel::join_entries(gpusel::parse_gpu_request(need(value, "value"))), buf,
-                      size, needed);
+    return out_string(gpusel::join_entries(gpusel::read_gpu_request(need(value, "value")).texts()),
+                      buf, size, needed);
   });
 }
 
@@ -168,8 +168,8 @@ gpusel_status gpusel_parse_single_gpu(const char* value, char* buf, size_t size,
 gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* needed,
                              int* resolved) {
   return guarded([&] {
-    const auto entries = gpusel::parse_gpu_request(need(value, "value"));
-    const gpusel::Resolution r = gpusel::resolve_gpus(entries, gpusel::cuda_env_from_environment(),
+    const gpusel::GpuRequest request = gpusel::read_gpu_request(need(value, "value"));
+    const gpusel::Resolution r = gpusel::resolve_gpus(request, gpusel::cuda_env_from_environment(),
                                                       gpusel::default_probe_helper());
     if (resolved != nullptr) *resolved = r.resolved ? 1 : 0;
     return out_string(gpusel::join_entries(r.gpus), buf, size, needed);

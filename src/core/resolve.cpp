@@ -57,16 +57,15 @@ void refuse_mig(const GpuInfo& gpu, const std::string& entry) {
 }
 
 // An index with no preset: the nvidia-smi index.
-std::size_t physical_index(const std::vector<GpuInfo>& gpus, const std::string& entry) {
-  const std::optional<std::uint64_t> n = detail::read_decimal(entry);
-  if (!n || *n >= gpus.size()) {
+std::size_t physical_index(const std::vector<GpuInfo>& gpus, const GpuEntry& entry) {
+  if (entry.index >= gpus.size()) {
     throw bad_input(
-        "--gpu entry " + quote_value(entry) + " is out of range: this machine has " +
+        "--gpu entry " + quote_value(entry.text) + " is out of range: this machine has " +
         count_gpus(gpus.size()) +
         (gpus.empty() ? std::string() : ", indices 0 to " + std::to_string(gpus.size() - 1)) +
         "; " + kListHint);
   }
-  return static_cast<std::size_t>(*n);
+  return static_cast<std::size_t>(entry.index);
 }
 
 std::size_t physical_uuid(const std::vector<GpuInfo>& gpus, const std::string& entry) {
@@ -84,15 +83,15 @@ std::size_t physical_uuid(const std::vector<GpuInfo>& gpus, const std::string& e
 }
 
 std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
-                         const std::string& entry, const std::string& preset) {
+                         const GpuEntry& index, const std::string& preset) {
+  const std::string& entry = index.text;
   if (!vs.known) {
     throw bad_input("--gpu entry " + quote_value(entry) + " counts within " + preset + ", but " +
                     vs.unknown_reason +
                     "; give --gpu as GPU UUIDs, or set CUDA_DEVICE_ORDER=PCI_BUS_ID (" + kListHint +
                     ")");
   }
-  const std::optional<std::uint64_t> n = detail::read_decimal(entry);
-  if (!n || *n >= vs.devices.size()) {
+  if (index.index >= vs.devices.size()) {
     std::string why;
     if (vs.invalid_entry) {
       why =
@@ -103,7 +102,7 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
         count_gpus(vs.devices.size(), "device") + " (" + smi_indices(gpus, vs) + ")" + why +
         "; with a preset, indices count within that list (0 is its first device); " + kListHint);
   }
-  const VisibleDevice& d = vs.devices[static_cast<std::size_t>(*n)];
+  const VisibleDevice& d = vs.devices[static_cast<std::size_t>(index.index)];
   const GpuInfo& gpu = gpus[static_cast<std::size_t>(d.gpu)];
   if (d.mig >= 0) refuse_mig(gpu, entry);
   return static_cast<std::size_t>(d.gpu);
@@ -151,7 +150,7 @@ std::string describe_preset(const CudaEnv& env) {
   return "CUDA_VISIBLE_DEVICES=" + quote_value(*env.visible_devices);
 }
 
-std::vector<std::string> resolve_entries(const std::vector<std::string>& entries,
+std::vector<std::string> resolve_entries(const std::vector<GpuEntry>& entries,
                                          const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                          const std::vector<int>* cuda_order) {
   std::optional<VisibleSet> vs;
@@ -167,16 +166,17 @@ GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {
 
-std::vector<std::size_t> resolve_positions(const std::vector<std::string>& entries,
+std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
                                            const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                            const VisibleSet* vs) {
   std::vector<std::size_t> picked;
   if (const auto problem = uuid_case_problem(env)) throw bad_input(*problem);
   if (!env.visible_devices) {
-    for (const std::string& entry : entries) {
-      std::size_t g = is_gpu_uuid(entry) ? physical_uuid(gpus, entry) : physical_index(gpus, entry);
-      refuse_failed(gpus[g], entry);
-      refuse_mig(gpus[g], entry);
+    for (const GpuEntry& entry : entries) {
+      std::size_t g =
+          entry.is_uuid() ? physical_uuid(gpus, entry.text) : physical_index(gpus, entry);
+      refuse_failed(gpus[g], entry.text);
+      refuse_mig(gpus[g], entry.text);
       picked.push_back(g);
     }
   } else {
@@ -191,16 +191,16 @@ std::vector<std::size_t> resolve_positions(const std::vector<std::string>& entri
                       " names one GPU twice, so CUDA exposes no device at all; remove the repeated "
                       "entry from CUDA_VISIBLE_DEVICES");
     }
-    for (const std::string& entry : entries) {
-      picked.push_back(is_gpu_uuid(entry) ? preset_uuid(gpus, *vs, entry, preset)
-                                          : preset_index(gpus, *vs, entry, preset));
+    for (const GpuEntry& entry : entries) {
+      picked.push_back(entry.is_uuid() ? preset_uuid(gpus, *vs, entry.text, preset)
+                                       : preset_index(gpus, *vs, entry, preset));
     }
   }
   for (std::size_t i = 0; i < picked.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (picked[i] == picked[j]) {
-        throw bad_input("--gpu entries " + quote_value(entries[j]) + " and " +
-                        quote_value(entries[i]) + " both name GPU " + gpus[picked[i]].uuid +
+        throw bad_input("--gpu entries " + quote_value(entries[j].text) + " and " +
+                        quote_value(entries[i].text) + " both name GPU " + gpus[picked[i]].uuid +
                         "; each rank needs a GPU of its own");
       }
     }

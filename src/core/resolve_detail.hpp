@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/spec.hpp"
 #include "gpusel/visible.hpp"
 
 namespace gpusel::detail {
@@ -13,7 +14,7 @@ namespace gpusel::detail {
 // resolve_entries, answering with positions into `gpus` instead of UUIDs. `vs` is
 // model_visible's answer for `gpus` and `env` (with CUDA's order where it was needed); it is read
 // only when env.visible_devices is set, and must then be given.
-std::vector<std::size_t> resolve_positions(const std::vector<std::string>& entries,
+std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
                                            const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                            const VisibleSet* vs);
 

@@ -205,25 +205,38 @@ std::string join_entries(const std::vector<std::string>& entries) {
   return out;
 }
 
-std::vector<std::string> parse_gpu_spec(std::string_view value) {
-  if (const std::optional<int> n = parse_free_request(value)) return {"free:" + std::to_string(*n)};
+namespace {
+
+GpuEntry read_entry(std::string_view piece) {
+  GpuEntry e;
+  e.text = canonical_entry(piece);  // refuses what is neither
+  if (is_gpu_uuid(e.text)) {
+    e.kind = GpuEntry::Kind::Uuid;
+  } else {
+    e.index = detail::read_decimal(e.text).value_or(UINT64_MAX);
+  }
+  return e;
+}
+
+// The named GPUs of a --gpu value: parse_gpu_spec's rules.
+std::vector<GpuEntry> read_entries(std::string_view value) {
   precheck_pasted(value);
-  std::vector<std::string> entries;
+  std::vector<GpuEntry> entries;
   for (std::string_view piece : detail::split_commas(value)) {
     piece = trim(piece);
-    if (!piece.empty()) entries.push_back(canonical_entry(piece));
+    if (!piece.empty()) entries.push_back(read_entry(piece));
   }
   if (entries.empty()) {
     throw bad_input("--gpu " + quote_value(value) +
                     " names no GPU; give nvidia-smi indices or GPU UUIDs separated by commas "
                     "(run `gpusel list` to see them)");
   }
-  const bool first_uuid = is_gpu_uuid(entries.front());
-  for (const auto& e : entries) {
-    if (is_gpu_uuid(e) != first_uuid) {
+  const GpuEntry& head = entries.front();
+  for (const GpuEntry& e : entries) {
+    if (e.kind != head.kind) {
       throw bad_input("--gpu " + quote_value(value) + " mixes UUIDs (" +
-                      quote_value(first_uuid ? entries.front() : e) + ") and indices (" +
-                      quote_value(first_uuid ? e : entries.front()) +
+                      quote_value(head.is_uuid() ? head.text : e.text) + ") and indices (" +
+                      quote_value(head.is_uuid() ? e.text : head.text) +
                       "); use one kind for the whole list, as CUDA_VISIBLE_DEVICES requires");
     }
   }
@@ -232,14 +245,52 @@ std::vector<std::string> parse_gpu_spec(std::string_view value) {
   std::unordered_map<std::string, std::size_t> first;
   first.reserve(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
-    const auto [seen, fresh] = first.emplace(entry_key(entries[i]), i);
+    const auto [seen, fresh] = first.emplace(entry_key(entries[i].text), i);
     if (!fresh) {
       throw bad_input("--gpu " + quote_value(value) + " names the same GPU twice (" +
-                      quote_value(entries[seen->second]) + " and " + quote_value(entries[i]) +
-                      "); each rank needs a GPU of its own");
+                      quote_value(entries[seen->second].text) + " and " +
+                      quote_value(entries[i].text) + "); each rank needs a GPU of its own");
     }
   }
   return entries;
+}
+
+}  // namespace
+
+std::vector<std::string> GpuRequest::texts() const {
+  switch (kind) {
+    case Kind::All:
+      return {"all"};
+    case Kind::Free:
+      return {"free:" + std::to_string(free_count)};
+    case Kind::Gpus:
+      break;
+  }
+  std::vector<std::string> out;
+  out.reserve(gpus.size());
+  for (const GpuEntry& e : gpus) out.push_back(e.text);
+  return out;
+}
+
+GpuRequest read_gpu_request(std::string_view value, bool all_allowed) {
+  GpuRequest r;
+  if (all_allowed && is_all_entry(value)) {
+    r.kind = GpuRequest::Kind::All;
+  } else if (const std::optional<int> n = parse_free_request(value)) {
+    r.kind = GpuRequest::Kind::Free;
+    r.free_count = *n;
+  } else {
+    r.gpus = read_entries(value);
+  }
+  return r;
+}
+
+GpuRequest gpu_request_from_texts(const std::vector<std::string>& texts) {
+  return read_gpu_request(join_entries(texts));
+}
+
+std::vector<std::string> parse_gpu_spec(std::string_view value) {
+  return read_gpu_request(value, false).texts();
 }
 
 bool is_all_entry(std::string_view entry) noexcept {
@@ -247,17 +298,20 @@ bool is_all_entry(std::string_view entry) noexcept {
 }
 
 std::vector<std::string> parse_gpu_request(std::string_view value) {
-  if (is_all_entry(value)) return {"all"};
-  return parse_gpu_spec(value);
+  return read_gpu_request(value).texts();
+}
+
+GpuRequest read_single_gpu(std::string_view value) {
+  GpuRequest r = read_gpu_request(value, false);
+  if (r.kind == GpuRequest::Kind::Gpus && r.gpus.size() != 1) {
+    throw bad_input("--gpu " + quote_value(value) + " holds " + std::to_string(r.gpus.size()) +
+                    " GPUs, but this option takes exactly one; give a single index or UUID");
+  }
+  return r;
 }
 
 std::string parse_single_gpu(std::string_view value) {
-  auto entries = parse_gpu_spec(value);
-  if (entries.size() != 1) {
-    throw bad_input("--gpu " + quote_value(value) + " holds " + std::to_string(entries.size()) +
-                    " GPUs, but this option takes exactly one; give a single index or UUID");
-  }
-  return entries.front();
+  return read_single_gpu(value).texts().front();
 }
 
 GPUSEL_END_NAMESPACE

@@ -258,16 +258,16 @@ std::string describe_ahead(std::vector<detail::Waiter> ahead, bool full) {
 
 }  // namespace
 
-Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
                          const std::string& probe_helper, const AcquireOptions& options) {
   if (options.wait_seconds && (std::isnan(*options.wait_seconds) || *options.wait_seconds < 0)) {
     throw bad_input("--wait needs a number of seconds of 0 or more");
   }
-  const bool free_request = entries.size() == 1 && is_free_entry(entries.front());
+  const bool free_request = request.kind == GpuRequest::Kind::Free;
   const bool take = options.lease && !options.share;
   Resolution named;
   if (!free_request) {
-    named = resolve_gpus(entries, env, probe_helper);
+    named = resolve_gpus(request, env, probe_helper);
     if (!take || !named.resolved) {
       // Without UUIDs (no NVML) there is nothing to lease by.
       Acquisition a;
@@ -276,7 +276,7 @@ Acquisition acquire_gpus(const std::vector<std::string>& entries, const CudaEnv&
     }
   }
   const LeaseStore store = LeaseStore::locate();
-  const int n = free_request ? parse_free_request(entries.front()).value() : 0;
+  const int n = free_request ? request.free_count : 0;
   std::optional<FreeLook> look;
   if (free_request) look.emplace(n, env, probe_helper);
 

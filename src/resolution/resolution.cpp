@@ -25,19 +25,26 @@ CudaEnv cuda_env_from_environment() {
 
 namespace {
 
+// The entries as the user wrote them (canonical), comma-separated, for messages.
+std::string join_texts(const std::vector<GpuEntry>& entries) {
+  std::string out;
+  for (const GpuEntry& e : entries) out += (out.empty() ? "" : ",") + e.text;
+  return out;
+}
+
 // NVML is unavailable: nvidia-smi indices are PCI bus order, which CUDA's own enumeration (without
 // CUDA_VISIBLE_DEVICES) gives too. UUID entries need no mapping: CUDA matches them at bind.
-Resolution resolve_through_cuda(const std::vector<std::string>& entries, const CudaEnv& env,
+Resolution resolve_through_cuda(const std::vector<GpuEntry>& entries, const CudaEnv& env,
                                 const std::string& probe_helper, const std::string& nvml_reason) {
   Resolution r;
   r.reason = nvml_reason;
-  if (entries.empty() || !is_gpu_index(entries.front())) {
-    r.gpus = entries;
+  if (entries.empty() || entries.front().is_uuid()) {
+    for (const GpuEntry& e : entries) r.gpus.push_back(e.text);
     return r;
   }
   const ProbeResult probe = probe_cuda(probe_helper, true);
   if (!probe.ok) {
-    throw failure("--gpu " + join_entries(entries) +
+    throw failure("--gpu " + join_texts(entries) +
                       ": nvidia-smi indices cannot be placed: NVML is unavailable (" + nvml_reason +
                       ") and asking CUDA failed too (" + probe.reason +
                       "); give --gpu as GPU UUIDs, or fix the NVIDIA driver installation",
@@ -58,18 +65,18 @@ Resolution resolve_through_cuda(const std::vector<std::string>& entries, const C
 
 // "--gpu 2,3 counts within CUDA_VISIBLE_DEVICES="4,5,6,7": nvidia-smi 6,7", when a preset
 // renumbers index entries. `picked`: each entry's position in `gpus`.
-void note_renumbering(Resolution& r, const std::vector<std::string>& entries, const CudaEnv& env,
+void note_renumbering(Resolution& r, const std::vector<GpuEntry>& entries, const CudaEnv& env,
                       const std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& picked) {
-  if (!env.visible_devices || entries.empty() || !is_gpu_index(entries.front())) return;
+  if (!env.visible_devices || entries.empty() || entries.front().is_uuid()) return;
   std::string smi;
   bool renumbered = false;
   for (std::size_t i = 0; i < picked.size(); ++i) {
-    const std::string index = std::to_string(gpus[picked[i]].index);
-    smi += (smi.empty() ? "" : ",") + index;
-    renumbered = renumbered || !same_entry(entries[i], index);
+    const unsigned index = gpus[picked[i]].index;
+    smi += (smi.empty() ? "" : ",") + std::to_string(index);
+    renumbered = renumbered || entries[i].index != index;
   }
   if (renumbered) {
-    r.notes.push_back("--gpu " + join_entries(entries) + " counts within " + describe_preset(env) +
+    r.notes.push_back("--gpu " + join_texts(entries) + " counts within " + describe_preset(env) +
                       ": nvidia-smi " + smi);
   }
 }
@@ -78,7 +85,7 @@ void note_renumbering(Resolution& r, const std::vector<std::string>& entries, co
 // now and the entries resolved again with them (a MIG-enabled GPU is refused). Where the first
 // pass refuses the entries, every GPU is read, so the refusal is the one the whole machine gives.
 // `broken`: why NVML turned out unusable (then nothing is returned).
-std::vector<std::size_t> positions_by_uuid(const std::vector<std::string>& entries,
+std::vector<std::size_t> positions_by_uuid(const std::vector<GpuEntry>& entries,
                                            std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                            std::string& broken) {
   std::vector<std::size_t> picked;
@@ -153,17 +160,25 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
   return entries;
 }
 
-Resolution resolve_gpus(const std::vector<std::string>& entries, const CudaEnv& env,
+Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
                         const std::string& probe_helper) {
-  if (entries.size() == 1 && is_free_entry(entries.front())) {
-    return acquire_gpus(entries, env, probe_helper, AcquireOptions{}).resolution;  // picks only
+  if (request.kind == GpuRequest::Kind::Free) {
+    return acquire_gpus(request, env, probe_helper, AcquireOptions{}).resolution;  // picks only
   }
-  if (entries.size() == 1 && is_all_entry(entries.front())) {
+  if (request.kind == GpuRequest::Kind::All) {
     std::vector<std::string> notes;
-    Resolution r = resolve_gpus(all_gpu_entries(env, probe_helper, &notes), env, probe_helper);
+    GpuRequest every;
+    for (const std::string& index : all_gpu_entries(env, probe_helper, &notes)) {
+      GpuEntry e;
+      e.text = index;
+      e.index = std::stoull(index);  // all_gpu_entries gives indices it wrote itself
+      every.gpus.push_back(std::move(e));
+    }
+    Resolution r = resolve_gpus(every, env, probe_helper);
     r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
     return r;
   }
+  const std::vector<GpuEntry>& entries = request.gpus;
   // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
   NvmlSnapshot snap = query_nvml(
       NvmlQuery{false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid});

@@ -178,14 +178,31 @@ std::string ranks_text(const LocalRank& rank) {
          " ranks run on this node";
 }
 
+// A worker's own list (GPUSEL_GPUS, GPUSEL_GPU), read once: the GPUs it names. free:N and all are
+// requests, which a parent resolves to GPUs before it starts the workers.
+std::vector<GpuEntry> worker_gpus(GpuRequest r) {
+  if (r.kind != GpuRequest::Kind::Gpus) {
+    const std::string request = r.texts().front();
+    throw bad_input(
+        "it asks for " + request +
+        ", but a worker's list names the GPUs themselves: pick them in the parent, with "
+        "`gpusel run --gpu " +
+        request + " -- ...` or eval \"$(gpusel resolve --gpu " + request + " --format env)\"");
+  }
+  return std::move(r.gpus);
+}
+std::vector<GpuEntry> read_worker_list(const std::string& value) {
+  return worker_gpus(read_gpu_request(value, false));
+}
+
 // GPUSEL_GPU is this rank's own when gpusel run set it: the entry of GPUSEL_GPUS at this rank,
 // one entry per rank of the one launcher (LOCAL_RANK) that started the process.
 bool own_gpuselgpu(const std::string& one, const LocalRank& rank) {
   const auto list = env_string("GPUSEL_GPUS");
   if (!list || !rank.levels.empty() || rank.variable != "LOCAL_RANK") return false;
-  std::vector<std::string> entries;
+  std::vector<GpuEntry> entries;
   try {
-    entries = parse_gpu_spec(*list);
+    entries = read_worker_list(*list);
   } catch (const Error&) {
     return false;
   }
@@ -194,7 +211,7 @@ bool own_gpuselgpu(const std::string& one, const LocalRank& rank) {
     return false;
   }
   try {
-    return same_entry(entries[static_cast<std::size_t>(rank.rank)], parse_single_gpu(one));
+    return same_entry(entries[static_cast<std::size_t>(rank.rank)].text, parse_single_gpu(one));
   } catch (const Error&) {
     return false;
   }
@@ -243,9 +260,9 @@ std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visi
     return out;
   }
   if (list) {
-    std::vector<std::string> entries;
+    std::vector<GpuEntry> entries;
     try {
-      entries = parse_gpu_spec(*list);
+      entries = read_worker_list(*list);
     } catch (const Error& e) {
       out.push_back({"gpusel-gpus",
                      "GPUSEL_GPUS=" + quote_value(*list) + " cannot be read: " + e.what(),
@@ -363,8 +380,8 @@ void set_assigned_gpu(std::string_view target) {
 }
 
 void assign_gpu(std::string_view value) {
-  const std::string entry = parse_single_gpu(value);
-  Resolution r = resolve_gpus({entry}, cuda_env_from_environment(), default_probe_helper());
+  Resolution r =
+      resolve_gpus(read_single_gpu(value), cuda_env_from_environment(), default_probe_helper());
   set_assigned_gpu(r.gpus.front());
 }
 
@@ -381,13 +398,15 @@ std::string launcher_names() {
 // index resolved as --gpu would be, within a preset CUDA_VISIBLE_DEVICES (`list` is the whole
 // value, so that duplicates and the preset are judged as the parent judges them).
 void publish_entry(const std::string& variable, const std::string& value,
-                   const std::vector<std::string>& entries, std::size_t which) {
-  if (is_gpu_uuid(entries[which])) {
-    set_assigned_gpu(entries[which]);
+                   const std::vector<GpuEntry>& entries, std::size_t which) {
+  if (entries[which].is_uuid()) {
+    set_assigned_gpu(entries[which].text);
     return;
   }
   try {
-    const Resolution r = resolve_gpus(entries, cuda_env_from_environment(), default_probe_helper());
+    GpuRequest request;
+    request.gpus = entries;
+    const Resolution r = resolve_gpus(request, cuda_env_from_environment(), default_probe_helper());
     set_assigned_gpu(r.gpus.at(which));
   } catch (const Error& e) {
     throw Error(e.kind(), variable + "=" + quote_value(value) + ": " + e.what());
@@ -424,13 +443,13 @@ std::string variable_message(const std::string& variable, const std::string& val
 
 std::optional<AssignmentInfo> assign_from_environment() {
   if (const auto gpu = env_string("GPUSEL_GPU")) {
-    std::string entry;
+    std::vector<GpuEntry> entry;
     try {
-      entry = parse_single_gpu(*gpu);
+      entry = worker_gpus(read_single_gpu(*gpu));
     } catch (const Error& e) {
       throw bad_input(variable_message("GPUSEL_GPU", *gpu, e.what()));
     }
-    publish_entry("GPUSEL_GPU", *gpu, {entry}, 0);
+    publish_entry("GPUSEL_GPU", *gpu, entry, 0);
     // The rank did not pick the GPU, but callers report it (gpusel run sets LOCAL_RANK too).
     std::optional<LocalRank> rank;
     try {
@@ -443,9 +462,9 @@ std::optional<AssignmentInfo> assign_from_environment() {
   }
   const auto list = env_string("GPUSEL_GPUS");
   if (!list) return std::nullopt;
-  std::vector<std::string> entries;
+  std::vector<GpuEntry> entries;
   try {
-    entries = parse_gpu_spec(*list);
+    entries = read_worker_list(*list);
   } catch (const Error& e) {
     throw bad_input(variable_message("GPUSEL_GPUS", *list, e.what()));
   }

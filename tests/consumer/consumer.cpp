@@ -8,8 +8,8 @@
 
 int main(int argc, char** argv) {
   try {
-    const auto entries = gpusel::parse_gpu_spec(argc > 1 ? argv[1] : "0");
-    const auto r = gpusel::resolve_gpus(entries, gpusel::CudaEnv{}, gpusel::default_probe_helper());
+    const auto request = gpusel::read_gpu_request(argc > 1 ? argv[1] : "0");
+    const auto r = gpusel::resolve_gpus(request, gpusel::CudaEnv{}, gpusel::default_probe_helper());
     std::printf("resolved=%d gpus=%s\n", r.resolved ? 1 : 0, gpusel::join_entries(r.gpus).c_str());
     std::printf("nvml gpus=%zu\n", gpusel::query_nvml().gpus.size());
     return 0;

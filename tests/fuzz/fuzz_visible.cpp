@@ -34,7 +34,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (vs.used_entries > vs.entries.size()) std::abort();
   for (const char* spec : {"0", "1", "GPU-a", "GPU-0"}) {
     try {
-      auto uuids = gpusel::resolve_entries({spec}, gpus, env);
+      auto uuids = gpusel::resolve_entries(gpusel::read_gpu_request(spec).gpus, gpus, env);
       if (uuids.size() != 1) std::abort();
     } catch (const gpusel::Error&) {
     }

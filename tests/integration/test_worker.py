@@ -95,6 +95,16 @@ class BindTest(Case):
         self.assertEqual((j["rank_variable"], j["uuid"]), ("OMPI_COMM_WORLD_LOCAL_RANK", DGX[5]))
         self.assertIn("batch step", j["ignored"][0])
 
+    def test_a_worker_list_names_gpus_not_a_request(self):
+        # free:N and all are the parent's to resolve; a worker given one would otherwise count it as
+        # one GPU and refuse with a rank count that says nothing of the real mistake.
+        for var, value, extra in (("GPUSEL_GPUS", "free:2", {"LOCAL_RANK": "0", "LOCAL_WORLD_SIZE": "2"}),
+                                  ("GPUSEL_GPU", "free:1", {})):
+            with self.subTest(variable=var):
+                r = bind_fails("dgx-h100", **{var: value}, **extra)
+                self.assertFailsWith(r, 2, f'{var}="{value}"', "names the GPUs themselves",
+                                     f"gpusel run --gpu {value}", f"gpusel resolve --gpu {value} --format env")
+
     def test_inner_launcher_wins(self):
         # A launcher (here: a shell) sets OMPI_COMM_WORLD_LOCAL_RANK for its child; LOCAL_RANK was
         # set further out, by this test for the shell. The nearer one counts.

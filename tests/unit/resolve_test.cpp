@@ -19,7 +19,8 @@ std::optional<std::string> opt(const char* s) {
 
 Uuids resolve(const char* spec, const std::vector<GpuInfo>& gpus, const char* cvd = nullptr,
               const char* order = nullptr, const std::vector<int>* cuda_order = nullptr) {
-  return resolve_entries(parse_gpu_spec(spec), gpus, CudaEnv{opt(cvd), opt(order)}, cuda_order);
+  return resolve_entries(read_gpu_request(spec, false).gpus, gpus, CudaEnv{opt(cvd), opt(order)},
+                         cuda_order);
 }
 
 // The message of the BadInput error, checked to contain every piece in `must`.

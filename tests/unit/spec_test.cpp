@@ -146,3 +146,65 @@ TEST(Spec, AllIsARequestNotAnAssignment) {
   EXPECT_TRUE(gpusel::is_all_entry("All"));
   EXPECT_FALSE(gpusel::is_all_entry("alll"));
 }
+
+// A request is read once into typed values: the kind of each entry and an index's value, which
+// everything downstream uses instead of reading the text again.
+TEST(Spec, ARequestIsReadOnceIntoTypedValues) {
+  using gpusel::GpuEntry;
+  using gpusel::GpuRequest;
+  using gpusel::read_gpu_request;
+  const GpuRequest indices = read_gpu_request(" 007, 1 ,18446744073709551616");
+  ASSERT_EQ(indices.kind, GpuRequest::Kind::Gpus);
+  ASSERT_EQ(indices.gpus.size(), 3u);
+  EXPECT_EQ(indices.gpus[0].kind, GpuEntry::Kind::Index);
+  EXPECT_EQ(indices.gpus[0].index, 7u);
+  EXPECT_EQ(indices.gpus[0].text, "007");
+  EXPECT_EQ(indices.gpus[1].index, 1u);
+  EXPECT_EQ(indices.gpus[2].index, UINT64_MAX);  // past 64 bits: out of any machine's range
+  EXPECT_EQ(indices.texts(), (Entries{"007", "1", "18446744073709551616"}));
+
+  const GpuRequest uuids = read_gpu_request("gpu-ab12,GPU-CD");
+  ASSERT_EQ(uuids.gpus.size(), 2u);
+  EXPECT_TRUE(uuids.gpus[0].is_uuid());
+  EXPECT_EQ(uuids.gpus[0].text, "GPU-ab12");
+  EXPECT_EQ(uuids.gpus[0].index, 0u);
+
+  const GpuRequest free = read_gpu_request(" FREE:3 ");
+  EXPECT_EQ(free.kind, GpuRequest::Kind::Free);
+  EXPECT_EQ(free.free_count, 3);
+  EXPECT_TRUE(free.gpus.empty());
+  EXPECT_EQ(free.texts(), (Entries{"free:3"}));
+
+  const GpuRequest all = read_gpu_request(" All ");
+  EXPECT_EQ(all.kind, GpuRequest::Kind::All);
+  EXPECT_EQ(all.texts(), (Entries{"all"}));
+  // A worker's own list names GPUs: all is refused there, as parse_gpu_spec refuses it.
+  EXPECT_NE(bad_input_message([] { read_gpu_request("all", false); }).find("stands alone"),
+            std::string::npos);
+}
+
+TEST(Spec, TypedAndTextReadingsAgree) {
+  // parse_gpu_spec and parse_gpu_request are the typed reading's texts, refusals included.
+  for (const char* value : {"0,1", " 3 , ,1", "gpu-1,GPU-2", "free:2", "all", "0,GPU-1", "1,01", "",
+                            "cuda:0", "0-3", "free:0", "CUDA_VISIBLE_DEVICES=1"}) {
+    std::string typed, text;
+    Entries typed_out, text_out;
+    try {
+      typed_out = gpusel::read_gpu_request(value).texts();
+    } catch (const gpusel::Error& e) {
+      typed = e.what();
+    }
+    try {
+      text_out = gpusel::parse_gpu_request(value);
+    } catch (const gpusel::Error& e) {
+      text = e.what();
+    }
+    EXPECT_EQ(typed, text) << value;
+    EXPECT_EQ(typed_out, text_out) << value;
+  }
+  EXPECT_EQ(gpusel::gpu_request_from_texts({"GPU-ab", "GPU-cd"}).gpus.size(), 2u);
+  EXPECT_EQ(gpusel::gpu_request_from_texts({"free:2"}).free_count, 2);
+  EXPECT_EQ(gpusel::read_single_gpu("04").gpus.at(0).index, 4u);
+  EXPECT_NE(bad_input_message([] { gpusel::read_single_gpu("1,2"); }).find("exactly one"),
+            std::string::npos);
+}

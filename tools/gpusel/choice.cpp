@@ -37,8 +37,7 @@ void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing) {
   }
 }
 
-Acquisition acquire(const std::vector<std::string>& gpus, const ChoiceOptions& options,
-                    bool lease) {
+Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool lease) {
   AcquireOptions a;
   if (!options.min_free_memory.empty()) {
     // The same sizes as --size (one parser), with the same messages.
@@ -58,7 +57,8 @@ Acquisition acquire(const std::vector<std::string>& gpus, const ChoiceOptions& o
   }
   a.on_wait = [](const std::string& what) { print_note(what); };
   Acquisition got = acquire_gpus(gpus, cuda_env_from_environment(), default_probe_helper(), a);
-  if (!got.why.empty() && !options.quiet) print_note("--gpu " + gpus.front() + ": " + got.why);
+  if (!got.why.empty() && !options.quiet)
+    print_note("--gpu " + gpus.texts().front() + ": " + got.why);
   return got;
 }
 

@@ -27,6 +27,6 @@ void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing);
 void join_wait_values(std::vector<std::string>& args);
 
 // Resolves (or picks) `gpus` and, with `lease`, leases them; reports picks and waits on stderr.
-Acquisition acquire(const std::vector<std::string>& gpus, const ChoiceOptions& options, bool lease);
+Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool lease);
 
 }  // namespace gpusel::cli

@@ -457,12 +457,13 @@ class Doctor {
       }
     }
     if (one || !list) return;
-    std::vector<std::string> entries;
+    GpuRequest entries;
     try {
-      entries = parse_gpu_spec(*list);
+      entries = read_gpu_request(*list, false);
     } catch (const Error&) {
       return;  // said above
     }
+    if (entries.kind != GpuRequest::Kind::Gpus) return;  // a request, not GPUs: said above
     if (snap.available) {
       try {
         resolve_gpus(entries, env, default_probe_helper());
@@ -484,7 +485,7 @@ class Doctor {
       add(Severity::Info, "gpusel-gpus-no-rank",
           fmt::format("GPUSEL_GPUS lists {} GPUs; each worker picks its entry by its local rank, "
                       "which no launcher has set in this shell",
-                      entries.size()),
+                      entries.gpus.size()),
           "start the workers with srun, mpirun, torchrun or gpusel run, one per listed GPU");
     }
   }

@@ -212,7 +212,7 @@ std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
         return std::nullopt;
       }
       try {
-        p.options.gpus = gpusel::parse_gpu_spec(value);
+        p.options.gpus = gpusel::read_gpu_request(value, false);
       } catch (...) {
         return std::nullopt;
       }

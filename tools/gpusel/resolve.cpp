@@ -32,7 +32,8 @@ std::string env_word(const std::string& value) {
 CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "resolve", "resolve a --gpu list to full GPU UUIDs, one per line in rank order");
-  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp)->required(), "gpu-all");
+  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, false)->required(),
+                 "gpu-all");
   add_choice_options(*cmd, options.choice, false);
   CLI::Option* json =
       cmd->add_flag("--json", options.json, "print {\"resolved\": ..., \"gpus\": [...]}");
