@@ -22,12 +22,12 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <cwctype>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "gpusel/error.hpp"
