@@ -15,7 +15,6 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -26,6 +25,7 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "launch_core.hpp"
 #include "launch_detail.hpp"
 #include "text.hpp"
 
@@ -34,7 +34,7 @@ extern char** environ;
 GPUSEL_BEGIN_NAMESPACE
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using Clock = detail::LaunchClock;
 
 bool executable_file(const std::string& path) {
   struct stat st {};
@@ -59,16 +59,9 @@ int free_port() {
   return port;
 }
 
-// --tag-output: a partial line (no newline yet) is written, tagged and ended with a newline, once
-// it holds this many bytes or has waited this long, so that a progress bar shows while the worker
-// runs and memory stays bounded. Lines of different workers never share an output line.
-constexpr std::size_t kMaxPartial = 64 * 1024;
-constexpr auto kPartialWait = std::chrono::milliseconds(200);
-
 struct Stream {
-  int fd = -1;                // the read end of the worker's stdout or stderr pipe (--tag-output)
-  std::string pending;        // a partial line, at most kMaxPartial bytes
-  Clock::time_point since{};  // when `pending` became non-empty
+  int fd = -1;  // the read end of the worker's stdout or stderr pipe (--tag-output)
+  detail::LineTagger tagger{std::string()};
 };
 
 struct Worker {
@@ -76,8 +69,7 @@ struct Worker {
   pid_t pid = -1;
   bool running = false;
   int status = 0;
-  std::string prefix;  // "[rank N] "
-  Stream streams[2];   // stdout, stderr
+  Stream streams[2];  // stdout, stderr
 };
 
 void close_fd(int& fd) {
@@ -248,45 +240,6 @@ void write_all(int fd, const std::string& text) {
   write_all(fd, text.data(), text.size());
 }
 
-// Tags and writes what a worker sent: every complete line, and pieces of kMaxPartial bytes of a
-// longer one; the rest waits in `pending`. Each byte is looked at once.
-void feed(const Worker& w, Stream& s, int out_fd, const char* data, std::size_t size,
-          Clock::time_point now) {
-  std::string out;
-  while (size > 0) {
-    const std::size_t room = kMaxPartial - s.pending.size();  // never 0: full lines are written
-    const auto* nl = static_cast<const char*>(std::memchr(data, '\n', std::min(size, room + 1)));
-    std::size_t take = 0;
-    if (nl != nullptr) {
-      take = static_cast<std::size_t>(nl - data) + 1;
-      out += w.prefix;
-      out += s.pending;
-      out.append(data, take);
-      s.pending.clear();
-    } else {
-      take = std::min(size, room);
-      if (s.pending.empty()) s.since = now;
-      s.pending.append(data, take);
-      if (s.pending.size() == kMaxPartial) {
-        out += w.prefix;
-        out += s.pending;
-        out += '\n';
-        s.pending.clear();
-      }
-    }
-    data += take;
-    size -= take;
-  }
-  if (!out.empty()) write_all(out_fd, out);
-}
-
-// Writes the partial line of `s`, tagged and ended with a newline.
-void flush_partial(const Worker& w, Stream& s, int out_fd) {
-  if (s.pending.empty()) return;
-  write_all(out_fd, w.prefix + s.pending + "\n");
-  s.pending.clear();
-}
-
 // The decimal digits of a non-negative number, for the child after fork (no allocation).
 std::size_t format_number(int value, char* buf) {
   char digits[16];
@@ -390,49 +343,31 @@ GPUSEL_END_NAMESPACE
 namespace gpusel::detail {
 
 int launch_program(const LaunchOptions& options, const std::string& program) {
-  if (options.ranks_per_gpu < 1 || options.ranks_per_gpu > 4096) {
-    throw bad_input("run: ranks per GPU must be from 1 to 4096, not " +
-                    std::to_string(options.ranks_per_gpu));
-  }
-  const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
-  const std::size_t n = options.gpus.size() * per_gpu;
-  // Rank r's GPU: K consecutive ranks per GPU.
-  auto gpu_of = [&](std::size_t r) -> const std::string& { return options.gpus[r / per_gpu]; };
-  const bool shared = options.share || per_gpu > 1;
-  if (!std::isfinite(options.grace_seconds) || options.grace_seconds < 0) {
-    throw bad_input("run: the grace period must be a finite number of seconds, 0 or more, not " +
-                    detail::seconds_text(options.grace_seconds));
-  }
+  const JobPlan job = plan_job(options);
+  const std::size_t n = job.workers;
+  auto gpu_of = [&](std::size_t r) -> const std::string& {
+    return detail::gpu_of(options, job, r);
+  };
 
   // Everything the children need is built before the first fork.
+  const WorkerEnvironments vars = worker_environments(
+      options, job, [](const std::string& name) { return std::getenv(name.c_str()) != nullptr; },
+      free_port);
+  std::vector<std::string> removed;  // "NAME="
+  for (const std::string& name : vars.removed) removed.push_back(name + "=");
   std::vector<std::string> base;
-  const char* kOwn[] = {"RANK=",        "LOCAL_RANK=", "WORLD_SIZE=",  "LOCAL_WORLD_SIZE=",
-                        "GPUSEL_GPUS=", "GPUSEL_GPU=", "GPUSEL_SHARE="};
-  const bool set_visible = options.set_visible != SetVisible::None;
   for (char** e = environ; *e != nullptr; ++e) {
-    bool own = false;
-    for (const char* k : kOwn) own = own || std::strncmp(*e, k, std::strlen(k)) == 0;
-    if (set_visible && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) own = true;
+    const bool own = std::any_of(removed.begin(), removed.end(), [e](const std::string& k) {
+      return std::strncmp(*e, k.c_str(), k.size()) == 0;
+    });
     if (!own) base.emplace_back(*e);
   }
-  if (std::getenv("MASTER_ADDR") == nullptr) base.emplace_back("MASTER_ADDR=127.0.0.1");
-  if (std::getenv("MASTER_PORT") == nullptr)
-    base.push_back("MASTER_PORT=" + std::to_string(free_port()));
-  base.push_back("WORLD_SIZE=" + std::to_string(n));
-  base.push_back("LOCAL_WORLD_SIZE=" + std::to_string(n));
-  base.push_back("GPUSEL_GPUS=" + join_entries(options.gpus));
-  if (shared) base.push_back("GPUSEL_SHARE=1");
-  if (options.set_visible == SetVisible::Job)
-    base.push_back("CUDA_VISIBLE_DEVICES=" + join_entries(options.gpus));
+  for (const auto& [name, value] : vars.job) base.push_back(name + "=" + value);
 
   std::vector<std::vector<std::string>> envs(n, base);
   std::vector<std::vector<char*>> envps(n);
   for (std::size_t r = 0; r < n; ++r) {
-    envs[r].push_back("RANK=" + std::to_string(r));
-    envs[r].push_back("LOCAL_RANK=" + std::to_string(r));
-    envs[r].push_back("GPUSEL_GPU=" + gpu_of(r));
-    if (options.set_visible == SetVisible::Own)
-      envs[r].push_back("CUDA_VISIBLE_DEVICES=" + gpu_of(r));
+    for (const auto& [name, value] : vars.ranks[r]) envs[r].push_back(name + "=" + value);
     for (auto& s : envs[r]) envps[r].push_back(s.data());
     envps[r].push_back(nullptr);
   }
@@ -441,15 +376,14 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   for (auto& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
-  const Clock::duration grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::min(options.grace_seconds, 1e9)));
+  const Clock::duration grace = job.grace;
 
   Supervision sup(n);
   std::vector<Worker>& workers = sup.workers;
   std::vector<std::string> setup_failed(n), exec_failed(n);
   for (std::size_t r = 0; r < n; ++r) {
     workers[r].rank = static_cast<int>(r);
-    workers[r].prefix = "[rank " + std::to_string(r) + "] ";
+    for (Stream& stream : workers[r].streams) stream.tagger = LineTagger(tag_prefix(r));
     setup_failed[r] = "gpusel: rank " + std::to_string(r) +
                       ": cannot set up the worker's descriptors or CPU affinity (errno ";
     exec_failed[r] = "gpusel: rank " + std::to_string(r) + ": cannot run " + program + " (errno ";
@@ -570,20 +504,11 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     options.on_started(pids);
   }
 
-  std::size_t running = n;
-  int first_failure = -1;     // the first worker that failed on its own, before any signal
-  int stop_signal = 0;        // the first signal the user sent gpusel
-  std::size_t signalled = 0;  // the workers running when it came
-  std::size_t sigkilled = 0;
-  // When to SIGKILL what is left after a failure or a signal, and how long to wait for output
-  // after the end.
-  Clock::time_point kill_at{}, drain_until{};
-  bool kill_armed = false, kill_pending = false, draining = false;
-  auto arm_kill = [&] {
-    if (kill_armed) return;
-    kill_armed = kill_pending = true;
-    kill_at = Clock::now() + grace;
-  };
+  // Who failed first, the user's signal, and when to SIGKILL what is left (launch_core.hpp).
+  StopPolicy policy(n, grace);
+  // How long to wait for output after the end.
+  Clock::time_point drain_until{};
+  bool draining = false;
   auto out_fd = [](int s) { return s == 0 ? 1 : 2; };
   // The workers' orphans (with reap_orphans): whether any child is left, and what was stopped.
   bool children_left = sup.reaping, orphans_stopping = false;
@@ -669,13 +594,9 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   auto worker_ended = [&](Worker& w, int status) {
     w.running = false;
     w.status = status;
-    --running;
-    if (exit_code(w.status) != 0 && first_failure < 0 && stop_signal == 0 &&
-        check.violation.empty()) {
-      first_failure = w.rank;
+    if (policy.worker_ended(static_cast<std::size_t>(w.rank), exit_code(w.status) != 0,
+                            Clock::now()))
       signal_job(SIGTERM);
-      arm_kill();
-    }
   };
   while (true) {
     std::vector<pollfd> fds{{sup.sfd, POLLIN, 0}};
@@ -688,7 +609,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
         }
       }
     }
-    if (running == 0 && children_left) {
+    if (policy.running() == 0 && children_left) {
       // Every worker has ended, and processes they started live on: they are stopped as the
       // workers were (SIGTERM, SIGKILL after the grace period), and waited for.
       if (!orphans_stopping) {
@@ -702,7 +623,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
       } else if (Clock::now() >= orphan_kill_at) {
         signal_orphans(SIGKILL);  // again each time: their own orphans come to gpusel in turn
       }
-    } else if (running == 0) {
+    } else if (policy.running() == 0) {
       // Every worker has ended; output still held by their children gets a moment, no more.
       if (owners.empty()) break;
       if (!draining) {
@@ -713,14 +634,14 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     }
     std::optional<Clock::time_point> wake;
     auto wake_by = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
-    if (kill_pending) wake_by(kill_at);
-    if (check.on && running > 0 && check.violation.empty()) wake_by(check.next);
+    if (const auto kill_at = policy.kill_at()) wake_by(*kill_at);
+    if (check.on && policy.running() > 0 && check.violation.empty()) wake_by(check.next);
     // Past that time, each orphan's end (SIGCHLD) wakes gpusel to kill what came to it next.
     if (orphans_stopping && children_left && Clock::now() < orphan_kill_at) wake_by(orphan_kill_at);
     if (draining) wake_by(drain_until);
     for (const Worker& w : workers) {
       for (const Stream& s : w.streams) {
-        if (!s.pending.empty()) wake_by(s.since + kPartialWait);
+        if (const auto due = s.tagger.due()) wake_by(*due);
       }
     }
     int timeout = -1;
@@ -749,12 +670,8 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
         }
         if (sig != SIGCHLD) {
           // The user's signal: forwarded, and the run ends with it whatever the workers do.
-          if (stop_signal == 0) {
-            stop_signal = sig;
-            signalled = running;
-          }
+          policy.user_signal(sig, Clock::now());
           signal_job(sig);
-          arm_kill();
           continue;
         }
         if (sup.reaping) {
@@ -765,7 +682,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
             if (w.running && waitpid(w.pid, &status, WNOHANG) == w.pid) worker_ended(w, status);
           }
           for (pid_t pid : sup.orphans()) waitpid(pid, nullptr, WNOHANG);
-          children_left = running > 0 || !sup.orphans().empty();
+          children_left = policy.running() > 0 || !sup.orphans().empty();
           continue;
         }
         // Only gpusel's own workers: a host program's other children are its own to reap.
@@ -787,29 +704,25 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
       char buf[65536];
       ssize_t got = read(stream.fd, buf, sizeof buf);
       if (got > 0) {
-        feed(workers[r], stream, out_fd(s), buf, static_cast<std::size_t>(got), now);
+        write_all(out_fd(s), stream.tagger.feed({buf, static_cast<std::size_t>(got)}, now));
       } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        flush_partial(workers[r], stream, out_fd(s));
+        write_all(out_fd(s), stream.tagger.flush());
         close_fd(stream.fd);
       }
     }
     for (Worker& w : workers) {
       for (int s = 0; s < 2; ++s) {
-        if (!w.streams[s].pending.empty() && now >= w.streams[s].since + kPartialWait)
-          flush_partial(w, w.streams[s], out_fd(s));
+        write_all(out_fd(s), w.streams[s].tagger.flush_due(now));
       }
     }
-    if (check.on && running > 0 && check.violation.empty() && Clock::now() >= check.next) {
+    if (check.on && policy.running() > 0 && check.violation.empty() && Clock::now() >= check.next) {
       look_at_placement();
-      if (!check.violation.empty() && stop_signal == 0) {
+      if (!check.violation.empty() && policy.placement_violation(check.violation, Clock::now()))
         signal_job(SIGTERM);
-        arm_kill();
-      }
     }
-    if (kill_pending && Clock::now() >= kill_at) {
-      for (const Worker& w : workers) sigkilled += w.running ? 1 : 0;
+    if (policy.kill_due(Clock::now())) {
+      for (const Worker& w : workers) policy.count_killed(w.running ? 1 : 0);
       signal_job(SIGKILL);
-      kill_pending = false;
     }
   }
   if (orphans_count > 0) {
@@ -823,38 +736,21 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
                      (orphans_count == 1 ? "it" : "they") + " exited\n");
   }
   for (Worker& w : workers) {
-    for (int s = 0; s < 2; ++s) flush_partial(w, w.streams[s], out_fd(s));
+    for (int s = 0; s < 2; ++s) write_all(out_fd(s), w.streams[s].tagger.flush());
   }
 
-  auto workers_text = [](std::size_t count) {
-    return std::to_string(count) + " worker" + (count == 1 ? "" : "s");
-  };
-  if (first_failure >= 0) {
-    const Worker& bad = workers[static_cast<std::size_t>(first_failure)];
-    write_all(2, "gpusel: rank " + std::to_string(bad.rank) + " (GPU " +
-                     gpu_of(static_cast<std::size_t>(bad.rank)) + ") " + status_text(bad.status) +
-                     "; " +
-                     (n == 1 ? std::string("it was the only worker")
-                             : "the other " + std::to_string(n - 1) + " worker" +
-                                   (n == 2 ? " was" : "s were") + " stopped") +
-                     "\n");
+  EndWords words;
+  if (const auto bad = policy.first_failure()) {
+    words.failed_gpu = gpu_of(*bad);
+    words.failed_how = status_text(workers[*bad].status);
+    words.failed_code = exit_code(workers[*bad].status);
   }
-  if (!check.violation.empty() && stop_signal == 0) {
-    write_all(2, "gpusel: " + check.violation + "\n");
-    return 1;
-  }
-  if (stop_signal != 0) {
-    write_all(2, "gpusel: stopped by " + signal_name(stop_signal) + "; it was forwarded to " +
-                     (signalled == 0 ? std::string("no worker (all had ended)")
-                                     : "the " + workers_text(signalled) + " still running") +
-                     (sigkilled == 0 ? std::string()
-                                     : ", and " + workers_text(sigkilled) +
-                                           " still running after the grace period got SIGKILL") +
-                     "\n");
-    return 128 + stop_signal;
-  }
-  if (first_failure < 0) return 0;
-  return exit_code(workers[static_cast<std::size_t>(first_failure)].status);
+  if (policy.stop_signal() != 0) words.signal = signal_name(policy.stop_signal());
+  words.forwarded = "it";
+  words.killed_one = words.killed_several = "got SIGKILL";
+  const Summary summary = summarize(policy, words);
+  write_all(2, summary.text);
+  return summary.exit_code;
 }
 
 }  // namespace gpusel::detail

@@ -1,5 +1,6 @@
-// Starting and supervising workers on Windows (launch.cpp is the POSIX version; the rules are the
-// same, include/gpusel/launch.hpp):
+// Starting and supervising workers on Windows: spawning, pipes, console events and waiting. The
+// rules (the workers' environments, --tag-output's tagging, the stop policy, the summary) are
+// launch_core.cpp's, shared with POSIX (launch.cpp); include/gpusel/launch.hpp says what they are.
 // - each worker is started with CreateProcessW (suspended, then resumed once it is in its Job
 //   Object) in a process group of its own (CREATE_NEW_PROCESS_GROUP);
 // - each worker runs in a Job Object with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE: when gpusel ends,
@@ -12,8 +13,8 @@
 //   reports it (a crash is an NTSTATUS such as 0xC0000005, passed on unchanged and named in the
 //   summary); after Ctrl-C 130 and after Ctrl-Break 149 (128 + SIGINT 2 / SIGBREAK 21, the
 //   numbers of the C runtime's signal.h), whatever the workers did.
-// - --tag-output: a reader thread per stream; a line is written once complete (or at 64 KiB, or at
-//   the end), so unlike POSIX a partial line is not shown after 200 ms.
+// - --tag-output: a reader thread per stream feeds its tagger; the supervision loop writes a
+//   partial line once it is due (200 ms), as on POSIX.
 #include <winsock2.h>
 // winsock2.h before windows.h
 #include "win.hpp"
@@ -21,18 +22,19 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <cwctype>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/resolve.hpp"
 #include "gpusel/spec.hpp"
+#include "launch_core.hpp"
 #include "launch_detail.hpp"
 #include "text.hpp"
 
@@ -40,11 +42,10 @@ GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 namespace win = detail::win;
-using Clock = std::chrono::steady_clock;
+using Clock = detail::LaunchClock;
 
 constexpr int kSigInt = 2;     // the C runtime's SIGINT
 constexpr int kSigBreak = 21;  // the C runtime's SIGBREAK
-constexpr std::size_t kMaxPartial = 64 * 1024;
 
 // The console control event gpusel received (kSigInt / kSigBreak), and an event to wake the loop.
 std::atomic<int> g_control{0};
@@ -116,28 +117,40 @@ void write_handle(HANDLE h, const std::string& text) {
   }
 }
 
-// --tag-output: copies a worker's stream to `out`, each line prefixed.
-void tag_stream(HANDLE in, HANDLE out, std::string prefix) {
-  std::string pending;
+void emit(HANDLE out, const std::string& text) {
+  if (text.empty()) return;
+  std::lock_guard<std::mutex> lock(g_output);
+  write_handle(out, text);
+}
+
+// --tag-output: one worker stream, tagged. Its reader thread feeds the tagger; the supervision
+// loop writes the partial line it holds once due. The lock is taken before g_output.
+struct TaggedStream {
+  std::mutex lock;
+  detail::LineTagger tagger{std::string()};
+  HANDLE out = nullptr;  // gpusel's stdout or stderr
+
+  void flush_due(Clock::time_point now) {
+    std::lock_guard<std::mutex> hold(lock);
+    emit(out, tagger.flush_due(now));
+  }
+  std::optional<Clock::time_point> due() {
+    std::lock_guard<std::mutex> hold(lock);
+    return tagger.due();
+  }
+};
+
+// The reader thread: copies the worker's stream `in` through its tagger until the pipe's end.
+void read_stream(HANDLE in, TaggedStream& s) {
   char buf[65536];
-  auto emit = [&](std::string text) {
-    std::lock_guard<std::mutex> lock(g_output);
-    write_handle(out, text);
-  };
   for (;;) {
     DWORD got = 0;
     if (!ReadFile(in, buf, sizeof buf, &got, nullptr) || got == 0) break;
-    std::string out_text;
-    for (DWORD i = 0; i < got; ++i) {
-      pending += buf[i];
-      if (buf[i] == '\n' || pending.size() >= kMaxPartial) {
-        out_text += prefix + pending + (buf[i] == '\n' ? "" : "\n");
-        pending.clear();
-      }
-    }
-    if (!out_text.empty()) emit(out_text);
+    std::lock_guard<std::mutex> hold(s.lock);
+    emit(s.out, s.tagger.feed({buf, got}, Clock::now()));
   }
-  if (!pending.empty()) emit(prefix + pending + "\n");
+  std::lock_guard<std::mutex> hold(s.lock);
+  emit(s.out, s.tagger.flush());
 }
 
 struct Worker {
@@ -146,6 +159,7 @@ struct Worker {
   win::Handle job, process;
   bool running = false;
   DWORD code = 0;
+  TaggedStream streams[2];  // stdout, stderr (--tag-output)
   std::thread readers[2];
 };
 
@@ -250,11 +264,8 @@ std::string find_program(const std::string& name) {
 namespace {
 
 int run_workers(const LaunchOptions& options, const std::string& program) {
-  const std::size_t n = options.gpus.size();
-  if (!std::isfinite(options.grace_seconds) || options.grace_seconds < 0) {
-    throw bad_input("run: the grace period must be a finite number of seconds, 0 or more, not " +
-                    detail::seconds_text(options.grace_seconds));
-  }
+  const detail::JobPlan job = detail::plan_job(options);
+  const std::size_t n = job.workers;
   for (const auto& cpus : options.cpus) {
     if (!cpus.empty())
       throw failure(
@@ -262,25 +273,17 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
   }
 
   win::Environment base = win::Environment::current();
-  for (const char* own :
-       {"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "GPUSEL_GPUS", "GPUSEL_GPU"})
-    base.unset(own);
-  if (options.set_visible != SetVisible::None) base.unset("CUDA_VISIBLE_DEVICES");
   // The user's MASTER_ADDR/MASTER_PORT, as in base (the Win32 environment), are kept.
-  if (!base.vars.contains(L"MASTER_ADDR")) base.set("MASTER_ADDR", "127.0.0.1");
-  if (!base.vars.contains(L"MASTER_PORT")) base.set("MASTER_PORT", std::to_string(free_port()));
-  base.set("WORLD_SIZE", std::to_string(n));
-  base.set("LOCAL_WORLD_SIZE", std::to_string(n));
-  base.set("GPUSEL_GPUS", join_entries(options.gpus));
-  if (options.set_visible == SetVisible::Job)
-    base.set("CUDA_VISIBLE_DEVICES", join_entries(options.gpus));
+  const detail::WorkerEnvironments vars = detail::worker_environments(
+      options, job,
+      [&base](const std::string& name) { return base.vars.contains(win::widen(name)); }, free_port);
+  for (const std::string& name : vars.removed) base.unset(name);
+  for (const auto& [name, value] : vars.job) base.set(name, value);
 
   std::vector<std::string> args = options.command;
   args[0] = program;
   std::wstring command_line = win::command_line(args);
   const std::wstring exe = win::widen(program);
-  const Clock::duration grace = std::chrono::duration_cast<Clock::duration>(
-      std::chrono::duration<double>(std::min(options.grace_seconds, 1e9)));
 
   Supervision sup(n);
   sup.wake = win::Handle(CreateEventW(nullptr, FALSE, FALSE, nullptr));
@@ -299,10 +302,7 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
     Worker& w = sup.workers[r];
     w.rank = static_cast<int>(r);
     win::Environment env = base;
-    env.set("RANK", std::to_string(r));
-    env.set("LOCAL_RANK", std::to_string(r));
-    env.set("GPUSEL_GPU", options.gpus[r]);
-    if (options.set_visible == SetVisible::Own) env.set("CUDA_VISIBLE_DEVICES", options.gpus[r]);
+    for (const auto& [name, value] : vars.ranks[r]) env.set(name, value);
     std::wstring block = env.block();
 
     win::Handle pipe_read[2], pipe_write[2];
@@ -375,16 +375,17 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
     }
     ResumeThread(thread.get());
     if (options.tag_output) {
-      const std::string prefix = "[rank " + std::to_string(r) + "] ";
       HANDLE outs[2] = {GetStdHandle(STD_OUTPUT_HANDLE), GetStdHandle(STD_ERROR_HANDLE)};
       for (int s = 0; s < 2; ++s) {
         pipe_write[s].reset();
+        w.streams[s].tagger = detail::LineTagger(detail::tag_prefix(r));
+        w.streams[s].out = outs[s];
         HANDLE rd = pipe_read[s].get();
         ++sup.readers_open;
         w.readers[s] =
-            std::thread([rd, out = outs[s], prefix, open = &sup.readers_open,
+            std::thread([rd, stream = &w.streams[s], open = &sup.readers_open,
                          owner = std::make_shared<win::Handle>(std::move(pipe_read[s]))] {
-              tag_stream(rd, out, prefix);
+              read_stream(rd, *stream);
               --*open;
             });
       }
@@ -408,55 +409,57 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
     Sleep(50);
     g_forwarding = false;
   };
-  std::size_t running = n;
-  int first_failure = -1;
-  int stop_signal = 0;
-  std::size_t signalled = 0, killed = 0;
-  bool kill_armed = false, kill_pending = false;
-  Clock::time_point kill_at{};
-  auto arm_kill = [&] {
-    if (kill_armed) return;
-    kill_armed = kill_pending = true;
-    kill_at = Clock::now() + grace;
-  };
-  while (running > 0) {
-    DWORD wait_ms = 20;
-    if (kill_pending) {
-      const auto ms = std::chrono::ceil<std::chrono::milliseconds>(kill_at - Clock::now()).count();
-      wait_ms = static_cast<DWORD>(std::clamp<long long>(ms, 0, 20));
+  // Who failed first, the user's event, and when to terminate what is left (launch_core.hpp).
+  detail::StopPolicy policy(n, job.grace);
+  // Partial lines that are due are written; the loop wakes for the next one, or after 20 ms.
+  auto flush_due_lines = [&] {
+    std::optional<Clock::time_point> next;
+    if (!options.tag_output) return next;
+    const Clock::time_point now = Clock::now();
+    for (Worker& w : sup.workers) {
+      for (TaggedStream& stream : w.streams) {
+        stream.flush_due(now);
+        if (const auto due = stream.due()) next = next ? std::min(*next, *due) : *due;
+      }
     }
-    WaitForSingleObject(sup.wake.get(), wait_ms);
-    if (const int sig = g_control.load(); sig != 0 && stop_signal == 0) {
-      stop_signal = sig;
-      signalled = running;
+    return next;
+  };
+  auto wait_ms = [](std::optional<Clock::time_point> until) -> DWORD {
+    if (!until) return 20;
+    const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*until - Clock::now()).count();
+    return static_cast<DWORD>(std::clamp<long long>(ms, 0, 20));
+  };
+  while (policy.running() > 0) {
+    std::optional<Clock::time_point> wake = flush_due_lines();
+    if (const auto kill_at = policy.kill_at()) wake = wake ? std::min(*wake, *kill_at) : *kill_at;
+    WaitForSingleObject(sup.wake.get(), wait_ms(wake));
+    if (const int sig = g_control.load();
+        sig != 0 && policy.stop_signal() == 0 && policy.user_signal(sig, Clock::now())) {
       break_workers();
-      arm_kill();
     }
     for (Worker& w : sup.workers) {
       if (!w.running || WaitForSingleObject(w.process.get(), 0) != WAIT_OBJECT_0) continue;
       GetExitCodeProcess(w.process.get(), &w.code);
       w.running = false;
-      --running;
-      if (w.code != 0 && first_failure < 0 && stop_signal == 0) {
-        first_failure = w.rank;
+      if (policy.worker_ended(static_cast<std::size_t>(w.rank), w.code != 0, Clock::now()))
         break_workers();
-        arm_kill();
-      }
     }
-    if (kill_pending && Clock::now() >= kill_at) {
+    if (policy.kill_due(Clock::now())) {
       for (Worker& w : sup.workers) {
         if (!w.running) continue;
-        ++killed;
+        policy.count_killed(1);
         TerminateJobObject(w.job.get(), 1);
       }
-      kill_pending = false;
     }
   }
   // Every worker has ended; output still held by their children gets a moment (200 ms, as on
   // POSIX), no more: then their jobs end what they started, which closes the pipes, and the
   // readers finish.
   const Clock::time_point drain_until = Clock::now() + std::chrono::milliseconds(200);
-  while (sup.readers_open.load() > 0 && Clock::now() < drain_until) Sleep(5);
+  while (sup.readers_open.load() > 0 && Clock::now() < drain_until) {
+    flush_due_lines();
+    Sleep(5);
+  }
   for (Worker& w : sup.workers) {
     if (w.job) TerminateJobObject(w.job.get(), 1);
   }
@@ -467,35 +470,20 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
   }
   for (Worker& w : sup.workers) w.job.reset();
 
-  HANDLE err = GetStdHandle(STD_ERROR_HANDLE);
-  auto workers_text = [](std::size_t count) {
-    return std::to_string(count) + " worker" + (count == 1 ? "" : "s");
-  };
-  if (first_failure >= 0) {
-    const Worker& bad = sup.workers[static_cast<std::size_t>(first_failure)];
-    write_handle(err, "gpusel: rank " + std::to_string(bad.rank) + " (GPU " +
-                          options.gpus[static_cast<std::size_t>(bad.rank)] + ") ended with " +
-                          win::exit_code_text(bad.code) + "; " +
-                          (n == 1 ? std::string("it was the only worker")
-                                  : "the other " + std::to_string(n - 1) + " worker" +
-                                        (n == 2 ? " was" : "s were") + " stopped") +
-                          "\n");
+  detail::EndWords words;
+  if (const auto bad = policy.first_failure()) {
+    const DWORD code = sup.workers[*bad].code;
+    words.failed_gpu = detail::gpu_of(options, job, *bad);
+    words.failed_how = "ended with " + win::exit_code_text(code);
+    words.failed_code = static_cast<int>(code);
   }
-  if (stop_signal != 0) {
-    write_handle(err,
-                 std::string("gpusel: stopped by ") +
-                     (stop_signal == kSigInt ? "Ctrl-C" : "Ctrl-Break") +
-                     "; CTRL_BREAK_EVENT was forwarded to " +
-                     (signalled == 0 ? std::string("no worker (all had ended)")
-                                     : "the " + workers_text(signalled) + " still running") +
-                     (killed == 0 ? std::string()
-                                  : ", and " + workers_text(killed) +
-                                        " still running after the grace period were terminated") +
-                     "\n");
-    return 128 + stop_signal;
-  }
-  if (first_failure < 0) return 0;
-  return static_cast<int>(sup.workers[static_cast<std::size_t>(first_failure)].code);
+  words.signal = policy.stop_signal() == kSigInt ? "Ctrl-C" : "Ctrl-Break";
+  words.forwarded = "CTRL_BREAK_EVENT";
+  words.killed_one = "was terminated";
+  words.killed_several = "were terminated";
+  const detail::Summary summary = detail::summarize(policy, words);
+  emit(GetStdHandle(STD_ERROR_HANDLE), summary.text);
+  return summary.exit_code;
 }
 
 }  // namespace

@@ -8,6 +8,7 @@ printed). Under wine a Windows exit code reaches the host as its low 8 bits (0xC
 import argparse
 import json
 import os
+import select
 import shutil
 import signal
 import subprocess
@@ -190,6 +191,32 @@ def case_run(w):
         fail(f"run --tag-output with a leftover child: exit {rc}, stdout {out!r}, stderr {err!r}")
     print(f"run --tag-output: a leftover child holding the pipe is ended "
           f"({time.monotonic() - start:.1f} s)")
+    # A progress bar without a newline shows while the worker still runs (200 ms, as on POSIX),
+    # tagged and on a line of its own; the worker ends only once the test has seen it.
+    with tempfile.TemporaryDirectory() as d:
+        go = Path(d) / "go"
+        p = subprocess.Popen([w.wine, str(w.gpusel), "--sim", "dgx-h100", "run", "--tag-output",
+                              "--gpu", "0", "--", str(w.helper), "partial-until",
+                              w.windows_path(go)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=w.env)
+        first = b""
+        try:
+            # The first line, read without blocking for ever: a gpusel that held it until the
+            # worker ended would never print it.
+            while b"\n" not in first:
+                ready, _, _ = select.select([p.stdout], [], [], 60)
+                chunk = os.read(p.stdout.fileno(), 4096) if ready else b""
+                if not chunk:
+                    break
+                first += chunk
+        finally:
+            go.touch()
+        out, err = p.communicate(timeout=60)
+        if p.returncode != 0 or first != b"[rank 0] \rstep 1/2\n" or \
+                (first + out).replace(b"\r\n", b"\n") != b"[rank 0] \rstep 1/2\n[rank 0] \rstep 2/2\n":
+            fail(f"run --tag-output, a partial line: exit {p.returncode}, first line {first!r}, "
+                 f"then {out!r}, stderr {err!r}")
+    print("run --tag-output: a partial line is shown, tagged, while the worker runs")
     rc, _, err = w.run("--sim", "dgx-h100", "run", "--grace", "1", "--gpu", "0,1", "--", w.helper,
                        "exit-rank", "1", "3")
     if rc != 3 or "rank 1" not in err or "exit code 3" not in err:

@@ -13,6 +13,8 @@
  *                                   sleeps 60 s, print "parent done", exit 0 at once
  *   worker_helper alive PID...      print "PID alive" or "PID gone" for each (exit 0)
  *   worker_helper env NAME...       print NAME=value for each (or NAME unset)
+ *   worker_helper partial-until FILE  print "\rstep 1/2" (no newline), wait until FILE exists
+ *                                   (60 s at most), print "\rstep 2/2\n", exit 0
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -96,6 +98,15 @@ int main(int argc, char** argv) {
   }
   if (argc >= 3 && strcmp(argv[1], "sleep-tree") == 0) return sleep_tree(argv[2]);
   if (argc >= 2 && strcmp(argv[1], "orphan-output") == 0) return orphan_output();
+  if (argc >= 3 && strcmp(argv[1], "partial-until") == 0) {
+    printf("\rstep 1/2");
+    fflush(stdout);
+    for (int i = 0; i < 1200 && GetFileAttributesA(argv[2]) == INVALID_FILE_ATTRIBUTES; ++i)
+      Sleep(50);
+    printf("\rstep 2/2\n");
+    fflush(stdout);
+    return 0;
+  }
   if (argc >= 2 && strcmp(argv[1], "alive") == 0) {
     for (int i = 2; i < argc; ++i) {
       HANDLE h = OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION | SYNCHRONIZE, FALSE,
