@@ -12,7 +12,7 @@ int main() {
     const int rank = info && info->rank ? info->rank->rank : -1;
     // Known before binding, for checks such as "does this card run FP8 e4m3 natively?"
     const int ordinal = gpusel::assigned_visible_gpu().value_or(0);
-    const gpusel::GpuIdentity id = gpusel::gpu_identity(ordinal);
+    const gpusel::CudaDevice id = gpusel::gpu_identity(ordinal);
     const bool fp8 = id.cc_major * 10 + id.cc_minor >= 89;
     // Retains the primary context and makes it current: cudaSetDevice(device) is now a no-op.
     const int device = gpusel::bind_assigned_gpu();

@@ -2,24 +2,26 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "gpusel/export.h"
+#include "gpusel/visible.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
-// One device as CUDA enumerates it in this process.
-struct CudaDevice {
-  int ordinal = 0;
-  std::string uuid;  // GPU-... for a whole GPU, MIG-... for a MIG device (cuDeviceGetUuid_v2)
+// One device as CUDA enumerates it in this process: the one record of the CUDA side
+// (cuda_devices, the CUDA probe, gpu_identity). What NVML's GpuInfo knows too has the same name and
+// unit there.
+// (uuid: GPU-... for a whole GPU, MIG-... for a MIG device, as cuDeviceGetUuid_v2 gives it.)
+struct CudaDevice : GpuRecord {
+  int cuda_ordinal = 0;  // CUDA's number for it in this process
+  // NVML's index of the GPU (of the parent GPU for a MIG device), as nvidia-smi shows it: filled
+  // by gpu_identity, unset where NVML does not know it and in cuda_devices' answer.
+  std::optional<unsigned> nvidia_smi_index;
   std::string parent_uuid;  // the whole GPU's UUID (differs from uuid only for a MIG device)
-  std::string name;
-  std::uint64_t total_bytes = 0;
-  int cc_major = 0;
-  int cc_minor = 0;
-  int sm_count = 0;
-  std::string pci_bus_id;            // NVML's form: 00000000:18:00.0
+  int sm_count = 0;         // 0 when unknown
   std::uint64_t l2_cache_bytes = 0;  // 0 when unknown (not carried by the probe)
 };
 

@@ -91,11 +91,11 @@ typedef struct gpusel_gpu_info {
   unsigned nvidia_smi_index; /* NVML's index, as nvidia-smi shows it */
   int cuda_ordinal;          /* under this process's environment; -1 hidden or unknown */
   char uuid[96];
-  char name[96];
+  char name[256];
   char pci_bus_id[32];
-  unsigned long long memory_total;
-  int numa_node;          /* -1 when unknown */
-  int cc_major, cc_minor; /* -1 when unknown */
+  unsigned long long total_bytes; /* the GPU's memory */
+  int numa_node;                  /* -1 when unknown */
+  int cc_major, cc_minor;         /* -1 when unknown */
   int mig_enabled;
 } gpusel_gpu_info;
 
@@ -138,8 +138,8 @@ typedef struct gpusel_identity {
   int cuda_ordinal;     /* the ordinal asked for: CUDA's numbering in this process */
   char uuid[96];
   char name[256];
-  unsigned long long total_bytes;
-  int cc_major, cc_minor;
+  unsigned long long total_bytes; /* the GPU's (or MIG device's) memory */
+  int cc_major, cc_minor;         /* -1 when unknown */
   char pci_bus_id[32];
 } gpusel_identity;
 

@@ -17,7 +17,7 @@ struct MigDevice {
   unsigned gpu_instance = 0;
   unsigned compute_instance = 0;
   std::string name;
-  std::uint64_t memory_total = 0;
+  std::uint64_t total_bytes = 0;
 };
 
 // A compute process on a GPU, as NVML lists it.
@@ -26,15 +26,20 @@ struct GpuProcess {
   std::uint64_t used_memory = 0;  // bytes; 0 when NVML does not say
 };
 
-// One physical GPU as NVML describes it. Fields NVML could not give stay empty / -1 / 0.
-struct GpuInfo {
-  unsigned index = 0;  // nvidia-smi index (PCI order)
-  std::string uuid;    // GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx
+// What every record of a GPU says of it, under one set of names and units: NVML's (GpuInfo) and
+// CUDA's (CudaDevice) are both one.
+struct GpuRecord {
+  std::string uuid;  // GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (MIG-... for a MIG device)
   std::string name;
-  std::string pci_bus_id;  // 00000000:18:00.0
-  int cc_major = -1;
+  std::string pci_bus_id;         // NVML's form, 00000000:18:00.0
+  std::uint64_t total_bytes = 0;  // its memory, in bytes; 0 when unknown
+  int cc_major = -1;              // compute capability; -1 when unknown
   int cc_minor = -1;
-  std::uint64_t memory_total = 0;
+};
+
+// One physical GPU as NVML describes it. Fields NVML could not give stay empty / -1 / 0.
+struct GpuInfo : GpuRecord {
+  unsigned index = 0;  // nvidia-smi index (PCI order)
   std::optional<int> numa_node;
   std::vector<int> cpus;                         // CPUs near the GPU, when NVML reports them
   unsigned pcie_generation = 0, pcie_width = 0;  // the link as trained now; 0: unknown

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpusel/assignment.hpp"
+#include "gpusel/cuda.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/export.h"
 #include "gpusel/visible.hpp"
@@ -105,19 +106,8 @@ std::optional<AssignmentInfo> assignment_info();
 // (this initialises CUDA, without creating a context). nullopt when nothing is published or bound.
 std::optional<int> assigned_visible_gpu();
 
-// What a visible device is, by every name.
-struct GpuIdentity {
-  std::optional<unsigned> nvidia_smi_index;  // NVML's index, as nvidia-smi shows it; unset
-                                             // without NVML
-  int cuda_ordinal = 0;
-  std::string uuid;
-  std::string name;
-  std::uint64_t total_bytes = 0;
-  int cc_major = 0;
-  int cc_minor = 0;
-  std::string pci_bus_id;
-  std::uint64_t l2_cache_bytes = 0;  // 0 when unknown
-};
-GpuIdentity gpu_identity(int cuda_ordinal);
+// What a visible device is, by every name: CUDA's record of it, with its nvidia-smi index where
+// NVML knows it.
+CudaDevice gpu_identity(int cuda_ordinal);
 
 GPUSEL_END_NAMESPACE

@@ -193,7 +193,7 @@ gpusel_status gpusel_list_gpus(gpusel_gpu_list** list) {
       copy_field(info.uuid, g.uuid);
       copy_field(info.name, g.name);
       copy_field(info.pci_bus_id, g.pci_bus_id);
-      info.memory_total = g.memory_total;
+      info.total_bytes = g.total_bytes;
       info.numa_node = g.numa_node.value_or(-1);
       info.cc_major = g.cc_major;
       info.cc_minor = g.cc_minor;
@@ -290,7 +290,7 @@ gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity) {
   return guarded([&] {
     if (identity == nullptr) throw gpusel::bad_input("identity is NULL");
     check_size(identity, kIdentityFirstSize, "gpusel_identity");
-    const gpusel::GpuIdentity id = gpusel::gpu_identity(cuda_ordinal);
+    const gpusel::CudaDevice id = gpusel::gpu_identity(cuda_ordinal);
     gpusel_identity out{};
     out.size = sizeof out;
     out.nvidia_smi_index = id.nvidia_smi_index ? static_cast<int>(*id.nvidia_smi_index) : -1;

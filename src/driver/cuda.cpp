@@ -167,7 +167,7 @@ CudaDevice cuda_device(const CudaHandle& h) {
   const CudaApi& api = cuda_initialised();
   const CUdevice dev = h.device;
   CudaDevice d;
-  d.ordinal = h.ordinal;
+  d.cuda_ordinal = h.ordinal;
   d.uuid = h.uuid;
   d.parent_uuid = h.parent_uuid;
   char name[256] = {};

@@ -209,7 +209,7 @@ std::string read_mig(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
           api.nvmlDeviceGetComputeInstanceId(mdev, &mig.compute_instance);
         nvmlMemory_t mm{};
         if (api.nvmlDeviceGetMemoryInfo && api.nvmlDeviceGetMemoryInfo(mdev, &mm) == NVML_SUCCESS) {
-          mig.memory_total = mm.total;
+          mig.total_bytes = mm.total;
         }
         if (!mig.uuid.empty()) gpu.migs.push_back(std::move(mig));
       }
@@ -251,10 +251,10 @@ void read_rest(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
   nvmlMemory_t mem1{};
   if (api.nvmlDeviceGetMemoryInfo_v2 &&
       api.nvmlDeviceGetMemoryInfo_v2(dev, &mem2) == NVML_SUCCESS) {
-    gpu.memory_total = mem2.total;
+    gpu.total_bytes = mem2.total;
   } else if (api.nvmlDeviceGetMemoryInfo &&
              api.nvmlDeviceGetMemoryInfo(dev, &mem1) == NVML_SUCCESS) {
-    gpu.memory_total = mem1.total;
+    gpu.total_bytes = mem1.total;
   }
   constexpr unsigned kWords = 16;  // 1024 CPUs or NUMA nodes
   unsigned long mask[kWords] = {};

@@ -284,7 +284,7 @@ std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices) {
       g.pci_bus_id = normalise_bus_id(d.pci_bus_id);
       g.cc_major = d.cc_major;
       g.cc_minor = d.cc_minor;
-      g.memory_total = d.total_bytes;
+      g.total_bytes = d.total_bytes;
       gpus.push_back(std::move(g));
       it = std::prev(gpus.end());
     }
@@ -324,7 +324,7 @@ bool parse_number(const std::string& field, T& value) {
 std::string serialise_devices(const std::vector<gpusel::CudaDevice>& devices) {
   std::ostringstream out;
   for (const gpusel::CudaDevice& d : devices) {
-    out << d.ordinal << '\t' << field_safe(d.uuid) << '\t' << field_safe(d.parent_uuid) << '\t'
+    out << d.cuda_ordinal << '\t' << field_safe(d.uuid) << '\t' << field_safe(d.parent_uuid) << '\t'
         << field_safe(d.pci_bus_id) << '\t' << d.total_bytes << '\t' << d.cc_major << '\t'
         << d.cc_minor << '\t' << d.sm_count << '\t' << field_safe(d.name) << '\n';
   }
@@ -372,13 +372,13 @@ std::optional<std::vector<gpusel::CudaDevice>> parse_devices(const std::string& 
     f.push_back(line.substr(start));
     if (f.size() != 9) return std::nullopt;
     gpusel::CudaDevice d;
-    if (!parse_number(f[0], d.ordinal) || !parse_number(f[4], d.total_bytes) ||
+    if (!parse_number(f[0], d.cuda_ordinal) || !parse_number(f[4], d.total_bytes) ||
         !parse_number(f[5], d.cc_major) || !parse_number(f[6], d.cc_minor) ||
         !parse_number(f[7], d.sm_count)) {
       return std::nullopt;
     }
     // CUDA's ordinals count from 0, one a line.
-    if (d.ordinal != static_cast<int>(out.size())) return std::nullopt;
+    if (d.cuda_ordinal != static_cast<int>(out.size())) return std::nullopt;
     d.uuid = f[1];
     d.parent_uuid = f[2];
     d.pci_bus_id = f[3];

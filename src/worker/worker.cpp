@@ -772,24 +772,16 @@ CudaHandle device_handle(int cuda_ordinal) {
 
 }  // namespace
 
-GpuIdentity gpu_identity(int cuda_ordinal) {
+CudaDevice gpu_identity(int cuda_ordinal) {
   // The other devices' names, memory and attributes are not needed: only this one's.
-  const CudaDevice d = cuda_device(device_handle(cuda_ordinal));
-  GpuIdentity id;
+  CudaDevice id = cuda_device(device_handle(cuda_ordinal));
   id.cuda_ordinal = cuda_ordinal;
-  id.uuid = d.uuid;
-  id.name = d.name;
-  id.total_bytes = d.total_bytes;
-  id.cc_major = d.cc_major;
-  id.cc_minor = d.cc_minor;
-  id.pci_bus_id = d.pci_bus_id;
-  id.l2_cache_bytes = d.l2_cache_bytes;
   // NVML finds the one GPU by its UUID; only where it cannot (another spelling of the UUID, an
   // older library) are all GPUs enumerated.
-  if (detail::nvml_gpu_index(d.parent_uuid, id.nvidia_smi_index)) return id;
+  if (detail::nvml_gpu_index(id.parent_uuid, id.nvidia_smi_index)) return id;
   const NvmlSnapshot snap = query_nvml();
   for (const GpuInfo& g : snap.gpus) {
-    if (same_entry(g.uuid, d.parent_uuid)) id.nvidia_smi_index = g.index;
+    if (same_entry(g.uuid, id.parent_uuid)) id.nvidia_smi_index = g.index;
   }
   return id;
 }

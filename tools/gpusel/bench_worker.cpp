@@ -26,7 +26,7 @@ int run_bench_worker(const BenchOptions& options) {
   try {
     assign_from_environment();
     const int ordinal = bind_assigned_gpu();
-    const GpuIdentity id = gpu_identity(ordinal);
+    const CudaDevice id = gpu_identity(ordinal);
     report.gpu = {id.uuid, id.name, id.pci_bus_id};
     report.l2_cache_bytes = id.l2_cache_bytes;
     bench::EventWriter events(options.out, name);

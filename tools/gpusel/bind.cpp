@@ -54,7 +54,7 @@ int run_bind(const BindOptions& options) {
     } catch (const Error&) {
     }
   }
-  const GpuIdentity id = gpu_identity(ordinal);
+  const CudaDevice id = gpu_identity(ordinal);
   const std::string cpus = format_cpu_list(own_cpus());
   const std::string cc = fmt::format("{}.{}", id.cc_major, id.cc_minor);
   if (options.json) {

@@ -282,7 +282,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
           gpu.failed() ? (gpu.problem.code == ErrorCode::GpuLost ? "lost" : "error") : "ok";
       j["failure"] = gpu.failed() ? nlohmann::json(gpu.failure) : nlohmann::json(nullptr);
       j["name"] = gpu.name;
-      j["memory_total_bytes"] = gpu.memory_total;
+      j["memory_total_bytes"] = gpu.total_bytes;
       j["pci_bus_id"] = gpu.pci_bus_id;
       j["numa_node"] = gpu.numa_node ? nlohmann::json(*gpu.numa_node) : nlohmann::json(nullptr);
       j["compute_capability"] =
@@ -330,7 +330,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
       for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
         j["mig_devices"].push_back({{"uuid", gpu.migs[m].uuid},
                                     {"name", gpu.migs[m].name},
-                                    {"memory_total_bytes", gpu.migs[m].memory_total},
+                                    {"memory_total_bytes", gpu.migs[m].total_bytes},
                                     {"gpu_instance", gpu.migs[m].gpu_instance},
                                     {"compute_instance", gpu.migs[m].compute_instance},
                                     {"cuda_ordinal", ordinal_json(rows[g].mig_ordinals[m])}});
@@ -345,7 +345,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
       for (const CudaDevice& d : probe.devices) {
         auto idx = nvml_index(d);
         p["devices"].push_back(
-            {{"cuda_ordinal", d.ordinal},
+            {{"cuda_ordinal", d.cuda_ordinal},
              {"uuid", d.uuid},
              {"name", d.name},
              {"index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)},
@@ -385,8 +385,8 @@ static int render_list(const ListOptions& options, std::string& out_text) {
     fmt::format_to(out, "{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", gpu.index,
                    ordinal_text(rows[g].visibility, rows[g].ordinal), printable(gpu.uuid),
                    printable(gpu.name), name_width,
-                   gpu.memory_total ? format_bytes(gpu.memory_total) : "?",
-                   printable(gpu.pci_bus_id), gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
+                   gpu.total_bytes ? format_bytes(gpu.total_bytes) : "?", printable(gpu.pci_bus_id),
+                   gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
                    gpu.memory_used ? format_bytes(*gpu.memory_used) : "?",
                    gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?");
     for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
@@ -407,7 +407,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
                                                                             : Visibility::Visible,
                                   ord),
                      printable(gpu.migs[m].uuid), printable(gpu.migs[m].name), name_width,
-                     format_bytes(gpu.migs[m].memory_total), gpu.migs[m].gpu_instance,
+                     format_bytes(gpu.migs[m].total_bytes), gpu.migs[m].gpu_instance,
                      gpu.migs[m].compute_instance);
     }
   }
@@ -421,7 +421,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
     fmt::format_to(out, "CUDA's own view (--probe):\n");
     for (const CudaDevice& d : probe.devices) {
       auto idx = nvml_index(d);
-      fmt::format_to(out, "  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.ordinal,
+      fmt::format_to(out, "  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.cuda_ordinal,
                      printable(d.uuid), idx ? std::to_string(*idx) : "?", printable(d.name));
     }
   }
