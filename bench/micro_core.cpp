@@ -3,8 +3,9 @@
 #include <benchmark/benchmark.h>
 
 #include "fixtures.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 
 namespace {
 

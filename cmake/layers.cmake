@@ -19,8 +19,11 @@ function(gpusel_layer name)
   add_library(${target} OBJECT ${L_SOURCES})
   target_include_directories(${target} PUBLIC
     $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<BUILD_INTERFACE:${GPUSEL_GENERATED_INCLUDE_DIR}>)
-  # The layer's own headers: for itself and the layers that link it.
-  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src/${name}>)
+  # The layer's own headers: for itself and the layers that link it. The library's helpers beside
+  # the public API (src/detail/gpusel_detail.hpp, not installed) are on every layer's path: each
+  # section there names the layer that defines it, and the links below keep a layer to its edges.
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src/${name}>
+    $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src/detail>)
   foreach(used ${L_USES})
     if(NOT TARGET gpusel_${used})
       message(FATAL_ERROR "layer ${name} uses ${used}, which is not a layer defined before it")

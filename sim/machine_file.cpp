@@ -21,7 +21,7 @@
 #endif
 
 #include "gpu_model.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::sim {
 namespace {
@@ -59,7 +59,7 @@ struct Reader {
     if (auto v = n.value<long long>(); v && n.is_integer()) {
       if (*v > 0) return static_cast<std::uint64_t>(*v);
     } else if (auto s = n.value<std::string>()) {
-      if (auto b = parse_byte_size(*s)) return *b;
+      if (auto b = detail::parse_byte_size(*s)) return *b;
     }
     fail(n.source(), "key '" + key + "' must be a byte count or a size such as \"80GiB\"");
   }
@@ -243,7 +243,7 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
   g.sm_count = static_cast<int>(r.integer(r.need(t, "sm_count", ctx), "sm_count"));
   g.numa_node = static_cast<int>(r.integer(r.need(t, "numa_node", ctx), "numa_node"));
   const auto& cpus = r.need(t, "cpus", ctx);
-  auto list = parse_cpu_list(r.text(cpus, "cpus"));
+  auto list = detail::parse_cpu_list(r.text(cpus, "cpus"));
   if (!list) r.fail(cpus.source(), "key 'cpus' must be a CPU list such as \"0-55,112-167\"");
   g.cpus = *list;
   g.pcie_h2d_gbps = r.number(r.need(t, "pcie_h2d_gbps", ctx), "pcie_h2d_gbps");

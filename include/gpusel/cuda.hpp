@@ -28,16 +28,10 @@ struct CudaDevice : GpuRecord {
 // What CUDA sees in this process: cuInit, then every device. Throws Error(Failure) when the
 // library is missing, is the toolkit's stub, or cuInit fails; the message says which and why.
 // Initialises CUDA in the calling process (contexts are not created).
-std::vector<CudaDevice> cuda_devices();
+GPUSEL_CXX_API std::vector<CudaDevice> cuda_devices();
 
 // The CUDA driver's version, as cuDriverGetVersion gave it when the library was loaded (once per
 // process; no cuInit): 1000 * major + 10 * minor, e.g. 12080 for 12.8. 0 when CUDA is unavailable.
-int cuda_driver_version();
-
-// Formats CUDA's 16 raw UUID bytes (which may hold zeros) the way nvidia-smi prints them.
-std::string format_uuid(const unsigned char bytes[16], const char* prefix = "GPU-");
-
-// "0000:18:00.0" (CUDA's form, any case) -> "00000000:18:00.0" (NVML's form, upper case).
-std::string normalise_bus_id(const std::string& bus);
+GPUSEL_CXX_API int cuda_driver_version();
 
 GPUSEL_END_NAMESPACE

@@ -1,14 +1,18 @@
-/* gpusel: what libgpusel.so.0 exports. The library is built with hidden visibility
- * (-fvisibility=hidden); GPUSEL_API marks the public C functions, and the C++ API lives in the
- * inline namespace gpusel::v0 (GPUSEL_BEGIN_NAMESPACE), which is exported as a whole. Code that is
- * not API lives in gpusel::detail (hidden, not exported). Callers write gpusel::foo; the v0 in the
- * mangled names lets a future incompatible version (v1) sit beside this one. C-compatible. */
+/* gpusel: what libgpusel.so.1 exports. The library is built with hidden visibility
+ * (-fvisibility=hidden), and exports symbol by symbol: GPUSEL_API marks each function of the C ABI
+ * (gpusel.h), GPUSEL_CXX_API each function and class of the C++ API (the headers of
+ * include/gpusel). Anything not marked is hidden, and the library's own helpers live in
+ * gpusel::detail, declared in no installed header. The C++ API sits in the inline namespace
+ * gpusel::v1 (GPUSEL_BEGIN_NAMESPACE): callers write gpusel::foo, and the v1 in the mangled names,
+ * the same number as the library's SONAME, lets a later incompatible version sit beside this one in
+ * a process (docs/versioning.md). C-compatible. */
 #ifndef GPUSEL_EXPORT_H
 #define GPUSEL_EXPORT_H
 
 #if defined(_WIN32)
 /* Windows: gpusel.dll exports the C functions (GPUSEL_API); the C++ API is used through the static
- * library there (define GPUSEL_STATIC, as CMake's gpusel::gpusel_static target does). */
+ * library there (define GPUSEL_STATIC, as CMake's gpusel::gpusel_static target does), so
+ * GPUSEL_CXX_API marks nothing. */
 #if defined(GPUSEL_STATIC)
 #define GPUSEL_API
 #elif defined(GPUSEL_BUILDING_LIBRARY)
@@ -16,24 +20,23 @@
 #else
 #define GPUSEL_API __declspec(dllimport)
 #endif
-#define GPUSEL_NAMESPACE_API
+#define GPUSEL_CXX_API
 #elif defined(__GNUC__) || defined(__clang__)
 #define GPUSEL_API __attribute__((visibility("default")))
-#define GPUSEL_NAMESPACE_API GPUSEL_API
+#define GPUSEL_CXX_API __attribute__((visibility("default")))
 #else
 #define GPUSEL_API
-#define GPUSEL_NAMESPACE_API
+#define GPUSEL_CXX_API
 #endif
 
 #ifdef __cplusplus
-/* Opens and closes the versioned namespace of the C++ API. (Every block that declares or defines
- * API opens it this way: clang takes visibility from the namespace block a symbol is defined in.)
- */
+/* Opens and closes the versioned namespace of the C++ API. Its number is the SONAME's
+ * (GPUSEL_SOVERSION in CMakeLists.txt, which checks that the two agree). */
 #define GPUSEL_BEGIN_NAMESPACE \
   namespace gpusel {           \
-  inline namespace v0 GPUSEL_NAMESPACE_API {
+  inline namespace v1 {
 #define GPUSEL_END_NAMESPACE \
-  } /* namespace v0 */       \
+  } /* namespace v1 */       \
   } /* namespace gpusel */
 #endif
 

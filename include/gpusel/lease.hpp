@@ -36,12 +36,9 @@ struct LeaseHolder {
   std::string started;  // local time the process started, "YYYY-MM-DD HH:MM:SS"; empty unknown
 };
 
-// Who a process is, from /proc; fields stay empty where /proc does not tell.
-LeaseHolder process_details(int pid);
-
 // "pid 4242 (user alice, command `python3 train.py`, since 2026-11-30 09:12:00)", with control
 // bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as \xNN.
-std::string describe_holder(const LeaseHolder& holder);
+GPUSEL_CXX_API std::string describe_holder(const LeaseHolder& holder);
 
 // One held lease; releasing is closing the descriptor (the destructor).
 class Lease {
@@ -49,10 +46,10 @@ class Lease {
   Lease() = default;
   Lease(int fd, std::string uuid) : fd_(fd), uuid_(std::move(uuid)) {}
   Lease(Lease&& other) noexcept : fd_(other.fd_), uuid_(std::move(other.uuid_)) { other.fd_ = -1; }
-  Lease& operator=(Lease&& other) noexcept;
+  GPUSEL_CXX_API Lease& operator=(Lease&& other) noexcept;
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
-  ~Lease();
+  GPUSEL_CXX_API ~Lease();
   const std::string& uuid() const noexcept { return uuid_; }
   bool held() const noexcept { return fd_ >= 0; }
 
@@ -76,7 +73,7 @@ struct LeaseStanding {
 };
 
 // "leased by pid 4242 (...)", "leased by another job" or the problem: why a GPU is not free.
-std::string describe_standing(const LeaseStanding& standing);
+GPUSEL_CXX_API std::string describe_standing(const LeaseStanding& standing);
 
 // A job waiting for GPUs (gpusel run --wait), as its place in the queue says.
 struct WaitingJob {
@@ -86,7 +83,7 @@ struct WaitingJob {
 };
 
 // "pid 4242 (user ana, command `...`) waits for free:2".
-std::string describe_waiting(const WaitingJob& job);
+GPUSEL_CXX_API std::string describe_waiting(const WaitingJob& job);
 
 // What claiming a GPU found.
 struct ClaimResult {
@@ -108,11 +105,11 @@ class LeaseStore {
   // GPUSEL_LEASE_DIR when set (it must be a folder owned by root or by this user that no one
   // else may write: else Error(Failure) naming it and the remedy), else the shared store when it
   // is set up and trustworthy, else none; GPUs the store lacks use this user's own store.
-  static LeaseStore locate();
+  GPUSEL_CXX_API static LeaseStore locate();
 
   // The store at `dir` (made when absent, if this user may), with this user's own store beside it
   // as locate() does. Throws as locate() does for a GPUSEL_LEASE_DIR.
-  static LeaseStore at(const std::string& dir);
+  GPUSEL_CXX_API static LeaseStore at(const std::string& dir);
 
   // The primary store's folder, and whether it binds every user (owned by root).
   const std::string& dir() const noexcept { return dir_; }
@@ -124,19 +121,20 @@ class LeaseStore {
   const std::string& scope_note() const noexcept { return scope_note_; }
 
   // Each GPU's standing, from one read of the kernel's lock table.
-  std::vector<LeaseStanding> standings(const std::vector<std::string>& uuids) const;
+  GPUSEL_CXX_API std::vector<LeaseStanding> standings(const std::vector<std::string>& uuids) const;
 
   // Takes the lease on `uuid` without waiting. nullopt when it is held or unusable; `standing`
   // (when given) then says which, and by whom.
-  std::optional<Lease> take(const std::string& uuid, LeaseStanding* standing = nullptr) const;
+  GPUSEL_CXX_API std::optional<Lease> take(const std::string& uuid,
+                                           LeaseStanding* standing = nullptr) const;
 
   // The jobs waiting for GPUs here, in the order they will be served.
-  std::vector<WaitingJob> waiting() const;
+  GPUSEL_CXX_API std::vector<WaitingJob> waiting() const;
 
   // Claims the GPU `uuid` for this process, which binds it: a lock on <UUID>.claim beside the
   // lease, held until the process ends (a child it forks shares it). Exclusive, or shared when
   // `share`. Also says whether another job (one this process was not started by) leases the GPU.
-  ClaimResult claim(const std::string& uuid, bool share) const;
+  GPUSEL_CXX_API ClaimResult claim(const std::string& uuid, bool share) const;
 
  private:
   std::string dir_, own_dir_, scope_note_;
@@ -156,6 +154,7 @@ struct StoreSetup {
 // file per GPU, owned by root, mode 0444. Anything else at those names is replaced, unless a job
 // holds it (then a problem says so). Dead tickets and entries that are not tickets are removed
 // from the queue. Idempotent. Throws Error(Failure) when not run as root.
-StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::string>& uuids);
+GPUSEL_CXX_API StoreSetup set_up_shared_store(const std::string& dir,
+                                              const std::vector<std::string>& uuids);
 
 GPUSEL_END_NAMESPACE

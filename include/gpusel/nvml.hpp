@@ -47,26 +47,6 @@ struct NvmlQuery {
 // every GPU. NVML is initialised by the first query and stays initialised for the later ones (one
 // session per process, shut down at exit; a forked child opens its own). Never throws for a missing
 // or broken library: the snapshot says NVML is unavailable and why. Thread-safe.
-NvmlSnapshot query_nvml(const NvmlQuery& what = {});
-
-// From now on in this process, query_nvml answers a query of identity alone (no usage, no
-// topology) from the first enumeration that read at least as much, instead of enumerating again.
-// For a program that runs for moments and reads the GPUs in several places, as the gpusel command
-// does (--gpu all, then the resolution); never for one whose GPUs may change while it runs.
-void reuse_nvml_snapshots();
-
-// What nvml_complete reads.
-enum class NvmlPart {
-  Mig,   // MIG mode and MIG devices (what refusing a MIG-enabled GPU needs)
-  Full,  // every field of GpuInfo but usage (NvmlDetail::Full's)
-};
-
-// Reads `part` of the GPUs of `gpus` at `positions` (a failed GPU is skipped), in this process's
-// NVML session, through this session's enumeration's handles where they are still valid, else
-// finding each again by its UUID: a resolution reads first only the UUIDs, then the rest of the
-// GPUs it picked. Returns why it could not (NVML unavailable, the library broken, a GPU no longer
-// found); empty when done.
-std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& positions,
-                          NvmlPart part);
+GPUSEL_CXX_API NvmlSnapshot query_nvml(const NvmlQuery& what = {});
 
 GPUSEL_END_NAMESPACE

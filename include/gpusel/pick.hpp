@@ -17,14 +17,6 @@ GPUSEL_BEGIN_NAMESPACE
 // The largest N that free:N accepts.
 inline constexpr int kMaxFreeRequest = 4096;
 
-// "free:N" (any letter case, blanks around it ignored) -> N. nullopt when `value` is not a free
-// request at all. Throws Error(BadInput) for free:0, a negative or malformed count, or free:N
-// mixed with other entries.
-std::optional<int> parse_free_request(std::string_view value);
-
-// True for the canonical entry parse_gpu_spec returns for a free request ("free:N").
-bool is_free_entry(std::string_view entry) noexcept;
-
 // How two GPUs are connected, as NVML's topology reports it.
 struct GpuLink {
   bool nvlink = false;  // NVLink between them (NVML's P2P status for NVLink is OK)
@@ -52,7 +44,7 @@ struct NvlinkEnd {
 // what it needs (nothing when fewer GPUs are free than asked for, or for free:1), asks each pair
 // at most once, and asks per GPU (nvlink_end) before it asks per pair. A source may query the
 // driver; it is used from one thread at a time.
-class TopologySource {
+class GPUSEL_CXX_API TopologySource {
  public:
   virtual ~TopologySource();
   // What NVLink `link` (0, 1, ...) of GPU `gpu` reaches.
@@ -71,8 +63,9 @@ class Topology {
   Topology() = default;
   // From an answer for every pair: `links[i][j]` over the GPU list (may be empty or short: the
   // missing pairs are unknown). Implicit, so that a table can be passed where a Topology is taken.
-  Topology(std::vector<std::vector<GpuLink>> links);  // NOLINT(google-explicit-constructor)
-  explicit Topology(std::shared_ptr<TopologySource> source);
+  GPUSEL_CXX_API Topology(
+      std::vector<std::vector<GpuLink>> links);  // NOLINT(google-explicit-constructor)
+  GPUSEL_CXX_API explicit Topology(std::shared_ptr<TopologySource> source);
   // The source a pick asks; nullptr when nothing is known.
   TopologySource* source() const noexcept { return source_.get(); }
 
@@ -98,18 +91,14 @@ struct PickResult {
   std::string why;                  // how they sit together, for stderr and --json
 };
 
-// Why `gpu` is not free under `limits` from NVML's usage alone (processes, memory, utilisation),
-// or "" when it is. Unknown usage counts as free.
-std::string busy_reason(const GpuInfo& gpu, const FreeLimits& limits);
-
 // The best `n` free candidates: all NVLink-connected, else under one PCIe switch, else on one
 // NUMA node, else the least spread; ties go to the least used (memory in use, then utilisation,
 // each summed over the set), then the lowest indices. nullopt when fewer than `n` are free.
 // Exact and polynomial (docs/picking.md): the topology is taken as a real machine's, where the
 // GPUs of one NVSwitch fabric are all NVLink peers and PCIe common ancestors form a tree; NVLink
 // made of direct GPU-to-GPU links (bridges, a DGX-1's hybrid cube mesh) is taken link by link.
-std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
-                                    const std::vector<FreeCandidate>& candidates,
-                                    const Topology& links, int n);
+GPUSEL_CXX_API std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
+                                                   const std::vector<FreeCandidate>& candidates,
+                                                   const Topology& links, int n);
 
 GPUSEL_END_NAMESPACE

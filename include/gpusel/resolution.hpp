@@ -1,5 +1,6 @@
-// gpusel: a parent's resolution of a --gpu list on this machine: NVML once, the CUDA probe only
-// where NVML cannot tell CUDA's order, free:N picks; and the CUDA environment it reads.
+// gpusel: resolving a --gpu request to GPU UUIDs: against a list of GPUs (pure), and a parent's
+// resolution on this machine (NVML once, the CUDA probe only where NVML cannot tell CUDA's order,
+// free:N picks); and the CUDA environment it reads.
 #pragma once
 
 #include <string>
@@ -11,8 +12,19 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
+// Resolves entries (a request read by read_gpu_request) against the physical GPUs NVML reported,
+// without I/O (resolve_gpus below reads the machine and calls it). Without a preset
+// CUDA_VISIBLE_DEVICES an index is an nvidia-smi index and a UUID prefix must name exactly one
+// GPU. With a preset, an index counts within the devices the driver exposes and a UUID must name
+// one of the preset's UUID entries. `cuda_order` is CUDA's enumeration order of the GPUs, as for
+// model_visible. Throws Error(BadInput) with a message naming the entry, the preset and the
+// remedy.
+GPUSEL_CXX_API std::vector<std::string> resolve_entries(
+    const std::vector<GpuEntry>& entries, const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+    const std::vector<int>* cuda_order = nullptr);
+
 // CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as this process sees them.
-CudaEnv cuda_env_from_environment();
+GPUSEL_CXX_API CudaEnv cuda_env_from_environment();
 
 struct Resolution {
   bool resolved = false;      // false: entries passed on as given (UUIDs without NVML)
@@ -36,15 +48,7 @@ struct Resolution {
 // read_gpu_request.
 // Throws Error(BadInput) for an entry that cannot be resolved, Error(Failure) when indices
 // cannot be placed at all.
-Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
-                        const std::string& probe_helper);
-
-// The entries "all" stands for here: without CUDA_VISIBLE_DEVICES, the nvidia-smi index of each
-// GPU NVML lists, failed and MIG-enabled GPUs left out (and named in `notes`); under a preset,
-// the positions 0..n-1 of the GPUs it exposes (MIG instances not counted); without NVML, CUDA's
-// device count (asked through the probe). Throws Error(BadInput) when there is no GPU to use,
-// Error(Failure) when the GPUs cannot be told.
-std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& probe_helper,
-                                         std::vector<std::string>* notes);
+GPUSEL_CXX_API Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
+                                       const std::string& probe_helper);
 
 GPUSEL_END_NAMESPACE

@@ -35,57 +35,34 @@ struct GpuRequest {
   std::vector<GpuEntry> gpus;  // Gpus: in rank order
   int free_count = 0;          // Free: N
   // The request as parse_gpu_request gives it: the entries' texts, {"free:N"} or {"all"}.
-  std::vector<std::string> texts() const;
+  GPUSEL_CXX_API std::vector<std::string> texts() const;
 };
 
 // Reads a --gpu value into a request, by the rules of parse_gpu_request (`all` alone accepted)
 // or, with `all_allowed` false, of parse_gpu_spec (a worker's own list names its GPUs). Throws
 // Error(BadInput) as they do.
-GpuRequest read_gpu_request(std::string_view value, bool all_allowed = true);
-
-// A request of these GPUs, as GpuRequest::texts or parse_gpu_request gave them (canonical texts,
-// {"free:N"} or {"all"}). Throws Error(BadInput) for anything parse_gpu_request would refuse.
-GpuRequest gpu_request_from_texts(const std::vector<std::string>& texts);
+GPUSEL_CXX_API GpuRequest read_gpu_request(std::string_view value, bool all_allowed = true);
 
 // "GPU-" in any letter case at the start.
-bool is_gpu_uuid(std::string_view entry) noexcept;
+GPUSEL_CXX_API bool is_gpu_uuid(std::string_view entry) noexcept;
 // One or more ASCII decimal digits and nothing else.
-bool is_gpu_index(std::string_view entry) noexcept;
-
-// The form the driver compares: a UUID gets an upper-case "GPU-" (the rest kept as typed); an
-// index is returned as it is. Throws Error(BadInput) for anything else.
-std::string canonical_entry(std::string_view entry);
-
-// True when two canonical entries certainly name the same GPU: equal index values ("1" and "01"),
-// or UUIDs equal apart from letter case.
-bool same_entry(std::string_view a, std::string_view b) noexcept;
+GPUSEL_CXX_API bool is_gpu_index(std::string_view entry) noexcept;
 
 // Splits a --gpu value on commas. Blank entries are skipped and blanks around entries ignored.
 // Throws Error(BadInput) when no entry is left, an entry is neither an index nor a UUID, indices
 // and UUIDs are mixed, or one GPU is named twice.
-std::vector<std::string> parse_gpu_spec(std::string_view value);
+GPUSEL_CXX_API std::vector<std::string> parse_gpu_spec(std::string_view value);
 
 // As parse_gpu_spec, but the value must hold exactly one entry.
-std::string parse_single_gpu(std::string_view value);
+GPUSEL_CXX_API std::string parse_single_gpu(std::string_view value);
 // The same, read once into a request of one GPU (or free:N, which parse_single_gpu passes on as
 // one entry).
-GpuRequest read_single_gpu(std::string_view value);
-
-// "all" in any letter case, blanks around it ignored: every GPU CUDA_VISIBLE_DEVICES lets this
-// process use.
-bool is_all_entry(std::string_view entry) noexcept;
+GPUSEL_CXX_API GpuRequest read_single_gpu(std::string_view value);
 
 // A GPU request, as `gpusel resolve`, `run` and `bench bw`, the C ABI's gpusel_parse_gpu_spec and
 // gpusel_resolve, and Python's parse_gpu_spec take it: parse_gpu_spec's lists (free:N among
 // them), or "all" alone, returned as {"all"} (resolve_gpus expands it). A worker's own list
 // (GPUSEL_GPUS, GPUSEL_GPU) names its GPUs and is read by parse_gpu_spec, which refuses "all".
-std::vector<std::string> parse_gpu_request(std::string_view value);
-
-// ASCII letter case ignored: does `text` start with `head`; are `a` and `b` equal.
-bool starts_with_ci(std::string_view text, std::string_view head) noexcept;
-bool equal_ci(std::string_view a, std::string_view b) noexcept;
-
-// Joins entries with commas (for messages).
-std::string join_entries(const std::vector<std::string>& entries);
+GPUSEL_CXX_API std::vector<std::string> parse_gpu_request(std::string_view value);
 
 GPUSEL_END_NAMESPACE

@@ -94,30 +94,13 @@ struct VisibleSet {
   std::vector<VisibleDevice> devices;  // CUDA ordinal order
 };
 
-// Reads one CUDA_VISIBLE_DEVICES integer entry the way C's strtoul starts: blanks, optional sign,
-// digits, anything after ignored. nullopt when no digits or negative.
-std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcept;
-
-// A CUDA_VISIBLE_DEVICES entry whose UUID prefix is not written GPU- or MIG- (gpu-, Mig-, ...):
-// how the NVIDIA driver reads it is not known ([OPEN]; the model reads it as no UUID), so gpusel
-// refuses such a preset. The message naming the entry and the GPU- form to write; nullopt when
-// there is none.
-std::optional<std::string> uuid_case_problem(const CudaEnv& env);
-
-// True when CUDA_DEVICE_ORDER=PCI_BUS_ID is in force.
-bool pci_bus_order(const CudaEnv& env) noexcept;
-
-// True when every GPU is the same model (name and compute capability), so that FASTEST_FIRST is
-// PCI order. Failed GPUs do not count.
-bool homogeneous(const std::vector<GpuInfo>& gpus) noexcept;
-
 // The devices CUDA will expose, in ordinal order. `cuda_order`, when given, is CUDA's own
 // enumeration order of the physical GPUs (positions into `gpus`) before filtering, as a probe of
 // CUDA or the simulator knows it; without it the order is derived from NVML alone when it can be.
 // [OPEN] A failed GPU (GpuInfo::failure) is not enumerated by CUDA: integer entries count over
 // the others, and `cuda_order` lists only the others.
-VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
-                         const std::vector<int>* cuda_order = nullptr,
-                         MigRule mig_rule = MigRule::R570);
+GPUSEL_CXX_API VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                                        const std::vector<int>* cuda_order = nullptr,
+                                        MigRule mig_rule = MigRule::R570);
 
 GPUSEL_END_NAMESPACE

@@ -13,7 +13,7 @@
 #include "copy_sample.hpp"
 #include "cuda_api.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -158,7 +158,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
     CUresult rc = api.cuMemAlloc(p, size);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
       throw failure("cannot allocate " + std::string(second_device ? "2 x " : "") +
-                        format_bytes(size) +
+                        detail::format_bytes(size) +
                         " of device memory (CUDA_ERROR_OUT_OF_MEMORY); choose a smaller --size",
                     Problem{ErrorCode::DriverCallFailed, "cuMemAlloc_v2", rc});
     }
@@ -170,7 +170,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
   for (int i = 0; i < (wants("bidir") ? 2 : 1); ++i) {
     CUresult rc = api.cuMemHostAlloc(&mem.pinned[i], size, 0);
     if (rc != CUDA_SUCCESS) {
-      throw failure("cannot allocate " + format_bytes(size) + " of pinned host memory (" +
+      throw failure("cannot allocate " + detail::format_bytes(size) + " of pinned host memory (" +
                         cuda_error_text(api, rc) + "); choose a smaller --size",
                     Problem{ErrorCode::DriverCallFailed, "cuMemHostAlloc", rc});
     }
@@ -178,7 +178,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
   if (pageable) {
     mem.pageable = alloc_pages((size + 4095) / 4096 * 4096);
     if (mem.pageable == nullptr)
-      throw failure("cannot allocate " + format_bytes(size) + " of host memory");
+      throw failure("cannot allocate " + detail::format_bytes(size) + " of host memory");
   }
 
   CUstream s1 = nullptr, s2 = nullptr;

@@ -14,10 +14,11 @@
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel/version.h"
 #include "gpusel/worker.hpp"
+#include "gpusel_detail.hpp"
 #include "sized_struct.hpp"
 
 namespace {
@@ -154,8 +155,9 @@ int gpusel_is_gpu_index(const char* entry) {
 
 gpusel_status gpusel_parse_gpu_spec(const char* value, char* buf, size_t size, size_t* needed) {
   return guarded([&] {
-    return out_string(gpusel::join_entries(gpusel::read_gpu_request(need(value, "value")).texts()),
-                      buf, size, needed);
+    return out_string(
+        gpusel::detail::join_entries(gpusel::read_gpu_request(need(value, "value")).texts()), buf,
+        size, needed);
   });
 }
 
@@ -172,7 +174,7 @@ gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* 
     const gpusel::Resolution r = gpusel::resolve_gpus(request, gpusel::cuda_env_from_environment(),
                                                       gpusel::default_probe_helper());
     if (resolved != nullptr) *resolved = r.resolved ? 1 : 0;
-    return out_string(gpusel::join_entries(r.gpus), buf, size, needed);
+    return out_string(gpusel::detail::join_entries(r.gpus), buf, size, needed);
   });
 }
 

@@ -5,16 +5,17 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
 
-std::string setting(const RankCandidate& c) {
-  return c.variable + "=" + quote_value(c.value);
+std::string setting(const detail::RankCandidate& c) {
+  return c.variable + "=" + detail::quote_value(c.value);
 }
 
-std::string where_set(const RankCandidate& c) {
+std::string where_set(const detail::RankCandidate& c) {
   if (c.distance < 0) return "not looked up";
   if (c.distance_exact) {
     if (c.distance == 0) return "set by this process";
@@ -27,12 +28,13 @@ std::string where_set(const RankCandidate& c) {
 
 // The candidate set nearest to this process, when the distances tell it apart from every
 // candidate that disagrees with it.
-const RankCandidate* nearest(const std::vector<const RankCandidate*>& cands) {
-  for (const RankCandidate* c : cands) {
+const detail::RankCandidate* nearest(const std::vector<const detail::RankCandidate*>& cands) {
+  for (const detail::RankCandidate* c : cands) {
     if (c->distance < 0 || !c->distance_exact) continue;
     bool wins = true;
-    for (const RankCandidate* o : cands) {
-      if (o == c || read_rank_number(o->value) == read_rank_number(c->value)) continue;
+    for (const detail::RankCandidate* o : cands) {
+      if (o == c || detail::read_rank_number(o->value) == detail::read_rank_number(c->value))
+        continue;
       // `o` was set further up when its exact distance, or the least it can be, is greater.
       if (o->distance < 0 || o->distance <= c->distance) wins = false;
     }
@@ -61,6 +63,101 @@ const char* source_name(AssignmentSource source) noexcept {
   return "?";
 }
 
+std::string LocalRank::describe_size() const {
+  if (levels.size() > 1) {
+    std::string chain;
+    for (const LauncherLevel& l : levels) {
+      chain += (chain.empty() ? "" : " x ") + l.variable + "=" + std::to_string(l.rank) + " of " +
+               (l.size ? std::to_string(*l.size) : std::string("?"));
+    }
+    return (local_size ? std::to_string(*local_size) : std::string("several")) +
+           " processes on this node (" + chain + ")";
+  }
+  if (!local_size) return "";
+  return size_variable + "=" + std::to_string(*local_size);
+}
+
+namespace {
+
+// The size a candidate's launcher reports; nullopt when it sets none. Throws for a malformed one.
+std::optional<int> size_of(const detail::RankCandidate& c, const detail::LauncherView& view,
+                           std::string* size_variable) {
+  for (const detail::RankVariable& v : detail::kRankVariables) {
+    if (v.size_name == nullptr || c.variable != v.name) continue;
+    if (size_variable != nullptr) *size_variable = v.size_name;
+    if (!c.size_value) return std::nullopt;
+    const std::optional<int> n =
+        std::string_view(v.size_name) == "SLURM_STEP_TASKS_PER_NODE"
+            ? detail::slurm_tasks_on_node(*c.size_value, view.slurm_node_id)
+            : detail::read_rank_number(*c.size_value);
+    if (!n) {
+      throw bad_input(std::string(v.size_name) + "=" + detail::quote_value(*c.size_value) +
+                      " is not a number of local ranks; fix the launcher's setting or unset it");
+    }
+    if (*n <= *detail::read_rank_number(c.value)) {
+      throw bad_input(setting(c) + " is not below " + v.size_name + "=" +
+                      detail::quote_value(*c.size_value) +
+                      "; the launcher's variables contradict each other");
+    }
+    return n;
+  }
+  return std::nullopt;
+}
+
+// Nested launchers, told apart by their distances: each distance is one launcher (its variables
+// must agree), outermost first. A distance that is only a lower bound (the walk up stopped at an
+// environment it could not read, such as root's slurmstepd above a user's task) can only be the
+// outermost launcher, beyond every exact one. nullopt when the distances do not tell them apart.
+std::optional<std::vector<std::vector<const detail::RankCandidate*>>> group_by_launcher(
+    const std::vector<const detail::RankCandidate*>& counted) {
+  std::vector<const detail::RankCandidate*> sorted = counted;
+  int max_exact = -1, min_bound = -1;
+  for (const detail::RankCandidate* c : sorted) {
+    if (c->distance < 0) return std::nullopt;
+    if (c->distance_exact) {
+      max_exact = std::max(max_exact, c->distance);
+    } else if (min_bound < 0 || c->distance < min_bound) {
+      min_bound = c->distance;
+    }
+  }
+  if (min_bound >= 0) {
+    if (min_bound <= max_exact) return std::nullopt;
+    for (const detail::RankCandidate* c : sorted) {
+      if (!c->distance_exact && c->distance != min_bound) return std::nullopt;
+    }
+  }
+  std::stable_sort(sorted.begin(), sorted.end(),
+                   [](const detail::RankCandidate* a, const detail::RankCandidate* b) {
+                     return a->distance > b->distance;
+                   });
+  std::vector<std::vector<const detail::RankCandidate*>> levels;
+  for (const detail::RankCandidate* c : sorted) {
+    if (!levels.empty() && levels.back().front()->distance == c->distance) {
+      if (detail::read_rank_number(levels.back().front()->value) !=
+          detail::read_rank_number(c->value)) {
+        return std::nullopt;  // one launcher cannot set two ranks
+      }
+      levels.back().push_back(c);
+    } else {
+      levels.push_back({c});
+    }
+  }
+  return levels;
+}
+
+}  // namespace
+
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+const char* launcher_of(std::string_view variable) noexcept {
+  for (const detail::RankVariable& v : detail::kRankVariables) {
+    if (variable == v.name) return v.launcher;
+  }
+  return "";
+}
+
 std::optional<int> read_rank_number(std::string_view value) noexcept {
   // At most six digits after the leading zeros.
   const std::optional<std::uint64_t> n = detail::read_decimal(value, 999999);
@@ -80,7 +177,8 @@ std::optional<int> slurm_tasks_on_node(std::string_view value, int node) noexcep
       count = group.substr(0, paren);
       repeat = group.substr(paren + 2, group.size() - paren - 3);
     }
-    const std::optional<int> n = read_rank_number(count), times = read_rank_number(repeat);
+    const std::optional<int> n = detail::read_rank_number(count),
+                             times = detail::read_rank_number(repeat);
     if (!n || !times) return false;
     seen += *times;
     if (node < seen) found = n;
@@ -89,11 +187,11 @@ std::optional<int> slurm_tasks_on_node(std::string_view value, int node) noexcep
   return found;
 }
 
-bool ranks_disagree(const LauncherView& view) {
+bool ranks_disagree(const detail::LauncherView& view) {
   std::optional<int> first;
-  for (const RankCandidate& c : view.candidates) {
+  for (const detail::RankCandidate& c : view.candidates) {
     if (view.slurm_batch_step && c.variable == "SLURM_LOCALID") continue;
-    const std::optional<int> r = read_rank_number(c.value);
+    const std::optional<int> r = detail::read_rank_number(c.value);
     if (!r) continue;
     if (first && *first != *r) return true;
     first = r;
@@ -101,98 +199,10 @@ bool ranks_disagree(const LauncherView& view) {
   return false;
 }
 
-const char* launcher_of(std::string_view variable) noexcept {
-  for (const RankVariable& v : kRankVariables) {
-    if (variable == v.name) return v.launcher;
-  }
-  return "";
-}
-
-std::string LocalRank::describe_size() const {
-  if (levels.size() > 1) {
-    std::string chain;
-    for (const LauncherLevel& l : levels) {
-      chain += (chain.empty() ? "" : " x ") + l.variable + "=" + std::to_string(l.rank) + " of " +
-               (l.size ? std::to_string(*l.size) : std::string("?"));
-    }
-    return (local_size ? std::to_string(*local_size) : std::string("several")) +
-           " processes on this node (" + chain + ")";
-  }
-  if (!local_size) return "";
-  return size_variable + "=" + std::to_string(*local_size);
-}
-
-namespace {
-
-// The size a candidate's launcher reports; nullopt when it sets none. Throws for a malformed one.
-std::optional<int> size_of(const RankCandidate& c, const LauncherView& view,
-                           std::string* size_variable) {
-  for (const RankVariable& v : kRankVariables) {
-    if (v.size_name == nullptr || c.variable != v.name) continue;
-    if (size_variable != nullptr) *size_variable = v.size_name;
-    if (!c.size_value) return std::nullopt;
-    const std::optional<int> n = std::string_view(v.size_name) == "SLURM_STEP_TASKS_PER_NODE"
-                                     ? slurm_tasks_on_node(*c.size_value, view.slurm_node_id)
-                                     : read_rank_number(*c.size_value);
-    if (!n) {
-      throw bad_input(std::string(v.size_name) + "=" + quote_value(*c.size_value) +
-                      " is not a number of local ranks; fix the launcher's setting or unset it");
-    }
-    if (*n <= *read_rank_number(c.value)) {
-      throw bad_input(setting(c) + " is not below " + v.size_name + "=" +
-                      quote_value(*c.size_value) +
-                      "; the launcher's variables contradict each other");
-    }
-    return n;
-  }
-  return std::nullopt;
-}
-
-// Nested launchers, told apart by their distances: each distance is one launcher (its variables
-// must agree), outermost first. A distance that is only a lower bound (the walk up stopped at an
-// environment it could not read, such as root's slurmstepd above a user's task) can only be the
-// outermost launcher, beyond every exact one. nullopt when the distances do not tell them apart.
-std::optional<std::vector<std::vector<const RankCandidate*>>> group_by_launcher(
-    const std::vector<const RankCandidate*>& counted) {
-  std::vector<const RankCandidate*> sorted = counted;
-  int max_exact = -1, min_bound = -1;
-  for (const RankCandidate* c : sorted) {
-    if (c->distance < 0) return std::nullopt;
-    if (c->distance_exact) {
-      max_exact = std::max(max_exact, c->distance);
-    } else if (min_bound < 0 || c->distance < min_bound) {
-      min_bound = c->distance;
-    }
-  }
-  if (min_bound >= 0) {
-    if (min_bound <= max_exact) return std::nullopt;
-    for (const RankCandidate* c : sorted) {
-      if (!c->distance_exact && c->distance != min_bound) return std::nullopt;
-    }
-  }
-  std::stable_sort(
-      sorted.begin(), sorted.end(),
-      [](const RankCandidate* a, const RankCandidate* b) { return a->distance > b->distance; });
-  std::vector<std::vector<const RankCandidate*>> levels;
-  for (const RankCandidate* c : sorted) {
-    if (!levels.empty() && levels.back().front()->distance == c->distance) {
-      if (read_rank_number(levels.back().front()->value) != read_rank_number(c->value)) {
-        return std::nullopt;  // one launcher cannot set two ranks
-      }
-      levels.back().push_back(c);
-    } else {
-      levels.push_back({c});
-    }
-  }
-  return levels;
-}
-
-}  // namespace
-
-std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
-  std::vector<const RankCandidate*> counted;
+std::optional<LocalRank> choose_local_rank(const detail::LauncherView& view) {
+  std::vector<const detail::RankCandidate*> counted;
   std::vector<std::string> ignored;
-  for (const RankCandidate& c : view.candidates) {
+  for (const detail::RankCandidate& c : view.candidates) {
     if (view.slurm_batch_step && c.variable == "SLURM_LOCALID") {
       ignored.push_back(setting(c) + " (sbatch's batch step, not a task launch)");
       continue;
@@ -201,7 +211,7 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
       ignored.push_back(setting(c) + " (srun --gpus-per-task: each task has GPUs of its own)");
       continue;
     }
-    if (!read_rank_number(c.value)) {
+    if (!detail::read_rank_number(c.value)) {
       throw bad_input(setting(c) +
                       " is not a local rank (a non-negative integer); fix the launcher's setting "
                       "or unset it");
@@ -210,8 +220,9 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
   }
   if (counted.empty()) return std::nullopt;
   bool agree = true;  // as numbers: "01" and "1" agree
-  for (const RankCandidate* c : counted) {
-    agree = agree && read_rank_number(c->value) == read_rank_number(counted.front()->value);
+  for (const detail::RankCandidate* c : counted) {
+    agree = agree &&
+            detail::read_rank_number(c->value) == detail::read_rank_number(counted.front()->value);
   }
   LocalRank out;
   const auto levels = counted.size() > 1 ? group_by_launcher(counted) : std::nullopt;
@@ -220,15 +231,15 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
     std::optional<int> total = 1;
     int rank = 0;
     for (std::size_t i = 0; i < levels->size(); ++i) {
-      const RankCandidate& c = *(*levels)[i].front();
-      const int value = *read_rank_number(c.value);
+      const detail::RankCandidate& c = *(*levels)[i].front();
+      const int value = *detail::read_rank_number(c.value);
       std::string size_variable;
       std::optional<int> size = size_of(c, view, &size_variable);
       const bool innermost = i + 1 == levels->size();
       if (!innermost && !size) {
         if (value != 0) {
           throw bad_input(setting(c) + " (" + where_set(c) + ") is set by a launcher of " +
-                          std::string(launcher_of(c.variable)) +
+                          std::string(detail::launcher_of(c.variable)) +
                           " that does not say how many processes it started on this node, "
                           "and a launcher inside it sets " +
                           (*levels)[i + 1].front()->variable +
@@ -263,12 +274,12 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
     out.ignored = std::move(ignored);
     return out;
   }
-  const RankCandidate* chosen = counted.front();
+  const detail::RankCandidate* chosen = counted.front();
   if (!agree) {
     chosen = nearest(counted);
     if (chosen == nullptr) {
       std::string list;
-      for (const RankCandidate* c : counted) {
+      for (const detail::RankCandidate* c : counted) {
         list += (list.empty() ? "" : " and ") + setting(*c) + " (" + where_set(*c) + ")";
       }
       throw bad_input(
@@ -276,22 +287,22 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view) {
           "; gpusel cannot tell which launcher started this process. Unset the variable an "
           "outer launcher left behind, or give the process its GPU with GPUSEL_GPU or --gpu");
     }
-    for (const RankCandidate* c : counted) {
-      if (read_rank_number(c->value) != read_rank_number(chosen->value)) {
+    for (const detail::RankCandidate* c : counted) {
+      if (detail::read_rank_number(c->value) != detail::read_rank_number(chosen->value)) {
         ignored.push_back(setting(*c) + " (" + where_set(*c) + ", further out than " +
                           chosen->variable + ")");
       }
     }
   } else {
     // All agree: report the nearest when known, else the first in kRankVariables order.
-    if (const RankCandidate* n = nearest(counted); n != nullptr) chosen = n;
+    if (const detail::RankCandidate* n = nearest(counted); n != nullptr) chosen = n;
   }
   out.variable = chosen->variable;
-  out.rank = *read_rank_number(chosen->value);
+  out.rank = *detail::read_rank_number(chosen->value);
   out.ignored = std::move(ignored);
   out.local_size = size_of(*chosen, view, &out.size_variable);
   if (!chosen->size_value) out.size_variable.clear();
   return out;
 }
 
-GPUSEL_END_NAMESPACE
+}  // namespace gpusel::detail

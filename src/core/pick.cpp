@@ -10,7 +10,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -501,60 +501,6 @@ class Picker {
 
 }  // namespace
 
-std::optional<int> parse_free_request(std::string_view value) {
-  const std::string_view v = trim(value);
-  if (!starts_with_ci(v, kFree)) return std::nullopt;
-  const std::string_view count = trim(v.substr(kFree.size()));
-  const std::string shown = quote_value(value);
-  if (count.find(',') != std::string_view::npos) {
-    throw bad_input("--gpu " + shown +
-                    ": free:N stands alone; it cannot be mixed with other GPUs (give either "
-                    "free:N or a list of GPUs)");
-  }
-  if (!is_gpu_index(count)) {
-    throw bad_input("--gpu " + shown +
-                    ": after free: comes a number of GPUs (free:2 picks two free " + "GPUs); " +
-                    quote_value(count) + " is not one");
-  }
-  const std::optional<std::uint64_t> requested = detail::read_decimal(count, kMaxFreeRequest);
-  if (!requested) {
-    throw bad_input("--gpu " + shown + " asks for more GPUs than any machine holds");
-  }
-  const int n = static_cast<int>(*requested);
-  if (n == 0) throw bad_input("--gpu " + shown + " asks for no GPU; ask for at least one (free:1)");
-  return n;
-}
-
-bool is_free_entry(std::string_view entry) noexcept {
-  return starts_with_ci(entry, kFree);
-}
-
-std::string busy_reason(const GpuInfo& gpu, const FreeLimits& limits) {
-  if (gpu.processes && !gpu.processes->empty()) {
-    std::string pids;
-    for (const GpuProcess& p : *gpu.processes) {
-      pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
-    }
-    return std::to_string(gpu.processes->size()) + " compute process" +
-           (gpu.processes->size() == 1 ? "" : "es") + " on it (pid " + pids + ")";
-  }
-  if (gpu.memory_used && gpu.total_bytes > 0) {
-    const std::uint64_t free_bytes =
-        gpu.total_bytes > *gpu.memory_used ? gpu.total_bytes - *gpu.memory_used : 0;
-    const std::uint64_t need =
-        limits.min_free_memory.value_or(gpu.total_bytes - gpu.total_bytes / 10);
-    if (free_bytes < need) {
-      return format_bytes(*gpu.memory_used) + " of memory in use, " + format_bytes(free_bytes) +
-             " free (needs " + format_bytes(need) + ")";
-    }
-  }
-  if (gpu.utilization && *gpu.utilization > limits.max_utilization) {
-    return std::to_string(*gpu.utilization) + "% utilisation (over " +
-           std::to_string(limits.max_utilization) + "%)";
-  }
-  return "";
-}
-
 TopologySource::~TopologySource() = default;
 
 Topology::Topology(std::vector<std::vector<GpuLink>> links)
@@ -585,3 +531,61 @@ std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
 }
 
 GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+std::string busy_reason(const GpuInfo& gpu, const FreeLimits& limits) {
+  if (gpu.processes && !gpu.processes->empty()) {
+    std::string pids;
+    for (const GpuProcess& p : *gpu.processes) {
+      pids += (pids.empty() ? "" : ", ") + std::to_string(p.pid);
+    }
+    return std::to_string(gpu.processes->size()) + " compute process" +
+           (gpu.processes->size() == 1 ? "" : "es") + " on it (pid " + pids + ")";
+  }
+  if (gpu.memory_used && gpu.total_bytes > 0) {
+    const std::uint64_t free_bytes =
+        gpu.total_bytes > *gpu.memory_used ? gpu.total_bytes - *gpu.memory_used : 0;
+    const std::uint64_t need =
+        limits.min_free_memory.value_or(gpu.total_bytes - gpu.total_bytes / 10);
+    if (free_bytes < need) {
+      return detail::format_bytes(*gpu.memory_used) + " of memory in use, " +
+             detail::format_bytes(free_bytes) + " free (needs " + detail::format_bytes(need) + ")";
+    }
+  }
+  if (gpu.utilization && *gpu.utilization > limits.max_utilization) {
+    return std::to_string(*gpu.utilization) + "% utilisation (over " +
+           std::to_string(limits.max_utilization) + "%)";
+  }
+  return "";
+}
+
+std::optional<int> parse_free_request(std::string_view value) {
+  const std::string_view v = trim(value);
+  if (!detail::starts_with_ci(v, kFree)) return std::nullopt;
+  const std::string_view count = trim(v.substr(kFree.size()));
+  const std::string shown = detail::quote_value(value);
+  if (count.find(',') != std::string_view::npos) {
+    throw bad_input("--gpu " + shown +
+                    ": free:N stands alone; it cannot be mixed with other GPUs (give either "
+                    "free:N or a list of GPUs)");
+  }
+  if (!is_gpu_index(count)) {
+    throw bad_input("--gpu " + shown +
+                    ": after free: comes a number of GPUs (free:2 picks two free " + "GPUs); " +
+                    detail::quote_value(count) + " is not one");
+  }
+  const std::optional<std::uint64_t> requested = detail::read_decimal(count, kMaxFreeRequest);
+  if (!requested) {
+    throw bad_input("--gpu " + shown + " asks for more GPUs than any machine holds");
+  }
+  const int n = static_cast<int>(*requested);
+  if (n == 0) throw bad_input("--gpu " + shown + " asks for no GPU; ask for at least one (free:1)");
+  return n;
+}
+
+bool is_free_entry(std::string_view entry) noexcept {
+  return detail::starts_with_ci(entry, kFree);
+}
+
+}  // namespace gpusel::detail

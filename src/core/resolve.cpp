@@ -1,5 +1,6 @@
 // Resolution of --gpu entries to full GPU UUIDs.
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
@@ -19,7 +20,7 @@ std::string count_gpus(std::size_t n, const char* what = "GPU") {
 std::vector<std::size_t> uuid_hits(const std::vector<GpuInfo>& gpus, const std::string& prefix) {
   std::vector<std::size_t> hits;
   for (std::size_t i = 0; i < gpus.size(); ++i) {
-    if (starts_with_ci(gpus[i].uuid, prefix)) hits.push_back(i);
+    if (detail::starts_with_ci(gpus[i].uuid, prefix)) hits.push_back(i);
   }
   return hits;
 }
@@ -32,8 +33,8 @@ std::string list_uuids(const std::vector<GpuInfo>& gpus, const std::vector<std::
 
 void refuse_failed(const GpuInfo& gpu, const std::string& entry) {
   if (!gpu.failed()) return;
-  throw bad_input("--gpu entry " + quote_value(entry) + " names GPU " + std::to_string(gpu.index) +
-                  ", which NVML cannot use (" + gpu.failure +
+  throw bad_input("--gpu entry " + detail::quote_value(entry) + " names GPU " +
+                  std::to_string(gpu.index) + ", which NVML cannot use (" + gpu.failure +
                   "); pick another GPU, and have the failed one checked (nvidia-smi -q -i " +
                   std::to_string(gpu.index) + ")");
 }
@@ -49,8 +50,8 @@ std::string smi_indices(const std::vector<GpuInfo>& gpus, const VisibleSet& vs) 
 
 void refuse_mig(const GpuInfo& gpu, const std::string& entry) {
   if (!gpu.mig_enabled) return;
-  throw bad_input("--gpu entry " + quote_value(entry) + " names GPU " + std::to_string(gpu.index) +
-                  " (" + gpu.uuid +
+  throw bad_input("--gpu entry " + detail::quote_value(entry) + " names GPU " +
+                  std::to_string(gpu.index) + " (" + gpu.uuid +
                   "), which has MIG enabled: CUDA exposes only its MIG devices, and gpusel "
                   "assigns whole GPUs; pick a GPU without MIG (" +
                   kListHint + ")");
@@ -60,7 +61,7 @@ void refuse_mig(const GpuInfo& gpu, const std::string& entry) {
 std::size_t physical_index(const std::vector<GpuInfo>& gpus, const GpuEntry& entry) {
   if (entry.index >= gpus.size()) {
     throw bad_input(
-        "--gpu entry " + quote_value(entry.text) + " is out of range: this machine has " +
+        "--gpu entry " + detail::quote_value(entry.text) + " is out of range: this machine has " +
         count_gpus(gpus.size()) +
         (gpus.empty() ? std::string() : ", indices 0 to " + std::to_string(gpus.size() - 1)) +
         "; " + kListHint);
@@ -71,11 +72,12 @@ std::size_t physical_index(const std::vector<GpuInfo>& gpus, const GpuEntry& ent
 std::size_t physical_uuid(const std::vector<GpuInfo>& gpus, const std::string& entry) {
   auto hits = uuid_hits(gpus, entry);
   if (hits.empty()) {
-    throw bad_input("--gpu entry " + quote_value(entry) + " matches no GPU on this machine (" +
-                    count_gpus(gpus.size()) + "); check for a typo, " + kListHint);
+    throw bad_input("--gpu entry " + detail::quote_value(entry) +
+                    " matches no GPU on this machine (" + count_gpus(gpus.size()) +
+                    "); check for a typo, " + kListHint);
   }
   if (hits.size() > 1) {
-    throw bad_input("--gpu entry " + quote_value(entry) + " is a prefix of " +
+    throw bad_input("--gpu entry " + detail::quote_value(entry) + " is a prefix of " +
                     std::to_string(hits.size()) + " GPUs (" + list_uuids(gpus, hits) +
                     "); give enough characters to name one");
   }
@@ -86,19 +88,19 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                          const GpuEntry& index, const std::string& preset) {
   const std::string& entry = index.text;
   if (!vs.known) {
-    throw bad_input("--gpu entry " + quote_value(entry) + " counts within " + preset + ", but " +
-                    vs.unknown_reason +
+    throw bad_input("--gpu entry " + detail::quote_value(entry) + " counts within " + preset +
+                    ", but " + vs.unknown_reason +
                     "; give --gpu as GPU UUIDs, or set CUDA_DEVICE_ORDER=PCI_BUS_ID (" + kListHint +
                     ")");
   }
   if (index.index >= vs.devices.size()) {
     std::string why;
     if (vs.invalid_entry) {
-      why =
-          " (the driver stops reading at the invalid entry " + quote_value(*vs.invalid_entry) + ")";
+      why = " (the driver stops reading at the invalid entry " +
+            detail::quote_value(*vs.invalid_entry) + ")";
     }
     throw bad_input(
-        "--gpu entry " + quote_value(entry) + " is out of range: " + preset + " exposes " +
+        "--gpu entry " + detail::quote_value(entry) + " is out of range: " + preset + " exposes " +
         count_gpus(vs.devices.size(), "device") + " (" + smi_indices(gpus, vs) + ")" + why +
         "; with a preset, indices count within that list (0 is its first device); " + kListHint);
   }
@@ -111,7 +113,7 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
 std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                         const std::string& entry, const std::string& preset) {
   if (vs.mode == VisibleMode::Indices && !vs.known) {
-    throw bad_input("--gpu entry " + quote_value(entry) + " is a UUID, but " + preset +
+    throw bad_input("--gpu entry " + detail::quote_value(entry) + " is a UUID, but " + preset +
                     " lists GPUs by index and " + vs.unknown_reason +
                     "; give --gpu as positions in that list (0 is its first device), set "
                     "CUDA_DEVICE_ORDER=PCI_BUS_ID, or set CUDA_VISIBLE_DEVICES to GPU UUIDs");
@@ -121,11 +123,11 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
   std::vector<std::size_t> visible_hits;
   for (const VisibleDevice& d : vs.devices) {
     const auto g = static_cast<std::size_t>(d.gpu);
-    if (d.mig < 0 && starts_with_ci(gpus[g].uuid, entry)) visible_hits.push_back(g);
+    if (d.mig < 0 && detail::starts_with_ci(gpus[g].uuid, entry)) visible_hits.push_back(g);
   }
   if (visible_hits.size() == 1) return visible_hits.front();
   if (visible_hits.size() > 1) {
-    throw bad_input("--gpu entry " + quote_value(entry) + " is a prefix of " +
+    throw bad_input("--gpu entry " + detail::quote_value(entry) + " is a prefix of " +
                     std::to_string(visible_hits.size()) + " GPUs exposed by " + preset + " (" +
                     list_uuids(gpus, visible_hits) + "); give enough characters to name one");
   }
@@ -133,10 +135,11 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
   if (anywhere.size() == 1) refuse_mig(gpus[anywhere.front()], entry);
   std::string why;
   if (anywhere.size() == 1 && vs.invalid_entry) {
-    why = "; the driver stops reading it at the invalid entry " + quote_value(*vs.invalid_entry);
+    why = "; the driver stops reading it at the invalid entry " +
+          detail::quote_value(*vs.invalid_entry);
   }
-  throw bad_input("--gpu entry " + quote_value(entry) + " is not one of the GPUs " + preset +
-                  " lets this process use" +
+  throw bad_input("--gpu entry " + detail::quote_value(entry) + " is not one of the GPUs " +
+                  preset + " lets this process use" +
                   (anywhere.size() == 1 ? " (GPU " + std::to_string(gpus[anywhere.front()].index) +
                                               " exists, outside that list" + why + ")"
                                         : std::string(" (it matches no GPU on this machine)")) +
@@ -144,11 +147,6 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
 }
 
 }  // namespace
-
-std::string describe_preset(const CudaEnv& env) {
-  if (!env.visible_devices) return "CUDA_VISIBLE_DEVICES (unset)";
-  return "CUDA_VISIBLE_DEVICES=" + quote_value(*env.visible_devices);
-}
 
 std::vector<std::string> resolve_entries(const std::vector<GpuEntry>& entries,
                                          const std::vector<GpuInfo>& gpus, const CudaEnv& env,
@@ -170,7 +168,7 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
                                            const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                            const VisibleSet* vs) {
   std::vector<std::size_t> picked;
-  if (const auto problem = uuid_case_problem(env)) throw bad_input(*problem);
+  if (const auto problem = detail::uuid_case_problem(env)) throw bad_input(*problem);
   if (!env.visible_devices) {
     for (const GpuEntry& entry : entries) {
       std::size_t g =
@@ -180,7 +178,7 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
       picked.push_back(g);
     }
   } else {
-    const std::string preset = describe_preset(env);
+    const std::string preset = detail::describe_preset(env);
     if (vs->mode == VisibleMode::MigUuids) {
       throw bad_input(preset +
                       " selects MIG devices; gpusel assigns whole GPUs, so --gpu cannot choose "
@@ -199,13 +197,22 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
   for (std::size_t i = 0; i < picked.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (picked[i] == picked[j]) {
-        throw bad_input("--gpu entries " + quote_value(entries[j].text) + " and " +
-                        quote_value(entries[i].text) + " both name GPU " + gpus[picked[i]].uuid +
-                        "; each rank needs a GPU of its own");
+        throw bad_input("--gpu entries " + detail::quote_value(entries[j].text) + " and " +
+                        detail::quote_value(entries[i].text) + " both name GPU " +
+                        gpus[picked[i]].uuid + "; each rank needs a GPU of its own");
       }
     }
   }
   return picked;
+}
+
+}  // namespace gpusel::detail
+
+namespace gpusel::detail {
+
+std::string describe_preset(const CudaEnv& env) {
+  if (!env.visible_devices) return "CUDA_VISIBLE_DEVICES (unset)";
+  return "CUDA_VISIBLE_DEVICES=" + detail::quote_value(*env.visible_devices);
 }
 
 }  // namespace gpusel::detail

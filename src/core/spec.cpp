@@ -6,6 +6,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/pick.hpp"
+#include "gpusel_detail.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -28,17 +29,9 @@ std::string entry_key(std::string_view entry) {
 
 }  // namespace
 
-bool equal_ci(std::string_view a, std::string_view b) noexcept {
-  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
-                                            [](char x, char y) { return lower(x) == lower(y); });
-}
-
-bool starts_with_ci(std::string_view text, std::string_view head) noexcept {
-  return text.size() >= head.size() && equal_ci(text.substr(0, head.size()), head);
-}
-
 bool is_gpu_uuid(std::string_view entry) noexcept {
-  return entry.size() >= kUuidHead.size() && equal_ci(entry.substr(0, kUuidHead.size()), kUuidHead);
+  return entry.size() >= kUuidHead.size() &&
+         detail::equal_ci(entry.substr(0, kUuidHead.size()), kUuidHead);
 }
 
 bool is_gpu_index(std::string_view entry) noexcept {
@@ -70,7 +63,7 @@ std::vector<std::string_view> words(std::string_view text) {
 std::string pasted_entry_hint(std::string_view entry) {
   // nvidia-smi -L: "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-4ba71ab7-...)".
   for (std::size_t at = 0; at + 5 <= entry.size(); ++at) {
-    if (!equal_ci(entry.substr(at, 5), "UUID:")) continue;
+    if (!detail::equal_ci(entry.substr(at, 5), "UUID:")) continue;
     std::string_view rest = trim(entry.substr(at + 5));
     std::size_t end = 0;
     while (end < rest.size() &&
@@ -78,10 +71,10 @@ std::string pasted_entry_hint(std::string_view entry) {
             (end < 4 && std::string_view("GPUMIgpumi").find(rest[end]) != std::string_view::npos)))
       ++end;
     const std::string_view uuid = rest.substr(0, end);
-    if (starts_with_ci(uuid, "MIG-")) break;  // the MIG hint below
+    if (detail::starts_with_ci(uuid, "MIG-")) break;  // the MIG hint below
     if (!is_gpu_uuid(uuid)) break;
     std::string index;
-    if (starts_with_ci(entry, "GPU ")) {
+    if (detail::starts_with_ci(entry, "GPU ")) {
       std::size_t i = 4;
       while (i < entry.size() && entry[i] >= '0' && entry[i] <= '9') index += entry[i++];
     }
@@ -91,17 +84,17 @@ std::string pasted_entry_hint(std::string_view entry) {
            (index.empty() ? "" : " (or its nvidia-smi index, --gpu " + index + ")");
   }
   // PyTorch's device names.
-  if (starts_with_ci(entry, "cuda")) {
+  if (detail::starts_with_ci(entry, "cuda")) {
     std::string_view rest = entry.substr(4);
     if (rest.empty() || rest.front() == ':') {
-      return "; " + quote_value(entry) +
+      return "; " + detail::quote_value(entry) +
              " is a CUDA ordinal (PyTorch's device name), which changes with "
              "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER; --gpu takes nvidia-smi indices or GPU "
              "UUIDs, which do not: the CUDA column of `gpusel list` shows which GPU each CUDA "
              "ordinal is here";
     }
   }
-  if (equal_ci(entry, "all")) {
+  if (detail::equal_ci(entry, "all")) {
     return "; \"all\" (every GPU CUDA_VISIBLE_DEVICES lets this process use) stands alone, "
            "and only in a request (`gpusel resolve`, `gpusel run`, `gpusel bench bw`, "
            "gpusel_resolve, Python's resolve_gpu_uuids); here, name the GPUs";
@@ -114,7 +107,7 @@ std::string pasted_entry_hint(std::string_view entry) {
            std::string(entry);
   }
   // "GPU 0", "GPU0", "gpu:0": nvidia-smi's label for index 0.
-  if (starts_with_ci(entry, "GPU")) {
+  if (detail::starts_with_ci(entry, "GPU")) {
     std::string_view rest = trim(entry.substr(3));
     if (!rest.empty() && (rest.front() == ':' || rest.front() == '#')) rest = trim(rest.substr(1));
     if (is_gpu_index(rest)) {
@@ -147,8 +140,8 @@ void precheck_pasted(std::string_view value) {
                (c >= 'A' && c <= 'Z');
       })) {
     const std::string_view name = inner.substr(0, eq);
-    throw bad_input("--gpu " + quote_value(value) + " is the assignment of " + std::string(name) +
-                    "; --gpu takes the GPUs themselves: --gpu " +
+    throw bad_input("--gpu " + detail::quote_value(value) + " is the assignment of " +
+                    std::string(name) + "; --gpu takes the GPUs themselves: --gpu " +
                     std::string(trim(inner.substr(eq + 1))) +
                     (name == "CUDA_VISIBLE_DEVICES"
                          ? " (as nvidia-smi indices or UUIDs; `gpusel list` shows how CUDA numbers "
@@ -157,7 +150,7 @@ void precheck_pasted(std::string_view value) {
   }
   if (inner.find_first_of("\n\r") != std::string_view::npos) {
     const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');
-    throw bad_input("--gpu " + quote_value(value) + " holds " + std::to_string(lines) +
+    throw bad_input("--gpu " + detail::quote_value(value) + " holds " + std::to_string(lines) +
                     " lines; it takes one line, entries separated by commas (was the output of "
                     "`gpusel resolve` pasted in as it is?): join the lines with commas, as "
                     "`gpusel resolve --gpu SPEC --format csv` prints them, or pipe through "
@@ -166,7 +159,7 @@ void precheck_pasted(std::string_view value) {
   for (std::string_view piece : detail::split_commas(value)) {
     piece = trim(piece);
     if (is_gpu_uuid(piece) && std::any_of(piece.begin(), piece.end(), is_blank)) {
-      throw bad_input("--gpu entry " + quote_value(piece) + " holds blanks" +
+      throw bad_input("--gpu entry " + detail::quote_value(piece) + " holds blanks" +
                       pasted_entry_hint(piece) + "; run `gpusel list` to see every GPU's UUID");
     }
   }
@@ -174,42 +167,11 @@ void precheck_pasted(std::string_view value) {
 
 }  // namespace
 
-std::string canonical_entry(std::string_view entry) {
-  if (is_gpu_uuid(entry))
-    return std::string(kUuidHead) + std::string(entry.substr(kUuidHead.size()));
-  if (is_gpu_index(entry)) return std::string(entry);
-  std::string hint = pasted_entry_hint(entry);  // a value copied from elsewhere, or ""
-  if (hint.empty() && entry.size() >= 4 && equal_ci(entry.substr(0, 4), "MIG-")) {
-    hint = "; MIG devices cannot be given to --gpu: gpusel places processes on whole GPUs";
-  } else if (hint.empty() && entry.find('-') != std::string_view::npos &&
-             is_gpu_index(entry.substr(0, 1))) {
-    hint = "; ranges are not accepted, list each index (for example 0,1,2,3)";
-  }
-  throw bad_input("--gpu entry " + quote_value(entry) +
-                  " is neither an nvidia-smi index (ASCII digits) nor a GPU UUID "
-                  "(GPU-..., a unique prefix is enough)" +
-                  hint + "; run `gpusel list` to see both for every GPU");
-}
-
-bool same_entry(std::string_view a, std::string_view b) noexcept {
-  if (is_gpu_index(a) && is_gpu_index(b)) return strip_zeros(a) == strip_zeros(b);
-  return equal_ci(a, b);
-}
-
-std::string join_entries(const std::vector<std::string>& entries) {
-  std::string out;
-  for (const auto& e : entries) {
-    if (!out.empty()) out += ',';
-    out += e;
-  }
-  return out;
-}
-
 namespace {
 
 GpuEntry read_entry(std::string_view piece) {
   GpuEntry e;
-  e.text = canonical_entry(piece);  // refuses what is neither
+  e.text = detail::canonical_entry(piece);  // refuses what is neither
   if (is_gpu_uuid(e.text)) {
     e.kind = GpuEntry::Kind::Uuid;
   } else {
@@ -227,16 +189,16 @@ std::vector<GpuEntry> read_entries(std::string_view value) {
     if (!piece.empty()) entries.push_back(read_entry(piece));
   }
   if (entries.empty()) {
-    throw bad_input("--gpu " + quote_value(value) +
+    throw bad_input("--gpu " + detail::quote_value(value) +
                     " names no GPU; give nvidia-smi indices or GPU UUIDs separated by commas "
                     "(run `gpusel list` to see them)");
   }
   const GpuEntry& head = entries.front();
   for (const GpuEntry& e : entries) {
     if (e.kind != head.kind) {
-      throw bad_input("--gpu " + quote_value(value) + " mixes UUIDs (" +
-                      quote_value(head.is_uuid() ? head.text : e.text) + ") and indices (" +
-                      quote_value(head.is_uuid() ? e.text : head.text) +
+      throw bad_input("--gpu " + detail::quote_value(value) + " mixes UUIDs (" +
+                      detail::quote_value(head.is_uuid() ? head.text : e.text) + ") and indices (" +
+                      detail::quote_value(head.is_uuid() ? e.text : head.text) +
                       "); use one kind for the whole list, as CUDA_VISIBLE_DEVICES requires");
     }
   }
@@ -247,9 +209,9 @@ std::vector<GpuEntry> read_entries(std::string_view value) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto [seen, fresh] = first.emplace(entry_key(entries[i].text), i);
     if (!fresh) {
-      throw bad_input("--gpu " + quote_value(value) + " names the same GPU twice (" +
-                      quote_value(entries[seen->second].text) + " and " +
-                      quote_value(entries[i].text) + "); each rank needs a GPU of its own");
+      throw bad_input("--gpu " + detail::quote_value(value) + " names the same GPU twice (" +
+                      detail::quote_value(entries[seen->second].text) + " and " +
+                      detail::quote_value(entries[i].text) + "); each rank needs a GPU of its own");
     }
   }
   return entries;
@@ -274,9 +236,9 @@ std::vector<std::string> GpuRequest::texts() const {
 
 GpuRequest read_gpu_request(std::string_view value, bool all_allowed) {
   GpuRequest r;
-  if (all_allowed && is_all_entry(value)) {
+  if (all_allowed && detail::is_all_entry(value)) {
     r.kind = GpuRequest::Kind::All;
-  } else if (const std::optional<int> n = parse_free_request(value)) {
+  } else if (const std::optional<int> n = detail::parse_free_request(value)) {
     r.kind = GpuRequest::Kind::Free;
     r.free_count = *n;
   } else {
@@ -285,16 +247,8 @@ GpuRequest read_gpu_request(std::string_view value, bool all_allowed) {
   return r;
 }
 
-GpuRequest gpu_request_from_texts(const std::vector<std::string>& texts) {
-  return read_gpu_request(join_entries(texts));
-}
-
 std::vector<std::string> parse_gpu_spec(std::string_view value) {
   return read_gpu_request(value, false).texts();
-}
-
-bool is_all_entry(std::string_view entry) noexcept {
-  return equal_ci(trim(entry), "all");
 }
 
 std::vector<std::string> parse_gpu_request(std::string_view value) {
@@ -304,7 +258,8 @@ std::vector<std::string> parse_gpu_request(std::string_view value) {
 GpuRequest read_single_gpu(std::string_view value) {
   GpuRequest r = read_gpu_request(value, false);
   if (r.kind == GpuRequest::Kind::Gpus && r.gpus.size() != 1) {
-    throw bad_input("--gpu " + quote_value(value) + " holds " + std::to_string(r.gpus.size()) +
+    throw bad_input("--gpu " + detail::quote_value(value) + " holds " +
+                    std::to_string(r.gpus.size()) +
                     " GPUs, but this option takes exactly one; give a single index or UUID");
   }
   return r;
@@ -315,3 +270,55 @@ std::string parse_single_gpu(std::string_view value) {
 }
 
 GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+GpuRequest gpu_request_from_texts(const std::vector<std::string>& texts) {
+  return read_gpu_request(detail::join_entries(texts));
+}
+
+std::string canonical_entry(std::string_view entry) {
+  if (is_gpu_uuid(entry))
+    return std::string(kUuidHead) + std::string(entry.substr(kUuidHead.size()));
+  if (is_gpu_index(entry)) return std::string(entry);
+  std::string hint = pasted_entry_hint(entry);  // a value copied from elsewhere, or ""
+  if (hint.empty() && entry.size() >= 4 && detail::equal_ci(entry.substr(0, 4), "MIG-")) {
+    hint = "; MIG devices cannot be given to --gpu: gpusel places processes on whole GPUs";
+  } else if (hint.empty() && entry.find('-') != std::string_view::npos &&
+             is_gpu_index(entry.substr(0, 1))) {
+    hint = "; ranges are not accepted, list each index (for example 0,1,2,3)";
+  }
+  throw bad_input("--gpu entry " + detail::quote_value(entry) +
+                  " is neither an nvidia-smi index (ASCII digits) nor a GPU UUID "
+                  "(GPU-..., a unique prefix is enough)" +
+                  hint + "; run `gpusel list` to see both for every GPU");
+}
+
+bool same_entry(std::string_view a, std::string_view b) noexcept {
+  if (is_gpu_index(a) && is_gpu_index(b)) return strip_zeros(a) == strip_zeros(b);
+  return detail::equal_ci(a, b);
+}
+
+bool is_all_entry(std::string_view entry) noexcept {
+  return detail::equal_ci(trim(entry), "all");
+}
+
+bool starts_with_ci(std::string_view text, std::string_view head) noexcept {
+  return text.size() >= head.size() && detail::equal_ci(text.substr(0, head.size()), head);
+}
+
+bool equal_ci(std::string_view a, std::string_view b) noexcept {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
+                                            [](char x, char y) { return lower(x) == lower(y); });
+}
+
+std::string join_entries(const std::vector<std::string>& entries) {
+  std::string out;
+  for (const auto& e : entries) {
+    if (!out.empty()) out += ',';
+    out += e;
+  }
+  return out;
+}
+
+}  // namespace gpusel::detail

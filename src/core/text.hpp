@@ -1,6 +1,7 @@
-// gpusel: the core's small text helpers (pure, no I/O, no locale): quoting for messages, blanks,
-// comma lists and decimal numbers read with std::from_chars. The core's interface to the layers
-// that may use it (cmake/layers.cmake): never installed, not on the gpusel command's include path.
+// gpusel: the core's small text helpers (pure, no I/O, no locale): blanks, comma lists and decimal
+// numbers read with std::from_chars (quoting for messages is in gpusel_detail.hpp). The core's
+// interface to the layers that may use it (cmake/layers.cmake): never installed, not on the gpusel
+// command's include path.
 #pragma once
 
 #include <cstdint>
@@ -9,24 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gpusel/export.h"
-
-GPUSEL_BEGIN_NAMESPACE
-
-// Quotes a value for a message: "value" with control characters escaped. (API: also declared in
-// gpusel/resolve.hpp.)
-std::string quote_value(std::string_view value);
-
-// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as
-// \xNN; well-formed UTF-8 (no overlong form, surrogate, or code point past U+10FFFF) kept. (API:
-// also declared in gpusel/resolve.hpp.)
-std::string printable(std::string_view text);
-
-// `value` as one POSIX shell word: single-quoted, each ' written as '\''. Safe for eval. (API: also
-// declared in gpusel/resolve.hpp.)
-std::string shell_quote(std::string_view value);
-
-GPUSEL_END_NAMESPACE
+#include "gpusel_detail.hpp"  // quote_value, printable, shell_quote
 
 namespace gpusel::detail {
 

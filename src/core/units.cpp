@@ -1,4 +1,4 @@
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 
 #include <charconv>
 #include <cmath>
@@ -9,8 +9,12 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
-ByteSize read_byte_size(std::string_view text) {
-  ByteSize out;
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+detail::ByteSize read_byte_size(std::string_view text) {
+  detail::ByteSize out;
   std::size_t i = 0;
   while (i < text.size() && text[i] == ' ') ++i;
   const std::size_t start = i;
@@ -20,8 +24,8 @@ ByteSize read_byte_size(std::string_view text) {
     ++i;
   }
   if (i == start || (i == start + 1 && dot)) {
-    out.problem = start < text.size() && text[start] == '-' ? ByteSize::Problem::Negative
-                                                            : ByteSize::Problem::NoNumber;
+    out.problem = start < text.size() && text[start] == '-' ? detail::ByteSize::Problem::Negative
+                                                            : detail::ByteSize::Problem::NoNumber;
     return out;
   }
   const std::string number(text.substr(start, i - start));
@@ -59,7 +63,7 @@ ByteSize read_byte_size(std::string_view text) {
     if (lower == u.name) found = &u;
   }
   if (found == nullptr) {
-    out.problem = ByteSize::Problem::UnknownUnit;
+    out.problem = detail::ByteSize::Problem::UnknownUnit;
     return out;
   }
   // A number beyond any double reads as infinity: too large.
@@ -67,11 +71,11 @@ ByteSize read_byte_size(std::string_view text) {
       detail::read_plain_number(number).value_or(std::numeric_limits<double>::infinity());
   const double value = count * found->factor;
   if (value == 0) {
-    out.problem = ByteSize::Problem::Zero;
+    out.problem = detail::ByteSize::Problem::Zero;
   } else if (value > 1.8e19) {
-    out.problem = ByteSize::Problem::TooLarge;
+    out.problem = detail::ByteSize::Problem::TooLarge;
   } else if (value != std::floor(value)) {
-    out.problem = ByteSize::Problem::NotWhole;
+    out.problem = detail::ByteSize::Problem::NotWhole;
   } else {
     out.bytes = static_cast<std::uint64_t>(value);
   }
@@ -79,7 +83,7 @@ ByteSize read_byte_size(std::string_view text) {
 }
 
 std::optional<std::uint64_t> parse_byte_size(std::string_view text) {
-  return read_byte_size(text).bytes;
+  return detail::read_byte_size(text).bytes;
 }
 
 std::optional<double> parse_duration(std::string_view text) {
@@ -195,4 +199,4 @@ std::string format_bytes(std::uint64_t bytes) {
   return buf;
 }
 
-GPUSEL_END_NAMESPACE
+}  // namespace gpusel::detail

@@ -5,8 +5,9 @@
 #include <algorithm>
 #include <limits>
 
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -27,7 +28,7 @@ template <typename Candidates>
 std::optional<VisibleDevice> match_unique(const std::string& entry, const Candidates& candidates) {
   std::optional<VisibleDevice> hit;
   for (const auto& [text, device] : candidates) {
-    if (!starts_with_ci(text, entry)) continue;
+    if (!detail::starts_with_ci(text, entry)) continue;
     if (hit) return std::nullopt;
     hit = device;
   }
@@ -47,61 +48,6 @@ EntryKind entry_kind(std::string_view entry) {
 }
 
 }  // namespace
-
-std::optional<std::string> uuid_case_problem(const CudaEnv& env) {
-  if (!env.visible_devices) return std::nullopt;
-  std::optional<std::string> out;
-  detail::each_comma_piece(*env.visible_devices, [&](std::string_view entry) {
-    const std::string_view head = entry.substr(0, 4);
-    if ((equal_ci(head, "GPU-") || equal_ci(head, "MIG-")) &&
-        entry_kind(entry) == EntryKind::Integer) {
-      std::string upper(head);
-      for (char& c : upper) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
-      out = describe_preset(env) + " has the entry " + quote_value(entry) + ", which starts with " +
-            quote_value(head) + " rather than " + upper +
-            ": how the NVIDIA driver reads that is not documented, so gpusel does not guess. "
-            "Write " +
-            upper + std::string(entry.substr(4)) + " instead";
-      return false;
-    }
-    return true;
-  });
-  return out;
-}
-
-std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcept {
-  std::size_t i = 0;
-  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
-  while (i < entry.size() && space(entry[i])) ++i;
-  bool negative = false;
-  if (i < entry.size() && (entry[i] == '+' || entry[i] == '-')) negative = entry[i++] == '-';
-  std::size_t first_digit = i;
-  std::uint64_t value = 0;
-  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
-  while (i < entry.size() && entry[i] >= '0' && entry[i] <= '9') {
-    const auto digit = static_cast<std::uint64_t>(entry[i] - '0');
-    value = (value > (kMax - digit) / 10) ? kMax : value * 10 + digit;
-    ++i;
-  }
-  if (i == first_digit) return std::nullopt;        // [DRV] no digits: invalid
-  if (negative && value != 0) return std::nullopt;  // [DRV] negative: invalid; "-0" reads as 0
-  return value;
-}
-
-bool pci_bus_order(const CudaEnv& env) noexcept {
-  return env.device_order && *env.device_order == "PCI_BUS_ID";
-}
-
-bool homogeneous(const std::vector<GpuInfo>& gpus) noexcept {
-  const GpuInfo* first = nullptr;
-  for (const GpuInfo& g : gpus) {
-    if (g.failed()) continue;
-    if (first == nullptr) first = &g;
-    if (g.name != first->name || g.cc_major != first->cc_major || g.cc_minor != first->cc_minor)
-      return false;
-  }
-  return true;
-}
 
 namespace {
 
@@ -163,7 +109,7 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
     pci[i] = static_cast<int>(i);  // NVML order is PCI order
   if (cuda_order != nullptr) {
     order = *cuda_order;
-  } else if (pci_bus_order(env) || homogeneous(gpus)) {
+  } else if (detail::pci_bus_order(env) || detail::homogeneous(gpus)) {
     order = pci;  // [NV] PCI_BUS_ID; [NV] one model: FASTEST_FIRST equals PCI order
   } else {
     order_known = false;  // [NV] mixed models under FASTEST_FIRST: only CUDA knows
@@ -215,7 +161,7 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
     for (const std::string& entry : vs.entries) {
       std::optional<VisibleDevice> device;
       if (vs.mode == VisibleMode::Indices) {
-        auto n = read_driver_integer(entry);  // [DRV] strtoul-like reading
+        auto n = detail::read_driver_integer(entry);  // [DRV] strtoul-like reading
         if (n && *n < gpus.size()) device = VisibleDevice{static_cast<int>(*n), -1};
       } else if (vs.mode == VisibleMode::GpuUuids) {
         // [DRV] an entry of another kind ends the list; [DRV] blanks are not stripped
@@ -228,7 +174,7 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
             const MigDevice& m = g.migs[static_cast<std::size_t>(d.mig)];
             std::string legacy = "MIG-" + g.uuid + "/" + std::to_string(m.gpu_instance) + "/" +
                                  std::to_string(m.compute_instance);
-            if (legacy.size() == entry.size() && starts_with_ci(legacy, entry)) device = d;
+            if (legacy.size() == entry.size() && detail::starts_with_ci(legacy, entry)) device = d;
           }
         }
       }
@@ -284,3 +230,62 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
 }  // namespace
 
 GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcept {
+  std::size_t i = 0;
+  auto space = [](char c) { return c == ' ' || (c >= '\t' && c <= '\r'); };
+  while (i < entry.size() && space(entry[i])) ++i;
+  bool negative = false;
+  if (i < entry.size() && (entry[i] == '+' || entry[i] == '-')) negative = entry[i++] == '-';
+  std::size_t first_digit = i;
+  std::uint64_t value = 0;
+  constexpr std::uint64_t kMax = std::numeric_limits<std::uint64_t>::max();
+  while (i < entry.size() && entry[i] >= '0' && entry[i] <= '9') {
+    const auto digit = static_cast<std::uint64_t>(entry[i] - '0');
+    value = (value > (kMax - digit) / 10) ? kMax : value * 10 + digit;
+    ++i;
+  }
+  if (i == first_digit) return std::nullopt;        // [DRV] no digits: invalid
+  if (negative && value != 0) return std::nullopt;  // [DRV] negative: invalid; "-0" reads as 0
+  return value;
+}
+
+std::optional<std::string> uuid_case_problem(const CudaEnv& env) {
+  if (!env.visible_devices) return std::nullopt;
+  std::optional<std::string> out;
+  detail::each_comma_piece(*env.visible_devices, [&](std::string_view entry) {
+    const std::string_view head = entry.substr(0, 4);
+    if ((detail::equal_ci(head, "GPU-") || detail::equal_ci(head, "MIG-")) &&
+        entry_kind(entry) == EntryKind::Integer) {
+      std::string upper(head);
+      for (char& c : upper) c = static_cast<char>(c >= 'a' && c <= 'z' ? c - 32 : c);
+      out = detail::describe_preset(env) + " has the entry " + detail::quote_value(entry) +
+            ", which starts with " + detail::quote_value(head) + " rather than " + upper +
+            ": how the NVIDIA driver reads that is not documented, so gpusel does not guess. "
+            "Write " +
+            upper + std::string(entry.substr(4)) + " instead";
+      return false;
+    }
+    return true;
+  });
+  return out;
+}
+
+bool pci_bus_order(const CudaEnv& env) noexcept {
+  return env.device_order && *env.device_order == "PCI_BUS_ID";
+}
+
+bool homogeneous(const std::vector<GpuInfo>& gpus) noexcept {
+  const GpuInfo* first = nullptr;
+  for (const GpuInfo& g : gpus) {
+    if (g.failed()) continue;
+    if (first == nullptr) first = &g;
+    if (g.name != first->name || g.cc_major != first->cc_major || g.cc_minor != first->cc_minor)
+      return false;
+  }
+  return true;
+}
+
+}  // namespace gpusel::detail

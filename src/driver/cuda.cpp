@@ -11,6 +11,7 @@
 #include "dl.hpp"
 #include "env.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::detail {
 namespace {
@@ -151,12 +152,12 @@ std::vector<CudaHandle> cuda_device_handles() {
     CUuuid uuid{};
     check(api, api.cuDeviceGetUuid(&uuid, h.device), "cuDeviceGetUuid_v2");
     const auto* raw = reinterpret_cast<const unsigned char*>(uuid.bytes);
-    h.uuid = h.parent_uuid = format_uuid(raw);
+    h.uuid = h.parent_uuid = detail::format_uuid(raw);
     CUuuid parent{};
     if (v1_gives_parent && api.cuDeviceGetUuidV1(&parent, h.device) == CUDA_SUCCESS &&
         std::memcmp(parent.bytes, uuid.bytes, sizeof uuid.bytes) != 0) {
-      h.uuid = format_uuid(raw, "MIG-");
-      h.parent_uuid = format_uuid(reinterpret_cast<const unsigned char*>(parent.bytes));
+      h.uuid = detail::format_uuid(raw, "MIG-");
+      h.parent_uuid = detail::format_uuid(reinterpret_cast<const unsigned char*>(parent.bytes));
     }
     out.push_back(std::move(h));
   }
@@ -192,7 +193,7 @@ CudaDevice cuda_device(const CudaHandle& h) {
   if (api.cuDeviceGetPCIBusId != nullptr) {
     char bus[32] = {};
     if (api.cuDeviceGetPCIBusId(bus, sizeof bus, dev) == CUDA_SUCCESS) {
-      d.pci_bus_id = normalise_bus_id(read_string(bus));
+      d.pci_bus_id = detail::normalise_bus_id(read_string(bus));
     }
   }
   return d;
@@ -201,6 +202,22 @@ CudaDevice cuda_device(const CudaHandle& h) {
 }  // namespace gpusel::detail
 
 GPUSEL_BEGIN_NAMESPACE
+
+int cuda_driver_version() {
+  return detail::cuda_library().driver_version;
+}
+
+std::vector<CudaDevice> cuda_devices() {
+  std::vector<CudaDevice> out;
+  for (const detail::CudaHandle& h : detail::cuda_device_handles()) {
+    out.push_back(detail::cuda_device(h));
+  }
+  return out;
+}
+
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
 
 std::string format_uuid(const unsigned char b[16], const char* prefix) {
   char out[64];
@@ -219,16 +236,4 @@ std::string normalise_bus_id(const std::string& bus) {
   return out;
 }
 
-int cuda_driver_version() {
-  return detail::cuda_library().driver_version;
-}
-
-std::vector<CudaDevice> cuda_devices() {
-  std::vector<CudaDevice> out;
-  for (const detail::CudaHandle& h : detail::cuda_device_handles()) {
-    out.push_back(detail::cuda_device(h));
-  }
-  return out;
-}
-
-GPUSEL_END_NAMESPACE
+}  // namespace gpusel::detail

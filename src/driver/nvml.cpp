@@ -14,6 +14,7 @@
 
 #include "ancestry.hpp"
 #include "dl.hpp"
+#include "gpusel_detail.hpp"
 #include "nvml_abi.hpp"
 #include "nvml_index.hpp"
 
@@ -602,13 +603,17 @@ bool nvml_gpu_index(const std::string& uuid, std::optional<unsigned>& index) {
 
 GPUSEL_BEGIN_NAMESPACE
 
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
 void reuse_nvml_snapshots() {
   std::lock_guard<std::mutex> lock(nvml_mutex);
   reuse.on = true;
 }
 
 std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& positions,
-                          NvmlPart part) {
+                          detail::NvmlPart part) {
   const NvmlLibrary& lib = library();
   if (!lib.usable) return lib.reason;
   const NvmlApi& api = lib.api;
@@ -644,7 +649,7 @@ std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::siz
     GpuInfo fresh;
     fresh.index = gpu.index;
     fresh.uuid = gpu.uuid;
-    if (part == NvmlPart::Mig) {
+    if (part == detail::NvmlPart::Mig) {
       fresh = gpu;
       fresh.mig_enabled = false;
       fresh.migs.clear();
@@ -662,4 +667,4 @@ std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::siz
   return {};
 }
 
-GPUSEL_END_NAMESPACE
+}  // namespace gpusel::detail

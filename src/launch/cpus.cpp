@@ -11,7 +11,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -31,7 +31,8 @@ std::vector<int> sysfs_cpus(const std::string& nvml_bus_id) {
                  [](unsigned char c) { return std::tolower(c); });
   const std::string node = read_line("/sys/bus/pci/devices/" + bus + "/numa_node");
   if (node.empty() || node[0] == '-') return {};
-  auto cpus = parse_cpu_list(read_line("/sys/devices/system/node/node" + node + "/cpulist"));
+  auto cpus =
+      detail::parse_cpu_list(read_line("/sys/devices/system/node/node" + node + "/cpulist"));
   return cpus ? *cpus : std::vector<int>{};
 }
 
@@ -83,8 +84,9 @@ std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, C
     std::set_intersection(cpus.begin(), cpus.end(), allowed.begin(), allowed.end(),
                           std::back_inserter(inside));
     if (inside.empty()) {
-      throw failure("the CPUs near GPU " + g.uuid + " (" + format_cpu_list(cpus) +
-                    ") are all outside this process's CPUs (" + format_cpu_list(allowed) + ")");
+      throw failure("the CPUs near GPU " + g.uuid + " (" + detail::format_cpu_list(cpus) +
+                    ") are all outside this process's CPUs (" + detail::format_cpu_list(allowed) +
+                    ")");
     }
     near[r] = inside;
   }

@@ -23,8 +23,9 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "launch_core.hpp"
 #include "launch_detail.hpp"
 #include "text.hpp"
@@ -133,7 +134,7 @@ std::string describe_process(pid_t pid) {
   while (!args.empty() && args.back() == '\0') args.pop_back();
   std::replace(args.begin(), args.end(), '\0', ' ');
   std::string out = "pid " + std::to_string(pid);
-  return args.empty() ? out : out + " `" + printable(args) + "`";
+  return args.empty() ? out : out + " `" + detail::printable(args) + "`";
 }
 
 // Everything launch_workers sets up, undone however it ends (return or exception): workers still
@@ -309,7 +310,7 @@ std::string find_program(const std::string& name) {
   if (name.find('/') != std::string::npos) {
     if (!executable_file(name)) {
       throw bad_input(
-          "run: " + quote_value(name) +
+          "run: " + detail::quote_value(name) +
           (access(name.c_str(), F_OK) == 0 ? " is not an executable file" : " does not exist") +
           "; no worker was started");
     }
@@ -326,8 +327,8 @@ std::string find_program(const std::string& name) {
     if (executable_file(candidate)) return candidate;
     start = colon + 1;
   }
-  throw bad_input("run: command " + quote_value(name) + " not found in PATH=" + quote_value(dirs) +
-                  "; no worker was started");
+  throw bad_input("run: command " + detail::quote_value(name) +
+                  " not found in PATH=" + detail::quote_value(dirs) + "; no worker was started");
 }
 
 int launch_workers(const LaunchOptions& options) {
@@ -570,7 +571,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
         const int r = rank_of(pid);
         if (r < 0) continue;
         const std::string& own = gpu_of(static_cast<std::size_t>(r));
-        if (starts_with_ci(own, "MIG-") || same_entry(own, g.uuid)) continue;
+        if (detail::starts_with_ci(own, "MIG-") || detail::same_entry(own, g.uuid)) continue;
         check.violation =
             "rank " + std::to_string(r) + " (GPU " + own + ") opened a CUDA context on GPU " +
             std::to_string(g.index) + " (" + g.uuid + "), not its own (process " +

@@ -8,6 +8,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "text.hpp"
 
 namespace gpusel::detail {
@@ -47,10 +48,10 @@ WorkerEnvironments worker_environments(const LaunchOptions& options, const JobPl
   if (!inherited("MASTER_PORT")) env.job.emplace_back("MASTER_PORT", std::to_string(free_port()));
   env.job.emplace_back("WORLD_SIZE", world);
   env.job.emplace_back("LOCAL_WORLD_SIZE", world);
-  env.job.emplace_back("GPUSEL_GPUS", join_entries(options.gpus));
+  env.job.emplace_back("GPUSEL_GPUS", detail::join_entries(options.gpus));
   if (plan.shared) env.job.emplace_back("GPUSEL_SHARE", "1");
   if (options.set_visible == SetVisible::Job)
-    env.job.emplace_back("CUDA_VISIBLE_DEVICES", join_entries(options.gpus));
+    env.job.emplace_back("CUDA_VISIBLE_DEVICES", detail::join_entries(options.gpus));
 
   env.ranks.resize(plan.workers);
   for (std::size_t r = 0; r < plan.workers; ++r) {

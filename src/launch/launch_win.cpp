@@ -32,8 +32,9 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "launch_core.hpp"
 #include "launch_detail.hpp"
 #include "text.hpp"
@@ -211,7 +212,7 @@ std::string runnable(const std::filesystem::path& p, const std::string& name) {
   std::wstring ext = p.extension().wstring();
   for (wchar_t& c : ext) c = static_cast<wchar_t>(std::towlower(c));
   if (ext == L".bat" || ext == L".cmd") {
-    throw bad_input("run: " + quote_value(name) +
+    throw bad_input("run: " + detail::quote_value(name) +
                     " is a batch file, which Windows runs only through cmd.exe; run it as: "
                     "-- cmd /c " +
                     name + "; no worker was started");
@@ -222,7 +223,7 @@ std::string runnable(const std::filesystem::path& p, const std::string& name) {
   DWORD got = 0;
   if (f && ReadFile(f.get(), magic, 2, &got, nullptr) &&
       (got < 2 || magic[0] != 'M' || magic[1] != 'Z')) {
-    throw bad_input("run: " + quote_value(name) +
+    throw bad_input("run: " + detail::quote_value(name) +
                     " is not a Windows program (.exe); run a script through its interpreter, as "
                     "in: -- python " +
                     name + "; no worker was started");
@@ -241,7 +242,7 @@ std::string find_program(const std::string& name) {
     if (auto p = with_extension(given)) return runnable(*p, name);
     std::error_code ec;
     throw bad_input(
-        "run: " + quote_value(name) +
+        "run: " + detail::quote_value(name) +
         (std::filesystem::exists(given, ec) ? " is not an executable file" : " does not exist") +
         "; no worker was started");
   }
@@ -257,8 +258,8 @@ std::string find_program(const std::string& name) {
     }
     start = semi + 1;
   }
-  throw bad_input("run: command " + quote_value(name) + " not found in PATH=" +
-                  quote_value(win::narrow(dirs)) + "; no worker was started");
+  throw bad_input("run: command " + detail::quote_value(name) + " not found in PATH=" +
+                  detail::quote_value(win::narrow(dirs)) + "; no worker was started");
 }
 
 namespace {

@@ -8,9 +8,9 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 #include "lease_queue.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -45,9 +45,9 @@ std::vector<bool> eligible_gpus(const std::vector<GpuInfo>& gpus, const CudaEnv&
   VisibleSet vs = model_visible(gpus, env);
   if (!vs.known) {
     const ProbeResult probe = probe_cuda(probe_helper, true);
-    const auto order = probe.ok ? cuda_order_from(gpus, probe.devices) : std::nullopt;
+    const auto order = probe.ok ? detail::cuda_order_from(gpus, probe.devices) : std::nullopt;
     if (!order) {
-      throw bad_input("--gpu free:N picks within " + describe_preset(env) + ", but " +
+      throw bad_input("--gpu free:N picks within " + detail::describe_preset(env) + ", but " +
                       vs.unknown_reason + " and asking CUDA failed (" +
                       (probe.ok ? std::string("its devices did not match NVML's") : probe.reason) +
                       "); set CUDA_DEVICE_ORDER=PCI_BUS_ID or give the preset as GPU UUIDs");
@@ -94,8 +94,8 @@ class FreeLook {
         throw bad_input("--gpu free:" + std::to_string(n_) + " asks for " + std::to_string(n_) +
                         (n_ == 1 ? " GPU" : " GPUs") + ", but only " + std::to_string(usable_) +
                         " can be used here (" + std::to_string(snap_.gpus.size()) +
-                        " on this machine; " + describe_preset(env_) + "); ask for at most " +
-                        std::to_string(usable_));
+                        " on this machine; " + detail::describe_preset(env_) +
+                        "); ask for at most " + std::to_string(usable_));
       }
       for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
         if (eligible_[i]) candidates_.push_back(snap_.gpus[i].uuid);
@@ -122,7 +122,7 @@ class FreeLook {
       if (!c[i].eligible) {
         c[i].not_free = g.failed()      ? "failed: " + g.failure
                         : g.mig_enabled ? std::string("MIG enabled")
-                                        : "hidden by " + describe_preset(env_);
+                                        : "hidden by " + detail::describe_preset(env_);
         continue;
       }
       // A lease says more than the usage it causes: named first.
@@ -131,7 +131,7 @@ class FreeLook {
       } else if (standing[i].state == LeaseStanding::State::Unusable) {
         c[i].not_free = describe_standing(standing[i]);
         out.skipped.push_back(gpu_label(g) + " was skipped: " + describe_standing(standing[i]));
-      } else if (std::string busy = busy_reason(g, options.limits); !busy.empty()) {
+      } else if (std::string busy = detail::busy_reason(g, options.limits); !busy.empty()) {
         c[i].not_free = std::move(busy);
         if (standing[i].state == LeaseStanding::State::Free) out.busy = true;
       }
@@ -337,14 +337,14 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
                                                                           : "; " + remedy));
     }
     if (timed_out) {
-      throw failure("still waiting after " + format_seconds(*options.wait_seconds) + ": " +
+      throw failure("still waiting after " + detail::format_seconds(*options.wait_seconds) + ": " +
                     attempt.why_not);
     }
     if (take && !ticket) {
       ticket.emplace(
-          store, detail::TicketRequest{
-                     free_request ? n : static_cast<int>(wanted.size()), wanted,
-                     free_request ? "free:" + std::to_string(n) : "GPUs " + join_entries(wanted)});
+          store, detail::TicketRequest{free_request ? n : static_cast<int>(wanted.size()), wanted,
+                                       free_request ? "free:" + std::to_string(n)
+                                                    : "GPUs " + detail::join_entries(wanted)});
     }
     if (!watch) {
       watch.emplace(store);
@@ -356,7 +356,7 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
       if (!why_first.empty() && why_first.back() == ':') why_first.pop_back();
       options.on_wait("waiting for " +
                       (free_request ? std::to_string(n) + " free GPU" + (n == 1 ? "" : "s")
-                                    : std::string("GPUs ") + join_entries(named.gpus)) +
+                                    : std::string("GPUs ") + detail::join_entries(named.gpus)) +
                       " (" + why_first + ")");
       told = true;
     }

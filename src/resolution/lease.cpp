@@ -28,7 +28,8 @@
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 #include "lease_queue.hpp"
 #include "text.hpp"
 
@@ -117,7 +118,7 @@ class LockTable {
 std::optional<LeaseHolder> holder_of(const LockTable& table, const struct stat& st) {
   const std::optional<int> pid = table.holder(st.st_dev, st.st_ino);
   if (!pid || *pid <= 0) return std::nullopt;
-  return process_details(*pid);
+  return detail::process_details(*pid);
 }
 
 // Why folder `dir` (its lstat in `st`) cannot hold leases that bind anyone, or "".
@@ -235,62 +236,6 @@ std::string lease_name(const std::string& uuid) {
 }
 
 }  // namespace
-
-LeaseHolder process_details(int pid) {
-  LeaseHolder h;
-  h.pid = pid;
-  const std::string proc = "/proc/" + std::to_string(pid);
-  struct stat st {};
-  if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
-  std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
-  std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
-  while (!args.empty() && args.back() == '\0') args.pop_back();
-  // The command line as a shell would take it back: a word with blanks or the shell's own
-  // characters in single quotes (`sh -c 'sleep 5'`, not `sh -c sleep 5`). Raw otherwise:
-  // describe_holder escapes what a terminal would act on.
-  std::string command;
-  std::size_t start = 0;
-  while (start <= args.size() && !args.empty()) {
-    std::size_t end = args.find('\0', start);
-    if (end == std::string::npos) end = args.size();
-    const std::string_view word(args.data() + start, end - start);
-    const bool plain = !word.empty() && word.find_first_not_of(
-                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                            "0123456789_@%+=:,./-") == std::string_view::npos;
-    command += (command.empty() ? "" : " ") + (plain ? std::string(word) : shell_quote(word));
-    start = end + 1;
-  }
-  if (command.size() > 200) command = command.substr(0, 197) + "...";
-  h.command = command;
-  // Start time: field 22 of stat, in clock ticks after boot.
-  std::ifstream statf(proc + "/stat");
-  std::string stat_line;
-  std::getline(statf, stat_line);
-  const std::size_t paren = stat_line.rfind(')');
-  if (paren != std::string::npos && paren + 2 <= stat_line.size()) {
-    std::istringstream in(stat_line.substr(paren + 2));
-    std::string field;
-    unsigned long long start_ticks = 0;
-    for (int i = 3; i <= 22 && in >> field; ++i) {
-      if (i == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
-    }
-    std::ifstream uptime_file("/proc/uptime");
-    double uptime = 0;
-    const long hz = sysconf(_SC_CLK_TCK);
-    if (start_ticks > 0 && hz > 0 && (uptime_file >> uptime)) {
-      const std::time_t started =
-          std::time(nullptr) - static_cast<std::time_t>(uptime) +
-          static_cast<std::time_t>(start_ticks / static_cast<unsigned long long>(hz));
-      std::tm tm{};
-      char text[32];
-      if (localtime_r(&started, &tm) != nullptr &&
-          std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm) > 0) {
-        h.started = text;
-      }
-    }
-  }
-  return h;
-}
 
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
@@ -437,7 +382,8 @@ int lock_file(const LeaseStore& store, const std::string& uuid, const std::strin
     return -1;
   };
   if (!detail::is_plain_file_name(uuid)) {
-    return unusable(quote_value(uuid) + " is not a GPU UUID as the NVIDIA driver reports one");
+    return unusable(detail::quote_value(uuid) +
+                    " is not a GPU UUID as the NVIDIA driver reports one");
   }
   for (int attempt = 0; attempt < 8; ++attempt) {
     struct stat st {};
@@ -624,7 +570,8 @@ StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::st
   const LockTable table;
   for (const std::string& uuid : uuids) {
     if (!detail::is_plain_file_name(uuid)) {
-      report.problems.push_back(quote_value(uuid) + " is not a GPU UUID: no lease file made");
+      report.problems.push_back(detail::quote_value(uuid) +
+                                " is not a GPU UUID: no lease file made");
       continue;
     }
     const std::string path = dir + "/" + lease_name(uuid);
@@ -872,7 +819,7 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
 
 void name_waiters(std::vector<Waiter>& waiters) {
   for (Waiter& w : waiters) {
-    if (w.pid > 0 && !w.who) w.who = process_details(w.pid);
+    if (w.pid > 0 && !w.who) w.who = detail::process_details(w.pid);
   }
 }
 
@@ -1016,6 +963,67 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
 
 std::string queue_directory(const LeaseStore& store) {
   return usable_queue(store, false);
+}
+
+}  // namespace gpusel::detail
+
+namespace gpusel::detail {
+
+LeaseHolder process_details(int pid) {
+  LeaseHolder h;
+  h.pid = pid;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  struct stat st {};
+  if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
+  std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
+  std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  while (!args.empty() && args.back() == '\0') args.pop_back();
+  // The command line as a shell would take it back: a word with blanks or the shell's own
+  // characters in single quotes (`sh -c 'sleep 5'`, not `sh -c sleep 5`). Raw otherwise:
+  // describe_holder escapes what a terminal would act on.
+  std::string command;
+  std::size_t start = 0;
+  while (start <= args.size() && !args.empty()) {
+    std::size_t end = args.find('\0', start);
+    if (end == std::string::npos) end = args.size();
+    const std::string_view word(args.data() + start, end - start);
+    const bool plain = !word.empty() && word.find_first_not_of(
+                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+                                            "0123456789_@%+=:,./-") == std::string_view::npos;
+    command +=
+        (command.empty() ? "" : " ") + (plain ? std::string(word) : detail::shell_quote(word));
+    start = end + 1;
+  }
+  if (command.size() > 200) command = command.substr(0, 197) + "...";
+  h.command = command;
+  // Start time: field 22 of stat, in clock ticks after boot.
+  std::ifstream statf(proc + "/stat");
+  std::string stat_line;
+  std::getline(statf, stat_line);
+  const std::size_t paren = stat_line.rfind(')');
+  if (paren != std::string::npos && paren + 2 <= stat_line.size()) {
+    std::istringstream in(stat_line.substr(paren + 2));
+    std::string field;
+    unsigned long long start_ticks = 0;
+    for (int i = 3; i <= 22 && in >> field; ++i) {
+      if (i == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
+    }
+    std::ifstream uptime_file("/proc/uptime");
+    double uptime = 0;
+    const long hz = sysconf(_SC_CLK_TCK);
+    if (start_ticks > 0 && hz > 0 && (uptime_file >> uptime)) {
+      const std::time_t started =
+          std::time(nullptr) - static_cast<std::time_t>(uptime) +
+          static_cast<std::time_t>(start_ticks / static_cast<unsigned long long>(hz));
+      std::tm tm{};
+      char text[32];
+      if (localtime_r(&started, &tm) != nullptr &&
+          std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm) > 0) {
+        h.started = text;
+      }
+    }
+  }
+  return h;
 }
 
 }  // namespace gpusel::detail

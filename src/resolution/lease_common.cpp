@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "gpusel/lease.hpp"
+#include "gpusel_detail.hpp"
 #include "lease_queue.hpp"
 #include "text.hpp"
 
@@ -10,10 +11,10 @@ GPUSEL_BEGIN_NAMESPACE
 
 std::string describe_holder(const LeaseHolder& holder) {
   std::string details;
-  if (!holder.user.empty()) details += "user " + printable(holder.user);
+  if (!holder.user.empty()) details += "user " + detail::printable(holder.user);
   if (!holder.command.empty()) {
-    details +=
-        (details.empty() ? "" : ", ") + std::string("command `") + printable(holder.command) + "`";
+    details += (details.empty() ? "" : ", ") + std::string("command `") +
+               detail::printable(holder.command) + "`";
   }
   if (!holder.started.empty()) {
     details += (details.empty() ? "" : ", ") + std::string("since ") + holder.started;
@@ -31,7 +32,7 @@ std::string describe_standing(const LeaseStanding& standing) {
                                  ? describe_holder(*standing.holder)
                                  : std::string("another job (its holder is not visible here)"));
     case LeaseStanding::State::Unusable:
-      return "its lease cannot be taken: " + printable(standing.problem);
+      return "its lease cannot be taken: " + detail::printable(standing.problem);
   }
   return "";
 }
@@ -79,7 +80,7 @@ std::optional<TicketRequest> parse_ticket(const std::string& text) {
       r.need = static_cast<int>(*n);
       have_need = true;
     } else if (take_prefix(line, "what ")) {
-      r.what = printable(line);
+      r.what = detail::printable(line);
     } else if (take_prefix(line, "gpu ")) {
       if (!is_plain_file_name(line) || r.gpus.size() >= kMaxTicketGpus) return std::nullopt;
       r.gpus.emplace_back(line);

@@ -18,7 +18,8 @@
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 #include "lease_queue.hpp"
 #include "text.hpp"
 #include "win_lock.hpp"
@@ -32,7 +33,7 @@ namespace win = detail::win;
 std::string lease_path(const std::string& dir, const std::string& uuid) {
   if (!detail::is_plain_file_name(uuid)) {
     throw failure(
-        "cannot lease GPU " + quote_value(uuid) +
+        "cannot lease GPU " + detail::quote_value(uuid) +
         ": not a GPU UUID (letters, digits and dashes), as the NVIDIA driver reported it");
   }
   return dir + "\\" + uuid + ".lock";
@@ -49,29 +50,6 @@ std::optional<int> written_pid(HANDLE file) {
 }
 
 }  // namespace
-
-LeaseHolder process_details(int pid) {
-  LeaseHolder h;
-  h.pid = pid;
-  win::Handle process(
-      OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, static_cast<DWORD>(pid)));
-  if (!process) return h;
-  wchar_t name[MAX_PATH * 4];
-  DWORD size = sizeof name / sizeof name[0];
-  if (QueryFullProcessImageNameW(process.get(), 0, name, &size))
-    h.command = win::narrow(std::wstring(name, size));
-  FILETIME created{}, exited{}, kernel{}, user{};
-  SYSTEMTIME utc{}, local{};
-  if (GetProcessTimes(process.get(), &created, &exited, &kernel, &user) &&
-      FileTimeToSystemTime(&created, &utc) &&
-      SystemTimeToTzSpecificLocalTime(nullptr, &utc, &local)) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%04u-%02u-%02u %02u:%02u:%02u", local.wYear, local.wMonth,
-                  local.wDay, local.wHour, local.wMinute, local.wSecond);
-    h.started = buf;
-  }
-  return h;
-}
 
 namespace {
 
@@ -145,7 +123,7 @@ std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* st
   s.shared = true;
   if (!detail::is_plain_file_name(uuid)) {
     s.state = LeaseStanding::State::Unusable;
-    s.problem = quote_value(uuid) + " is not a GPU UUID as the NVIDIA driver reports one";
+    s.problem = detail::quote_value(uuid) + " is not a GPU UUID as the NVIDIA driver reports one";
     return std::nullopt;
   }
   const std::string path = lease_path(dir_, uuid);
@@ -173,7 +151,7 @@ std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* st
       return std::nullopt;
     }
     s.state = LeaseStanding::State::Held;
-    if (const auto pid = written_pid(file.get())) s.holder = process_details(*pid);
+    if (const auto pid = written_pid(file.get())) s.holder = detail::process_details(*pid);
     return std::nullopt;
   }
   if (writable) {
@@ -213,7 +191,7 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
         win::unlock(file.get());
       } else {
         s.state = LeaseStanding::State::Held;
-        if (const auto pid = written_pid(file.get())) s.holder = process_details(*pid);
+        if (const auto pid = written_pid(file.get())) s.holder = detail::process_details(*pid);
       }
     }
     out.push_back(std::move(s));
@@ -331,6 +309,33 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout,
 
 std::string queue_directory(const LeaseStore& store) {
   return store.dir() + "\\queue";
+}
+
+}  // namespace gpusel::detail
+
+namespace gpusel::detail {
+
+LeaseHolder process_details(int pid) {
+  LeaseHolder h;
+  h.pid = pid;
+  win::Handle process(
+      OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, static_cast<DWORD>(pid)));
+  if (!process) return h;
+  wchar_t name[MAX_PATH * 4];
+  DWORD size = sizeof name / sizeof name[0];
+  if (QueryFullProcessImageNameW(process.get(), 0, name, &size))
+    h.command = win::narrow(std::wstring(name, size));
+  FILETIME created{}, exited{}, kernel{}, user{};
+  SYSTEMTIME utc{}, local{};
+  if (GetProcessTimes(process.get(), &created, &exited, &kernel, &user) &&
+      FileTimeToSystemTime(&created, &utc) &&
+      SystemTimeToTzSpecificLocalTime(nullptr, &utc, &local)) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%04u-%02u-%02u %02u:%02u:%02u", local.wYear, local.wMonth,
+                  local.wDay, local.wHour, local.wMinute, local.wSecond);
+    h.started = buf;
+  }
+  return h;
 }
 
 }  // namespace gpusel::detail

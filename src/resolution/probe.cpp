@@ -33,6 +33,7 @@
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "probe_child.hpp"
 #include "text.hpp"
 
@@ -57,7 +58,7 @@ double probe_timeout() {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
   if (ec != std::errc() || ptr != text.data() + text.size() || !(seconds > 0) ||
       seconds > kMaxProbeTimeout) {
-    throw bad_input("GPUSEL_PROBE_TIMEOUT=" + quote_value(text) +
+    throw bad_input("GPUSEL_PROBE_TIMEOUT=" + detail::quote_value(text) +
                     " is not a number of seconds above 0 and at most 3600 (how long gpusel waits "
                     "for its CUDA probe; default 20)");
   }
@@ -218,28 +219,6 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
 }
 #endif
 
-std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus,
-                                                const std::vector<CudaDevice>& devices) {
-  std::vector<int> order;
-  for (const CudaDevice& d : devices) {
-    int found = -1;
-    for (std::size_t g = 0; g < gpus.size(); ++g) {
-      if (same_entry(gpus[g].uuid, d.parent_uuid)) found = static_cast<int>(g);
-    }
-    if (found < 0 || gpus[static_cast<std::size_t>(found)].failed()) return std::nullopt;
-    // MIG devices of one GPU come together: the GPU takes one place.
-    if (!order.empty() && order.back() == found) continue;
-    for (int seen : order) {
-      if (seen == found) return std::nullopt;
-    }
-    order.push_back(found);
-  }
-  const auto working = static_cast<std::size_t>(
-      std::count_if(gpus.begin(), gpus.end(), [](const GpuInfo& g) { return !g.failed(); }));
-  if (order.size() != working) return std::nullopt;
-  return order;
-}
-
 #ifndef _WIN32
 std::string default_probe_helper() {
   if (auto h = gpusel::detail::env_value("GPUSEL_PROBE_HELPER"); h && !h->empty()) return *h;
@@ -270,34 +249,6 @@ std::string default_probe_helper() {
   return "";
 }
 #endif
-
-std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices) {
-  std::vector<GpuInfo> gpus;
-  for (const CudaDevice& d : devices) {
-    const std::string& uuid = d.parent_uuid.empty() ? d.uuid : d.parent_uuid;
-    auto it = std::find_if(gpus.begin(), gpus.end(),
-                           [&](const GpuInfo& g) { return same_entry(g.uuid, uuid); });
-    if (it == gpus.end()) {
-      GpuInfo g;
-      g.uuid = uuid;
-      g.name = d.name;
-      g.pci_bus_id = normalise_bus_id(d.pci_bus_id);
-      g.cc_major = d.cc_major;
-      g.cc_minor = d.cc_minor;
-      g.total_bytes = d.total_bytes;
-      gpus.push_back(std::move(g));
-      it = std::prev(gpus.end());
-    }
-    if (!same_entry(d.uuid, uuid)) {  // a MIG device of that GPU
-      it->mig_enabled = true;
-      it->migs.push_back(MigDevice{d.uuid, 0, 0, d.name, d.total_bytes});
-    }
-  }
-  std::stable_sort(gpus.begin(), gpus.end(),
-                   [](const GpuInfo& a, const GpuInfo& b) { return a.pci_bus_id < b.pci_bus_id; });
-  for (std::size_t i = 0; i < gpus.size(); ++i) gpus[i].index = static_cast<unsigned>(i);
-  return gpus;
-}
 
 GPUSEL_END_NAMESPACE
 
@@ -411,6 +362,60 @@ int probe_child_main() {
     std::cout << serialise_failure(e.what(), Problem{ErrorCode::Unspecified, "", 0}) << std::flush;
     return 1;
   }
+}
+
+}  // namespace gpusel::detail
+
+namespace gpusel::detail {
+
+std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus,
+                                                const std::vector<CudaDevice>& devices) {
+  std::vector<int> order;
+  for (const CudaDevice& d : devices) {
+    int found = -1;
+    for (std::size_t g = 0; g < gpus.size(); ++g) {
+      if (detail::same_entry(gpus[g].uuid, d.parent_uuid)) found = static_cast<int>(g);
+    }
+    if (found < 0 || gpus[static_cast<std::size_t>(found)].failed()) return std::nullopt;
+    // MIG devices of one GPU come together: the GPU takes one place.
+    if (!order.empty() && order.back() == found) continue;
+    for (int seen : order) {
+      if (seen == found) return std::nullopt;
+    }
+    order.push_back(found);
+  }
+  const auto working = static_cast<std::size_t>(
+      std::count_if(gpus.begin(), gpus.end(), [](const GpuInfo& g) { return !g.failed(); }));
+  if (order.size() != working) return std::nullopt;
+  return order;
+}
+
+std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices) {
+  std::vector<GpuInfo> gpus;
+  for (const CudaDevice& d : devices) {
+    const std::string& uuid = d.parent_uuid.empty() ? d.uuid : d.parent_uuid;
+    auto it = std::find_if(gpus.begin(), gpus.end(),
+                           [&](const GpuInfo& g) { return detail::same_entry(g.uuid, uuid); });
+    if (it == gpus.end()) {
+      GpuInfo g;
+      g.uuid = uuid;
+      g.name = d.name;
+      g.pci_bus_id = detail::normalise_bus_id(d.pci_bus_id);
+      g.cc_major = d.cc_major;
+      g.cc_minor = d.cc_minor;
+      g.total_bytes = d.total_bytes;
+      gpus.push_back(std::move(g));
+      it = std::prev(gpus.end());
+    }
+    if (!detail::same_entry(d.uuid, uuid)) {  // a MIG device of that GPU
+      it->mig_enabled = true;
+      it->migs.push_back(MigDevice{d.uuid, 0, 0, d.name, d.total_bytes});
+    }
+  }
+  std::stable_sort(gpus.begin(), gpus.end(),
+                   [](const GpuInfo& a, const GpuInfo& b) { return a.pci_bus_id < b.pci_bus_id; });
+  for (std::size_t i = 0; i < gpus.size(); ++i) gpus[i].index = static_cast<unsigned>(i);
+  return gpus;
 }
 
 }  // namespace gpusel::detail

@@ -10,8 +10,9 @@
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "nvml_index.hpp"
 #include "resolve_detail.hpp"
 
@@ -50,8 +51,8 @@ Resolution resolve_through_cuda(const std::vector<GpuEntry>& entries, const Cuda
                       "); give --gpu as GPU UUIDs, or fix the NVIDIA driver installation",
                   probe.problem);
   }
-  r.machine = gpus_from_cuda(probe.devices);
-  const std::optional<std::vector<int>> order = cuda_order_from(r.machine, probe.devices);
+  r.machine = detail::gpus_from_cuda(probe.devices);
+  const std::optional<std::vector<int>> order = detail::cuda_order_from(r.machine, probe.devices);
   if (!order) throw failure("CUDA's enumeration of the GPUs could not be read (a MIG device?)");
   r.gpus = resolve_entries(entries, r.machine, env, &*order);
   r.resolved = true;
@@ -76,8 +77,8 @@ void note_renumbering(Resolution& r, const std::vector<GpuEntry>& entries, const
     renumbered = renumbered || entries[i].index != index;
   }
   if (renumbered) {
-    r.notes.push_back("--gpu " + join_texts(entries) + " counts within " + describe_preset(env) +
-                      ": nvidia-smi " + smi);
+    r.notes.push_back("--gpu " + join_texts(entries) + " counts within " +
+                      detail::describe_preset(env) + ": nvidia-smi " + smi);
   }
 }
 
@@ -95,12 +96,75 @@ std::vector<std::size_t> positions_by_uuid(const std::vector<GpuEntry>& entries,
     picked.clear();
     for (std::size_t g = 0; g < gpus.size(); ++g) picked.push_back(g);
   }
-  broken = nvml_complete(gpus, picked, NvmlPart::Mig);
+  broken = detail::nvml_complete(gpus, picked, detail::NvmlPart::Mig);
   if (!broken.empty()) return {};
   return detail::resolve_positions(entries, gpus, env, nullptr);
 }
 
 }  // namespace
+
+Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
+                        const std::string& probe_helper) {
+  if (request.kind == GpuRequest::Kind::Free) {
+    return acquire_gpus(request, env, probe_helper, AcquireOptions{}).resolution;  // picks only
+  }
+  if (request.kind == GpuRequest::Kind::All) {
+    std::vector<std::string> notes;
+    GpuRequest every;
+    for (const std::string& index : detail::all_gpu_entries(env, probe_helper, &notes)) {
+      GpuEntry e;
+      e.text = index;
+      e.index = std::stoull(index);  // detail::all_gpu_entries gives indices it wrote itself
+      every.gpus.push_back(std::move(e));
+    }
+    Resolution r = resolve_gpus(every, env, probe_helper);
+    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+    return r;
+  }
+  const std::vector<GpuEntry>& entries = request.gpus;
+  // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
+  NvmlSnapshot snap = query_nvml(
+      NvmlQuery{false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid});
+  if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason);
+  Resolution r;
+  r.resolved = true;
+  // The CUDA_VISIBLE_DEVICES model, made once: resolution reads the same one.
+  std::optional<VisibleSet> vs;
+  if (env.visible_devices) vs = model_visible(snap.gpus, env);
+  // A preset of indices on a machine whose CUDA order NVML cannot tell: ask CUDA for its order.
+  if (vs && !vs->known) {
+    ProbeResult probe = probe_cuda(probe_helper, true);
+    std::optional<std::vector<int>> order;
+    if (probe.ok) order = detail::cuda_order_from(snap.gpus, probe.devices);
+    if (!order) {
+      try {
+        detail::resolve_positions(entries, snap.gpus, env, &*vs);
+      } catch (const Error& e) {
+        throw bad_input(std::string(e.what()) + " (asking CUDA for its order did not help: " +
+                        (probe.ok ? "its devices did not match NVML's" : probe.reason) + ")");
+      }
+      throw failure("CUDA's device order is unknown and could not be probed");
+    }
+    r.probed = true;
+    vs = model_visible(snap.gpus, env, &*order);
+  }
+  std::vector<std::size_t> picked;
+  if (vs || snap.detail >= NvmlDetail::Model) {
+    picked = detail::resolve_positions(entries, snap.gpus, env, vs ? &*vs : nullptr);
+  } else {
+    std::string broken;
+    picked = positions_by_uuid(entries, snap.gpus, env, broken);
+    if (!broken.empty()) return resolve_through_cuda(entries, env, probe_helper, broken);
+  }
+  for (std::size_t g : picked) r.gpus.push_back(snap.gpus[g].uuid);
+  note_renumbering(r, entries, env, snap.gpus, picked);
+  r.machine = std::move(snap.gpus);
+  return r;
+}
+
+GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
 
 std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& probe_helper,
                                          std::vector<std::string>* notes) {
@@ -111,7 +175,8 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
   if (!snap.available) {
     if (env.visible_devices) {
       throw failure(
-          "--gpu all: NVML is unavailable (" + snap.reason + ") and " + describe_preset(env) +
+          "--gpu all: NVML is unavailable (" + snap.reason + ") and " +
+              detail::describe_preset(env) +
               " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
               "(indices count within CUDA_VISIBLE_DEVICES)",
           snap.problem);
@@ -123,7 +188,7 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
                         "); name the GPUs instead",
                     probe.problem);
     }
-    count = gpus_from_cuda(probe.devices).size();
+    count = detail::gpus_from_cuda(probe.devices).size();
   } else if (!env.visible_devices) {
     std::vector<std::string> left_out;
     for (const GpuInfo& g : snap.gpus) {
@@ -153,70 +218,11 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
     for (std::size_t k = 0; k < count; ++k) entries.push_back(std::to_string(k));
   }
   if (entries.empty()) {
-    throw bad_input("--gpu all: no GPU to run on here (" + describe_preset(env) +
+    throw bad_input("--gpu all: no GPU to run on here (" + detail::describe_preset(env) +
                     (snap.available ? "" : "; NVML: " + snap.reason) +
                     "); run `gpusel list` to see the GPUs and what CUDA exposes");
   }
   return entries;
 }
 
-Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
-                        const std::string& probe_helper) {
-  if (request.kind == GpuRequest::Kind::Free) {
-    return acquire_gpus(request, env, probe_helper, AcquireOptions{}).resolution;  // picks only
-  }
-  if (request.kind == GpuRequest::Kind::All) {
-    std::vector<std::string> notes;
-    GpuRequest every;
-    for (const std::string& index : all_gpu_entries(env, probe_helper, &notes)) {
-      GpuEntry e;
-      e.text = index;
-      e.index = std::stoull(index);  // all_gpu_entries gives indices it wrote itself
-      every.gpus.push_back(std::move(e));
-    }
-    Resolution r = resolve_gpus(every, env, probe_helper);
-    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
-    return r;
-  }
-  const std::vector<GpuEntry>& entries = request.gpus;
-  // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
-  NvmlSnapshot snap = query_nvml(
-      NvmlQuery{false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid});
-  if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason);
-  Resolution r;
-  r.resolved = true;
-  // The CUDA_VISIBLE_DEVICES model, made once: resolution reads the same one.
-  std::optional<VisibleSet> vs;
-  if (env.visible_devices) vs = model_visible(snap.gpus, env);
-  // A preset of indices on a machine whose CUDA order NVML cannot tell: ask CUDA for its order.
-  if (vs && !vs->known) {
-    ProbeResult probe = probe_cuda(probe_helper, true);
-    std::optional<std::vector<int>> order;
-    if (probe.ok) order = cuda_order_from(snap.gpus, probe.devices);
-    if (!order) {
-      try {
-        detail::resolve_positions(entries, snap.gpus, env, &*vs);
-      } catch (const Error& e) {
-        throw bad_input(std::string(e.what()) + " (asking CUDA for its order did not help: " +
-                        (probe.ok ? "its devices did not match NVML's" : probe.reason) + ")");
-      }
-      throw failure("CUDA's device order is unknown and could not be probed");
-    }
-    r.probed = true;
-    vs = model_visible(snap.gpus, env, &*order);
-  }
-  std::vector<std::size_t> picked;
-  if (vs || snap.detail >= NvmlDetail::Model) {
-    picked = detail::resolve_positions(entries, snap.gpus, env, vs ? &*vs : nullptr);
-  } else {
-    std::string broken;
-    picked = positions_by_uuid(entries, snap.gpus, env, broken);
-    if (!broken.empty()) return resolve_through_cuda(entries, env, probe_helper, broken);
-  }
-  for (std::size_t g : picked) r.gpus.push_back(snap.gpus[g].uuid);
-  note_renumbering(r, entries, env, snap.gpus, picked);
-  r.machine = std::move(snap.gpus);
-  return r;
-}
-
-GPUSEL_END_NAMESPACE
+}  // namespace gpusel::detail

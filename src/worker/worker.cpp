@@ -16,8 +16,9 @@
 #include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "nvml_index.hpp"
 #include "text.hpp"
 
@@ -63,10 +64,10 @@ int ordinal_of(const std::string& uuid, const std::vector<CudaHandle>& devices) 
   std::string seen;
   for (const CudaHandle& d : devices) {
     seen += (seen.empty() ? "" : ", ") + d.uuid;
-    if (starts_with_ci(d.uuid, uuid)) hits.push_back(d.ordinal);
+    if (detail::starts_with_ci(d.uuid, uuid)) hits.push_back(d.ordinal);
   }
   if (hits.size() == 1) return hits.front();
-  const std::string preset = describe_preset(cuda_env_from_environment());
+  const std::string preset = detail::describe_preset(cuda_env_from_environment());
   if (hits.empty()) {
     throw bad_input("GPU " + uuid + " is not visible to CUDA in this process (" + preset +
                     "; visible: " + (seen.empty() ? "none" : seen) +
@@ -87,7 +88,7 @@ std::optional<std::string> env_string(const char* name) {
 // How far up the ancestry each candidate was set: the first process (this one at 0, then its
 // parent, ...) whose starting environment lacks the variable with this value. An environment that
 // cannot be read ends the walk, leaving lower bounds.
-void look_up_distances(std::vector<RankCandidate>& candidates) {
+void look_up_distances(std::vector<detail::RankCandidate>& candidates) {
   constexpr int kMaxDepth = 32;
   int pid = detail::current_pid();
   std::vector<bool> done(candidates.size(), false);
@@ -110,45 +111,8 @@ void look_up_distances(std::vector<RankCandidate>& candidates) {
 
 }  // namespace
 
-LauncherView launcher_view() {
-  LauncherView view;
-  for (const RankVariable& v : kRankVariables) {
-    auto value = env_string(v.name);
-    if (!value) continue;
-    RankCandidate c;
-    c.variable = v.name;
-    c.value = *value;
-    if (v.size_name != nullptr) c.size_value = env_string(v.size_name);
-    view.candidates.push_back(std::move(c));
-  }
-  // sbatch's batch step (the job script) has SLURM_LOCALID=0 but no step of its own; a task
-  // that srun starts has SLURM_STEP_ID.
-  if (env_string("SLURM_LOCALID") && env_string("SLURM_JOB_ID")) {
-    const auto step =
-        env_string("SLURM_STEP_ID") ? env_string("SLURM_STEP_ID") : env_string("SLURM_STEPID");
-    view.slurm_batch_step = !step || *step == "batch" || *step == "4294967294";
-  }
-  if (auto node = env_string("SLURM_NODEID"))
-    view.slurm_node_id = read_rank_number(*node).value_or(0);
-  // srun --gpus-per-task: SLURM_GPUS_PER_TASK where Slurm exports it; else (Slurm 22.05 does not,
-  // to tasks) a task whose own GPUs (SLURM_STEP_GPUS) are fewer than the step's on this node
-  // (SLURM_GPUS_ON_NODE).
-  if (auto per_task = env_string("SLURM_GPUS_PER_TASK"); per_task && !per_task->empty()) {
-    view.slurm_gpus_per_task = true;
-  } else if (auto step = env_string("SLURM_STEP_GPUS"), on_node = env_string("SLURM_GPUS_ON_NODE");
-             step && on_node && !step->empty()) {
-    const auto own = static_cast<int>(std::count(step->begin(), step->end(), ',') + 1);
-    const std::optional<int> total = read_rank_number(detail::trim_blanks(*on_node));
-    view.slurm_gpus_per_task = total && *total > own;
-  }
-  // Several variables: which launcher set each (nested launchers, or one left behind) is read
-  // from the ancestors' environments, whether or not they agree.
-  if (view.candidates.size() > 1) look_up_distances(view.candidates);
-  return view;
-}
-
 std::optional<LocalRank> local_rank() {
-  return choose_local_rank(launcher_view());
+  return detail::choose_local_rank(detail::launcher_view());
 }
 
 bool sharing_asked() {
@@ -156,7 +120,7 @@ bool sharing_asked() {
     const std::string_view v = detail::trim_blanks(*share);
     if (v == "1") return true;
     if (v != "0") {
-      throw bad_input("GPUSEL_SHARE=" + quote_value(*share) +
+      throw bad_input("GPUSEL_SHARE=" + detail::quote_value(*share) +
                       " is neither 1 (share this process's GPU with others on purpose) nor 0");
     }
   }
@@ -211,7 +175,8 @@ bool own_gpuselgpu(const std::string& one, const LocalRank& rank) {
     return false;
   }
   try {
-    return same_entry(entries[static_cast<std::size_t>(rank.rank)].text, parse_single_gpu(one));
+    return detail::same_entry(entries[static_cast<std::size_t>(rank.rank)].text,
+                              parse_single_gpu(one));
   } catch (const Error&) {
     return false;
   }
@@ -237,7 +202,7 @@ std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visi
     out.push_back({"gpusel-share", e.what(), "set GPUSEL_SHARE=1 or unset it"});
     return out;
   }
-  if (const auto problem = uuid_case_problem(cuda_env_from_environment())) {
+  if (const auto problem = detail::uuid_case_problem(cuda_env_from_environment())) {
     out.push_back({"cuda-visible-case", *problem,
                    "write UUIDs in CUDA_VISIBLE_DEVICES as nvidia-smi -L prints them (GPU-..., "
                    "MIG-...)"});
@@ -249,7 +214,7 @@ std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visi
         !own_gpuselgpu(*one, *rank)) {
       out.push_back(
           {"gpusel-gpu-shared",
-           "GPUSEL_GPU=" + quote_value(*one) + " names one GPU, and " + ranks_text(*rank) +
+           "GPUSEL_GPU=" + detail::quote_value(*one) + " names one GPU, and " + ranks_text(*rank) +
                " (this is " + rank->variable + "=" + std::to_string(rank->rank) +
                "): every one of them would bind that GPU. GPUSEL_GPU was inherited from an "
                "outer job (a job script's export, or gpusel run around another launcher)",
@@ -265,20 +230,22 @@ std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visi
       entries = read_worker_list(*list);
     } catch (const Error& e) {
       out.push_back({"gpusel-gpus",
-                     "GPUSEL_GPUS=" + quote_value(*list) + " cannot be read: " + e.what(),
+                     "GPUSEL_GPUS=" + detail::quote_value(*list) + " cannot be read: " + e.what(),
                      "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\""});
       return out;
     }
     if (!rank) return out;  // doctor says so as information; bind refuses with its own words
     if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
       out.push_back({"gpusel-gpus-count",
-                     ranks_text(*rank) + ", but GPUSEL_GPUS=" + quote_value(*list) + " lists " +
-                         std::to_string(entries.size()) + " GPUs: workers will refuse to bind",
+                     ranks_text(*rank) + ", but GPUSEL_GPUS=" + detail::quote_value(*list) +
+                         " lists " + std::to_string(entries.size()) +
+                         " GPUs: workers will refuse to bind",
                      "start as many workers per node as GPUs listed, or list one GPU per worker"});
     } else if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
       out.push_back({"gpusel-gpus-rank",
-                     rank->variable + "=" + std::to_string(rank->rank) + " is beyond GPUSEL_GPUS=" +
-                         quote_value(*list) + " (" + std::to_string(entries.size()) + " entries)",
+                     rank->variable + "=" + std::to_string(rank->rank) +
+                         " is beyond GPUSEL_GPUS=" + detail::quote_value(*list) + " (" +
+                         std::to_string(entries.size()) + " entries)",
                      "start at most one worker per listed GPU, or list more GPUs"});
     }
     return out;
@@ -294,60 +261,8 @@ std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visi
   return out;
 }
 
-std::optional<PlacementProblem> slurm_gpu_problem(const std::vector<GpuInfo>& nvml,
-                                                  const std::vector<std::string>& cuda_visible) {
-  const CudaEnv env = cuda_env_from_environment();
-  if (!env.visible_devices || pci_bus_order(env)) return std::nullopt;
-  const bool batch = !env_string("SLURM_STEP_ID") && !env_string("SLURM_STEPID");
-  const char* variable = batch ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";
-  const auto given = env_string(variable);
-  if (!given || given->empty()) return std::nullopt;
-  // Slurm's numbers are device files' numbers: nvidia-smi indices.
-  std::vector<std::string> slurm_uuids;
-  bool all_read = true;
-  detail::each_comma_piece(*given, [&](std::string_view piece) {
-    const auto index = detail::read_decimal(detail::trim_blanks(piece), 1u << 20);
-    bool found = false;
-    for (const GpuInfo& g : nvml) {
-      if (index && g.index == *index && !g.uuid.empty()) {
-        slurm_uuids.push_back(g.uuid);
-        found = true;
-      }
-    }
-    all_read = all_read && found;
-    return true;
-  });
-  if (!all_read || slurm_uuids.empty()) return std::nullopt;  // NVML cannot say: nothing to check
-  std::vector<std::string> exposed_not_given;
-  for (const std::string& u : cuda_visible) {
-    bool mine = false;
-    for (const std::string& s : slurm_uuids)
-      mine = mine || same_entry(s, u) || starts_with_ci(u, s);
-    if (!mine) exposed_not_given.push_back(u);
-  }
-  if (exposed_not_given.empty()) return std::nullopt;
-  std::string which;
-  for (const std::string& u : exposed_not_given) {
-    std::string label = u;
-    for (const GpuInfo& g : nvml) {
-      if (same_entry(g.uuid, u)) label = "nvidia-smi " + std::to_string(g.index) + " (" + u + ")";
-    }
-    which += (which.empty() ? "" : ", ") + label;
-  }
-  return PlacementProblem{
-      "slurm-gpu-order",
-      std::string("Slurm gave this ") + (batch ? "job" : "step") + " nvidia-smi GPU(s) " + *given +
-          " (" + variable + ") and set CUDA_VISIBLE_DEVICES=" + quote_value(*env.visible_devices) +
-          ", but CUDA reads those numbers in its own order (CUDA_DEVICE_ORDER " +
-          (env.device_order ? "=" + quote_value(*env.device_order) : std::string("unset")) +
-          ", fastest first) and exposes " + which +
-          ", which Slurm did not give it: on a machine of mixed GPU models the numbers differ",
-      "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job script (before srun), so that CUDA reads "
-      "Slurm's numbers as nvidia-smi does"};
-}
-
 void set_assigned_gpu(std::string_view target) {
-  const std::string entry = canonical_entry(target);
+  const std::string entry = detail::canonical_entry(target);
   std::optional<std::string> physical;
   std::optional<int> visible;
   if (is_gpu_uuid(entry)) {
@@ -355,7 +270,7 @@ void set_assigned_gpu(std::string_view target) {
   } else {
     // At most six digits after the leading zeros.
     const std::optional<std::uint64_t> n = detail::read_decimal(entry, 999999);
-    if (!n) throw bad_input("CUDA ordinal " + quote_value(entry) + " is out of range");
+    if (!n) throw bad_input("CUDA ordinal " + detail::quote_value(entry) + " is out of range");
     visible = static_cast<int>(*n);
   }
   std::lock_guard<std::mutex> lock(assignment_mutex);
@@ -368,8 +283,8 @@ void set_assigned_gpu(std::string_view target) {
   }
   bool same = false;
   if (physical) {
-    same = (a.physical && same_entry(*a.physical, *physical)) ||
-           (a.bound_uuid && starts_with_ci(*a.bound_uuid, *physical));
+    same = (a.physical && detail::same_entry(*a.physical, *physical)) ||
+           (a.bound_uuid && detail::starts_with_ci(*a.bound_uuid, *physical));
   } else {
     same = a.visible && *a.visible == *visible && (a.bound_uuid || !a.physical);
   }
@@ -389,7 +304,7 @@ namespace {
 
 std::string launcher_names() {
   std::string names;
-  for (const RankVariable& v : kRankVariables)
+  for (const detail::RankVariable& v : detail::kRankVariables)
     names += (names.empty() ? "" : ", ") + std::string(v.name);
   return names;
 }
@@ -409,7 +324,7 @@ void publish_entry(const std::string& variable, const std::string& value,
     const Resolution r = resolve_gpus(request, cuda_env_from_environment(), default_probe_helper());
     set_assigned_gpu(r.gpus.at(which));
   } catch (const Error& e) {
-    throw Error(e.kind(), variable + "=" + quote_value(value) + ": " + e.what());
+    throw Error(e.kind(), variable + "=" + detail::quote_value(value) + ": " + e.what());
   }
 }
 
@@ -423,10 +338,10 @@ std::string variable_message(const std::string& variable, const std::string& val
   while (!inner.empty() && std::isspace(static_cast<unsigned char>(inner.back())))
     inner.remove_suffix(1);
   if (inner.find('\n') == std::string_view::npos)
-    return variable + "=" + quote_value(value) + ": " + parse_error;
+    return variable + "=" + detail::quote_value(value) + ": " + parse_error;
   const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');
   const std::string head =
-      variable + "=" + quote_value(value) + " holds " + std::to_string(lines) + " lines";
+      variable + "=" + detail::quote_value(value) + " holds " + std::to_string(lines) + " lines";
   if (variable == "GPUSEL_GPU") {
     return head +
            ", but it names one GPU; to give each rank its own GPU from a list, set GPUSEL_GPUS "
@@ -470,19 +385,20 @@ std::optional<AssignmentInfo> assign_from_environment() {
   }
   std::optional<LocalRank> rank = local_rank();
   if (!rank) {
-    throw bad_input("GPUSEL_GPUS=" + quote_value(*list) + " is set but no local rank is (" +
+    throw bad_input("GPUSEL_GPUS=" + detail::quote_value(*list) + " is set but no local rank is (" +
                     launcher_names() +
                     "); start workers with gpusel run, torchrun, srun or mpirun, or pass --gpu");
   }
   if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
     throw bad_input(rank->size_variable + "=" + std::to_string(*rank->local_size) +
-                    " ranks run on this node, but GPUSEL_GPUS=" + quote_value(*list) + " lists " +
-                    std::to_string(entries.size()) + (entries.size() == 1 ? " GPU" : " GPUs") +
+                    " ranks run on this node, but GPUSEL_GPUS=" + detail::quote_value(*list) +
+                    " lists " + std::to_string(entries.size()) +
+                    (entries.size() == 1 ? " GPU" : " GPUs") +
                     "; start as many workers per node as GPUs listed, one GPU each");
   }
   if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
     throw bad_input(rank->variable + "=" + std::to_string(rank->rank) + " is beyond GPUSEL_GPUS=" +
-                    quote_value(*list) + " (" + std::to_string(entries.size()) +
+                    detail::quote_value(*list) + " (" + std::to_string(entries.size()) +
                     " entries); start as many workers per node as GPUs listed");
   }
   publish_entry("GPUSEL_GPUS", *list, entries, static_cast<std::size_t>(rank->rank));
@@ -504,7 +420,7 @@ namespace {
 AssignmentInfo ordinal_from_launcher(const std::vector<CudaHandle>& devices, int default_ordinal,
                                      int& ordinal) {
   const std::optional<LocalRank> rank = local_rank();
-  const std::string preset = describe_preset(cuda_env_from_environment());
+  const std::string preset = detail::describe_preset(cuda_env_from_environment());
   if (rank && devices.size() > 1) {
     if (rank->local_size && static_cast<std::size_t>(*rank->local_size) > devices.size() &&
         !sharing_asked()) {
@@ -537,9 +453,9 @@ AssignmentInfo ordinal_from_launcher(const std::vector<CudaHandle>& devices, int
     // Several ranks, and nothing to tell them apart: never device 0 for everyone.
     for (const char* size : {"LOCAL_WORLD_SIZE", "WORLD_SIZE"}) {
       const auto v = env_string(size);
-      const auto n = v ? read_rank_number(*v) : std::nullopt;
+      const auto n = v ? detail::read_rank_number(*v) : std::nullopt;
       if (n && *n > 1) {
-        throw bad_input(std::string(size) + "=" + quote_value(*v) +
+        throw bad_input(std::string(size) + "=" + detail::quote_value(*v) +
                         " says several processes run, but no local-rank variable tells this one "
                         "apart (" +
                         launcher_names() +
@@ -560,16 +476,16 @@ namespace {
 // the very GPU Slurm gave passes.
 void check_slurm_gpus(const std::vector<CudaHandle>& devices, const CudaHandle& chosen) {
   const CudaEnv env = cuda_env_from_environment();
-  if (!env.visible_devices || pci_bus_order(env)) return;
+  if (!env.visible_devices || detail::pci_bus_order(env)) return;
   if (!env_string("SLURM_STEP_GPUS") && !env_string("SLURM_JOB_GPUS")) return;
   const NvmlSnapshot snap = query_nvml();
   if (!snap.available) return;
   std::vector<std::string> visible;
   for (const CudaHandle& d : devices) visible.push_back(d.uuid);
-  const std::optional<PlacementProblem> problem = slurm_gpu_problem(snap.gpus, visible);
+  const std::optional<PlacementProblem> problem = detail::slurm_gpu_problem(snap.gpus, visible);
   if (!problem) return;
   // The chosen device is fine when it is one Slurm gave.
-  if (!slurm_gpu_problem(snap.gpus, {chosen.uuid})) return;
+  if (!detail::slurm_gpu_problem(snap.gpus, {chosen.uuid})) return;
   throw bad_input(problem->message + "; " + problem->remedy);
 }
 
@@ -578,9 +494,10 @@ std::string rank_settings(const std::map<std::string, std::string>& env) {
   std::string out;
   auto add = [&](const std::string& name) {
     auto it = env.find(name);
-    if (it != env.end()) out += (out.empty() ? "" : " ") + name + "=" + printable(it->second);
+    if (it != env.end())
+      out += (out.empty() ? "" : " ") + name + "=" + detail::printable(it->second);
   };
-  for (const RankVariable& v : kRankVariables) {
+  for (const detail::RankVariable& v : detail::kRankVariables) {
     add(v.name);
     if (v.size_name != nullptr) add(v.size_name);
   }
@@ -590,7 +507,7 @@ std::string rank_settings(const std::map<std::string, std::string>& env) {
 
 std::map<std::string, std::string> own_settings() {
   std::map<std::string, std::string> env;
-  for (const RankVariable& v : kRankVariables) {
+  for (const detail::RankVariable& v : detail::kRankVariables) {
     if (auto value = env_string(v.name)) env[v.name] = *value;
     if (v.size_name != nullptr) {
       if (auto value = env_string(v.size_name)) env[v.size_name] = *value;
@@ -606,7 +523,7 @@ std::map<std::string, std::string> own_settings() {
 std::string likely_cause(const std::map<std::string, std::string>& mine,
                          const std::optional<std::map<std::string, std::string>>& theirs) {
   auto has_rank = [](const std::map<std::string, std::string>& env) {
-    for (const RankVariable& v : kRankVariables) {
+    for (const detail::RankVariable& v : detail::kRankVariables) {
       if (env.count(v.name)) return true;
     }
     return false;
@@ -626,7 +543,7 @@ std::string likely_cause(const std::map<std::string, std::string>& mine,
   }
   if (theirs) {
     bool same_inner = false, outer_differs = false;
-    for (const RankVariable& v : kRankVariables) {
+    for (const detail::RankVariable& v : detail::kRankVariables) {
       auto a = mine.find(v.name);
       auto b = theirs->find(v.name);
       if (a == mine.end() || b == theirs->end()) continue;
@@ -719,7 +636,7 @@ int bind_assigned_gpu(int default_ordinal) {
     if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) {
       throw bad_input("cannot use CUDA device " + std::to_string(ordinal) + ": " +
                       std::to_string(devices.size()) + " visible (" +
-                      describe_preset(cuda_env_from_environment()) +
+                      detail::describe_preset(cuda_env_from_environment()) +
                       "); run `gpusel list` to see them");
     }
     const CudaHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
@@ -781,9 +698,104 @@ CudaDevice gpu_identity(int cuda_ordinal) {
   if (detail::nvml_gpu_index(id.parent_uuid, id.nvidia_smi_index)) return id;
   const NvmlSnapshot snap = query_nvml();
   for (const GpuInfo& g : snap.gpus) {
-    if (same_entry(g.uuid, id.parent_uuid)) id.nvidia_smi_index = g.index;
+    if (detail::same_entry(g.uuid, id.parent_uuid)) id.nvidia_smi_index = g.index;
   }
   return id;
 }
 
 GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+detail::LauncherView launcher_view() {
+  detail::LauncherView view;
+  for (const detail::RankVariable& v : detail::kRankVariables) {
+    auto value = env_string(v.name);
+    if (!value) continue;
+    detail::RankCandidate c;
+    c.variable = v.name;
+    c.value = *value;
+    if (v.size_name != nullptr) c.size_value = env_string(v.size_name);
+    view.candidates.push_back(std::move(c));
+  }
+  // sbatch's batch step (the job script) has SLURM_LOCALID=0 but no step of its own; a task
+  // that srun starts has SLURM_STEP_ID.
+  if (env_string("SLURM_LOCALID") && env_string("SLURM_JOB_ID")) {
+    const auto step =
+        env_string("SLURM_STEP_ID") ? env_string("SLURM_STEP_ID") : env_string("SLURM_STEPID");
+    view.slurm_batch_step = !step || *step == "batch" || *step == "4294967294";
+  }
+  if (auto node = env_string("SLURM_NODEID"))
+    view.slurm_node_id = detail::read_rank_number(*node).value_or(0);
+  // srun --gpus-per-task: SLURM_GPUS_PER_TASK where Slurm exports it; else (Slurm 22.05 does not,
+  // to tasks) a task whose own GPUs (SLURM_STEP_GPUS) are fewer than the step's on this node
+  // (SLURM_GPUS_ON_NODE).
+  if (auto per_task = env_string("SLURM_GPUS_PER_TASK"); per_task && !per_task->empty()) {
+    view.slurm_gpus_per_task = true;
+  } else if (auto step = env_string("SLURM_STEP_GPUS"), on_node = env_string("SLURM_GPUS_ON_NODE");
+             step && on_node && !step->empty()) {
+    const auto own = static_cast<int>(std::count(step->begin(), step->end(), ',') + 1);
+    const std::optional<int> total = detail::read_rank_number(detail::trim_blanks(*on_node));
+    view.slurm_gpus_per_task = total && *total > own;
+  }
+  // Several variables: which launcher set each (nested launchers, or one left behind) is read
+  // from the ancestors' environments, whether or not they agree.
+  if (view.candidates.size() > 1) look_up_distances(view.candidates);
+  return view;
+}
+
+std::optional<PlacementProblem> slurm_gpu_problem(const std::vector<GpuInfo>& nvml,
+                                                  const std::vector<std::string>& cuda_visible) {
+  const CudaEnv env = cuda_env_from_environment();
+  if (!env.visible_devices || detail::pci_bus_order(env)) return std::nullopt;
+  const bool batch = !env_string("SLURM_STEP_ID") && !env_string("SLURM_STEPID");
+  const char* variable = batch ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";
+  const auto given = env_string(variable);
+  if (!given || given->empty()) return std::nullopt;
+  // Slurm's numbers are device files' numbers: nvidia-smi indices.
+  std::vector<std::string> slurm_uuids;
+  bool all_read = true;
+  detail::each_comma_piece(*given, [&](std::string_view piece) {
+    const auto index = detail::read_decimal(detail::trim_blanks(piece), 1u << 20);
+    bool found = false;
+    for (const GpuInfo& g : nvml) {
+      if (index && g.index == *index && !g.uuid.empty()) {
+        slurm_uuids.push_back(g.uuid);
+        found = true;
+      }
+    }
+    all_read = all_read && found;
+    return true;
+  });
+  if (!all_read || slurm_uuids.empty()) return std::nullopt;  // NVML cannot say: nothing to check
+  std::vector<std::string> exposed_not_given;
+  for (const std::string& u : cuda_visible) {
+    bool mine = false;
+    for (const std::string& s : slurm_uuids)
+      mine = mine || detail::same_entry(s, u) || detail::starts_with_ci(u, s);
+    if (!mine) exposed_not_given.push_back(u);
+  }
+  if (exposed_not_given.empty()) return std::nullopt;
+  std::string which;
+  for (const std::string& u : exposed_not_given) {
+    std::string label = u;
+    for (const GpuInfo& g : nvml) {
+      if (detail::same_entry(g.uuid, u))
+        label = "nvidia-smi " + std::to_string(g.index) + " (" + u + ")";
+    }
+    which += (which.empty() ? "" : ", ") + label;
+  }
+  return PlacementProblem{
+      "slurm-gpu-order",
+      std::string("Slurm gave this ") + (batch ? "job" : "step") + " nvidia-smi GPU(s) " + *given +
+          " (" + variable +
+          ") and set CUDA_VISIBLE_DEVICES=" + detail::quote_value(*env.visible_devices) +
+          ", but CUDA reads those numbers in its own order (CUDA_DEVICE_ORDER " +
+          (env.device_order ? "=" + detail::quote_value(*env.device_order) : std::string("unset")) +
+          ", fastest first) and exposes " + which +
+          ", which Slurm did not give it: on a machine of mixed GPU models the numbers differ",
+      "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job script (before srun), so that CUDA reads "
+      "Slurm's numbers as nvidia-smi does"};
+}
+
+}  // namespace gpusel::detail

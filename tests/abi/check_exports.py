@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """libgpusel.so exports exactly the symbols listed in libgpusel.exports: the C ABI (gpusel_*), the
-C++ API (gpusel::v0::...) and nothing internal (gpusel::detail, helpers, inline functions).
+C++ API (gpusel::vN::..., each symbol marked GPUSEL_CXX_API) and nothing internal (gpusel::detail,
+helpers, inline functions).
 
 Usage: check_exports.py LIBRARY LIST            fails, showing the difference, when they differ
        check_exports.py --update LIBRARY LIST   rewrites LIST from LIBRARY (a deliberate change)
@@ -10,10 +11,11 @@ import subprocess
 import sys
 
 HEADER = """\
-# Every symbol libgpusel.so.0 exports (nm -D --defined-only, demangled), one a line, sorted.
-# tests/abi/check_exports.py fails when the library's exports differ from this list. Change it only
-# deliberately, with tests/abi/check_exports.py --update, and review the diff: a symbol removed or
-# changed breaks programs built against libgpusel.so.0.
+# Every symbol libgpusel exports (nm -D --defined-only, demangled), one a line, sorted, with the
+# version node that names its SONAME (GPUSEL_1: libgpusel.so.1). tests/abi/check_exports.py fails
+# when the library's exports differ from this list. Change it only deliberately, with
+# tests/abi/check_exports.py --update, and review the diff: a symbol removed or changed breaks
+# programs built against this SONAME (docs/versioning.md).
 """
 
 
@@ -54,12 +56,14 @@ def main(argv):
         print(f"  + {s}   (exported, not listed)")
     for s in sorted(expected - actual):
         print(f"  - {s}   (listed, not exported)")
-    print("An internal symbol leaking out belongs in namespace gpusel::detail (hidden); a public one "
-          "in GPUSEL_BEGIN_NAMESPACE / GPUSEL_API (gpusel/export.h).\n"
+    print("An internal symbol leaking out belongs in namespace gpusel::detail, declared in "
+          "src/detail/gpusel_detail.hpp (hidden); a public one in GPUSEL_BEGIN_NAMESPACE, marked "
+          "GPUSEL_CXX_API (C++) or GPUSEL_API (C) (gpusel/export.h).\n"
           "If the change is deliberate (new API, or an ABI change that warrants it), update the list "
           "and review its diff in the commit:\n"
           f"  python3 tests/abi/check_exports.py --update {library} tests/abi/libgpusel.exports\n"
-          "Removing or changing a listed symbol breaks programs linked against libgpusel.so.0.")
+          "Removing or changing a listed symbol breaks programs linked against this SONAME: bump "
+          "GPUSEL_SOVERSION (docs/versioning.md).")
     return 1
 
 

@@ -7,6 +7,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string value(reinterpret_cast<const char*>(data), size);
@@ -19,7 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       if (!uuids && !gpusel::is_gpu_index(entries[i])) std::abort();
       if (uuids && entries[i].compare(0, 4, "GPU-") != 0) std::abort();
       for (std::size_t j = 0; j < i; ++j) {
-        if (gpusel::same_entry(entries[i], entries[j])) std::abort();
+        if (gpusel::detail::same_entry(entries[i], entries[j])) std::abort();
       }
     }
     const std::string single = gpusel::parse_single_gpu(value);

@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "gpusel_detail.hpp"
 #include "text.hpp"
 
 namespace {
@@ -47,7 +48,7 @@ std::optional<std::string> sh_word(std::string_view text) {
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string value(reinterpret_cast<const char*>(data), size);
   if (value.find('\0') != std::string::npos) return 0;  // no environment value holds a NUL
-  const std::string quoted = gpusel::shell_quote(value);
+  const std::string quoted = gpusel::detail::shell_quote(value);
   const auto word = sh_word(quoted);
   if (!word || *word != value) std::abort();
   // And as the value of an assignment, as sim env prints it.

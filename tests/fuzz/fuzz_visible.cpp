@@ -7,7 +7,8 @@
 
 #include "fixtures.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   if (size == 0) return 0;

@@ -132,7 +132,7 @@ class DebianPackageTest(Case):
         # Installed as a user would: apt resolves the Depends (all in a fresh Debian 12 already).
         self.chroot("apt-get", "install", "-y", "--no-install-recommends", deb)
         files = [f for f in self.chroot("dpkg", "-L", "gpusel").stdout.splitlines() if f.strip()]
-        for path in ("/usr/bin/gpusel", "/usr/lib/libgpusel.so.0", "/usr/include/gpusel/gpusel.h",
+        for path in ("/usr/bin/gpusel", "/usr/lib/libgpusel.so.1", "/usr/include/gpusel/gpusel.h",
                      "/usr/libexec/gpusel/gpusel-probe-cuda",
                      "/usr/lib/gpusel/sim/libcuda.so.1", "/usr/lib/gpusel/sim/machines/dgx-h100.toml",
                      "/usr/share/man/man1/gpusel.1", "/usr/share/bash-completion/completions/gpusel",
@@ -150,7 +150,7 @@ class DebianPackageTest(Case):
         r = self.chroot("gpusel", "--sim", "workstation-mixed", "--", "env", "CUDA_VISIBLE_DEVICES=0,2", "python3", "-c",
                         code)
         lines = r.stdout.splitlines()
-        self.assertEqual(lines[0], "/usr/lib/libgpusel.so.0")
+        self.assertEqual(lines[0], "/usr/lib/libgpusel.so.1")
         self.assertEqual(lines[1], uuids("workstation-mixed")[1])  # placed by asking CUDA, through the library's helper
         # pkg-config names /usr (its own -L/usr/lib and -I/usr/include are left out as system folders).
         flags = self.chroot("pkg-config", "--cflags", "--libs", "gpusel").stdout.split()

@@ -49,9 +49,9 @@ class InstallTest(Case):
 
     def libdir(self):
         for d in ("lib", "lib64", "lib/x86_64-linux-gnu"):
-            if os.path.exists(self.path(d, "libgpusel.so.0")):
+            if os.path.exists(self.path(d, "libgpusel.so.1")):
                 return self.path(d)
-        self.fail("libgpusel.so.0 is not installed")
+        self.fail("libgpusel.so.1 is not installed")
 
     def python_dir(self):
         """Where the Python package went: lib/python3.X/dist-packages, as docs/install.md documents."""
@@ -233,7 +233,7 @@ class WheelTest(Case):
                                 "--disable-pip-version-check", "--target", target, wheels[0]],
                                capture_output=True, text=True, env=base_env())
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            for rel in ("gpusel/__init__.py", "gpusel/libgpusel.so.0", "gpusel/gpusel-probe-cuda"):
+            for rel in ("gpusel/__init__.py", "gpusel/libgpusel.so.1", "gpusel/gpusel-probe-cuda"):
                 self.assertTrue(os.path.isfile(os.path.join(target, rel)), rel)
             # A mixed machine under FASTEST_FIRST with an integer preset: only CUDA can place "0",
             # through the probe helper the wheel carries.
@@ -249,7 +249,7 @@ class WheelTest(Case):
                                cwd=tmp)
             self.assertEqual(r.returncode, 0, r.stderr)
             lines = r.stdout.splitlines()
-            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.0"))
+            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.1"))
             self.assertEqual(lines[1], repr((uuids("workstation-mixed")[1],)))
 
 
@@ -276,7 +276,7 @@ class PipInstallTest(Case):
                                 "--disable-pip-version-check", "--target", target, source],
                                capture_output=True, text=True, env=base_env(GPUSEL_LIBRARY=lib))
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "libgpusel.so.0")))
+            self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "libgpusel.so.1")))
             env = base_env(PYTHONPATH=target, GPUSEL_LIBRARY=None, LD_LIBRARY_PATH=None)
             r = subprocess.run([python, "-c", "import gpusel; print(gpusel.library_path); "
                                 "print(gpusel.parse_gpu_spec('0, 1')); import importlib.metadata as m; "
@@ -284,7 +284,7 @@ class PipInstallTest(Case):
                                env=env, cwd=tmp)
             self.assertEqual(r.returncode, 0, r.stderr)
             lines = r.stdout.splitlines()
-            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.0"))
+            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.1"))
             self.assertEqual(lines[1], "('0', '1')")
             # The package's version is the library's, which is project(VERSION)'s.
             self.assertEqual(lines[2], f"{project_version()} {project_version()}")
@@ -302,7 +302,7 @@ class PipInstallTest(Case):
                                 "--disable-pip-version-check", "--target", target, os.path.join(tmp, "src", "python")],
                                capture_output=True, text=True, env=base_env(GPUSEL_LIBRARY=None, GPUSEL_PROBE_HELPER=None))
             self.assertNotEqual(r.returncode, 0, r.stdout)
-            self.assertIn("needs a built libgpusel.so.0", r.stdout + r.stderr)
+            self.assertIn("needs a built libgpusel.so.1", r.stdout + r.stderr)
             self.assertNotIn("Successfully installed", r.stdout)
             self.assertFalse(os.path.exists(os.path.join(target, "gpusel")))
 

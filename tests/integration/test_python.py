@@ -11,7 +11,7 @@ import unittest
 
 from support import SHARED, SOURCE, Case, for_python, machine, sim_env, uuids
 
-LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.0")
+LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.1")
 DGX = uuids("dgx-h100")
 MIX = uuids("workstation-mixed")
 
@@ -331,10 +331,10 @@ print(json.dumps(out))
         self.assertEqual(out["info_short"], 2)
 
     def test_library_not_found(self):
-        e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY="/nonexistent/libgpusel.so.0")
+        e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY="/nonexistent/libgpusel.so.1")
         r = subprocess.run([sys.executable, "-c", "import gpusel"], capture_output=True, text=True, env=e)
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("ImportError: gpusel: cannot find libgpusel.so.0; set GPUSEL_LIBRARY", r.stderr)
+        self.assertIn("ImportError: gpusel: cannot find libgpusel.so.1; set GPUSEL_LIBRARY", r.stderr)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from support import BIN, MACHINES, SIM_ROOT, SOURCE, Case, base_env, sim_env, uu
 BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
 NVCC = os.environ.get("GPUSEL_NVCC", "/usr/local/cuda/bin/nvcc")
 INSTRUMENTED = "GPUSEL_TEST_PRELOAD" in os.environ or "GPUSEL_TEST_TSAN" in os.environ
-LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.0")
+LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.1")
 PROGRAM_SOURCE = os.path.join(SOURCE, "tests", "integration", "cuda_runtime_user.cu")
 OUT = os.path.join(BUILD, "sim-cuda-programs")
 

@@ -4,13 +4,14 @@
 #include <gtest/gtest.h>
 
 #include "gpusel/error.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel {
 namespace {
 
-RankCandidate cand(const char* variable, const char* value, int distance = -1, bool exact = false,
-                   std::optional<std::string> size = std::nullopt) {
-  RankCandidate c;
+detail::RankCandidate cand(const char* variable, const char* value, int distance = -1,
+                           bool exact = false, std::optional<std::string> size = std::nullopt) {
+  detail::RankCandidate c;
   c.variable = variable;
   c.value = value;
   c.distance = distance;
@@ -20,13 +21,13 @@ RankCandidate cand(const char* variable, const char* value, int distance = -1, b
 }
 
 TEST(Assignment, NoVariableNoRank) {
-  EXPECT_FALSE(choose_local_rank(LauncherView{}).has_value());
+  EXPECT_FALSE(detail::choose_local_rank(detail::LauncherView{}).has_value());
 }
 
 TEST(Assignment, OneVariable) {
-  LauncherView v;
+  detail::LauncherView v;
   v.candidates = {cand("LOCAL_RANK", "3", -1, false, "4")};
-  auto r = choose_local_rank(v);
+  auto r = detail::choose_local_rank(v);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->variable, "LOCAL_RANK");
   EXPECT_EQ(r->rank, 3);
@@ -35,14 +36,14 @@ TEST(Assignment, OneVariable) {
 }
 
 TEST(Assignment, BatchStepSlurmLocalIdDoesNotCount) {
-  LauncherView v;
+  detail::LauncherView v;
   v.slurm_batch_step = true;
   v.candidates = {cand("SLURM_LOCALID", "0")};
-  EXPECT_FALSE(choose_local_rank(v).has_value());
+  EXPECT_FALSE(detail::choose_local_rank(v).has_value());
   // sbatch + mpirun: the MPI rank counts, even though the batch step's 0 disagrees.
   v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "2"), cand("SLURM_LOCALID", "0")};
-  EXPECT_FALSE(ranks_disagree(v));
-  auto r = choose_local_rank(v);
+  EXPECT_FALSE(detail::ranks_disagree(v));
+  auto r = detail::choose_local_rank(v);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->variable, "OMPI_COMM_WORLD_LOCAL_RANK");
   EXPECT_EQ(r->rank, 2);
@@ -51,10 +52,10 @@ TEST(Assignment, BatchStepSlurmLocalIdDoesNotCount) {
 }
 
 TEST(Assignment, AgreeingVariablesNeedNoDistances) {
-  LauncherView v;
+  detail::LauncherView v;
   v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "1"), cand("LOCAL_RANK", "01")};
-  EXPECT_FALSE(ranks_disagree(v));
-  auto r = choose_local_rank(v);
+  EXPECT_FALSE(detail::ranks_disagree(v));
+  auto r = detail::choose_local_rank(v);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->variable, "OMPI_COMM_WORLD_LOCAL_RANK");
   EXPECT_EQ(r->rank, 1);
@@ -62,18 +63,18 @@ TEST(Assignment, AgreeingVariablesNeedNoDistances) {
 
 TEST(Assignment, NearestOfDisagreeingVariablesWins) {
   // mpirun with a LOCAL_RANK inherited from further out.
-  LauncherView v;
+  detail::LauncherView v;
   v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1, true),
                   cand("LOCAL_RANK", "0", 3, true)};
-  EXPECT_TRUE(ranks_disagree(v));
-  auto r = choose_local_rank(v);
+  EXPECT_TRUE(detail::ranks_disagree(v));
+  auto r = detail::choose_local_rank(v);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->variable, "OMPI_COMM_WORLD_LOCAL_RANK");
   EXPECT_EQ(r->rank, 1);
   // torchrun under mpirun: torchrun's LOCAL_RANK is nearer.
   v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "0", 2, true),
                   cand("LOCAL_RANK", "3", 1, true)};
-  r = choose_local_rank(v);
+  r = detail::choose_local_rank(v);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->variable, "LOCAL_RANK");
   EXPECT_EQ(r->rank, 3);
@@ -81,15 +82,15 @@ TEST(Assignment, NearestOfDisagreeingVariablesWins) {
   EXPECT_NE(r->ignored[0].find("OMPI_COMM_WORLD_LOCAL_RANK"), std::string::npos);
   // A lower bound further out than an exact distance still loses.
   v.candidates = {cand("SLURM_LOCALID", "1", 1, true), cand("LOCAL_RANK", "0", 2, false)};
-  EXPECT_EQ(choose_local_rank(v)->variable, "SLURM_LOCALID");
+  EXPECT_EQ(detail::choose_local_rank(v)->variable, "SLURM_LOCALID");
 }
 
 TEST(Assignment, DisagreementThatCannotBeToldIsRefused) {
-  LauncherView v;
+  detail::LauncherView v;
   v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1, false),
                   cand("LOCAL_RANK", "0", 1, false)};
   try {
-    choose_local_rank(v);
+    detail::choose_local_rank(v);
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
@@ -101,38 +102,38 @@ TEST(Assignment, DisagreementThatCannotBeToldIsRefused) {
   // Same distance, both exact: still cannot be told.
   v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1, true),
                   cand("LOCAL_RANK", "0", 1, true)};
-  EXPECT_THROW(choose_local_rank(v), Error);
+  EXPECT_THROW(detail::choose_local_rank(v), Error);
   // Not looked up at all.
   v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "1"), cand("LOCAL_RANK", "0")};
-  EXPECT_THROW(choose_local_rank(v), Error);
+  EXPECT_THROW(detail::choose_local_rank(v), Error);
 }
 
 TEST(Assignment, MalformedValuesAreBadInput) {
   for (const char* bad : {"", "-1", "1.5", "abc", " 1", "99999999", "\xd9\xa1"}) {
-    LauncherView v;
+    detail::LauncherView v;
     v.candidates = {cand("SLURM_LOCALID", bad)};
-    EXPECT_THROW(choose_local_rank(v), Error) << bad;
+    EXPECT_THROW(detail::choose_local_rank(v), Error) << bad;
   }
-  LauncherView v;
+  detail::LauncherView v;
   v.candidates = {cand("LOCAL_RANK", "2", -1, false, "x")};
-  EXPECT_THROW(choose_local_rank(v), Error);
+  EXPECT_THROW(detail::choose_local_rank(v), Error);
   v.candidates = {cand("LOCAL_RANK", "2", -1, false, "2")};  // rank not below the size
-  EXPECT_THROW(choose_local_rank(v), Error);
+  EXPECT_THROW(detail::choose_local_rank(v), Error);
 }
 
 TEST(Assignment, SlurmTasksPerNode) {
-  EXPECT_EQ(slurm_tasks_on_node("4", 0), 4);
-  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 0), 2);
-  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 2), 2);
-  EXPECT_EQ(slurm_tasks_on_node("2(x3),1", 3), 1);
-  EXPECT_FALSE(slurm_tasks_on_node("2(x3),1", 4));
-  EXPECT_FALSE(slurm_tasks_on_node("2(x3", 0));
-  EXPECT_FALSE(slurm_tasks_on_node("", 0));
-  EXPECT_FALSE(slurm_tasks_on_node("a", 0));
-  LauncherView v;
+  EXPECT_EQ(detail::slurm_tasks_on_node("4", 0), 4);
+  EXPECT_EQ(detail::slurm_tasks_on_node("2(x3),1", 0), 2);
+  EXPECT_EQ(detail::slurm_tasks_on_node("2(x3),1", 2), 2);
+  EXPECT_EQ(detail::slurm_tasks_on_node("2(x3),1", 3), 1);
+  EXPECT_FALSE(detail::slurm_tasks_on_node("2(x3),1", 4));
+  EXPECT_FALSE(detail::slurm_tasks_on_node("2(x3", 0));
+  EXPECT_FALSE(detail::slurm_tasks_on_node("", 0));
+  EXPECT_FALSE(detail::slurm_tasks_on_node("a", 0));
+  detail::LauncherView v;
   v.slurm_node_id = 1;
   v.candidates = {cand("SLURM_LOCALID", "2", -1, false, "4,3")};
-  auto r = choose_local_rank(v);
+  auto r = detail::choose_local_rank(v);
   ASSERT_TRUE(r);
   EXPECT_EQ(r->local_size, 3);
 }

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "gpusel/worker.hpp"
+#include "gpusel_detail.hpp"
 #include "machine.hpp"
 #include "machine_share.hpp"
 #include "text.hpp"
@@ -409,7 +410,7 @@ TEST(HostileMachine, ShellQuoteRoundTrips) {
        {std::string(""), std::string("plain"), std::string("it's"), std::string("''"),
         std::string("$(touch /tmp/x)`id`"), std::string("a\nb\\c"), std::string("\\'\\'"),
         std::string(" \t;&|<>*?[]{}~#!\"")}) {
-    const std::string quoted = gpusel::shell_quote(value);
+    const std::string quoted = gpusel::detail::shell_quote(value);
     EXPECT_EQ(sh_word(quoted), value) << quoted;
   }
 }

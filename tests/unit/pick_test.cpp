@@ -11,6 +11,7 @@
 #include "fixtures.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel {
 namespace {
@@ -18,16 +19,16 @@ namespace {
 using test::four_same;
 
 TEST(Pick, ParseFreeRequest) {
-  EXPECT_EQ(parse_free_request("free:2"), 2);
-  EXPECT_EQ(parse_free_request(" FREE:02 "), 2);
-  EXPECT_FALSE(parse_free_request("0,1").has_value());
+  EXPECT_EQ(detail::parse_free_request("free:2"), 2);
+  EXPECT_EQ(detail::parse_free_request(" FREE:02 "), 2);
+  EXPECT_FALSE(detail::parse_free_request("0,1").has_value());
   EXPECT_EQ(parse_gpu_spec("free:3"), (std::vector<std::string>{"free:3"}));
   EXPECT_EQ(parse_single_gpu("free:1"), "free:1");
-  EXPECT_TRUE(is_free_entry("free:1"));
+  EXPECT_TRUE(detail::is_free_entry("free:1"));
   for (const char* bad :
        {"free:0", "free:-1", "free:", "free:x", "free:2,0", "free:99999", "free:1.5"}) {
     try {
-      parse_free_request(bad);
+      detail::parse_free_request(bad);
       ADD_FAILURE() << bad;
     } catch (const Error& e) {
       EXPECT_EQ(e.kind(), ErrorKind::BadInput) << bad;
@@ -41,18 +42,18 @@ TEST(Pick, BusyReasons) {
   GpuInfo g = four_same()[0];
   g.total_bytes = 80ull << 30;
   FreeLimits limits;
-  EXPECT_EQ(busy_reason(g, limits), "");  // usage unknown: free
+  EXPECT_EQ(detail::busy_reason(g, limits), "");  // usage unknown: free
   g.processes = std::vector<GpuProcess>{{4242, 1ull << 30}};
-  EXPECT_NE(busy_reason(g, limits).find("pid 4242"), std::string::npos);
+  EXPECT_NE(detail::busy_reason(g, limits).find("pid 4242"), std::string::npos);
   g.processes = std::vector<GpuProcess>{};
   g.memory_used = 20ull << 30;
-  EXPECT_NE(busy_reason(g, limits).find("20 GiB of memory in use"), std::string::npos);
+  EXPECT_NE(detail::busy_reason(g, limits).find("20 GiB of memory in use"), std::string::npos);
   limits.min_free_memory = 40ull << 30;
-  EXPECT_EQ(busy_reason(g, limits), "");
+  EXPECT_EQ(detail::busy_reason(g, limits), "");
   g.utilization = 50;
-  EXPECT_NE(busy_reason(g, limits).find("50% utilisation"), std::string::npos);
+  EXPECT_NE(detail::busy_reason(g, limits).find("50% utilisation"), std::string::npos);
   limits.max_utilization = 60;
-  EXPECT_EQ(busy_reason(g, limits), "");
+  EXPECT_EQ(detail::busy_reason(g, limits), "");
 }
 
 // Eight GPUs: NVLink pairs (0,1) (2,3); PCIe switch per pair of pairs; NUMA 0 for 0-3, 1 for 4-7.

@@ -2,8 +2,9 @@
 
 #include "fixtures.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 
 using namespace gpusel;
 using gpusel::test::four_same;
@@ -29,7 +30,7 @@ void expect_error(const std::vector<std::string>& must, const char* spec,
                   const char* order = nullptr) {
   try {
     Uuids got = resolve(spec, gpus, cvd, order);
-    ADD_FAILURE() << spec << " resolved to " << join_entries(got);
+    ADD_FAILURE() << spec << " resolved to " << detail::join_entries(got);
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput);
     const std::string msg = e.what();
@@ -130,8 +131,8 @@ TEST(Resolve, MigEnabledGpusAreRefused) {
 }
 
 TEST(Resolve, QuoteValue) {
-  EXPECT_EQ(quote_value("a\"b\\c\n"), "\"a\\\"b\\\\c\\x0a\"");
-  EXPECT_EQ(describe_preset(CudaEnv{}), "CUDA_VISIBLE_DEVICES (unset)");
+  EXPECT_EQ(detail::quote_value("a\"b\\c\n"), "\"a\\\"b\\\\c\\x0a\"");
+  EXPECT_EQ(detail::describe_preset(CudaEnv{}), "CUDA_VISIBLE_DEVICES (unset)");
 }
 
 TEST(Resolve, FailedGpusKeepTheirIndexAndAreRefused) {

@@ -2,6 +2,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 
 using gpusel::parse_gpu_spec;
 using gpusel::parse_single_gpu;
@@ -101,11 +102,11 @@ TEST(Spec, SingleGpu) {
 }
 
 TEST(Spec, SameEntry) {
-  EXPECT_TRUE(gpusel::same_entry("1", "0001"));
-  EXPECT_TRUE(gpusel::same_entry("0", "00"));
-  EXPECT_FALSE(gpusel::same_entry("10", "1"));
-  EXPECT_TRUE(gpusel::same_entry("GPU-Ab", "GPU-aB"));
-  EXPECT_FALSE(gpusel::same_entry("GPU-ab", "GPU-abc"));
+  EXPECT_TRUE(gpusel::detail::same_entry("1", "0001"));
+  EXPECT_TRUE(gpusel::detail::same_entry("0", "00"));
+  EXPECT_FALSE(gpusel::detail::same_entry("10", "1"));
+  EXPECT_TRUE(gpusel::detail::same_entry("GPU-Ab", "GPU-aB"));
+  EXPECT_FALSE(gpusel::detail::same_entry("GPU-ab", "GPU-abc"));
 }
 
 TEST(Spec, MessagesEscapeControlCharacters) {
@@ -143,8 +144,8 @@ TEST(Spec, AllIsARequestNotAnAssignment) {
   EXPECT_THROW(gpusel::parse_gpu_request("all,0"), gpusel::Error);
   EXPECT_THROW(parse_gpu_spec("all"), gpusel::Error);
   EXPECT_THROW(parse_single_gpu("all"), gpusel::Error);
-  EXPECT_TRUE(gpusel::is_all_entry("All"));
-  EXPECT_FALSE(gpusel::is_all_entry("alll"));
+  EXPECT_TRUE(gpusel::detail::is_all_entry("All"));
+  EXPECT_FALSE(gpusel::detail::is_all_entry("alll"));
 }
 
 // A request is read once into typed values: the kind of each entry and an index's value, which
@@ -202,8 +203,8 @@ TEST(Spec, TypedAndTextReadingsAgree) {
     EXPECT_EQ(typed, text) << value;
     EXPECT_EQ(typed_out, text_out) << value;
   }
-  EXPECT_EQ(gpusel::gpu_request_from_texts({"GPU-ab", "GPU-cd"}).gpus.size(), 2u);
-  EXPECT_EQ(gpusel::gpu_request_from_texts({"free:2"}).free_count, 2);
+  EXPECT_EQ(gpusel::detail::gpu_request_from_texts({"GPU-ab", "GPU-cd"}).gpus.size(), 2u);
+  EXPECT_EQ(gpusel::detail::gpu_request_from_texts({"free:2"}).free_count, 2);
   EXPECT_EQ(gpusel::read_single_gpu("04").gpus.at(0).index, 4u);
   EXPECT_NE(bad_input_message([] { gpusel::read_single_gpu("1,2"); }).find("exactly one"),
             std::string::npos);

@@ -6,17 +6,18 @@
 #include <string_view>
 #include <vector>
 
+#include "gpusel_detail.hpp"
 #include "text.hpp"
 
 using namespace gpusel;
 using namespace gpusel::detail;
 
 TEST(Text, QuoteValueEscapesQuotesBackslashesAndControlCharacters) {
-  EXPECT_EQ(quote_value("0,1"), "\"0,1\"");
-  EXPECT_EQ(quote_value(""), "\"\"");
-  EXPECT_EQ(quote_value("a\"b\\c"), "\"a\\\"b\\\\c\"");
-  EXPECT_EQ(quote_value(std::string_view("a\nb\x7f\0", 5)), "\"a\\x0ab\\x7f\\x00\"");
-  EXPECT_EQ(quote_value("\xc3\xa9"), "\"\xc3\xa9\"");  // UTF-8 passes through
+  EXPECT_EQ(detail::quote_value("0,1"), "\"0,1\"");
+  EXPECT_EQ(detail::quote_value(""), "\"\"");
+  EXPECT_EQ(detail::quote_value("a\"b\\c"), "\"a\\\"b\\\\c\"");
+  EXPECT_EQ(detail::quote_value(std::string_view("a\nb\x7f\0", 5)), "\"a\\x0ab\\x7f\\x00\"");
+  EXPECT_EQ(detail::quote_value("\xc3\xa9"), "\"\xc3\xa9\"");  // UTF-8 passes through
 }
 
 TEST(Text, TrimBlanksStripsTheCLocaleSpaces) {
@@ -80,10 +81,10 @@ TEST(Text, ReadPlainNumberIgnoresTheLocale) {
 }
 
 TEST(Text, ShellQuoteMakesOneSingleQuotedWord) {
-  EXPECT_EQ(shell_quote(""), "''");
-  EXPECT_EQ(shell_quote("plain"), "'plain'");
-  EXPECT_EQ(shell_quote("it's"), "'it'\\''s'");
-  EXPECT_EQ(shell_quote("$(id)`x`"), "'$(id)`x`'");
+  EXPECT_EQ(detail::shell_quote(""), "''");
+  EXPECT_EQ(detail::shell_quote("plain"), "'plain'");
+  EXPECT_EQ(detail::shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(detail::shell_quote("$(id)`x`"), "'$(id)`x`'");
 }
 
 TEST(Text, PlainFileNamesAreLettersDigitsAndDashes) {

@@ -4,6 +4,7 @@
 
 #include "fixtures.hpp"
 #include "gpusel/visible.hpp"
+#include "gpusel_detail.hpp"
 
 using namespace gpusel;
 using gpusel::test::four_same;
@@ -181,29 +182,29 @@ TEST(Visible, Mig) {
 }
 
 TEST(Visible, ReadDriverInteger) {
-  EXPECT_EQ(read_driver_integer("12"), 12u);
-  EXPECT_EQ(read_driver_integer("  7x"), 7u);
-  EXPECT_EQ(read_driver_integer("+3"), 3u);
-  EXPECT_EQ(read_driver_integer("-0"), 0u);
-  EXPECT_EQ(read_driver_integer("-1"), std::nullopt);
-  EXPECT_EQ(read_driver_integer("+"), std::nullopt);
-  EXPECT_EQ(read_driver_integer(""), std::nullopt);
-  EXPECT_EQ(read_driver_integer("x1"), std::nullopt);
-  EXPECT_EQ(read_driver_integer("1 2"), 1u);
-  EXPECT_EQ(read_driver_integer("99999999999999999999999"),
+  EXPECT_EQ(detail::read_driver_integer("12"), 12u);
+  EXPECT_EQ(detail::read_driver_integer("  7x"), 7u);
+  EXPECT_EQ(detail::read_driver_integer("+3"), 3u);
+  EXPECT_EQ(detail::read_driver_integer("-0"), 0u);
+  EXPECT_EQ(detail::read_driver_integer("-1"), std::nullopt);
+  EXPECT_EQ(detail::read_driver_integer("+"), std::nullopt);
+  EXPECT_EQ(detail::read_driver_integer(""), std::nullopt);
+  EXPECT_EQ(detail::read_driver_integer("x1"), std::nullopt);
+  EXPECT_EQ(detail::read_driver_integer("1 2"), 1u);
+  EXPECT_EQ(detail::read_driver_integer("99999999999999999999999"),
             std::numeric_limits<std::uint64_t>::max());
 }
 
 TEST(Visible, UuidCaseProblem) {
   gpusel::CudaEnv env;
-  EXPECT_FALSE(gpusel::uuid_case_problem(env));
+  EXPECT_FALSE(gpusel::detail::uuid_case_problem(env));
   env.visible_devices = "GPU-aa,1";
-  EXPECT_FALSE(gpusel::uuid_case_problem(env));
+  EXPECT_FALSE(gpusel::detail::uuid_case_problem(env));
   env.visible_devices = "GPU-aa,gpu-bb";
-  const auto p = gpusel::uuid_case_problem(env);
+  const auto p = gpusel::detail::uuid_case_problem(env);
   ASSERT_TRUE(p);
   EXPECT_NE(p->find("\"gpu-bb\""), std::string::npos) << *p;
   EXPECT_NE(p->find("GPU-bb instead"), std::string::npos) << *p;
   env.visible_devices = "mig-12";
-  EXPECT_TRUE(gpusel::uuid_case_problem(env));
+  EXPECT_TRUE(gpusel::detail::uuid_case_problem(env));
 }

@@ -11,9 +11,9 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -119,7 +119,7 @@ bool takes_gpu_all(const std::vector<const CLI::App*>& path) {
 bool is_all(std::string_view value) {
   while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
   while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  return equal_ci(value, "all");
+  return detail::equal_ci(value, "all");
 }
 
 Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
@@ -263,7 +263,7 @@ void check_gpu_slips(const Scan& s, const std::string& sim) {
     fixed[v] = inline_value ? "--gpu=" + std::string(rest) : std::string(rest);
     if (runs_program && s.dashdash == kNone && s.command_start != kNone)
       fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(s.command_start), "--");
-    std::string message = "--gpu " + quote_value(value) +
+    std::string message = "--gpu " + detail::quote_value(value) +
                           " is a variable's assignment; --gpu takes the GPUs themselves";
     if (name == "CUDA_VISIBLE_DEVICES") {
       message +=
@@ -297,7 +297,7 @@ void check_gpu_slips(const Scan& s, const std::string& sim) {
   if (s.path.back()->get_name() == "bind") {
     throw bad_input(
         "--gpu " + split + ": bind takes one GPU, and the shell passed " +
-        quote_value(s.kept[v + 1]) +
+        detail::quote_value(s.kept[v + 1]) +
         " as a word of its own; to bind each of several GPUs in a process of its own, write: " +
         prefix + " run --gpu " + merged + " -- gpusel bind");
   }
@@ -316,7 +316,7 @@ void check_gpu_slips(const Scan& s, const std::string& sim) {
   }
   throw bad_input("--gpu " + split +
                   ": GPUs are separated by commas, not blanks (the shell passed " +
-                  quote_value(s.kept[v + 1]) + " to `" + where +
+                  detail::quote_value(s.kept[v + 1]) + " to `" + where +
                   "` as a word of its own, so that GPU would be lost); write: " + prefix + " " +
                   join_words(fixed, 0, fixed.size()));
 }
@@ -376,8 +376,8 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
         "path of a machine file, as in `gpusel --sim dgx-h100 list`");
   }
   if (s.sims.size() > 1) {
-    throw bad_input("--sim is given twice (" + quote_value(s.sims[0]) + " and " +
-                    quote_value(s.sims[1]) + "); give one machine");
+    throw bad_input("--sim is given twice (" + detail::quote_value(s.sims[0]) + " and " +
+                    detail::quote_value(s.sims[1]) + "); give one machine");
   }
   check_gpu_slips(s, s.sims.empty() ? std::string() : s.sims.front());
   CommandLine line;
@@ -398,7 +398,7 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
             "COMMAND` once per GPU");
       }
       if (line.command.empty()) {
-        throw bad_input("--sim " + quote_value(line.sim) +
+        throw bad_input("--sim " + detail::quote_value(line.sim) +
                         " -- names no command after --; write it as `gpusel --sim " +
                         shell_word(line.sim) + " -- python3 prog.py`");
       }
@@ -411,42 +411,43 @@ void expand_gpu_all(CommandLine& line) {
   if (line.gpu_all == 0 || line.gpu_all >= line.args.size()) return;
   // The command then resolves the GPUs found here: it reuses this enumeration (gpusel runs for
   // moments).
-  reuse_nvml_snapshots();
+  detail::reuse_nvml_snapshots();
   std::vector<std::string> notes;
   const std::vector<std::string> entries =
-      all_gpu_entries(cuda_env_from_environment(), default_probe_helper(), &notes);
+      detail::all_gpu_entries(cuda_env_from_environment(), default_probe_helper(), &notes);
   for (const std::string& n : notes) print_note(n);
   std::string& token = line.args[line.gpu_all];
-  const std::string value = join_entries(entries);
+  const std::string value = detail::join_entries(entries);
   token = token.rfind("--gpu=", 0) == 0 ? "--gpu=" + value : value;
 }
 
 std::uint64_t parse_size_option(const std::string& option, const std::string& text,
                                 std::uint64_t multiple) {
-  const std::string head = option + " " + quote_value(text);
+  const std::string head = option + " " + detail::quote_value(text);
   const std::string examples = "write it like 512MiB, 512M, 1GiB, 1.5G or 64000000";
-  const ByteSize size = read_byte_size(text);
+  const detail::ByteSize size = detail::read_byte_size(text);
   switch (size.problem) {
-    case ByteSize::Problem::None:
+    case detail::ByteSize::Problem::None:
       break;
-    case ByteSize::Problem::NoNumber:
-    case ByteSize::Problem::Negative:
-      throw bad_input(
-          head + " is not a size: it should start with a number of bytes (" +
-          (size.problem == ByteSize::Problem::Negative ? "a size cannot be negative; " : "") +
-          examples + ")");
-    case ByteSize::Problem::UnknownUnit:
-      throw bad_input(head + ": unknown unit " + quote_value(size.unit) +
+    case detail::ByteSize::Problem::NoNumber:
+    case detail::ByteSize::Problem::Negative:
+      throw bad_input(head + " is not a size: it should start with a number of bytes (" +
+                      (size.problem == detail::ByteSize::Problem::Negative
+                           ? "a size cannot be negative; "
+                           : "") +
+                      examples + ")");
+    case detail::ByteSize::Problem::UnknownUnit:
+      throw bad_input(head + ": unknown unit " + detail::quote_value(size.unit) +
                       "; use K, M, G, T or KiB, MiB, GiB, TiB (powers of 1024), kB, MB, GB, TB "
                       "(powers of 1000), or plain bytes; " +
                       examples);
-    case ByteSize::Problem::Zero:
+    case detail::ByteSize::Problem::Zero:
       if (multiple == 0) throw bad_input(head + " is zero bytes; " + examples);
       throw bad_input(head + " is zero bytes; a buffer must hold at least " +
                       std::to_string(multiple) + " bytes (the default is 512MiB)");
-    case ByteSize::Problem::TooLarge:
+    case detail::ByteSize::Problem::TooLarge:
       throw bad_input(head + " is too large; " + examples);
-    case ByteSize::Problem::NotWhole:
+    case detail::ByteSize::Problem::NotWhole:
       throw bad_input(head + " is not a whole number of bytes; " + examples);
   }
   const std::uint64_t value = *size.bytes;
@@ -500,7 +501,7 @@ std::string explain_parse_error(const CLI::App& app, const CommandLine& line) {
     std::vector<std::string> fixed(s.kept.begin(), s.kept.begin() + s.command_start);
     fixed.push_back("--");
     fixed.insert(fixed.end(), s.kept.begin() + s.command_start, s.kept.end());
-    return quote_value(word) + " comes after the command " + quote_value(command) +
+    return detail::quote_value(word) + " comes after the command " + detail::quote_value(command) +
            " but is not an option of `" + where + "`; put -- before the command so that " +
            "every word after it is passed to the command: gpusel" + sim_words + " " +
            join_words(fixed, 0, fixed.size());
@@ -513,7 +514,7 @@ std::string explain_parse_error(const CLI::App& app, const CommandLine& line) {
     return message + "; run `" + where + " --help` to see its options";
   }
   if (s.problem == "argument") {
-    std::string message = "`" + where + "` takes no argument " + quote_value(word);
+    std::string message = "`" + where + "` takes no argument " + detail::quote_value(word);
     if (at.get_option_no_throw("--gpu") != nullptr && word.find_first_of("0123456789") == 0)
       return message + "; to name GPUs, use --gpu: " + where + " --gpu " + shell_word(word);
     return message + "; run `" + where + " --help` to see its options";

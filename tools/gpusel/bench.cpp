@@ -25,8 +25,8 @@
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/probe.hpp"
-#include "gpusel/resolve.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -41,7 +41,7 @@ void check_outputs(const BenchOptions& options) {
     std::transform(ext.begin(), ext.end(), ext.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
     if (ext != ".svg") {
-      throw bad_input("--plot " + quote_value(options.plot) +
+      throw bad_input("--plot " + detail::quote_value(options.plot) +
                       ": gpusel draws SVG only; name the file .svg (`rsvg-convert -o chart.png "
                       "chart.svg` makes a PNG of it)");
     }
@@ -154,10 +154,11 @@ int run_bench(const BenchOptions& options) {
   if (options.json) std::cout << bench::json_document(results, warnings, sim, b);
   if (!options.csv.empty()) write_output("--csv", options.csv, bench_csv(results));
   if (!options.plot.empty()) {
-    const std::string subtitle = fmt::format(
-        "{} buffers, {} copies per sample, median of {} samples; {}{}", format_bytes(b.bytes),
-        b.copies, b.samples, options.parallel ? "all GPUs at once" : "one GPU at a time",
-        sim ? "; simulated machine " + *sim : std::string());
+    const std::string subtitle =
+        fmt::format("{} buffers, {} copies per sample, median of {} samples; {}{}",
+                    detail::format_bytes(b.bytes), b.copies, b.samples,
+                    options.parallel ? "all GPUs at once" : "one GPU at a time",
+                    sim ? "; simulated machine " + *sim : std::string());
     write_output("--plot", options.plot, bench_svg(results, subtitle));
   }
   for (const std::string& w : warnings) print_warning(w);

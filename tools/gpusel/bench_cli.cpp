@@ -6,7 +6,8 @@
 #include "common.hpp"
 #include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 #include "interface.hpp"
 
 namespace gpusel::cli {
@@ -33,13 +34,14 @@ BandwidthOptions bench::checked_options(const BenchOptions& o) {
   std::string known;
   for (const char* t : kBandwidthTests) known += (known.empty() ? "" : ", ") + std::string(t);
   if (b.tests.empty())
-    throw bad_input("--tests " + quote_value(o.tests) + " names no test; choose from " + known);
+    throw bad_input("--tests " + detail::quote_value(o.tests) + " names no test; choose from " +
+                    known);
   for (const std::string& t : b.tests) {
     if (std::find(std::begin(kBandwidthTests), std::end(kBandwidthTests), t) ==
         std::end(kBandwidthTests)) {
       const std::string guess = closest(
           t, std::vector<std::string>(std::begin(kBandwidthTests), std::end(kBandwidthTests)));
-      throw bad_input("--tests: unknown test " + quote_value(t) +
+      throw bad_input("--tests: unknown test " + detail::quote_value(t) +
                       (guess.empty() ? "" : "; did you mean '" + guess + "'?") + "; choose from " +
                       known);
     }

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli::bench {
 
@@ -14,7 +14,8 @@ std::optional<std::string> cache_warning(const WorkerReport& report, std::uint64
   return fmt::format(
       "GPU {}: {} buffers are under 4x its L2 cache ({}); device-local figures may measure the "
       "cache, use --size {} or more",
-      report.gpu.uuid, format_bytes(bytes), format_bytes(l2), format_bytes(4 * l2));
+      report.gpu.uuid, detail::format_bytes(bytes), detail::format_bytes(l2),
+      detail::format_bytes(4 * l2));
 }
 
 std::optional<std::string> link_warning(const BandwidthResult& t, const GpuInfo* g) {

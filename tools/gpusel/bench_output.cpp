@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "gpusel/units.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli::bench {
 
@@ -45,7 +45,7 @@ void print_table_heading(const BandwidthOptions& b, bool parallel,
   fmt::print(
       "gpusel bench bw: {} buffers, {} copies per sample after {} warm-up copies, {} "
       "samples{}{}\n",
-      format_bytes(b.bytes), b.copies, b.warmup, b.samples,
+      detail::format_bytes(b.bytes), b.copies, b.warmup, b.samples,
       parallel ? ", all GPUs at once" : ", one GPU at a time",
       sim ? "; simulated machine " + *sim : std::string());
   fmt::print(

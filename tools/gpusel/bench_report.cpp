@@ -19,7 +19,8 @@
 #include <vector>
 
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -270,18 +271,18 @@ void check_output_path(const std::string& option, const std::string& path) {
   if (dir.empty()) dir = ".";
   std::error_code ec;
   if (fs::is_directory(path, ec))
-    throw bad_input(option + " " + quote_value(path) + " is a folder; give a file name");
+    throw bad_input(option + " " + detail::quote_value(path) + " is a folder; give a file name");
   if (!fs::is_directory(dir, ec)) {
-    throw bad_input(option + " " + quote_value(path) + ": the folder " + quote_value(dir.string()) +
-                    " does not exist");
+    throw bad_input(option + " " + detail::quote_value(path) + ": the folder " +
+                    detail::quote_value(dir.string()) + " does not exist");
   }
 #ifdef _WIN32
   if (_waccess(dir.c_str(), 2) != 0) {
 #else
   if (access(dir.c_str(), W_OK) != 0) {
 #endif
-    throw bad_input(option + " " + quote_value(path) + ": cannot write in " +
-                    quote_value(dir.string()) + " (" + std::strerror(errno) + ")");
+    throw bad_input(option + " " + detail::quote_value(path) + ": cannot write in " +
+                    detail::quote_value(dir.string()) + " (" + std::strerror(errno) + ")");
   }
 }
 
@@ -294,8 +295,8 @@ void write_output(const std::string& option, const std::string& path, const std:
   out << text;
   out.close();
   if (!out) {
-    throw failure(option + ": cannot write " + quote_value(path) + " (" + std::strerror(errno) +
-                  ")");
+    throw failure(option + ": cannot write " + detail::quote_value(path) + " (" +
+                  std::strerror(errno) + ")");
   }
 }
 

@@ -14,13 +14,10 @@
 #include "gpusel/cli11.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/launch.hpp"
-#include "gpusel/units.hpp"
 #include "gpusel/worker.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli {
-
-// `text` with control bytes and bytes that are not UTF-8 escaped as \xNN (defined in list.cpp).
-std::string printable(std::string_view text);
 
 CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
   CLI::App* cmd = app.add_subcommand("bind",
@@ -55,7 +52,7 @@ int run_bind(const BindOptions& options) {
     }
   }
   const CudaDevice id = gpu_identity(ordinal);
-  const std::string cpus = format_cpu_list(own_cpus());
+  const std::string cpus = detail::format_cpu_list(own_cpus());
   const std::string cc = fmt::format("{}.{}", id.cc_major, id.cc_minor);
   if (options.json) {
     nlohmann::json j;
@@ -94,12 +91,12 @@ int run_bind(const BindOptions& options) {
       rank ? fmt::format("rank {} ({}={})", rank->rank, rank->variable, rank->rank)
            : std::string("this process");
   fmt::print("{}{}: CUDA ordinal {} = {}\n", simulated_machine() ? "[simulated] " : "", who,
-             id.cuda_ordinal, printable(id.uuid));
+             id.cuda_ordinal, detail::printable(id.uuid));
   fmt::print(
       "  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
       id.nvidia_smi_index ? std::to_string(*id.nvidia_smi_index) : std::string("unknown (no NVML)"),
-      printable(id.name), format_bytes(id.total_bytes), cc,
-      id.pci_bus_id.empty() ? "unknown" : printable(id.pci_bus_id));
+      detail::printable(id.name), detail::format_bytes(id.total_bytes), cc,
+      id.pci_bus_id.empty() ? "unknown" : detail::printable(id.pci_bus_id));
   fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
   if (info && info->shared) {
     fmt::print("  shared on purpose (GPUSEL_SHARE=1){}\n",
@@ -107,7 +104,8 @@ int run_bind(const BindOptions& options) {
                    ? fmt::format(", beside pid {}, which holds it alone", *info->shared_with_pid)
                    : std::string());
   }
-  if (info && !info->claim_note.empty()) fmt::print("  note: {}\n", printable(info->claim_note));
+  if (info && !info->claim_note.empty())
+    fmt::print("  note: {}\n", detail::printable(info->claim_note));
   if (rank) {
     for (const std::string& why : rank->ignored) fmt::print("  not counted: {}\n", why);
   }

@@ -6,8 +6,8 @@
 #include "args.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli {
 
@@ -47,9 +47,9 @@ Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool l
   a.lease = lease;
   a.share = options.share;
   if (!options.wait_text.empty()) {
-    const std::optional<double> seconds = parse_duration(options.wait_text);
+    const std::optional<double> seconds = detail::parse_duration(options.wait_text);
     if (!seconds) {
-      throw bad_input("--wait " + quote_value(options.wait_text) +
+      throw bad_input("--wait " + detail::quote_value(options.wait_text) +
                       " is not a duration: give seconds (30, 1.5, 1e4) or 90s, 15m, 2h, 1d; "
                       "--wait alone waits for as long as it takes");
     }

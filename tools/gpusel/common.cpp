@@ -13,7 +13,8 @@
 #include "args.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 #include "sim_machine.hpp"
 
 namespace gpusel::cli {
@@ -79,8 +80,9 @@ SimSetup sim_setup(const std::string& machine) {
   const std::string root = sim_root();
   if (const std::string guess = machine_guess(root, machine); !guess.empty()) {
     throw bad_input(
-        "--sim " + quote_value(machine) + ": no bundled machine has that name; did you mean '" +
-        guess + "'? (`gpusel sim list` shows every machine; a machine file is given by its path)");
+        "--sim " + detail::quote_value(machine) +
+        ": no bundled machine has that name; did you mean '" + guess +
+        "'? (`gpusel sim list` shows every machine; a machine file is given by its path)");
   }
   SimSetup setup;
   const std::optional<SimMachineInfo> m = describe_sim_machine(root, machine, root + "/machines");
@@ -130,7 +132,8 @@ std::vector<std::optional<GpuInfo>> resolved_in_full(const Resolution& r) {
     }
   }
   // What cannot be read stays as the resolution read it (the CPUs then unknown).
-  if (r.resolved && !r.through_cuda) nvml_complete(machine, positions, NvmlPart::Full);
+  if (r.resolved && !r.through_cuda)
+    detail::nvml_complete(machine, positions, detail::NvmlPart::Full);
   for (std::size_t i = 0; i < positions.size(); ++i) out[ranks[i]] = machine[positions[i]];
   return out;
 }

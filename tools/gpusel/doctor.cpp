@@ -16,15 +16,13 @@
 #include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
-#include "gpusel/units.hpp"
 #include "gpusel/worker.hpp"
+#include "gpusel_detail.hpp"
 #include "sim_machine.hpp"
 
 namespace gpusel::cli {
-
-std::string printable(std::string_view text);  // list.cpp
 
 namespace {
 
@@ -148,7 +146,7 @@ class Doctor {
         add(Severity::Error, "gpu-lost",
             fmt::format("GPU {} cannot be read by NVML ({}); CUDA does not enumerate it, so "
                         "CUDA ordinals past it shift by one",
-                        g.index, printable(g.failure)),
+                        g.index, detail::printable(g.failure)),
             fmt::format("look for Xid errors in `dmesg`; reset the GPU (nvidia-smi -r -i {}) or "
                         "reboot; until then leave it out of --gpu and name GPUs by UUID, which "
                         "never shift",
@@ -210,14 +208,14 @@ class Doctor {
     std::vector<const GpuInfo*> ok = readable();
     std::vector<GpuInfo> gpus;
     for (const GpuInfo* g : ok) gpus.push_back(*g);
-    if (homogeneous(gpus)) return;
-    if (pci_bus_order(env)) return;
+    if (detail::homogeneous(gpus)) return;
+    if (detail::pci_bus_order(env)) return;
     std::set<std::string> models;
-    for (const GpuInfo* g : ok) models.insert(printable(g->name));
-    const std::string order =
-        env.device_order
-            ? "CUDA_DEVICE_ORDER=\"" + printable(*env.device_order) + "\" (read as FASTEST_FIRST)"
-            : std::string("CUDA_DEVICE_ORDER is unset");
+    for (const GpuInfo* g : ok) models.insert(detail::printable(g->name));
+    const std::string order = env.device_order
+                                  ? "CUDA_DEVICE_ORDER=\"" + detail::printable(*env.device_order) +
+                                        "\" (read as FASTEST_FIRST)"
+                                  : std::string("CUDA_DEVICE_ORDER is unset");
     add(Severity::Warning, "mixed-models-order",
         fmt::format("this machine has GPUs of different models ({}) and {}: CUDA numbers them "
                     "fastest first, so cuda:N and cudaSetDevice(N) do not mean nvidia-smi's GPU N",
@@ -229,13 +227,13 @@ class Doctor {
   void check_preset() {
     if (!env.visible_devices) return;
     const std::string value = *env.visible_devices;
-    const std::string shown = "CUDA_VISIBLE_DEVICES=" + quote_value(value);
+    const std::string shown = "CUDA_VISIBLE_DEVICES=" + detail::quote_value(value);
     if (!snap.available) {
       return;  // without NVML the devices cannot be placed; the probe's findings stand
     }
     std::vector<GpuInfo> gpus = snap.gpus;
     std::optional<std::vector<int>> order;
-    if (probe.ok) order = cuda_order_from(gpus, probe.devices);
+    if (probe.ok) order = detail::cuda_order_from(gpus, probe.devices);
     const VisibleSet vs = model_visible(gpus, env, order ? &*order : nullptr);
     if (vs.entries.empty() || (vs.entries.size() == 1 && vs.entries[0].empty())) {
       add(Severity::Error, "visible-empty",
@@ -255,10 +253,10 @@ class Doctor {
       add(Severity::Error, "visible-truncated",
           fmt::format("{}: the driver stops reading at the invalid entry {}, so CUDA sees only "
                       "{}{}",
-                      shown, quote_value(*vs.invalid_entry),
+                      shown, detail::quote_value(*vs.invalid_entry),
                       kept.empty() ? std::string("no device") : "\"" + join(kept, ",") + "\"",
                       kept.empty() ? "" : fmt::format(" ({} devices)", vs.devices.size())),
-          "remove " + quote_value(*vs.invalid_entry) +
+          "remove " + detail::quote_value(*vs.invalid_entry) +
               " (an index past the last GPU, a negative number, a typo or a UUID of another "
               "machine); `gpusel list` shows the GPUs");
       return;
@@ -307,7 +305,7 @@ class Doctor {
         for (const GpuProcess& p : *g->processes) {
           if (p.pid == static_cast<unsigned>(detail::current_pid())) continue;
           who.push_back(p.used_memory
-                            ? fmt::format("pid {} ({})", p.pid, format_bytes(p.used_memory))
+                            ? fmt::format("pid {} ({})", p.pid, detail::format_bytes(p.used_memory))
                             : fmt::format("pid {}", p.pid));
         }
         if (!who.empty()) {
@@ -408,8 +406,8 @@ class Doctor {
     } catch (const std::exception&) {
     }
     add(Severity::Warning, "sim-static-runtime",
-        "a program run on this simulated machine (" + printable(exe) + ", pid " + pid + ", " +
-            when +
+        "a program run on this simulated machine (" + detail::printable(exe) + ", pid " + pid +
+            ", " + when +
             ") links NVIDIA's CUDA runtime statically (nvcc's default; also NCCL, cuBLAS and "
             "runtimes bundled with frameworks), which needs private driver interfaces the "
             "simulator does not provide: it stopped at its first CUDA call",
@@ -424,7 +422,7 @@ class Doctor {
     add(Severity::Warning, "slurm-unfenced",
         fmt::format("this is Slurm job {} but CUDA_VISIBLE_DEVICES is unset: the job's GPUs are "
                     "not fenced, so it sees every GPU of the node, other jobs' included",
-                    printable(*job)),
+                    detail::printable(*job)),
         "request GPUs with --gres=gpu:N (or --gpus) so that Slurm sets CUDA_VISIBLE_DEVICES; ask "
         "the administrators to set ConstrainDevices=yes in cgroup.conf");
   }
@@ -452,7 +450,7 @@ class Doctor {
     if (probe.ok && snap.available) {
       std::vector<std::string> cuda;
       for (const CudaDevice& d : probe.devices) cuda.push_back(d.uuid);
-      if (const auto p = slurm_gpu_problem(snap.gpus, cuda)) {
+      if (const auto p = detail::slurm_gpu_problem(snap.gpus, cuda)) {
         add(Severity::Error, p->id, p->message, p->remedy);
       }
     }
@@ -469,7 +467,7 @@ class Doctor {
         resolve_gpus(entries, env, default_probe_helper());
       } catch (const Error& e) {
         add(Severity::Error, "gpusel-gpus",
-            "GPUSEL_GPUS=" + quote_value(*list) + " does not resolve here: " + e.what(),
+            "GPUSEL_GPUS=" + detail::quote_value(*list) + " does not resolve here: " + e.what(),
             "resolve it on this node, within the job's GPUs: eval \"$(gpusel resolve --gpu "
             "SPEC --format env)\"");
         return;
@@ -519,7 +517,7 @@ int run_doctor(const DoctorOptions& options) {
   const auto sim = simulated_machine();
   std::set<std::string> models;
   for (const GpuInfo& g : d.snap.gpus) {
-    if (!g.failed()) models.insert(printable(g.name));
+    if (!g.failed()) models.insert(detail::printable(g.name));
   }
   if (options.json) {
     nlohmann::json out;
@@ -545,7 +543,7 @@ int run_doctor(const DoctorOptions& options) {
     if (d.snap.available) {
       head += fmt::format("{} GPU{}", d.snap.gpus.size(), d.snap.gpus.size() == 1 ? "" : "s");
       if (!models.empty()) head += " (" + join({models.begin(), models.end()}) + ")";
-      head += fmt::format(", driver {}, CUDA {}", printable(d.snap.driver_version),
+      head += fmt::format(", driver {}, CUDA {}", detail::printable(d.snap.driver_version),
                           cuda_version_text(d.snap.cuda_driver_version));
     } else {
       head += "NVML unavailable";

@@ -8,8 +8,9 @@
 
 #include "args.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
 #include "gpusel/version.h"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -471,7 +472,7 @@ std::string fish_lines(const std::vector<Cmd>& cmds) {
 
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) throw failure("cannot read the template " + quote_value(path));
+  if (!in) throw failure("cannot read the template " + detail::quote_value(path));
   std::ostringstream s;
   s << in.rdbuf();
   return s.str();
@@ -514,7 +515,7 @@ std::string not_a_choice(const std::string& value, const std::vector<std::string
   for (const std::string& c : choices) {
     if (c == value) return "";
   }
-  std::string message = quote_value(value) + " is not one of " + join_with(choices, ", ");
+  std::string message = detail::quote_value(value) + " is not one of " + join_with(choices, ", ");
   const std::string guess = closest(value, choices);
   if (!guess.empty()) message += "; did you mean '" + guess + "'?";
   return message;
@@ -552,7 +553,7 @@ int run_interface(const CLI::App& app, const InterfaceOptions& options) {
                                                                 {"fish", "@GPUSEL_COMPLETIONS@"}};
     const auto marker = kMarkers.find(options.format);
     if (marker == kMarkers.end()) {
-      throw bad_input("internal-interface: unknown format " + quote_value(options.format) +
+      throw bad_input("internal-interface: unknown format " + detail::quote_value(options.format) +
                       "; one of man, bash, zsh, fish, synopsis");
     }
     if (options.template_file.empty()) {
@@ -579,7 +580,7 @@ int run_interface(const CLI::App& app, const InterfaceOptions& options) {
   }
   std::ofstream out(options.output, std::ios::binary);
   out << text;
-  if (!out.flush()) throw failure("cannot write " + quote_value(options.output));
+  if (!out.flush()) throw failure("cannot write " + detail::quote_value(options.output));
   return 0;
 }
 

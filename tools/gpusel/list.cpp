@@ -26,17 +26,11 @@
 #include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
-#include "gpusel/resolve.hpp"
-#include "gpusel/units.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 #include "sim_machine.hpp"
 
 namespace gpusel::cli {
-
-// `text` for a terminal (gpusel::printable): driver strings go through it, so they never move the
-// cursor or change colours. (bind.cpp and doctor.cpp use it too.)
-std::string printable(std::string_view text) {
-  return gpusel::printable(text);
-}
 
 namespace {
 
@@ -95,15 +89,15 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
   if (hidden) {
     std::string why = vs.invalid_entry
                           ? fmt::format(" (the driver stops reading it at the invalid entry {})",
-                                        quote_value(*vs.invalid_entry))
+                                        detail::quote_value(*vs.invalid_entry))
                           : std::string();
     notes.push_back(
-        "'-': hidden from CUDA by " + describe_preset(env) + why +
+        "'-': hidden from CUDA by " + detail::describe_preset(env) + why +
         ". With this preset, --gpu indices count within the devices CUDA sees (the CUDA "
         "column); to use another GPU, change or unset CUDA_VISIBLE_DEVICES.");
   }
   if (reordered) {
-    const std::string cause = env.visible_devices ? "under " + describe_preset(env)
+    const std::string cause = env.visible_devices ? "under " + detail::describe_preset(env)
                               : failed            ? std::string("because CUDA skips the failed GPU")
                               : !vs.pci_order     ? std::string("in CUDA's FASTEST_FIRST order")
                                                   : std::string("because MIG devices come first");
@@ -143,7 +137,7 @@ std::string simulated_nvml_fault(const std::string& name) {
   if (what.empty()) {
     return "This is the simulated machine " + name + " (" + file +
            "), whose NVML double could not be loaded; check GPUSEL_SIM_ROOT=" +
-           quote_value(env_value("GPUSEL_SIM_ROOT").value_or("(unset)")) +
+           detail::quote_value(env_value("GPUSEL_SIM_ROOT").value_or("(unset)")) +
            " holds the simulator, or rebuild the gpusel_sim target";
   }
   return "That is the fault the simulated machine " + name + " models: " + what +
@@ -210,7 +204,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
     const std::string helper = default_probe_helper();
     if (!vs.known) {  // CUDA's order fills in what NVML cannot tell
       ProbeResult all = probe_cuda(helper, true);
-      if (auto order = all.ok ? cuda_order_from(snap.gpus, all.devices) : std::nullopt) {
+      if (auto order = all.ok ? detail::cuda_order_from(snap.gpus, all.devices) : std::nullopt) {
         vs = model_visible(snap.gpus, env, &*order);
         probe_notes.push_back(
             "CUDA ordinals come from asking CUDA (--probe), not from NVML alone.");
@@ -246,7 +240,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
     }
     return std::nullopt;
   };
-  const std::string order = pci_bus_order(env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
+  const std::string order = detail::pci_bus_order(env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
 
   if (options.json) {
     nlohmann::json doc;
@@ -263,7 +257,8 @@ static int render_list(const ListOptions& options, std::string& out_text) {
       doc["waiting"].push_back(
           {{"pid", w.who ? nlohmann::json(w.who->pid) : nlohmann::json(nullptr)},
            {"user", w.who ? nlohmann::json(w.who->user) : nlohmann::json(nullptr)},
-           {"command", w.who ? nlohmann::json(printable(w.who->command)) : nlohmann::json(nullptr)},
+           {"command",
+            w.who ? nlohmann::json(detail::printable(w.who->command)) : nlohmann::json(nullptr)},
            {"request", w.what},
            {"gpus", w.gpus}});
     }
@@ -288,7 +283,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
       j["compute_capability"] =
           gpu.cc_major < 0 ? nlohmann::json(nullptr)
                            : nlohmann::json(fmt::format("{}.{}", gpu.cc_major, gpu.cc_minor));
-      j["cpus"] = format_cpu_list(gpu.cpus);
+      j["cpus"] = detail::format_cpu_list(gpu.cpus);
       j["pcie_link"] =
           gpu.pcie_generation == 0
               ? nlohmann::json(nullptr)
@@ -304,13 +299,13 @@ static int render_list(const ListOptions& options, std::string& out_text) {
           gpu.utilization ? nlohmann::json(*gpu.utilization) : nlohmann::json(nullptr);
       j["processes"] = nlohmann::json::array();
       for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
-        const LeaseHolder who = process_details(static_cast<int>(p.pid));
+        const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
         j["processes"].push_back(
             {{"pid", p.pid},
              {"used_memory_bytes", p.used_memory},
              {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
              {"command", who.command.empty() ? nlohmann::json(nullptr)
-                                             : nlohmann::json(printable(who.command))}});
+                                             : nlohmann::json(detail::printable(who.command))}});
       }
       // The holder of a lease (null when free), and why a lease file cannot be used (null when
       // it can). "lease": {} when the holder cannot be named (another pid namespace).
@@ -319,7 +314,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
       j["lease"] = lease.state != LeaseStanding::State::Held ? nlohmann::json(nullptr)
                    : holder                                  ? nlohmann::json({{"pid", holder->pid},
                                                                                {"user", holder->user},
-                                                                               {"command", printable(holder->command)},
+                                                                               {"command", detail::printable(holder->command)},
                                                                                {"started", holder->started}})
                                                              : nlohmann::json::object();
       j["lease_problem"] = lease.state == LeaseStanding::State::Unusable
@@ -363,15 +358,16 @@ static int render_list(const ListOptions& options, std::string& out_text) {
 
   if (simulated) fmt::format_to(out, "simulated machine: {}\n", *simulated);
   fmt::format_to(out, "driver {}, CUDA {}; {}; CUDA_DEVICE_ORDER{}\n",
-                 snap.driver_version.empty() ? "unknown" : printable(snap.driver_version),
-                 cuda_version_text(snap.cuda_driver_version), describe_preset(env),
-                 env.device_order ? "=" + quote_value(*env.device_order)
+                 snap.driver_version.empty() ? "unknown" : detail::printable(snap.driver_version),
+                 cuda_version_text(snap.cuda_driver_version), detail::describe_preset(env),
+                 env.device_order ? "=" + detail::quote_value(*env.device_order)
                                   : std::string(" unset (FASTEST_FIRST)"));
   std::size_t name_width = 4;
   // Text from the driver is printed with control bytes escaped: it never drives the terminal.
   for (const GpuInfo& gpu : snap.gpus) {
-    name_width = std::max(name_width, printable(gpu.name).size());
-    for (const auto& mig : gpu.migs) name_width = std::max(name_width, printable(mig.name).size());
+    name_width = std::max(name_width, detail::printable(gpu.name).size());
+    for (const auto& mig : gpu.migs)
+      name_width = std::max(name_width, detail::printable(mig.name).size());
   }
   fmt::format_to(out, "{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", "INDEX",
                  "CUDA", "UUID", "NAME", name_width, "MEMORY", "PCI BUS ID", "NUMA", "USED",
@@ -379,22 +375,24 @@ static int render_list(const ListOptions& options, std::string& out_text) {
   for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
     const GpuInfo& gpu = snap.gpus[g];
     if (gpu.failed()) {
-      fmt::format_to(out, "{:<5} {:<4} {}\n", gpu.index, "-", "FAILED: " + printable(gpu.failure));
+      fmt::format_to(out, "{:<5} {:<4} {}\n", gpu.index, "-",
+                     "FAILED: " + detail::printable(gpu.failure));
       continue;
     }
     fmt::format_to(out, "{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", gpu.index,
-                   ordinal_text(rows[g].visibility, rows[g].ordinal), printable(gpu.uuid),
-                   printable(gpu.name), name_width,
-                   gpu.total_bytes ? format_bytes(gpu.total_bytes) : "?", printable(gpu.pci_bus_id),
+                   ordinal_text(rows[g].visibility, rows[g].ordinal), detail::printable(gpu.uuid),
+                   detail::printable(gpu.name), name_width,
+                   gpu.total_bytes ? detail::format_bytes(gpu.total_bytes) : "?",
+                   detail::printable(gpu.pci_bus_id),
                    gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
-                   gpu.memory_used ? format_bytes(*gpu.memory_used) : "?",
+                   gpu.memory_used ? detail::format_bytes(*gpu.memory_used) : "?",
                    gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?");
     for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
-      const LeaseHolder who = process_details(static_cast<int>(p.pid));
+      const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
       fmt::format_to(out, "      process {}{}{}, {}\n", p.pid,
-                     who.user.empty() ? std::string() : " of " + printable(who.user),
-                     who.command.empty() ? std::string() : ": " + printable(who.command),
-                     format_bytes(p.used_memory));
+                     who.user.empty() ? std::string() : " of " + detail::printable(who.user),
+                     who.command.empty() ? std::string() : ": " + detail::printable(who.command),
+                     detail::format_bytes(p.used_memory));
     }
     if (leases[g].state != LeaseStanding::State::Free) {
       fmt::format_to(out, "      {}\n", describe_standing(leases[g]));
@@ -406,9 +404,9 @@ static int render_list(const ListOptions& options, std::string& out_text) {
                      ordinal_text(rows[g].visibility == Visibility::Unknown ? Visibility::Unknown
                                                                             : Visibility::Visible,
                                   ord),
-                     printable(gpu.migs[m].uuid), printable(gpu.migs[m].name), name_width,
-                     format_bytes(gpu.migs[m].total_bytes), gpu.migs[m].gpu_instance,
-                     gpu.migs[m].compute_instance);
+                     detail::printable(gpu.migs[m].uuid), detail::printable(gpu.migs[m].name),
+                     name_width, detail::format_bytes(gpu.migs[m].total_bytes),
+                     gpu.migs[m].gpu_instance, gpu.migs[m].compute_instance);
     }
   }
   if (snap.gpus.empty()) fmt::format_to(out, "(no GPUs)\n");
@@ -422,10 +420,11 @@ static int render_list(const ListOptions& options, std::string& out_text) {
     for (const CudaDevice& d : probe.devices) {
       auto idx = nvml_index(d);
       fmt::format_to(out, "  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.cuda_ordinal,
-                     printable(d.uuid), idx ? std::to_string(*idx) : "?", printable(d.name));
+                     detail::printable(d.uuid), idx ? std::to_string(*idx) : "?",
+                     detail::printable(d.name));
     }
   }
-  for (const std::string& note : notes) fmt::format_to(out, "note: {}\n", printable(note));
+  for (const std::string& note : notes) fmt::format_to(out, "note: {}\n", detail::printable(note));
   return 0;
 }
 
@@ -477,7 +476,7 @@ double watch_interval(const std::string& text) {
   double seconds = 0;
   if (!CLI::detail::lexical_cast(text, seconds) || !std::isfinite(seconds) || seconds < 0.1 ||
       seconds > 86400) {
-    throw bad_input("--watch " + quote_value(text) +
+    throw bad_input("--watch " + detail::quote_value(text) +
                     " is not a number of seconds from 0.1 to 86400; give --watch alone to "
                     "refresh every 2 seconds");
   }

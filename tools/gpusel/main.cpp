@@ -12,6 +12,7 @@
 #include "gpusel/nvml.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel/version.h"
+#include "gpusel_detail.hpp"
 #include "interface.hpp"
 
 namespace {
@@ -177,7 +178,7 @@ bool is_all(std::string_view value) {
   const auto first = value.find_first_not_of(" \t\n\v\f\r");
   if (first == std::string_view::npos) return false;
   const auto last = value.find_last_not_of(" \t\n\v\f\r");
-  return gpusel::equal_ci(value.substr(first, last - first + 1), "all");
+  return gpusel::detail::equal_ci(value.substr(first, last - first + 1), "all");
 }
 
 std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {

@@ -9,6 +9,7 @@
 #include "gpusel/cli11.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/spec.hpp"
+#include "gpusel_detail.hpp"
 #include "interface.hpp"
 
 namespace gpusel::cli {
@@ -67,9 +68,9 @@ int run_resolve(const ResolveOptions& options) {
     j["gpus"] = out;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (options.format == "csv") {
-    std::cout << join_entries(out) << "\n";
+    std::cout << detail::join_entries(out) << "\n";
   } else if (options.format == "env") {
-    std::cout << "GPUSEL_GPUS=" << env_word(join_entries(out)) << "\n";
+    std::cout << "GPUSEL_GPUS=" << env_word(detail::join_entries(out)) << "\n";
   } else {
     for (const std::string& u : out) std::cout << u << "\n";
   }

@@ -9,7 +9,8 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 #include "interface.hpp"
 
 namespace gpusel::cli {
@@ -30,7 +31,7 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
             if (CLI::detail::lexical_cast(text, seconds) && std::isfinite(seconds) &&
                 seconds >= 0 && seconds <= 86400)
               return {};
-            return quote_value(text) + " is not a number of seconds from 0 to 86400";
+            return detail::quote_value(text) + " is not a number of seconds from 0 to 86400";
           },
           ""))
       ->type_name("SECONDS");

@@ -6,11 +6,10 @@
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 
 namespace gpusel::cli {
-
-std::string printable(std::string_view text);  // list.cpp
 
 CLI::App* setup_setup(CLI::App& app, SetupOptions& options) {
   CLI::App* cmd = app.add_subcommand(
@@ -25,7 +24,7 @@ int run_setup(const SetupOptions& options) {
   const std::string dir = options.lease_dir.empty() ? kSharedLeaseStore : options.lease_dir;
   if (dir.empty() || dir[0] != '/') {
     throw bad_input(
-        "--lease-dir " + quote_value(dir) +
+        "--lease-dir " + detail::quote_value(dir) +
         " is not an absolute path; give the store's full path, as /var/lib/gpusel/leases");
   }
   // One lease file per GPU that NVML lists, MIG devices included.
@@ -37,7 +36,7 @@ int run_setup(const SetupOptions& options) {
     for (const MigDevice& m : g.migs) uuids.push_back(m.uuid);
   }
   const StoreSetup report = set_up_shared_store(dir, uuids);
-  for (const std::string& change : report.changes) fmt::print("{}\n", printable(change));
+  for (const std::string& change : report.changes) fmt::print("{}\n", detail::printable(change));
   if (!snap.available) {
     print_warning("NVML is unavailable (" + snap.reason + "): the store holds no lease file yet; " +
                   "run `sudo gpusel setup` again once the NVIDIA driver is installed");

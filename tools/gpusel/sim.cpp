@@ -14,7 +14,8 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 #include "sim_machine.hpp"
 
 namespace gpusel::cli {
@@ -39,7 +40,7 @@ std::string program_path(const std::string& name) {
   if (name.find('/') != std::string::npos) {
     if (runnable(name)) return name;
     throw bad_input(
-        "sim exec: " + quote_value(name) +
+        "sim exec: " + detail::quote_value(name) +
         (access(name.c_str(), F_OK) == 0 ? " is not an executable file" : " does not exist") +
         "; give the path of a program, or a program's name to look up in PATH");
   }
@@ -54,8 +55,8 @@ std::string program_path(const std::string& name) {
     if (runnable(candidate)) return candidate;
     start = colon + 1;
   }
-  throw bad_input("sim exec: command " + quote_value(name) + " not found in PATH=" +
-                  quote_value(dirs) + "; check its spelling, or give its path");
+  throw bad_input("sim exec: command " + detail::quote_value(name) + " not found in PATH=" +
+                  detail::quote_value(dirs) + "; check its spelling, or give its path");
 }
 #endif
 
@@ -78,7 +79,7 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
   // What a shell reports as 127 or 126 (no such program, not runnable) is bad input here.
   const int e = errno;
   const std::string message =
-      "sim exec: cannot start " + quote_value(program) + ": " + std::strerror(e) +
+      "sim exec: cannot start " + detail::quote_value(program) + ": " + std::strerror(e) +
       (e == ENOEXEC ? "; a script needs a #! line, or run it through its interpreter" : "");
   if (e == ENOENT || e == EACCES || e == ENOEXEC || e == ENOTDIR || e == ELOOP)
     throw bad_input(message);
@@ -112,12 +113,12 @@ int run_sim(const SimOptions& options) {
     // comment line holds no line break (load_machine refuses names with control characters).
     SimSetup setup = sim_setup(options.machine);
     const std::string argument =
-        one_printable_line(options.machine) ? shell_quote(options.machine) : "MACHINE";
+        one_printable_line(options.machine) ? detail::shell_quote(options.machine) : "MACHINE";
     std::cout << "# gpusel simulated machine "
               << (one_printable_line(setup.machine_name) ? setup.machine_name : "(unnamed)")
               << ": eval \"$(gpusel sim env " << argument << ")\"\n";
     for (const auto& [key, value] : setup.env)
-      std::cout << "export " << key << "=" << shell_quote(value) << "\n";
+      std::cout << "export " << key << "=" << detail::shell_quote(value) << "\n";
     return 0;
   }
   const std::string dir = sim_root() + "/machines";

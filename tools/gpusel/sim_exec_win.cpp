@@ -7,7 +7,8 @@
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
-#include "gpusel/resolve.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel_detail.hpp"
 #include "win.hpp"
 
 namespace gpusel::cli {
@@ -49,8 +50,8 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
   const std::wstring exe = win::widen(program);
   win::Handle job = win::kill_on_close_job();
   if (!job)
-    throw failure("sim exec: cannot create a Job Object for " + quote_value(program) + ": " +
-                  win::error_text(GetLastError()) + "; nothing was started");
+    throw failure("sim exec: cannot create a Job Object for " + detail::quote_value(program) +
+                  ": " + win::error_text(GetLastError()) + "; nothing was started");
   STARTUPINFOW si{};
   si.cb = sizeof si;
   PROCESS_INFORMATION pi{};
@@ -58,7 +59,7 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
                       CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED, nullptr, nullptr, &si, &pi)) {
     const DWORD e = GetLastError();
     const std::string message =
-        "sim exec: cannot start " + quote_value(program) + ": " + win::error_text(e);
+        "sim exec: cannot start " + detail::quote_value(program) + ": " + win::error_text(e);
     if (e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND || e == ERROR_ACCESS_DENIED ||
         e == ERROR_BAD_EXE_FORMAT)
       throw bad_input(message);
@@ -68,7 +69,7 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
   if (!AssignProcessToJobObject(job.get(), process.get())) {
     const DWORD e = GetLastError();
     TerminateProcess(process.get(), 1);
-    throw failure("sim exec: cannot put " + quote_value(program) +
+    throw failure("sim exec: cannot put " + detail::quote_value(program) +
                   " in a Job Object (it would outlive gpusel): " + win::error_text(e) +
                   "; it was stopped before it ran");
   }

@@ -1,0 +1,283 @@
+// gpusel: the library's own helpers that its programs (the gpusel command, the tests, the
+// benchmarks, the simulator) use beside the public API. Not API: never installed, hidden in
+// libgpusel.so (no GPUSEL_CXX_API), reachable only through the static library and the layers'
+// objects, and free to change with any commit. Each section names the layer that defines it; a
+// layer may call only the sections of the layers it may use (the layer checks' links enforce it,
+// docs/design.md). What a program outside this tree needs belongs in include/gpusel instead,
+// marked GPUSEL_CXX_API, and then falls under docs/versioning.md.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gpusel/assignment.hpp"
+#include "gpusel/cuda.hpp"
+#include "gpusel/lease.hpp"
+#include "gpusel/nvml.hpp"
+#include "gpusel/pick.hpp"
+#include "gpusel/resolution.hpp"
+#include "gpusel/spec.hpp"
+#include "gpusel/visible.hpp"
+#include "gpusel/worker.hpp"
+
+namespace gpusel::detail {
+
+// ---- core: text (src/core/text.cpp, spec.cpp, resolve.cpp) -------------------------------------
+
+// Quotes a value for a message: "value" with control characters escaped.
+std::string quote_value(std::string_view value);
+
+// `text` for a terminal: control bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as
+// \xNN; well-formed UTF-8 (no overlong form, surrogate, or code point past U+10FFFF) kept. Driver
+// strings (GPU names, process commands) go through it before they are printed.
+std::string printable(std::string_view text);
+
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''; safe for eval. (`gpusel
+// sim env` and `resolve --format env` print values so; lease holders' commands are shown so.)
+std::string shell_quote(std::string_view value);
+
+// ASCII letter case ignored: does `text` start with `head`; are `a` and `b` equal.
+bool starts_with_ci(std::string_view text, std::string_view head) noexcept;
+bool equal_ci(std::string_view a, std::string_view b) noexcept;
+
+// Joins entries with commas (for messages).
+std::string join_entries(const std::vector<std::string>& entries);
+
+// Describes the preset for messages: CUDA_VISIBLE_DEVICES="..." or "unset".
+std::string describe_preset(const CudaEnv& env);
+
+// ---- core: --gpu entries (src/core/spec.cpp, pick.cpp) -----------------------------------------
+
+// A request of these GPUs, as GpuRequest::texts or parse_gpu_request gave them (canonical texts,
+// {"free:N"} or {"all"}). Throws Error(BadInput) for anything parse_gpu_request would refuse.
+GpuRequest gpu_request_from_texts(const std::vector<std::string>& texts);
+
+// The form the driver compares: a UUID gets an upper-case "GPU-" (the rest kept as typed); an
+// index is returned as it is. Throws Error(BadInput) for anything else.
+std::string canonical_entry(std::string_view entry);
+
+// True when two canonical entries certainly name the same GPU: equal index values ("1" and "01"),
+// or UUIDs equal apart from letter case.
+bool same_entry(std::string_view a, std::string_view b) noexcept;
+
+// "all" in any letter case, blanks around it ignored: every GPU CUDA_VISIBLE_DEVICES lets this
+// process use.
+bool is_all_entry(std::string_view entry) noexcept;
+
+// "free:N" (any letter case, blanks around it ignored) -> N. nullopt when `value` is not a free
+// request at all. Throws Error(BadInput) for free:0, a negative or malformed count, or free:N
+// mixed with other entries.
+std::optional<int> parse_free_request(std::string_view value);
+
+// True for the canonical entry parse_gpu_spec returns for a free request ("free:N").
+bool is_free_entry(std::string_view entry) noexcept;
+
+// Why `gpu` is not free under `limits` from NVML's usage alone (processes, memory, utilisation),
+// or "" when it is. Unknown usage counts as free.
+std::string busy_reason(const GpuInfo& gpu, const FreeLimits& limits);
+
+// ---- core: the CUDA_VISIBLE_DEVICES model (src/core/visible.cpp) -------------------------------
+
+// Reads one CUDA_VISIBLE_DEVICES integer entry the way C's strtoul starts: blanks, optional sign,
+// digits, anything after ignored. nullopt when no digits or negative.
+std::optional<std::uint64_t> read_driver_integer(std::string_view entry) noexcept;
+
+// A CUDA_VISIBLE_DEVICES entry whose UUID prefix is not written GPU- or MIG- (gpu-, Mig-, ...):
+// how the NVIDIA driver reads it is not known ([OPEN]; the model reads it as no UUID), so gpusel
+// refuses such a preset. The message naming the entry and the GPU- form to write; nullopt when
+// there is none.
+std::optional<std::string> uuid_case_problem(const CudaEnv& env);
+
+// True when CUDA_DEVICE_ORDER=PCI_BUS_ID is in force.
+bool pci_bus_order(const CudaEnv& env) noexcept;
+
+// True when every GPU is the same model (name and compute capability), so that FASTEST_FIRST is
+// PCI order. Failed GPUs do not count.
+bool homogeneous(const std::vector<GpuInfo>& gpus) noexcept;
+
+// ---- core: sizes, durations, CPU lists (src/core/units.cpp) ------------------------------------
+
+// A byte size as written, read once: the one parser behind every size gpusel takes (`bench bw
+// --size`, `--min-free-memory`). Units, in any case: K, M, G, T, KiB, MiB, GiB, TiB, Ki, Mi, Gi,
+// Ti (powers of 1024), kB, MB, GB, TB (powers of 1000), B, or none (bytes); a blank between the
+// number and the unit is allowed. The number has digits and at most one dot.
+struct ByteSize {
+  enum class Problem {
+    None,         // `bytes` holds the size
+    NoNumber,     // it does not start with a number ("MiB", "", ".")
+    Negative,     // it starts with a minus sign
+    UnknownUnit,  // `unit` is not one of the units above
+    Zero,         // zero bytes
+    TooLarge,     // beyond 2^64 - 1 bytes
+    NotWhole,     // a fraction of a byte ("1.5", "0.3KiB")
+  };
+  std::optional<std::uint64_t> bytes;
+  Problem problem = Problem::None;
+  std::string unit;  // the unit as written (trimmed), for messages
+};
+ByteSize read_byte_size(std::string_view text);
+
+// read_byte_size's value alone: nullopt for anything it refuses.
+std::optional<std::uint64_t> parse_byte_size(std::string_view text);
+
+// A duration in seconds: "30", "1.5", "1e10" (seconds), "90s", "15m", "2h", "1d" (letters in any
+// case), or "inf" / "forever" (infinity). nullopt for anything else, a negative value or NaN.
+std::optional<double> parse_duration(std::string_view text);
+
+// 30 -> "30 s", 1.5 -> "1.5 s", 0.25 -> "0.25 s", 7200 -> "7200 s"; infinity -> "for ever".
+std::string format_seconds(double seconds);
+
+// "0-55,112-167" -> the CPUs in order. nullopt for a malformed list.
+std::optional<std::vector<int>> parse_cpu_list(std::string_view text);
+
+// The inverse: 0,1,2,3,8 -> "0-3,8".
+std::string format_cpu_list(const std::vector<int>& cpus);
+
+// 85899345920 -> "80 GiB"; exact binary units when they fit, else one decimal.
+std::string format_bytes(std::uint64_t bytes);
+
+// ---- core: launchers' local ranks (src/core/assignment.cpp) ------------------------------------
+
+// A launcher's per-process local-rank variable, with the variable that gives the number of local
+// ranks (nullptr where the launcher sets none) and whose variable it is.
+struct RankVariable {
+  const char* name;
+  const char* size_name;
+  const char* launcher;
+};
+
+// Every local-rank variable gpusel reads. When several are set and agree, the first in this list
+// is reported; when they disagree, the one set nearest to this process wins (see
+// choose_local_rank).
+// docs/launchers.md has the table, with each launcher's documentation.
+inline constexpr RankVariable kRankVariables[] = {
+    {"OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "Open MPI"},
+    {"MV2_COMM_WORLD_LOCAL_RANK", "MV2_COMM_WORLD_LOCAL_SIZE", "MVAPICH2"},
+    {"MPI_LOCALRANKID", "MPI_LOCALNRANKS", "MPICH (Hydra) / Intel MPI"},
+    {"PMI_LOCAL_RANK", "PMI_LOCAL_SIZE", "Cray MPICH (PMI)"},
+    {"PALS_LOCAL_RANKID", "PALS_LOCAL_SIZE", "HPE Cray PALS"},
+    {"FLUX_TASK_LOCAL_ID", nullptr, "Flux"},
+    {"JSM_NAMESPACE_LOCAL_RANK", "JSM_NAMESPACE_LOCAL_SIZE", "IBM jsrun"},
+    {"HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE", "horovodrun"},
+    {"SUBMITIT_LOCAL_LOCALID", "SUBMITIT_LOCAL_NTASKS", "submitit (local executor)"},
+    {"LOCAL_RANK", "LOCAL_WORLD_SIZE", "torchrun or gpusel run"},
+    {"SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE", "Slurm (srun)"},
+};
+
+// The launcher a local-rank variable belongs to ("Slurm (srun)"); "" when it is none of ours.
+const char* launcher_of(std::string_view variable) noexcept;
+
+// One local-rank variable as this process sees it.
+struct RankCandidate {
+  std::string variable;
+  std::string value;
+  std::optional<std::string> size_value;  // its size variable's value, when set
+  // How far up this process's ancestry the variable was set: 0 by this process itself, 1 by its
+  // parent (the parent's own environment lacks it), and so on. `distance_exact` false: the walk
+  // stopped there (an ancestor's environment could not be read), so it was set at least that far
+  // up. -1: not looked up.
+  int distance = -1;
+  bool distance_exact = false;
+};
+
+struct LauncherView {
+  std::vector<RankCandidate> candidates;  // the set variables, in kRankVariables order
+  // SLURM_LOCALID belongs to sbatch's batch step (the job script), not to a task launch: srun
+  // did not start this process, so it does not count as a local rank.
+  bool slurm_batch_step = false;
+  int slurm_node_id = 0;  // SLURM_NODEID, for SLURM_STEP_TASKS_PER_NODE
+  // srun --gpus-per-task (SLURM_GPUS_PER_TASK): each task sees GPUs of its own, so Slurm's local
+  // rank does not count towards choosing among them.
+  bool slurm_gpus_per_task = false;
+};
+
+// Reads a local rank or size: ASCII digits, at most 6 of them. nullopt otherwise.
+std::optional<int> read_rank_number(std::string_view value) noexcept;
+
+// SLURM_STEP_TASKS_PER_NODE ("2(x3),1": two tasks on each of three nodes, then one) for node
+// `node`; nullopt when malformed or too short.
+std::optional<int> slurm_tasks_on_node(std::string_view value, int node) noexcept;
+
+// True when the view's candidates disagree about the rank, so that distances are needed.
+bool ranks_disagree(const LauncherView& view);
+
+// The local rank of the launchers that started this process. nullopt when no variable counts.
+// Where several launchers are nested (told apart by how far up each variable was set), their
+// ranks are combined, so that an inner rank alone never decides while an outer launcher runs
+// several tasks here; an outer launcher whose size is unknown counts as one task when its rank
+// is 0. Throws Error(BadInput) naming the variable and its value when one is malformed, naming
+// both when two disagree and the nearer one cannot be told from the distances, and when an outer
+// launcher's size is needed and unknown.
+std::optional<LocalRank> choose_local_rank(const LauncherView& view);
+
+// ---- driver (src/driver/nvml.cpp, cuda.cpp) -----------------------------------------------------
+
+// From now on in this process, query_nvml answers a query of identity alone (no usage, no
+// topology) from the first enumeration that read at least as much, instead of enumerating again.
+// For a program that runs for moments and reads the GPUs in several places, as the gpusel command
+// does (--gpu all, then the resolution); never for one whose GPUs may change while it runs.
+void reuse_nvml_snapshots();
+
+// What nvml_complete reads.
+enum class NvmlPart {
+  Mig,   // MIG mode and MIG devices (what refusing a MIG-enabled GPU needs)
+  Full,  // every field of GpuInfo but usage (NvmlDetail::Full's)
+};
+
+// Reads `part` of the GPUs of `gpus` at `positions` (a failed GPU is skipped), in this process's
+// NVML session, through this session's enumeration's handles where they are still valid, else
+// finding each again by its UUID: a resolution reads first only the UUIDs, then the rest of the
+// GPUs it picked. Returns why it could not (NVML unavailable, the library broken, a GPU no longer
+// found); empty when done.
+std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& positions,
+                          NvmlPart part);
+
+// Formats CUDA's 16 raw UUID bytes (which may hold zeros) the way nvidia-smi prints them.
+std::string format_uuid(const unsigned char bytes[16], const char* prefix = "GPU-");
+
+// "0000:18:00.0" (CUDA's form, any case) -> "00000000:18:00.0" (NVML's form, upper case).
+std::string normalise_bus_id(const std::string& bus);
+
+// ---- resolution (src/resolution/probe.cpp, resolution.cpp, lease.cpp) --------------------------
+
+// CUDA's enumeration order of the physical GPUs (positions into `gpus`), from an unfiltered probe;
+// nullopt when the probe does not account for every GPU exactly once.
+std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus,
+                                                const std::vector<CudaDevice>& devices);
+
+// The GPUs CUDA enumerates, as NVML would list them: one per physical GPU (MIG devices under
+// their GPU), in PCI bus order, indexed from 0.
+std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
+
+// The entries "all" stands for here: without CUDA_VISIBLE_DEVICES, the nvidia-smi index of each
+// GPU NVML lists, failed and MIG-enabled GPUs left out (and named in `notes`); under a preset,
+// the positions 0..n-1 of the GPUs it exposes (MIG instances not counted); without NVML, CUDA's
+// device count (asked through the probe). Throws Error(BadInput) when there is no GPU to use,
+// Error(Failure) when the GPUs cannot be told.
+std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& probe_helper,
+                                         std::vector<std::string>* notes);
+
+// Who a process is, from /proc; fields stay empty where /proc does not tell.
+LeaseHolder process_details(int pid);
+
+// ---- worker (src/worker/worker.cpp) -------------------------------------------------------------
+
+// What this process's environment says about the launchers that started it. Where the set
+// local-rank variables disagree, each one's distance is looked up in the environments of this
+// process's ancestors (/proc/PID/environ): the variable an outer launcher set is also in the
+// environment of the inner launcher itself.
+LauncherView launcher_view();
+
+// Slurm's GPUs for this step (SLURM_STEP_GPUS, or SLURM_JOB_GPUS in the batch step) against what
+// CUDA exposes under the current CUDA_DEVICE_ORDER: `nvml` is NVML's GPUs (nvidia-smi order),
+// `cuda_visible` the UUIDs of CUDA's visible devices in CUDA's order. A problem when Slurm gave
+// GPUs by index and CUDA, reading those numbers in its own order, exposes others (a machine of
+// mixed models under FASTEST_FIRST); nullopt otherwise, or when Slurm named no GPUs.
+std::optional<PlacementProblem> slurm_gpu_problem(const std::vector<GpuInfo>& nvml,
+                                                  const std::vector<std::string>& cuda_visible);
+
+}  // namespace gpusel::detail
