@@ -11,8 +11,9 @@ Usage: check_abidiff.py [--update] --library LIB --baseline XML --suppressions F
 abidw writes LIB's ABI (the types the public headers in the DIRs define; no source locations or
 build paths) into a private temporary folder; abidiff compares BASELINE with it under FILE.
 - No difference: passes (0).
-- Only additions (new functions or variables): fails (1) until they are recorded with --update, so
-  that every addition is reviewed in the baseline's diff.
+- Only additions (new functions or variables; changes abidiff counts as harmless, such as an
+  enumerator added, which it shows with --harmless only): fails (1) until they are recorded with
+  --update, so that every addition is reviewed in the baseline's diff.
 - Anything else (a symbol removed or changed, a layout change of a type the API uses) is
   incompatible. With the SONAME unchanged it fails (1), and --update refuses to record it: undo the
   change, or bump GPUSEL_SOVERSION in CMakeLists.txt. With a new SONAME it fails (1) until the new
@@ -294,7 +295,17 @@ def main(argv):
             return fail(f"abidiff failed (exit {rc}): {shlex.join(command)}")
         problems = grown_only_at_end(sized_structs(args.suppressions), args.baseline, current)
 
+        harmless = ""
         if rc == 0 and not problems:
+            # abidiff counts some compatible changes (an enumerator added, say) as harmless and
+            # reports them only when asked; they are additions to record like any other.
+            rc_harmless, harmless, command = run_abidiff(args.baseline, current, args.suppressions, "--harmless")
+            if rc_harmless & ABIDIFF_ERROR:
+                print(harmless)
+                return fail(f"abidiff failed (exit {rc_harmless}): {shlex.join(command)}")
+            if rc_harmless == 0:
+                harmless = ""
+        if rc == 0 and not problems and not harmless:
             if args.update:
                 with open(current) as a, open(args.baseline) as b:
                     same = a.read() == b.read()
@@ -305,6 +316,8 @@ def main(argv):
 
         if rc:
             print(report)
+        if harmless:
+            print(f"abidiff --harmless:\n{harmless}")
         if problems:
             # The suppressions hid these (abidiff 2.2): show abidiff's account of them without.
             _, unsuppressed, _ = run_abidiff(args.baseline, current, None)
@@ -323,6 +336,11 @@ def main(argv):
                 return record(f"the first ABI of {new_soname}")
             return fail(f"Record the new SONAME's ABI as the baseline with\n  {update}")
 
+        if harmless:
+            if args.update:
+                return record("compatible changes")
+            return fail(f"{args.library} changes the ABI of {new_soname} in ways abidiff counts as harmless "
+                        f"(above): compatible additions; review them and record them with --update:\n  {update}")
         if not problems:
             rc_no_added, report_no_added, command = run_abidiff(args.baseline, current, args.suppressions,
                                                                 "--no-added-syms")
