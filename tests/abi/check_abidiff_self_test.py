@@ -47,7 +47,9 @@ typedef struct mini_pair {
   int first;
   int second;
 } mini_pair;
+typedef enum mini_mode { MINI_MODE_PLAIN = 0, MINI_MODE_FAST = 1 } mini_mode;
 MINI_API int mini_gpu_info(int index, gpusel_gpu_info* info);
+MINI_API int mini_set_mode(mini_mode mode);
 MINI_API int mini_pair_get(mini_pair* pair);
 MINI_API int mini_version(void);
 MINI_API int mini_legacy(void);
@@ -83,6 +85,7 @@ extern "C" int mini_gpu_info(int index, gpusel_gpu_info* info) {
   return 0;
 }
 extern "C" int mini_pair_get(mini_pair* pair) { pair->first = 1; return 0; }
+extern "C" int mini_set_mode(mini_mode mode) { return int(mode); }
 extern "C" int mini_version(void) { return 1; }
 extern "C" int mini_legacy(void) { return 0; }
 namespace mini {
@@ -122,8 +125,12 @@ REMOVE_FUNCTION_SOURCE = [("extern \"C\" int mini_legacy(void) { return 0; }\n",
 CASES = [
     ("a", "identical library", variant(), "pass"),
     ("b", "a function added", ADD_FUNCTION, "additions"),
+    ("b2", "an enumerator added to an enum an exported function takes (abidiff counts it harmless)",
+     variant(header=[("MINI_MODE_FAST = 1 }", "MINI_MODE_FAST = 1, MINI_MODE_SAFE = 2 }")]), "additions"),
     ("c", "a function removed, same SONAME",
      variant(header=REMOVE_FUNCTION, source=REMOVE_FUNCTION_SOURCE), "incompatible"),
+    ("c2", "an enumerator's value changed",
+     variant(header=[("MINI_MODE_FAST = 1 }", "MINI_MODE_FAST = 2 }")]), "incompatible"),
     ("d", "a field added to the C++ struct LaunchOptions (std::string, std::vector members; by const reference)",
      variant(hpp=[("bool tag_output = false;\n", "bool tag_output = false;\n  std::string working_dir;\n")]),
      "incompatible"),
