@@ -9,7 +9,8 @@ Usage: check_abidiff.py [--update] --library LIB --baseline XML --suppressions F
                         --headers DIR [--headers DIR ...]
 
 abidw writes LIB's ABI (the types the public headers in the DIRs define; no source locations or
-build paths) into a private temporary folder; abidiff compares BASELINE with it under FILE.
+build paths) into a private temporary folder, in a form that depends on the ABI alone, not on where
+the tree is (canonical_form); abidiff compares BASELINE with it under FILE.
 - No difference: passes (0).
 - Only additions (new functions or variables; changes abidiff counts as harmless, such as an
   enumerator added, which it shows with --harmless only): fails (1) until they are recorded with
@@ -30,6 +31,7 @@ offset and type.
 """
 
 import argparse
+import hashlib
 import os
 import re
 import shlex
@@ -40,11 +42,12 @@ import tempfile
 import xml.etree.ElementTree as ET
 
 SKIP = 77
-# abidiff's exit status is a bit field (man abidiff, RETURN VALUES).
+# abidiff's exit status is a bit field (man abidiff, RETURN VALUES): 1 an error, 2 a usage error
+# (with 1), 4 an ABI change, 8 an incompatible one (with 4). abidiff 2.2 sets 8 only for a removed
+# symbol, a changed vtable offset and a changed SONAME: a struct's layout change sets 4 alone, as an
+# added function does. So the script tells additions from the rest by asking again with
+# --no-added-syms, not by bit 8.
 ABIDIFF_ERROR = 1
-ABIDIFF_USAGE_ERROR = 2
-ABIDIFF_ABI_CHANGE = 4
-ABIDIFF_ABI_INCOMPATIBLE_CHANGE = 8
 
 # How abidw writes the ABI (abidw 2.2):
 # --headers-dir (per DIR) and --drop-private-types: only the types the public headers define, and
@@ -52,13 +55,12 @@ ABIDIFF_ABI_INCOMPATIBLE_CHANGE = 8
 # --exported-interfaces-only: only the functions and variables the library exports and what they
 #   reach. The default also describes the member functions of every standard library class the
 #   sources instantiate; abidiff finds the same ABI either way, and the XML is a fifth of the size;
-# --no-show-locs, --no-comp-dir-path, --no-corpus-path: no file names, lines or build folders, so
-#   the XML does not depend on where the tree was cloned or built (the paths of the translation
-#   units that remain are made relative below);
-# --type-id-style hash: type ids from the types' names instead of a running count, so that one
-#   change to the ABI is one change in the baseline's diff, not a renumbering of every type.
+# --no-show-locs, --no-comp-dir-path, --no-corpus-path: no file names, lines or build folders.
+# That is not enough for an XML that does not depend on where the tree was cloned: the paths of the
+# translation units are made relative below (relative_unit_paths), and the order of the
+# declarations and the type ids are rewritten from the ABI alone (canonical_form).
 ABIDW_OPTIONS = ["--drop-private-types", "--exported-interfaces-only", "--no-show-locs",
-                 "--no-comp-dir-path", "--no-corpus-path", "--type-id-style", "hash"]
+                 "--no-comp-dir-path", "--no-corpus-path"]
 
 INSTALL_HINT = ("install them with scripts/install-deps (Debian's package abigail-tools: "
                 "apt-get install abigail-tools)")
@@ -83,6 +85,21 @@ def run_abidw(library, headers, out):
         print(f"abidw failed (exit {done.returncode}) on {library}: {shlex.join(command)}")
         return False
     relative_unit_paths(out)
+    raw = out + ".abidw"
+    shutil.copyfile(out, raw)
+    try:
+        canonical_form(out)
+    except (IndexError, ValueError) as e:
+        print(f"cannot read abidw's XML {raw} line by line ({e!r}): has its format changed? "
+              "check_abidiff.py's canonical_form knows that of libabigail 2.2")
+        return False
+    # The rewrite must not change the ABI: abidiff compares the two forms.
+    rc, report, command = run_abidiff(raw, out, None, "--harmless")
+    if rc != 0:
+        print(report)
+        print(f"abidiff finds a difference (exit {rc}) between abidw's XML and check_abidiff.py's rewrite of "
+              f"it, which must describe the same ABI: canonical_form is wrong for this abidw ({shlex.join(command)})")
+        return False
     return True
 
 
@@ -109,6 +126,159 @@ def relative_unit_paths(xml):
 
     with open(xml, "w") as f:
         f.write(UNIT_PATH.sub(relative, text))
+
+
+# The elements whose children canonical_form puts in order, and the attributes that name a type.
+SORTED_SCOPES = ("abi-instr", "namespace-decl")
+TYPE_REFERENCE = re.compile(r"\b(type-id|naming-typedef-id)='([^']*)'")
+OWN_ID = re.compile(r"(?<![\w-])id='([^']*)'")
+# Types whose children are part of what they are (a function type's parameters, an array's
+# dimensions); a class, union or enum is known by its scope and name.
+DEFINED_BY_CHILDREN = ("function-type", "array-type-def")
+
+
+class Node:
+    """One element of abidw's XML: its first line, its children, its closing line ('' if none)."""
+
+    def __init__(self, header, children, closing, scope):
+        self.header, self.children, self.closing, self.scope = header, children, closing, scope
+        self.tag = header.strip()[1:].split(None, 1)[0].rstrip("/>")
+        m = OWN_ID.search(header)
+        self.id = m.group(1) if m else None
+
+
+def parse_abixml(lines):
+    """abidw writes one element a line, each closing tag at its opening tag's indentation."""
+
+    def element(i, scope):
+        line = lines[i]
+        if line.strip().endswith("/>"):
+            return Node(line, [], "", scope), i + 1
+        node = Node(line, [], "", scope)
+        closing = line[:len(line) - len(line.lstrip())] + f"</{node.tag}>"
+        name = re.search(r"\bname='([^']*)'", line)
+        inner = scope + (f"{node.tag}:{name.group(1) if name else ''}",)
+        i += 1
+        while lines[i].rstrip("\n") != closing:
+            child, i = element(i, inner)
+            node.children.append(child)
+        node.closing = lines[i]
+        return node, i + 1
+
+    roots, i = [], 0
+    while i < len(lines):
+        root, i = element(i, ())
+        roots.append(root)
+    return roots
+
+
+def canonical_form(xml):
+    """Rewrites abidw's XML in an order and with type ids that depend on the ABI alone.
+
+    abidw 2.2 orders the declarations of a translation unit by where they come from, the files'
+    paths included, even with --no-show-locs: the same sources built under /tmp and under /work
+    (either side of /usr/include) list gpusel's types and the standard library's in different
+    orders, and abidw numbers the types in that order (its hash-style ids too: `int` and `long int`
+    hash alike, and the first one met gets the lower id). The same ABI, a diff of 1500 lines. Here
+    each type is named by a digest of what it is (its scope, and its element with the types it
+    refers to named the same way), and the children of each translation unit and namespace are
+    sorted by their text in those terms. abidiff reads types by id in any order and compares them
+    by content: it finds no difference between abidw's form and this one."""
+    with open(xml) as f:
+        roots = parse_abixml(f.read().splitlines(keepends=True))
+    by_id = {}
+
+    def index(node):
+        if node.id is not None:
+            by_id.setdefault(node.id, node)
+        for child in node.children:
+            index(child)
+
+    for root in roots:
+        index(root)
+    keys, in_progress, texts = {}, set(), {}
+
+    def key(type_id):
+        """A digest of the type with this id: its scope, its element, what it refers to."""
+        if type_id in keys:
+            return keys[type_id]
+        node = by_id.get(type_id)
+        if node is None:
+            return "?" + type_id
+        if type_id in in_progress:  # a cycle: the type's scope, kind and name break it
+            return "cycle:" + "/".join(node.scope) + OWN_ID.sub("", node.header).strip()
+        in_progress.add(type_id)
+        what = text(node) if node.tag in DEFINED_BY_CHILDREN else refer(node.header)
+        in_progress.discard(type_id)
+        keys[type_id] = hashlib.sha1(("/".join(node.scope) + "\n" + what).encode()).hexdigest()
+        return keys[type_id]
+
+    def shallow(type_id):
+        """A type by its scope, kind and name: for a struct's naming typedef, which refers back to
+        the struct (following it would make the key depend on which of the two is met first)."""
+        node = by_id.get(type_id)
+        if node is None:
+            return "?" + type_id
+        name = re.search(r"\bname='([^']*)'", node.header)
+        return "/".join(node.scope) + f"/{node.tag}:{name.group(1) if name else ''}"
+
+    def refer(line):
+        """A line with its own id left out and the types it refers to as their keys."""
+        line = OWN_ID.sub("id=''", line)
+        return TYPE_REFERENCE.sub(lambda m: f"{m.group(1)}='" + (
+            shallow(m.group(2)) if m.group(1) == "naming-typedef-id" else key(m.group(2))) + "'", line)
+
+    def text(node):
+        """A node's whole text in the terms of refer(), its scopes' children in order."""
+        if id(node) not in texts:
+            children = [text(c) for c in node.children]
+            if node.tag in SORTED_SCOPES:
+                children.sort()
+            texts[id(node)] = refer(node.header) + "".join(children) + node.closing
+        return texts[id(node)]
+
+    def order(node):
+        if node.tag in SORTED_SCOPES:
+            node.children.sort(key=text)
+        for child in node.children:
+            order(child)
+
+    for root in roots:
+        order(root)
+    # The new ids, in the new order: twelve digits of each type's key, told apart where two
+    # types' keys agree.
+    new_ids, taken = {}, set()
+
+    def name(node):
+        if node.id is not None and node.id not in new_ids:
+            candidate, n = key(node.id)[:12], 1
+            while candidate in taken:
+                n += 1
+                candidate = f"{key(node.id)[:12]}-{n}"
+            taken.add(candidate)
+            new_ids[node.id] = candidate
+        for child in node.children:
+            name(child)
+
+    for root in roots:
+        name(root)
+
+    def rename(line):
+        line = OWN_ID.sub(lambda m: f"id='{new_ids.get(m.group(1), m.group(1))}'", line)
+        return TYPE_REFERENCE.sub(lambda m: f"{m.group(1)}='{new_ids.get(m.group(2), m.group(2))}'", line)
+
+    out = []
+
+    def write(node):
+        out.append(rename(node.header))
+        for child in node.children:
+            write(child)
+        out.append(node.closing)
+
+    for root in roots:
+        write(root)
+    with open(xml, "w") as f:
+        f.write("".join(out))
 
 
 def run_abidiff(baseline, current, suppressions, *options):
