@@ -8,9 +8,11 @@ In a private temporary folder it builds a tiny shared library, libmini.so.1, wit
 out as gpusel.h's, taken by pointer; a C struct without a size field; a C++ struct with std::string
 and std::vector members taken by const reference, as gpusel's LaunchOptions. It records the
 library's ABI as the baseline with check_abidiff.py --update, then builds variants and runs
-check_abidiff.py on each against that baseline, with the real tests/abi/libgpusel.abignore. One line
-a case; it fails (1) unless every case gives its outcome. Exit 77 (skipped) when abidw or abidiff is
-not installed.
+check_abidiff.py on each against that baseline, with the real tests/abi/libgpusel.abignore. Last,
+it builds the first library again with its sources named on the other side of /usr/include in the
+debug information (-ffile-prefix-map), as a clone elsewhere would be: --update must write the same
+baseline, byte for byte. One line a case; it fails (1) unless every case gives its outcome. Exit 77
+(skipped) when abidw or abidiff is not installed.
 """
 
 import os
@@ -20,6 +22,8 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import check_abidiff  # noqa: E402 (its abidw options, for case h)
 CHECK = os.path.join(HERE, "check_abidiff.py")
 SUPPRESSIONS = os.path.join(HERE, "libgpusel.abignore")
 
@@ -161,7 +165,7 @@ SAYS = {
 }
 
 
-def build(cxx, folder, files):
+def build(cxx, folder, files, prefix_map=None):
     include = os.path.join(folder, "include")
     os.makedirs(os.path.join(include, "mini"))
     for name in ("mini.h", "mini.hpp"):
@@ -172,8 +176,10 @@ def build(cxx, folder, files):
         f.write(files["mini.cpp"])
     n = files["soversion"]
     library = os.path.join(folder, f"libmini.so.{n}")
+    # prefix_map: the folder the debug information names instead of this one.
+    remap = [f"-ffile-prefix-map={folder}={prefix_map}"] if prefix_map else []
     subprocess.run([cxx, "-std=c++20", "-g", "-O2", "-fPIC", "-shared", "-fvisibility=hidden", "-I", include,
-                    source, f"-Wl,-soname,libmini.so.{n}", "-o", library], check=True)
+                    source] + remap + [f"-Wl,-soname,libmini.so.{n}", "-o", library], check=True)
     return library, os.path.join(include, "mini")
 
 
@@ -253,10 +259,28 @@ def main(argv):
                 out += "\n--- --update:\n" + uout
             report(name, what, ok, f"expected {expected}, got {detail}", out)
 
+        # The same library from a tree on the other side of /usr/include (abidw orders the types by
+        # their files' paths): --update writes the same baseline, byte for byte.
+        elsewhere = "/zzz/clone" if os.path.realpath(tmp) < "/usr/include" else "/aaa/clone"
+        folder = os.path.join(tmp, "h")
+        library, headers = build(cxx, folder, variant(), prefix_map=elsewhere)
+        moved = os.path.join(folder, "baseline.abi.xml")
+        rc, out = check(library, headers, moved, update=True)
+        same = rc == 0 and os.path.isfile(moved) and read(moved) == read(baseline)
+        raw = [os.path.join(tmp, "base.raw.xml"), os.path.join(folder, "raw.xml")]
+        for lib, hdr, xml in ((base_library, base_headers, raw[0]), (library, headers, raw[1])):
+            subprocess.run(["abidw", "--headers-dir", hdr] + check_abidiff.ABIDW_OPTIONS + ["--out-file", xml, lib],
+                           check=True, capture_output=True)
+        a, b = (open(x).read().splitlines() for x in raw)
+        differ = sum(1 for x, y in zip(a, b) if x != y) + abs(len(a) - len(b))
+        report("h", f"the same library, its sources named {elsewhere} in the debug information", same,
+               f"--update exit {rc}, baseline {'identical' if same else 'DIFFERENT'} byte for byte "
+               f"(abidw's own XML differs in {differ} lines)", out)
+
     if failures:
         print(f"check_abidiff.py gave the wrong outcome in case(s) {', '.join(failures)} (output above)")
         return 1
-    print(f"check_abidiff.py: all {len(CASES) + 2} cases as expected")
+    print(f"check_abidiff.py: all {len(CASES) + 3} cases as expected")
     return 0
 
 
