@@ -10,7 +10,12 @@
 GPUSEL_BEGIN_NAMESPACE
 namespace {
 
-constexpr const char* kListHint = "run `gpusel list` to see the GPUs and how CUDA numbers them";
+// Where to see the GPUs by every name.
+std::string list_hint() {
+  return detail::reader_text("run `gpusel list` to see the GPUs and how CUDA numbers them",
+                             "gpusel_list_gpus (or `gpusel list`) shows the GPUs and how CUDA "
+                             "numbers them");
+}
 
 std::string count_gpus(std::size_t n, const char* what = "GPU") {
   return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
@@ -33,7 +38,7 @@ std::string list_uuids(const std::vector<GpuInfo>& gpus, const std::vector<std::
 
 void refuse_failed(const GpuInfo& gpu, const std::string& entry) {
   if (!gpu.failed()) return;
-  throw bad_input("--gpu entry " + detail::quote_value(entry) + " names GPU " +
+  throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) + " names GPU " +
                   std::to_string(gpu.index) + ", which NVML cannot use (" + gpu.failure +
                   "); pick another GPU, and have the failed one checked (nvidia-smi -q -i " +
                   std::to_string(gpu.index) + ")");
@@ -50,21 +55,21 @@ std::string smi_indices(const std::vector<GpuInfo>& gpus, const VisibleSet& vs) 
 
 void refuse_mig(const GpuInfo& gpu, const std::string& entry) {
   if (!gpu.mig_enabled) return;
-  throw bad_input("--gpu entry " + detail::quote_value(entry) + " names GPU " +
+  throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) + " names GPU " +
                   std::to_string(gpu.index) + " (" + gpu.uuid +
                   "), which has MIG enabled: CUDA exposes only its MIG devices, and gpusel "
                   "assigns whole GPUs; pick a GPU without MIG (" +
-                  kListHint + ")");
+                  list_hint() + ")");
 }
 
 // An index with no preset: the nvidia-smi index.
 std::size_t physical_index(const std::vector<GpuInfo>& gpus, const GpuEntry& entry) {
   if (entry.index >= gpus.size()) {
     throw bad_input(
-        "--gpu entry " + detail::quote_value(entry.text) + " is out of range: this machine has " +
-        count_gpus(gpus.size()) +
+        detail::gpu_entry_words() + " " + detail::quote_value(entry.text) +
+        " is out of range: this machine has " + count_gpus(gpus.size()) +
         (gpus.empty() ? std::string() : ", indices 0 to " + std::to_string(gpus.size() - 1)) +
-        "; " + kListHint);
+        "; " + list_hint());
   }
   return static_cast<std::size_t>(entry.index);
 }
@@ -72,14 +77,14 @@ std::size_t physical_index(const std::vector<GpuInfo>& gpus, const GpuEntry& ent
 std::size_t physical_uuid(const std::vector<GpuInfo>& gpus, const std::string& entry) {
   auto hits = uuid_hits(gpus, entry);
   if (hits.empty()) {
-    throw bad_input("--gpu entry " + detail::quote_value(entry) +
+    throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
                     " matches no GPU on this machine (" + count_gpus(gpus.size()) +
-                    "); check for a typo, " + kListHint);
+                    "); check for a typo, " + list_hint());
   }
   if (hits.size() > 1) {
-    throw bad_input("--gpu entry " + detail::quote_value(entry) + " is a prefix of " +
-                    std::to_string(hits.size()) + " GPUs (" + list_uuids(gpus, hits) +
-                    "); give enough characters to name one");
+    throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
+                    " is a prefix of " + std::to_string(hits.size()) + " GPUs (" +
+                    list_uuids(gpus, hits) + "); give enough characters to name one");
   }
   return hits.front();
 }
@@ -88,10 +93,10 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                          const GpuEntry& index, const std::string& preset) {
   const std::string& entry = index.text;
   if (!vs.known) {
-    throw bad_input("--gpu entry " + detail::quote_value(entry) + " counts within " + preset +
-                    ", but " + vs.unknown_reason +
-                    "; give --gpu as GPU UUIDs, or set CUDA_DEVICE_ORDER=PCI_BUS_ID (" + kListHint +
-                    ")");
+    throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
+                    " counts within " + preset + ", but " + vs.unknown_reason +
+                    detail::reader_text("; give --gpu as GPU UUIDs", "; give the GPUs as UUIDs") +
+                    ", or set CUDA_DEVICE_ORDER=PCI_BUS_ID (" + list_hint() + ")");
   }
   if (index.index >= vs.devices.size()) {
     std::string why;
@@ -100,9 +105,10 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
             detail::quote_value(*vs.invalid_entry) + ")";
     }
     throw bad_input(
-        "--gpu entry " + detail::quote_value(entry) + " is out of range: " + preset + " exposes " +
-        count_gpus(vs.devices.size(), "device") + " (" + smi_indices(gpus, vs) + ")" + why +
-        "; with a preset, indices count within that list (0 is its first device); " + kListHint);
+        detail::gpu_entry_words() + " " + detail::quote_value(entry) +
+        " is out of range: " + preset + " exposes " + count_gpus(vs.devices.size(), "device") +
+        " (" + smi_indices(gpus, vs) + ")" + why +
+        "; with a preset, indices count within that list (0 is its first device); " + list_hint());
   }
   const VisibleDevice& d = vs.devices[static_cast<std::size_t>(index.index)];
   const GpuInfo& gpu = gpus[static_cast<std::size_t>(d.gpu)];
@@ -113,9 +119,10 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
 std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                         const std::string& entry, const std::string& preset) {
   if (vs.mode == VisibleMode::Indices && !vs.known) {
-    throw bad_input("--gpu entry " + detail::quote_value(entry) + " is a UUID, but " + preset +
-                    " lists GPUs by index and " + vs.unknown_reason +
-                    "; give --gpu as positions in that list (0 is its first device), set "
+    throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
+                    " is a UUID, but " + preset + " lists GPUs by index and " + vs.unknown_reason +
+                    detail::reader_text("; give --gpu as positions", "; give positions") +
+                    " in that list (0 is its first device), set "
                     "CUDA_DEVICE_ORDER=PCI_BUS_ID, or set CUDA_VISIBLE_DEVICES to GPU UUIDs");
   }
   // The whole GPUs the preset exposes, matched by full UUID, so both a short preset entry and a
@@ -127,9 +134,10 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
   }
   if (visible_hits.size() == 1) return visible_hits.front();
   if (visible_hits.size() > 1) {
-    throw bad_input("--gpu entry " + detail::quote_value(entry) + " is a prefix of " +
-                    std::to_string(visible_hits.size()) + " GPUs exposed by " + preset + " (" +
-                    list_uuids(gpus, visible_hits) + "); give enough characters to name one");
+    throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
+                    " is a prefix of " + std::to_string(visible_hits.size()) + " GPUs exposed by " +
+                    preset + " (" + list_uuids(gpus, visible_hits) +
+                    "); give enough characters to name one");
   }
   auto anywhere = uuid_hits(gpus, entry);
   if (anywhere.size() == 1) refuse_mig(gpus[anywhere.front()], entry);
@@ -138,12 +146,12 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
     why = "; the driver stops reading it at the invalid entry " +
           detail::quote_value(*vs.invalid_entry);
   }
-  throw bad_input("--gpu entry " + detail::quote_value(entry) + " is not one of the GPUs " +
-                  preset + " lets this process use" +
+  throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
+                  " is not one of the GPUs " + preset + " lets this process use" +
                   (anywhere.size() == 1 ? " (GPU " + std::to_string(gpus[anywhere.front()].index) +
                                               " exists, outside that list" + why + ")"
                                         : std::string(" (it matches no GPU on this machine)")) +
-                  "; pick from that list, or change CUDA_VISIBLE_DEVICES (" + kListHint + ")");
+                  "; pick from that list, or change CUDA_VISIBLE_DEVICES (" + list_hint() + ")");
 }
 
 }  // namespace
@@ -180,9 +188,10 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
   } else {
     const std::string preset = detail::describe_preset(env);
     if (vs->mode == VisibleMode::MigUuids) {
-      throw bad_input(preset +
-                      " selects MIG devices; gpusel assigns whole GPUs, so --gpu cannot choose "
-                      "among them; run without MIG devices in CUDA_VISIBLE_DEVICES, or unset it");
+      throw bad_input(preset + " selects MIG devices; gpusel assigns whole GPUs, so " +
+                      detail::reader_text("--gpu", "a GPU request") +
+                      " cannot choose among them; run without MIG devices in "
+                      "CUDA_VISIBLE_DEVICES, or unset it");
     }
     if (vs->duplicate) {
       throw bad_input(preset +
@@ -197,7 +206,8 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
   for (std::size_t i = 0; i < picked.size(); ++i) {
     for (std::size_t j = 0; j < i; ++j) {
       if (picked[i] == picked[j]) {
-        throw bad_input("--gpu entries " + detail::quote_value(entries[j].text) + " and " +
+        throw bad_input(detail::reader_text("--gpu entries ", "GPU entries ") +
+                        detail::quote_value(entries[j].text) + " and " +
                         detail::quote_value(entries[i].text) + " both name GPU " +
                         gpus[picked[i]].uuid + "; each rank needs a GPU of its own");
       }

@@ -79,9 +79,10 @@ std::string pasted_entry_hint(std::string_view entry) {
       while (i < entry.size() && entry[i] >= '0' && entry[i] <= '9') index += entry[i++];
     }
     return "; that is " + std::string(index.empty() ? "part of a line" : "a line") +
-           " of `nvidia-smi -L`: give the UUID alone, --gpu " + std::string(kUuidHead) +
-           std::string(uuid.substr(kUuidHead.size())) +
-           (index.empty() ? "" : " (or its nvidia-smi index, --gpu " + index + ")");
+           " of `nvidia-smi -L`: give the UUID alone, " +
+           detail::gpu_example(std::string(kUuidHead) +
+                               std::string(uuid.substr(kUuidHead.size()))) +
+           (index.empty() ? "" : " (or its nvidia-smi index, " + detail::gpu_example(index) + ")");
   }
   // PyTorch's device names.
   if (detail::starts_with_ci(entry, "cuda")) {
@@ -89,9 +90,13 @@ std::string pasted_entry_hint(std::string_view entry) {
     if (rest.empty() || rest.front() == ':') {
       return "; " + detail::quote_value(entry) +
              " is a CUDA ordinal (PyTorch's device name), which changes with "
-             "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER; --gpu takes nvidia-smi indices or GPU "
-             "UUIDs, which do not: the CUDA column of `gpusel list` shows which GPU each CUDA "
-             "ordinal is here";
+             "CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER; " +
+             detail::reader_text(
+                 "--gpu takes nvidia-smi indices or GPU UUIDs, which do not: the "
+                 "CUDA column of `gpusel list` shows which GPU each CUDA ordinal "
+                 "is here",
+                 "a GPU request takes nvidia-smi indices or GPU UUIDs, which do "
+                 "not: gpusel_list_gpus gives each GPU's CUDA ordinal here");
     }
   }
   if (detail::equal_ci(entry, "all")) {
@@ -103,16 +108,16 @@ std::string pasted_entry_hint(std::string_view entry) {
   if (entry.size() >= 9 && entry[8] == '-' &&
       std::all_of(entry.begin(), entry.begin() + 8, is_hex) &&
       std::all_of(entry.begin(), entry.end(), [](char c) { return is_hex(c) || c == '-'; })) {
-    return "; a GPU UUID starts with GPU-, as `nvidia-smi -L` prints it: --gpu GPU-" +
-           std::string(entry);
+    return "; a GPU UUID starts with GPU-, as `nvidia-smi -L` prints it: " +
+           detail::gpu_example("GPU-" + std::string(entry));
   }
   // "GPU 0", "GPU0", "gpu:0": nvidia-smi's label for index 0.
   if (detail::starts_with_ci(entry, "GPU")) {
     std::string_view rest = trim(entry.substr(3));
     if (!rest.empty() && (rest.front() == ':' || rest.front() == '#')) rest = trim(rest.substr(1));
     if (is_gpu_index(rest)) {
-      return "; for nvidia-smi's GPU " + std::string(rest) + ", give the index alone: --gpu " +
-             std::string(rest);
+      return "; for nvidia-smi's GPU " + std::string(rest) +
+             ", give the index alone: " + detail::gpu_example(rest);
     }
   }
   // "0 1" or "GPU-a GPU-b": blanks where commas belong.
@@ -122,7 +127,7 @@ std::string pasted_entry_hint(std::string_view entry) {
       })) {
     std::string joined;
     for (std::string_view w : parts) joined += (joined.empty() ? "" : ",") + std::string(w);
-    return "; entries are separated by commas, not blanks: --gpu " + joined;
+    return "; entries are separated by commas, not blanks: " + detail::gpu_example(joined);
   }
   return "";
 }
@@ -140,27 +145,36 @@ void precheck_pasted(std::string_view value) {
                (c >= 'A' && c <= 'Z');
       })) {
     const std::string_view name = inner.substr(0, eq);
-    throw bad_input("--gpu " + detail::quote_value(value) + " is the assignment of " +
-                    std::string(name) + "; --gpu takes the GPUs themselves: --gpu " +
-                    std::string(trim(inner.substr(eq + 1))) +
+    throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) +
+                    " is the assignment of " + std::string(name) + "; " +
+                    detail::reader_text("--gpu takes", "a GPU request names") +
+                    " the GPUs themselves: " + detail::gpu_example(trim(inner.substr(eq + 1))) +
                     (name == "CUDA_VISIBLE_DEVICES"
-                         ? " (as nvidia-smi indices or UUIDs; `gpusel list` shows how CUDA numbers "
-                           "them)"
+                         ? detail::reader_text(" (as nvidia-smi indices or UUIDs; `gpusel list` "
+                                               "shows how CUDA numbers them)",
+                                               " (as nvidia-smi indices or UUIDs; "
+                                               "gpusel_list_gpus shows how CUDA numbers them)")
                          : ""));
   }
   if (inner.find_first_of("\n\r") != std::string_view::npos) {
     const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');
-    throw bad_input("--gpu " + detail::quote_value(value) + " holds " + std::to_string(lines) +
-                    " lines; it takes one line, entries separated by commas (was the output of "
-                    "`gpusel resolve` pasted in as it is?): join the lines with commas, as "
-                    "`gpusel resolve --gpu SPEC --format csv` prints them, or pipe through "
-                    "`paste -sd,`");
+    throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) + " holds " +
+                    std::to_string(lines) +
+                    detail::reader_text(
+                        " lines; it takes one line, entries separated by commas (was the output "
+                        "of `gpusel resolve` pasted in as it is?): join the lines with commas, as "
+                        "`gpusel resolve --gpu SPEC --format csv` prints them, or pipe through "
+                        "`paste -sd,`",
+                        " lines; a request is one line, entries separated by commas: join the "
+                        "lines with commas"));
   }
   for (std::string_view piece : detail::split_commas(value)) {
     piece = trim(piece);
     if (is_gpu_uuid(piece) && std::any_of(piece.begin(), piece.end(), is_blank)) {
-      throw bad_input("--gpu entry " + detail::quote_value(piece) + " holds blanks" +
-                      pasted_entry_hint(piece) + "; run `gpusel list` to see every GPU's UUID");
+      throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(piece) +
+                      " holds blanks" + pasted_entry_hint(piece) +
+                      detail::reader_text("; run `gpusel list` to see every GPU's UUID",
+                                          "; `nvidia-smi -L` lists every GPU's UUID"));
     }
   }
 }
@@ -189,16 +203,17 @@ std::vector<GpuEntry> read_entries(std::string_view value) {
     if (!piece.empty()) entries.push_back(read_entry(piece));
   }
   if (entries.empty()) {
-    throw bad_input("--gpu " + detail::quote_value(value) +
-                    " names no GPU; give nvidia-smi indices or GPU UUIDs separated by commas "
-                    "(run `gpusel list` to see them)");
+    throw bad_input(
+        detail::gpu_request_words() + " " + detail::quote_value(value) +
+        " names no GPU; give nvidia-smi indices or GPU UUIDs separated by commas " +
+        detail::reader_text("(run `gpusel list` to see them)", "(`nvidia-smi -L` lists them)"));
   }
   const GpuEntry& head = entries.front();
   for (const GpuEntry& e : entries) {
     if (e.kind != head.kind) {
-      throw bad_input("--gpu " + detail::quote_value(value) + " mixes UUIDs (" +
-                      detail::quote_value(head.is_uuid() ? head.text : e.text) + ") and indices (" +
-                      detail::quote_value(head.is_uuid() ? e.text : head.text) +
+      throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) +
+                      " mixes UUIDs (" + detail::quote_value(head.is_uuid() ? head.text : e.text) +
+                      ") and indices (" + detail::quote_value(head.is_uuid() ? e.text : head.text) +
                       "); use one kind for the whole list, as CUDA_VISIBLE_DEVICES requires");
     }
   }
@@ -209,7 +224,8 @@ std::vector<GpuEntry> read_entries(std::string_view value) {
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto [seen, fresh] = first.emplace(entry_key(entries[i].text), i);
     if (!fresh) {
-      throw bad_input("--gpu " + detail::quote_value(value) + " names the same GPU twice (" +
+      throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) +
+                      " names the same GPU twice (" +
                       detail::quote_value(entries[seen->second].text) + " and " +
                       detail::quote_value(entries[i].text) + "); each rank needs a GPU of its own");
     }
@@ -258,9 +274,11 @@ std::vector<std::string> parse_gpu_request(std::string_view value) {
 GpuRequest read_single_gpu(std::string_view value) {
   GpuRequest r = read_gpu_request(value, false);
   if (r.kind == GpuRequest::Kind::Gpus && r.gpus.size() != 1) {
-    throw bad_input("--gpu " + detail::quote_value(value) + " holds " +
+    throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) + " holds " +
                     std::to_string(r.gpus.size()) +
-                    " GPUs, but this option takes exactly one; give a single index or UUID");
+                    detail::reader_text(" GPUs, but this option takes exactly one",
+                                        " GPUs, but exactly one is asked for") +
+                    "; give a single index or UUID");
   }
   return r;
 }
@@ -283,15 +301,19 @@ std::string canonical_entry(std::string_view entry) {
   if (is_gpu_index(entry)) return std::string(entry);
   std::string hint = pasted_entry_hint(entry);  // a value copied from elsewhere, or ""
   if (hint.empty() && entry.size() >= 4 && detail::equal_ci(entry.substr(0, 4), "MIG-")) {
-    hint = "; MIG devices cannot be given to --gpu: gpusel places processes on whole GPUs";
+    hint = detail::reader_text("; MIG devices cannot be given to --gpu",
+                               "; MIG devices cannot be given in a GPU request") +
+           ": gpusel places processes on whole GPUs";
   } else if (hint.empty() && entry.find('-') != std::string_view::npos &&
              is_gpu_index(entry.substr(0, 1))) {
     hint = "; ranges are not accepted, list each index (for example 0,1,2,3)";
   }
-  throw bad_input("--gpu entry " + detail::quote_value(entry) +
+  throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
                   " is neither an nvidia-smi index (ASCII digits) nor a GPU UUID "
                   "(GPU-..., a unique prefix is enough)" +
-                  hint + "; run `gpusel list` to see both for every GPU");
+                  hint +
+                  detail::reader_text("; run `gpusel list` to see both for every GPU",
+                                      "; `nvidia-smi -L` lists both for every GPU"));
 }
 
 bool same_entry(std::string_view a, std::string_view b) noexcept {

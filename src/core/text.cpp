@@ -1,14 +1,42 @@
 // The core's text helpers: see text.hpp.
 #include "text.hpp"
 
+#include <atomic>
 #include <charconv>
 #include <cstdio>
 
-GPUSEL_BEGIN_NAMESPACE
-
-GPUSEL_END_NAMESPACE
-
 namespace gpusel::detail {
+
+namespace {
+
+// Set once by the gpusel command, read by any thread.
+std::atomic<bool> g_command_line{false};
+
+}  // namespace
+
+void speak_to_command_line(bool command_line) noexcept {
+  g_command_line.store(command_line, std::memory_order_relaxed);
+}
+
+bool speaking_to_command_line() noexcept {
+  return g_command_line.load(std::memory_order_relaxed);
+}
+
+std::string reader_text(std::string_view command_line, std::string_view library) {
+  return std::string(speaking_to_command_line() ? command_line : library);
+}
+
+std::string gpu_request_words() {
+  return reader_text("--gpu", "GPU request");
+}
+
+std::string gpu_entry_words() {
+  return reader_text("--gpu entry", "GPU entry");
+}
+
+std::string gpu_example(std::string_view value) {
+  return speaking_to_command_line() ? "--gpu " + std::string(value) : quote_value(value);
+}
 
 std::string_view trim_blanks(std::string_view s) noexcept {
   while (!s.empty() && is_blank(s.front())) s.remove_prefix(1);

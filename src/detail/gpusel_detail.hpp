@@ -50,6 +50,28 @@ std::string join_entries(const std::vector<std::string>& entries);
 // Describes the preset for messages: CUDA_VISIBLE_DEVICES="..." or "unset".
 std::string describe_preset(const CudaEnv& env);
 
+// ---- core: whom messages speak to (src/core/text.cpp) -------------------------------------------
+
+// The library's messages name the value they are about and the remedy, in the words of whoever
+// gave the value. By default that is a program calling the library (C++, C through gpusel.h,
+// Python): messages speak of a "GPU request" and a "GPU entry", and point to the library's own
+// functions (gpusel_list_gpus) and to nvidia-smi. The gpusel command calls speak_to_command_line()
+// once, at its start: messages then name its option, --gpu, and its commands (`gpusel list`), as
+// its users typed them (false goes back to the library's words). Thread-safe.
+void speak_to_command_line(bool command_line = true) noexcept;
+bool speaking_to_command_line() noexcept;
+
+// `command_line` when speaking to the gpusel command's users, else `library`.
+std::string reader_text(std::string_view command_line, std::string_view library);
+
+// What a GPU request and one of its entries are called: "--gpu" / "GPU request", "--gpu entry" /
+// "GPU entry".
+std::string gpu_request_words();
+std::string gpu_entry_words();
+
+// A value as the reader would write it: --gpu 0,1 on the command line, "0,1" for a program.
+std::string gpu_example(std::string_view value);
+
 // ---- core: --gpu entries (src/core/spec.cpp, pick.cpp) -----------------------------------------
 
 // A request of these GPUs, as GpuRequest::texts or parse_gpu_request gave them (canonical texts,

@@ -106,7 +106,9 @@ const CudaApi& cuda_initialised() {
     throw failure(std::string("CUDA sees no device (CUDA_ERROR_NO_DEVICE) with ") +
                       (cvd ? "CUDA_VISIBLE_DEVICES=\"" + *cvd + "\""
                            : std::string("CUDA_VISIBLE_DEVICES unset")) +
-                      "; run `gpusel list` to see which GPUs it exposes",
+                      detail::reader_text("; run `gpusel list` to see which GPUs it exposes",
+                                          "; gpusel_list_gpus (or `gpusel list`) shows which GPUs "
+                                          "it exposes"),
                   Problem{ErrorCode::NoDevice, "cuInit", init_rc});
   }
   if (init_rc != CUDA_SUCCESS) {

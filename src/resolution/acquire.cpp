@@ -47,8 +47,9 @@ std::vector<bool> eligible_gpus(const std::vector<GpuInfo>& gpus, const CudaEnv&
     const ProbeResult probe = probe_cuda(probe_helper, true);
     const auto order = probe.ok ? detail::cuda_order_from(gpus, probe.devices) : std::nullopt;
     if (!order) {
-      throw bad_input("--gpu free:N picks within " + detail::describe_preset(env) + ", but " +
-                      vs.unknown_reason + " and asking CUDA failed (" +
+      throw bad_input(detail::gpu_request_words() + " free:N picks within " +
+                      detail::describe_preset(env) + ", but " + vs.unknown_reason +
+                      " and asking CUDA failed (" +
                       (probe.ok ? std::string("its devices did not match NVML's") : probe.reason) +
                       "); set CUDA_DEVICE_ORDER=PCI_BUS_ID or give the preset as GPU UUIDs");
     }
@@ -80,9 +81,10 @@ class FreeLook {
   void read() {
     snap_ = query_nvml(NvmlQuery{true, n_ > 1 && !have_links_});
     if (!snap_.available) {
-      throw failure("--gpu free:" + std::to_string(n_) +
+      throw failure(detail::gpu_request_words() + " free:" + std::to_string(n_) +
                         " needs NVML to see which GPUs are in use, and NVML is unavailable (" +
-                        snap_.reason + "); name the GPUs instead (--gpu 0,1 or UUIDs)",
+                        snap_.reason + "); name the GPUs instead (" + detail::gpu_example("0,1") +
+                        " or UUIDs)",
                     snap_.problem);
     }
     if (!have_links_) {
@@ -91,11 +93,12 @@ class FreeLook {
       eligible_ = eligible_gpus(snap_.gpus, env_, probe_helper_);
       usable_ = static_cast<int>(std::count(eligible_.begin(), eligible_.end(), true));
       if (usable_ < n_) {
-        throw bad_input("--gpu free:" + std::to_string(n_) + " asks for " + std::to_string(n_) +
-                        (n_ == 1 ? " GPU" : " GPUs") + ", but only " + std::to_string(usable_) +
-                        " can be used here (" + std::to_string(snap_.gpus.size()) +
-                        " on this machine; " + detail::describe_preset(env_) +
-                        "); ask for at most " + std::to_string(usable_));
+        throw bad_input(detail::gpu_request_words() + " free:" + std::to_string(n_) + " asks for " +
+                        std::to_string(n_) + (n_ == 1 ? " GPU" : " GPUs") + ", but only " +
+                        std::to_string(usable_) + " can be used here (" +
+                        std::to_string(snap_.gpus.size()) + " on this machine; " +
+                        detail::describe_preset(env_) + "); ask for at most " +
+                        std::to_string(usable_));
       }
       for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
         if (eligible_[i]) candidates_.push_back(snap_.gpus[i].uuid);
@@ -174,8 +177,8 @@ class FreeLook {
       out.why_not +=
           "\n  " + gpu_label(gpus[i]) + ": " + (c[i].not_free.empty() ? "free" : c[i].not_free);
     }
-    out.why_not = "--gpu free:" + std::to_string(n_) + ": " + std::to_string(free_count) +
-                  " of the " + std::to_string(usable_) +
+    out.why_not = detail::gpu_request_words() + " free:" + std::to_string(n_) + ": " +
+                  std::to_string(free_count) + " of the " + std::to_string(usable_) +
                   (usable_ == 1 ? " GPU here " : " GPUs here ") + (free_count == 1 ? "is" : "are") +
                   " free:" + out.why_not;
     return out;

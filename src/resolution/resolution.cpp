@@ -45,11 +45,13 @@ Resolution resolve_through_cuda(const std::vector<GpuEntry>& entries, const Cuda
   }
   const ProbeResult probe = probe_cuda(probe_helper, true);
   if (!probe.ok) {
-    throw failure("--gpu " + join_texts(entries) +
-                      ": nvidia-smi indices cannot be placed: NVML is unavailable (" + nvml_reason +
-                      ") and asking CUDA failed too (" + probe.reason +
-                      "); give --gpu as GPU UUIDs, or fix the NVIDIA driver installation",
-                  probe.problem);
+    throw failure(
+        detail::gpu_request_words() + " " + join_texts(entries) +
+            ": nvidia-smi indices cannot be placed: NVML is unavailable (" + nvml_reason +
+            ") and asking CUDA failed too (" + probe.reason +
+            detail::reader_text("); give --gpu as GPU UUIDs", "); give the GPUs as UUIDs") +
+            ", or fix the NVIDIA driver installation",
+        probe.problem);
   }
   r.machine = detail::gpus_from_cuda(probe.devices);
   const std::optional<std::vector<int>> order = detail::cuda_order_from(r.machine, probe.devices);
@@ -77,7 +79,7 @@ void note_renumbering(Resolution& r, const std::vector<GpuEntry>& entries, const
     renumbered = renumbered || entries[i].index != index;
   }
   if (renumbered) {
-    r.notes.push_back("--gpu " + join_texts(entries) + " counts within " +
+    r.notes.push_back(detail::gpu_request_words() + " " + join_texts(entries) + " counts within " +
                       detail::describe_preset(env) + ": nvidia-smi " + smi);
   }
 }
@@ -175,7 +177,7 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
   if (!snap.available) {
     if (env.visible_devices) {
       throw failure(
-          "--gpu all: NVML is unavailable (" + snap.reason + ") and " +
+          detail::gpu_request_words() + " all: NVML is unavailable (" + snap.reason + ") and " +
               detail::describe_preset(env) +
               " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
               "(indices count within CUDA_VISIBLE_DEVICES)",
@@ -183,7 +185,7 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
     }
     const ProbeResult probe = probe_cuda(probe_helper, true);
     if (!probe.ok) {
-      throw failure("--gpu all: NVML is unavailable (" + snap.reason +
+      throw failure(detail::gpu_request_words() + " all: NVML is unavailable (" + snap.reason +
                         ") and CUDA could not be asked for its devices either (" + probe.reason +
                         "); name the GPUs instead",
                     probe.problem);
@@ -203,7 +205,7 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
     if (!left_out.empty() && notes != nullptr) {
       std::string names;
       for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
-      notes->push_back("--gpu all leaves out " + names);
+      notes->push_back(detail::gpu_request_words() + " all leaves out " + names);
     }
   } else {
     const VisibleSet vs = model_visible(snap.gpus, env);
@@ -218,9 +220,12 @@ std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& 
     for (std::size_t k = 0; k < count; ++k) entries.push_back(std::to_string(k));
   }
   if (entries.empty()) {
-    throw bad_input("--gpu all: no GPU to run on here (" + detail::describe_preset(env) +
-                    (snap.available ? "" : "; NVML: " + snap.reason) +
-                    "); run `gpusel list` to see the GPUs and what CUDA exposes");
+    throw bad_input(
+        detail::gpu_request_words() + " all: no GPU to run on here (" +
+        detail::describe_preset(env) + (snap.available ? "" : "; NVML: " + snap.reason) +
+        detail::reader_text("); run `gpusel list` to see the GPUs and what CUDA exposes",
+                            "); gpusel_list_gpus (or `gpusel list`) shows the GPUs "
+                            "and what CUDA exposes"));
   }
   return entries;
 }

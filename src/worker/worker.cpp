@@ -387,7 +387,8 @@ std::optional<AssignmentInfo> assign_from_environment() {
   if (!rank) {
     throw bad_input("GPUSEL_GPUS=" + detail::quote_value(*list) + " is set but no local rank is (" +
                     launcher_names() +
-                    "); start workers with gpusel run, torchrun, srun or mpirun, or pass --gpu");
+                    "); start workers with gpusel run, torchrun, srun or mpirun, or " +
+                    detail::reader_text("pass --gpu", "publish the GPU first (set_assigned_gpu)"));
   }
   if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
     throw bad_input(rank->size_variable + "=" + std::to_string(*rank->local_size) +
@@ -455,11 +456,12 @@ AssignmentInfo ordinal_from_launcher(const std::vector<CudaHandle>& devices, int
       const auto v = env_string(size);
       const auto n = v ? detail::read_rank_number(*v) : std::nullopt;
       if (n && *n > 1) {
-        throw bad_input(std::string(size) + "=" + detail::quote_value(*v) +
-                        " says several processes run, but no local-rank variable tells this one "
-                        "apart (" +
-                        launcher_names() +
-                        "); set GPUSEL_GPU, or GPUSEL_GPUS and a local rank, or pass --gpu");
+        throw bad_input(
+            std::string(size) + "=" + detail::quote_value(*v) +
+            " says several processes run, but no local-rank variable tells this one "
+            "apart (" +
+            launcher_names() + "); set GPUSEL_GPU, or GPUSEL_GPUS and a local rank, or " +
+            detail::reader_text("pass --gpu", "publish the GPU first (set_assigned_gpu)"));
       }
     }
   }
@@ -637,7 +639,8 @@ int bind_assigned_gpu(int default_ordinal) {
       throw bad_input("cannot use CUDA device " + std::to_string(ordinal) + ": " +
                       std::to_string(devices.size()) + " visible (" +
                       detail::describe_preset(cuda_env_from_environment()) +
-                      "); run `gpusel list` to see them");
+                      detail::reader_text("); run `gpusel list` to see them",
+                                          "); gpusel_list_gpus (or `gpusel list`) shows them"));
     }
     const CudaHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
     check_slurm_gpus(devices, chosen);

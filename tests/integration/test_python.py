@@ -179,6 +179,31 @@ print(json.dumps(out))
         self.assertEqual(out["hidden"], ["RuntimeError", 6, "cuInit", 100])  # GPUSEL_ERROR_NO_DEVICE
         self.assertEqual(out["bad"], ["ValueError", 2, "", 0])  # GPUSEL_ERROR_BAD_INPUT
 
+    def test_messages_speak_of_the_request_python_passed(self):
+        # Python gave the library a value, not gpusel's --gpu option: the message names the value
+        # as a GPU request or entry, and its remedy is one a program has (the command's own
+        # wording is for the command: integration.cli_resolve).
+        code = r'''
+import gpusel, json
+out = []
+for call in (lambda: gpusel.resolve_gpu_uuids(["9"]), lambda: gpusel.parse_gpu_spec("0 1"),
+             lambda: gpusel.resolve_gpu_uuids(["free:0"])):
+    try:
+        call()
+        out.append(None)
+    except ValueError as e:
+        out.append(str(e))
+print(json.dumps(out))
+'''
+        out = python(code, "dgx-h100")
+        self.assertTrue(out[0].startswith('GPU entry "9" is out of range: this machine has 8 GPUs'), out[0])
+        self.assertIn("gpusel_list_gpus", out[0])
+        self.assertTrue(out[1].startswith('GPU entry "0 1" is neither an nvidia-smi index'), out[1])
+        self.assertIn('separated by commas, not blanks: "0,1"', out[1])
+        self.assertTrue(out[2].startswith('GPU request "free:0" asks for no GPU'), out[2])
+        for message in out:
+            self.assertNotIn("--gpu", message)
+
     def test_bind_never_imports_a_framework(self):
         # Stand-ins for the frameworks a program might have installed, first on sys.path: importing
         # any of them leaves a mark. gpusel, imported and used as a worker uses it, must leave none.

@@ -66,7 +66,7 @@ TEST(Spec, RejectsWhatIsNeither) {
   for (const Case& c : cases) {
     std::string msg = bad_input_message([&] { parse_gpu_spec(c.value); });
     EXPECT_NE(msg.find(c.hint), std::string::npos) << c.value << ": " << msg;
-    EXPECT_NE(msg.find("gpusel list"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("nvidia-smi -L"), std::string::npos) << msg;
   }
 }
 

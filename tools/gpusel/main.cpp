@@ -252,6 +252,8 @@ int run_plain_resolve(const PlainResolve& p) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // The library's messages name --gpu and gpusel's commands, as this command's users write them.
+  gpusel::detail::speak_to_command_line();
   // `gpusel --version` alone: the version, without building any parser (what CLI11 prints).
   if (argc == 2 && std::string_view(argv[1]) == "--version") {
     std::fputs(GPUSEL_VERSION_STRING "\n", stdout);
