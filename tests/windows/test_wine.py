@@ -180,6 +180,15 @@ def case_run(w):
             if line not in out.splitlines():
                 fail(f"run --tag-output: {line!r} missing from {out!r}")
     print("run: each worker gets its rank, world size and GPU; --tag-output tags its lines")
+    # Two ranks on each GPU: consecutive ranks share one, and each is told it shares.
+    out, _ = w.ok("--sim", "dgx-h100", "run", "--tag-output", "--ranks-per-gpu", "2", "--gpu", "3,1",
+                  "--", w.helper, "env", "RANK", "WORLD_SIZE", "GPUSEL_GPU", "GPUSEL_SHARE")
+    for r, i in ((0, 3), (1, 3), (2, 1), (3, 1)):
+        for line in (f"[rank {r}] RANK={r}", f"[rank {r}] WORLD_SIZE=4",
+                     f"[rank {r}] GPUSEL_GPU={gpus[i]['uuid']}", f"[rank {r}] GPUSEL_SHARE=1"):
+            if line not in out.splitlines():
+                fail(f"run --ranks-per-gpu 2: {line!r} missing from {out!r}")
+    print("run --ranks-per-gpu 2: ranks 0,1 share GPU 3 and ranks 2,3 GPU 1, each told it shares")
     # A worker's leftover child holds the output pipe: gpusel gives it 200 ms, then ends the job.
     start = time.monotonic()
     try:

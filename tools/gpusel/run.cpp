@@ -103,13 +103,6 @@ int run_run(const RunOptions& options) {
       return out;
     };
   }
-#ifdef _WIN32
-  if (options.ranks_per_gpu > 1) {
-    throw failure(
-        "--ranks-per-gpu is not supported on Windows yet; start one rank per GPU, or "
-        "several ranks through your own launcher with GPUSEL_SHARE=1");
-  }
-#endif
   if (!options.quiet) {
     const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
     launch.on_started = [&r, per_gpu](const std::vector<int>& pids) {
