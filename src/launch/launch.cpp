@@ -21,6 +21,7 @@
 #include <optional>
 #include <sstream>
 
+#include "ancestry.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/resolution.hpp"
@@ -98,32 +99,12 @@ std::vector<pid_t> own_children() {
   if (DIR* proc = opendir("/proc")) {
     while (dirent* e = readdir(proc)) {
       if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-      std::ifstream in(std::string("/proc/") + e->d_name + "/stat");
-      std::string line;
-      std::getline(in, line);
-      const std::size_t paren = line.rfind(')');
-      if (paren == std::string::npos) continue;
-      std::istringstream fields(line.substr(paren + 1));
-      char state = 0;
-      long ppid = 0;
-      if (fields >> state >> ppid && ppid == self) out.push_back(std::atoi(e->d_name));
+      const int pid = std::atoi(e->d_name);
+      if (detail::parent_of(pid) == self) out.push_back(pid);
     }
     closedir(proc);
   }
   return out;
-}
-
-// The parent of process `pid`, from /proc; 0 when unknown.
-pid_t parent_pid(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(in, line);
-  const std::size_t paren = line.rfind(')');
-  if (paren == std::string::npos) return 0;
-  std::istringstream fields(line.substr(paren + 1));
-  char state = 0;
-  long ppid = 0;
-  return fields >> state >> ppid ? static_cast<pid_t>(ppid) : 0;
 }
 
 // "pid 4242 `sleep 100`": a process, for a message.
@@ -541,7 +522,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
         if (w.pid == pid) return w.rank;
       }
       if (pid == parent) return -1;
-      pid = parent_pid(pid);
+      pid = detail::parent_of(pid);
     }
     return -1;
   };

@@ -25,6 +25,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "ancestry.hpp"
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
@@ -446,16 +447,7 @@ bool ancestor_or_self(int pid) {
   for (int p = getpid(), depth = 0; p > 0 && depth < 64; ++depth) {
     if (p == pid) return true;
     if (p == 1) break;
-    std::ifstream in("/proc/" + std::to_string(p) + "/stat");
-    std::string line;
-    std::getline(in, line);
-    const std::size_t paren = line.rfind(')');
-    if (paren == std::string::npos) break;
-    std::istringstream fields(line.substr(paren + 1));
-    char state = 0;
-    int parent = 0;
-    if (!(fields >> state >> parent)) break;
-    p = parent;
+    p = detail::parent_of(p);
   }
   return false;
 }
