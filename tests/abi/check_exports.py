@@ -3,10 +3,16 @@
 C++ API (gpusel::vN::..., each symbol marked GPUSEL_CXX_API) and nothing internal (gpusel::detail,
 helpers, inline functions).
 
-Usage: check_exports.py LIBRARY LIST            fails, showing the difference, when they differ
-       check_exports.py --update LIBRARY LIST   rewrites LIST from LIBRARY (a deliberate change)
+Usage: check_exports.py LIBRARY LIST [ARCHIVE]   fails, showing the difference, when they differ
+       check_exports.py --update LIBRARY LIST     rewrites LIST from LIBRARY (a deliberate change)
+
+With ARCHIVE (libgpusel.a, the same objects), it also fails when a function or variable the
+objects define with global binding in the C++ API's namespace is not exported: a public function
+whose declaration lacks GPUSEL_CXX_API (programs linking the shared library would not find it),
+or a helper that belongs in gpusel::detail or an anonymous namespace.
 """
 
+import re
 import subprocess
 import sys
 
@@ -30,6 +36,18 @@ def exported(library):
     return symbols
 
 
+def api_namespace_definitions(archive):
+    """Strong global definitions (functions, data) of gpusel::vN in the archive's objects."""
+    out = subprocess.run(["nm", "--defined-only", "--demangle", archive], capture_output=True, text=True,
+                         check=True).stdout
+    symbols = set()
+    for line in out.splitlines():
+        parts = line.split(None, 2)
+        if len(parts) == 3 and parts[1] in ("T", "D", "B", "R") and re.match(r"gpusel::v\d+::", parts[2]):
+            symbols.add(parts[2])
+    return symbols
+
+
 def listed(path):
     with open(path) as f:
         return {line.rstrip("\n") for line in f if line.strip() and not line.startswith("#")}
@@ -38,10 +56,20 @@ def listed(path):
 def main(argv):
     update = "--update" in argv
     args = [a for a in argv if a != "--update"]
-    if len(args) != 2:
+    if len(args) not in (2, 3) or (update and len(args) != 2):
         sys.exit(__doc__)
-    library, path = args
+    library, path = args[:2]
     actual = exported(library)
+    if len(args) == 3:
+        versionless = {s.split("@")[0] for s in actual}
+        hidden = sorted(api_namespace_definitions(args[2]) - versionless)
+        if hidden:
+            print(f"{args[2]} defines in the C++ API's namespace what {library} does not export:")
+            for s in hidden:
+                print(f"  {s}")
+            print("Mark the API's declaration GPUSEL_CXX_API (gpusel/export.h), or move a helper into "
+                  "gpusel::detail (src/detail/gpusel_detail.hpp) or an anonymous namespace.")
+            return 1
     if update:
         with open(path, "w") as f:
             f.write(HEADER + "".join(s + "\n" for s in sorted(actual)))
