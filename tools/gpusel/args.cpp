@@ -9,9 +9,6 @@
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
-#include "gpusel/nvml.hpp"
-#include "gpusel/probe.hpp"
-#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
 
@@ -107,20 +104,7 @@ struct Scan {
   std::size_t first_problem = kNone;          // position in kept of the first token nothing accepts
   std::string problem;                        // what is wrong with it
   std::vector<const CLI::App*> problem_path;  // path as it stood at that token
-  std::size_t gpu_all = kNone;                // position in kept of a `--gpu all` value
 };
-
-// The commands whose --gpu accepts "all".
-bool takes_gpu_all(const std::vector<const CLI::App*>& path) {
-  const std::string& name = path.back()->get_name();
-  return name == "resolve" || name == "run" || (name == "bw" && path.size() == 3);
-}
-
-bool is_all(std::string_view value) {
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  return detail::equal_ci(value, "all");
-}
 
 Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
   Scan s;
@@ -170,11 +154,6 @@ Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
       }
       if (!inline_value && o->get_expected_max() > 0 && i + 1 < tokens.size())
         s.kept.push_back(tokens[++i]);
-      if (name == "--gpu" && takes_gpu_all(s.path) &&
-          is_all(inline_value ? std::string_view(t).substr(name.size() + 1)
-                              : std::string_view(s.kept.back())) &&
-          (inline_value || s.kept.size() >= 2))
-        s.gpu_all = s.kept.size() - 1;
       continue;
     }
     s.kept.push_back(t);
@@ -384,7 +363,6 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
   line.args.push_back(argc > 0 ? argv[0] : "gpusel");
   line.args.insert(line.args.end(), s.kept.begin(), s.kept.end());
   if (!s.sims.empty()) line.sim = s.sims.front();
-  if (s.gpu_all != kNone) line.gpu_all = s.gpu_all + 1;
   if (s.path.size() == 1 && s.dashdash != kNone && s.first_problem == kNone) {
     // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: anything else before `--` is left to CLI11.
     const bool only_sim = s.dashdash == 0;
@@ -405,20 +383,6 @@ CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
     }
   }
   return line;
-}
-
-void expand_gpu_all(CommandLine& line) {
-  if (line.gpu_all == 0 || line.gpu_all >= line.args.size()) return;
-  // The command then resolves the GPUs found here: it reuses this enumeration (gpusel runs for
-  // moments).
-  detail::reuse_nvml_snapshots();
-  std::vector<std::string> notes;
-  const std::vector<std::string> entries =
-      detail::all_gpu_entries(cuda_env_from_environment(), default_probe_helper(), &notes);
-  for (const std::string& n : notes) print_note(n);
-  std::string& token = line.args[line.gpu_all];
-  const std::string value = detail::join_entries(entries);
-  token = token.rfind("--gpu=", 0) == 0 ? "--gpu=" + value : value;
 }
 
 std::uint64_t parse_size_option(const std::string& option, const std::string& text,

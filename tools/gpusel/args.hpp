@@ -23,20 +23,11 @@ struct CommandLine {
   std::string sim;                   // the --sim value; "" when not given
   bool exec = false;                 // `gpusel [--sim MACHINE] -- COMMAND...` (no subcommand)
   std::vector<std::string> command;  // exec's COMMAND and its arguments
-  // `--gpu all` (resolve, run, bench bw): where in `args` the value stands, 0 when absent.
-  std::size_t gpu_all = 0;
 };
 
 // Takes --sim MACHINE (or --sim=MACHINE) from anywhere before `--` and before the command of
 // `run` or `sim exec`. Throws Error(BadInput) for --sim given twice or without a value.
 CommandLine read_command_line(const CLI::App& app, int argc, char** argv);
-
-// `--gpu all`: replaces the value at line.gpu_all with every GPU this process may use, as --gpu
-// entries: without CUDA_VISIBLE_DEVICES, the nvidia-smi index of each GPU NVML can read that is
-// not in MIG mode (a note names any left out); under a preset, 0..n-1 for the n GPUs it exposes
-// (indices then count within the preset). Without NVML, CUDA's own device count (no preset only).
-// The simulated machine, if any, must already be applied.
-void expand_gpu_all(CommandLine& line);
 
 // A byte size given on the command line, read as GNU dd and truncate read them, with the unit's
 // letter case ignored: plain bytes, or a number (a fraction is fine when the bytes come out whole)

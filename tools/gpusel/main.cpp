@@ -131,8 +131,8 @@ std::string plain_command(int argc, char** argv) {
 }
 
 // The command line read with only its subcommand's parser, and run; nullopt when that parser
-// refuses it or it needs more (`--gpu all`): the whole parser then reads it again, from the start,
-// so that every message and exit status is the whole parser's.
+// refuses it: the whole parser then reads it again, from the start, so that every message and exit
+// status is the whole parser's.
 std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
   Cli cli(only);
   CommandLine line;
@@ -142,19 +142,7 @@ std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
     return std::nullopt;
   }
   if (line.exec) return std::nullopt;
-  bool sim_applied = false;
-  if (line.gpu_all != 0) {
-    // As the whole parser does it below: the machine first, then `all` read on it.
-    try {
-      if (!line.sim.empty()) apply_sim(sim_setup(line.sim));
-      sim_applied = true;
-      expand_gpu_all(line);
-    } catch (const gpusel::Error& e) {
-      print_error(e.what());
-      return e.exit_code();
-    }
-  }
-  if (!sim_applied) cli.sim = line.sim;
+  cli.sim = line.sim;
   try {
     cli.app.parse(parser_arguments(line));
   } catch (...) {
@@ -166,20 +154,12 @@ std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
 // `gpusel [--sim MACHINE] resolve --gpu SPEC [--json | --format lines|csv|env]` (--sim also after
 // `resolve`), the form launch scripts run once per job, read by hand: building CLI11's parser
 // costs as much as the rest of resolve's own work. nullopt for any other form (an option unknown
-// here or given twice, a value that starts with '-', `--gpu all`, a SPEC parse_gpu_spec refuses,
-// --json with --format): CLI11 then reads the command line, and its messages stand.
+// here or given twice, a value that starts with '-', a SPEC read_gpu_request refuses, --json with
+// --format): CLI11 then reads the command line, and its messages stand.
 struct PlainResolve {
   std::string sim;
   ResolveOptions options;
 };
-
-// `value` is "all" in any case, blanks around it allowed.
-bool is_all(std::string_view value) {
-  const auto first = value.find_first_not_of(" \t\n\v\f\r");
-  if (first == std::string_view::npos) return false;
-  const auto last = value.find_last_not_of(" \t\n\v\f\r");
-  return gpusel::detail::equal_ci(value.substr(first, last - first + 1), "all");
-}
 
 std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
   PlainResolve p;
@@ -209,11 +189,9 @@ std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
       if (t != "resolve") return std::nullopt;
       command = true;
     } else if (named(t, "--gpu") && !gpu) {
-      if (!value_of(i, "--gpu", value) || is_all(value)) {
-        return std::nullopt;
-      }
+      if (!value_of(i, "--gpu", value)) return std::nullopt;
       try {
-        p.options.gpus = gpusel::read_gpu_request(value, false);
+        p.options.gpus = gpusel::read_gpu_request(value, true);
       } catch (...) {
         return std::nullopt;
       }
@@ -273,21 +251,14 @@ int main(int argc, char** argv) {
   // --sim is read wherever it stands before the command; `gpusel --sim X -- COMMAND` runs COMMAND
   // on the machine, as `gpusel sim exec X -- COMMAND` does.
   CommandLine line;
-  bool sim_applied = false;
   try {
     line = read_command_line(app, argc, argv);
     if (line.exec) return run_sim_exec(line.sim, line.command);
-    if (line.gpu_all != 0) {
-      // `--gpu all` becomes the GPUs themselves, read on the machine the command will run on.
-      if (!line.sim.empty()) apply_sim(sim_setup(line.sim));
-      sim_applied = true;
-      expand_gpu_all(line);
-    }
   } catch (const gpusel::Error& e) {
     print_error(e.what());
     return e.exit_code();
   }
-  if (!sim_applied) cli.sim = line.sim;
+  cli.sim = line.sim;
   try {
     app.parse(parser_arguments(line));
   } catch (const CLI::Success& e) {
