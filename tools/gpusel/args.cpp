@@ -4,8 +4,11 @@
 #include <cctype>
 #include <charconv>
 #include <cmath>
+#include <exception>
+#include <functional>
 #include <limits>
 
+#include "choice.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
@@ -50,7 +53,7 @@ std::vector<std::string> option_names(const CLI::App& app, bool top) {
   for (const CLI::Option* o : app.get_options()) {
     for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
   }
-  if (!top) names.push_back("--sim");  // taken from anywhere before the command
+  if (!top) names.push_back("--sim");  // hidden in each subcommand
   return names;
 }
 
@@ -123,8 +126,9 @@ Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
     if (s.dashdash != kNone || s.command_start != kNone) {
       // The program's own words: gpusel reads none of them.
       s.kept.push_back(t);
+      const std::string name = t.substr(0, t.find('='));
       if (s.dashdash == kNone && s.command_start != kNone && looks_like_option(t) &&
-          current.get_option_no_throw(t.substr(0, t.find('='))) == nullptr)
+          (name == "--sim" || current.get_option_no_throw(name) == nullptr))
         note("after-command");
       continue;
     }
@@ -346,43 +350,139 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
   return prefixed;
 }
 
-CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
-  std::vector<std::string> tokens(argv + 1, argv + argc);
-  Scan s = scan(app, tokens);
-  if (s.sim_without_value) {
+CommandLine::CommandLine(CLI::App& app, const std::string& sim_help) : app_(app) {
+  add_sim(app, sim_help, false);
+  const std::function<bool(CLI::App*)> named = [](CLI::App* s) { return !s->get_name().empty(); };
+  std::vector<CLI::App*> subcommands = app.get_subcommands(named);
+  while (!subcommands.empty()) {
+    CLI::App* sub = subcommands.back();
+    subcommands.pop_back();
+    add_sim(*sub, "", true);
+    for (CLI::App* s : sub->get_subcommands(named)) subcommands.push_back(s);
+  }
+  // `gpusel [--sim MACHINE] -- COMMAND`: the words after `--`, and only those (before it, a word
+  // is a command's name, or a misspelt one).
+  CLI::App* exec = app.add_option_group("");
+  exec->set_help_flag();
+  exec->validate_positionals();
+  exec->add_option("COMMAND", exec_words_)
+      ->check(CLI::Validator(
+          [this](std::string&) -> std::string {
+            const std::vector<std::string> left = app_.remaining();
+            if (std::find(left.begin(), left.end(), "--") != left.end()) return "";
+            return "a program's words come after --";
+          },
+          ""));
+}
+
+void CommandLine::add_sim(CLI::App& app, const std::string& help, bool hidden) {
+  // A subcommand's --sim sits in a hidden option group: CLI11 reads it as the subcommand's own,
+  // and neither help nor the generated interface lists it.
+  CLI::App* owner = &app;
+  if (hidden) {
+    owner = app.add_option_group("");
+    owner->set_help_flag();
+  }
+  owner
+      ->add_option_function<std::string>(
+          "--sim", [this, &app](const std::string& value) { took_sim(app, value); }, help)
+      ->type_name("MACHINE")
+      ->trigger_on_parse();  // each --sim as CLI11 reads it, where it stands
+}
+
+void CommandLine::took_sim(const CLI::App& app, const std::string& value) {
+  Sim s;
+  s.value = value;
+  s.app = &app;
+  // CLI11 has just read the option and its value: the last words it took.
+  const std::size_t last = joined_.size() - args_.size() - 1;
+  const std::size_t option = joined_[last] == "--sim=" + value ? last : last - 1;
+  s.first = origin_[option];
+  s.last = origin_[last];
+  if (option != last && joined_[option] == "--sim=") {
+    // `--sim=` names no machine (`--sim="$MACHINE"` with the variable unset), but CLI11 took the
+    // next word for its value: that word goes back, to be read for itself.
+    args_.push_back(joined_[last]);
+    s.value.clear();
+    s.last = s.first;
+  }
+  // After a program's first word, --sim is one of the program's words given without `--` before
+  // them (with `--`, CLI11 reads no option there).
+  const CLI::Option* command = app.get_option_no_throw("COMMAND");
+  s.stray = command != nullptr && command->get_positional() && command->count() > 0;
+  sims_.push_back(std::move(s));
+}
+
+void CommandLine::parse(int argc, char** argv) {
+  words_.assign(argv + 1, argv + argc);
+  joined_ = words_;
+  join_wait_values(joined_);  // --wait SECONDS -> --wait=SECONDS
+  origin_.clear();
+  for (std::size_t j = 0, i = 0; j < joined_.size(); ++j) {
+    origin_.push_back(i);
+    i += joined_[j] == words_[i] ? 1 : 2;
+  }
+  args_.assign(joined_.rbegin(), joined_.rend());
+  sims_.clear();
+  exec_words_.clear();
+  sim_.clear();
+  exec_ = false;
+  command_.clear();
+
+  std::exception_ptr refused;
+  bool help = false, sim_without_value = false;
+  try {
+    app_.parse(args_);
+  } catch (const CLI::Success&) {
+    refused = std::current_exception();
+    help = true;
+  } catch (const CLI::ParseError& e) {
+    refused = std::current_exception();
+    sim_without_value = std::string_view(e.what()) ==
+                        CLI::ArgumentMismatch::TypedAtLeast("--sim", 1, "MACHINE").what();
+  }
+  if (sim_without_value) {
     throw bad_input(
         "--sim needs a machine after it: a bundled name (`gpusel sim list` shows them) or the "
         "path of a machine file, as in `gpusel --sim dgx-h100 list`");
   }
-  if (s.sims.size() > 1) {
-    throw bad_input("--sim is given twice (" + detail::quote_value(s.sims[0]) + " and " +
-                    detail::quote_value(s.sims[1]) + "); give one machine");
+  std::vector<const Sim*> taken;
+  for (const Sim& s : sims_) {
+    if (!s.stray) taken.push_back(&s);
   }
-  check_gpu_slips(s, s.sims.empty() ? std::string() : s.sims.front());
-  CommandLine line;
-  line.args.push_back(argc > 0 ? argv[0] : "gpusel");
-  line.args.insert(line.args.end(), s.kept.begin(), s.kept.end());
-  if (!s.sims.empty()) line.sim = s.sims.front();
-  if (s.path.size() == 1 && s.dashdash != kNone && s.first_problem == kNone) {
-    // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: anything else before `--` is left to CLI11.
-    const bool only_sim = s.dashdash == 0;
-    if (only_sim) {
-      line.exec = true;
-      line.command.assign(s.kept.begin() + 1, s.kept.end());
-      if (line.sim.empty()) {
-        throw bad_input(
-            "`gpusel -- COMMAND` needs a machine or GPUs to run COMMAND on: `gpusel --sim "
-            "MACHINE -- COMMAND` runs it on a simulated machine, `gpusel run --gpu SPEC -- "
-            "COMMAND` once per GPU");
-      }
-      if (line.command.empty()) {
-        throw bad_input("--sim " + detail::quote_value(line.sim) +
-                        " -- names no command after --; write it as `gpusel --sim " +
-                        shell_word(line.sim) + " -- python3 prog.py`");
-      }
+  if (taken.size() > 1) {
+    throw bad_input("--sim is given twice (" + detail::quote_value(taken[0]->value) + " and " +
+                    detail::quote_value(taken[1]->value) + "); give one machine");
+  }
+  if (!taken.empty()) sim_ = taken.front()->value;
+  check_gpu_slips(scan(app_, words_), sim_);
+
+  // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: no command's name, and nothing before `--` but
+  // --sim.
+  const std::vector<std::string> left = app_.remaining();
+  if (!help && app_.get_subcommands().empty() && left.size() == 1 && left.front() == "--") {
+    if (sim_.empty()) {
+      throw bad_input(
+          "`gpusel -- COMMAND` needs a machine or GPUs to run COMMAND on: `gpusel --sim "
+          "MACHINE -- COMMAND` runs it on a simulated machine, `gpusel run --gpu SPEC -- "
+          "COMMAND` once per GPU");
     }
+    if (exec_words_.empty()) {
+      throw bad_input("--sim " + detail::quote_value(sim_) +
+                      " -- names no command after --; write it as `gpusel --sim " +
+                      shell_word(sim_) + " -- python3 prog.py`");
+    }
+    exec_ = true;
+    command_ = exec_words_;
+    return;
   }
-  return line;
+  // A --sim among a program's words is no option of gpusel's: refused as CLI11 refuses the
+  // program's other options there.
+  for (const Sim& s : sims_) {
+    if (s.stray && !refused)
+      refused = std::make_exception_ptr(CLI::ExtrasError(s.app->get_name(), {words_[s.first]}));
+  }
+  if (refused) std::rethrow_exception(refused);
 }
 
 std::uint64_t parse_size_option(const std::string& option, const std::string& text,
@@ -426,15 +526,14 @@ std::uint64_t parse_size_option(const std::string& option, const std::string& te
   return value;
 }
 
-std::string explain_parse_error(const CLI::App& app, const CommandLine& line) {
-  const std::vector<std::string> tokens(line.args.begin() + 1, line.args.end());
-  const Scan s = scan(app, tokens);
+std::string CommandLine::explain() const {
+  const Scan s = scan(app_, words_);
   if (s.first_problem == kNone) return "";
   const std::string& word = s.kept[s.first_problem];
   const std::vector<const CLI::App*>& path = s.problem_path;
   const CLI::App& at = *path.back();
   const std::string where = command_path(path);
-  const std::string sim_words = line.sim.empty() ? "" : " --sim " + shell_word(line.sim);
+  const std::string sim_words = sim_.empty() ? "" : " --sim " + shell_word(sim_);
 
   if (s.problem == "command") {
     std::vector<std::string> names;
@@ -450,7 +549,7 @@ std::string explain_parse_error(const CLI::App& app, const CommandLine& line) {
     message += "; " + where + "'s commands are " + list;
     if (path.size() == 1) {
       const std::string rest = join_words(s.kept, s.first_problem, s.kept.size());
-      if (!line.sim.empty()) {
+      if (!sim_.empty()) {
         message += ". To run a program on the simulated machine, put -- before it: gpusel" +
                    sim_words + " -- " + rest;
       } else {

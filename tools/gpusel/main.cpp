@@ -22,7 +22,6 @@ using namespace gpusel::cli;
 // The command line's parser: every subcommand, or (`only`) the one the command line names.
 struct Cli {
   CLI::App app{"gpusel: resolve --gpu lists to GPU UUIDs and bind each process to its GPU"};
-  std::string sim;
   ListOptions list_options;
   ResolveOptions resolve_options;
   SimOptions sim_options;
@@ -42,16 +41,12 @@ struct Cli {
   CLI::App* doctor = nullptr;
   CLI::App* setup = nullptr;
   CLI::App* interface = nullptr;
+  std::optional<CommandLine> line;  // the command line, parsed by `app`
 
   explicit Cli(const std::string& only) {
     app.name("gpusel");
     app.require_subcommand(1);
     app.set_version_flag("--version", GPUSEL_VERSION_STRING);
-    app.add_option("--sim", sim,
-                   "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
-                   "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
-                   "COMMAND` runs any program on it")
-        ->type_name("MACHINE");
     auto want = [&only](const char* name) { return only.empty() || only == name; };
     if (want("list")) list = setup_list(app, list_options);
     if (want("resolve")) resolve = setup_resolve(app, resolve_options);
@@ -63,6 +58,10 @@ struct Cli {
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
     if (want("setup")) setup = setup_setup(app, setup_options);
     if (only.empty()) interface = setup_interface(app, interface_options);
+    line.emplace(app,
+                 "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
+                 "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
+                 "COMMAND` runs any program on it");
   }
 
   static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
@@ -70,7 +69,7 @@ struct Cli {
   // Runs the parsed command.
   int dispatch() {
     try {
-      if (!sim.empty()) apply_sim(sim_setup(sim));
+      if (!line->sim().empty()) apply_sim(sim_setup(line->sim()));
       if (parsed(list)) return run_list(list_options);
       if (parsed(resolve)) return run_resolve(resolve_options);
       if (parsed(sim_cmd)) return run_sim(sim_options);
@@ -91,13 +90,6 @@ struct Cli {
     return 1;
   }
 };
-
-// CLI11 takes the arguments in reverse order, without the program's name.
-std::vector<std::string> parser_arguments(const CommandLine& line) {
-  std::vector<std::string> given(line.args.begin() + 1, line.args.end());
-  join_wait_values(given);  // --wait SECONDS -> --wait=SECONDS
-  return std::vector<std::string>(given.rbegin(), given.rend());
-}
 
 // The subcommand a plain command line names: its first word that is not an option, when nothing
 // before it but --sim and its value, and that word one of gpusel's everyday commands; else "".
@@ -135,19 +127,12 @@ std::string plain_command(int argc, char** argv) {
 // status is the whole parser's.
 std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
   Cli cli(only);
-  CommandLine line;
   try {
-    line = read_command_line(cli.app, argc, argv);
+    cli.line->parse(argc, argv);
   } catch (...) {
     return std::nullopt;
   }
-  if (line.exec) return std::nullopt;
-  cli.sim = line.sim;
-  try {
-    cli.app.parse(parser_arguments(line));
-  } catch (...) {
-    return std::nullopt;
-  }
+  if (cli.line->exec()) return std::nullopt;
   return cli.dispatch();
 }
 
@@ -246,28 +231,22 @@ int main(int argc, char** argv) {
     if (const std::optional<int> status = run_plain(only, argc, argv)) return *status;
   }
   Cli cli("");
-  CLI::App& app = cli.app;
-
-  // --sim is read wherever it stands before the command; `gpusel --sim X -- COMMAND` runs COMMAND
-  // on the machine, as `gpusel sim exec X -- COMMAND` does.
-  CommandLine line;
+  const CommandLine& line = *cli.line;
+  // --sim stands before or after the command's name; `gpusel --sim X -- COMMAND` runs COMMAND on
+  // the machine, as `gpusel sim exec X -- COMMAND` does.
   try {
-    line = read_command_line(app, argc, argv);
-    if (line.exec) return run_sim_exec(line.sim, line.command);
+    cli.line->parse(argc, argv);
+    if (line.exec()) return run_sim_exec(line.sim(), line.command());
   } catch (const gpusel::Error& e) {
     print_error(e.what());
     return e.exit_code();
-  }
-  cli.sim = line.sim;
-  try {
-    app.parse(parser_arguments(line));
   } catch (const CLI::Success& e) {
-    return app.exit(e);
+    return cli.app.exit(e);
   } catch (const CLI::ValidationError& e) {
     print_error(e.what());  // gpusel's own message, with its remedy
     return 2;
   } catch (const CLI::ParseError& e) {
-    const std::string better = explain_parse_error(app, line);
+    const std::string better = line.explain();
     print_error(better.empty() ? std::string(e.what()) + "; run `gpusel --help` for usage"
                                : better);
     return 2;
