@@ -1,6 +1,7 @@
-// gpusel's command line, parsed by CLI11: --sim before or after the command's name,
+// gpusel's command line, parsed by CLI11 alone: --sim before or after the command's name,
 // `gpusel --sim MACHINE -- COMMAND`, and messages for the usual mistakes (a misspelt command or
-// option, a --gpu value the shell split, a program's options without `--` before it).
+// option, a --gpu value the shell split, a program's options without `--` before it), found in
+// what CLI11 read and left over.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,16 +20,17 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // word's length, else the only one it is a prefix of; "" when none is close.
 std::string closest(std::string_view word, const std::vector<std::string>& candidates);
 
-// The command line as CLI11 parses it with `app`, and what CLI11 reports while it parses: which
-// --sim it took, where each subcommand and a program's first word stood. A message about a slip
-// repeats the whole command line as it should have been typed, and CLI11 keeps the values it
-// read, not the words around them.
+// The command line as CLI11 parses it with `app`, and what CLI11 reports while it parses (its
+// callbacks: each --sim as it reads it, each subcommand as it enters it, a program's first word as
+// it validates it), with where each stood among the words: a message about a slip repeats the
+// whole command line as it should have been typed, and CLI11 keeps the values it read, not the
+// words around them.
 class CommandLine {
  public:
   // Declares --sim (`sim_help`) on `app`, and hidden on every subcommand, so that it may stand
-  // before or after the command's name; and the COMMAND of `gpusel --sim MACHINE -- COMMAND`.
-  // Call once every subcommand is declared; `app` must outlive this object.
-  CommandLine(CLI::App& app, const std::string& sim_help);
+  // before or after the command's name; and, with `exec_form`, the COMMAND of `gpusel --sim
+  // MACHINE -- COMMAND`. Call once every subcommand is declared; `app` must outlive this object.
+  CommandLine(CLI::App& app, const std::string& sim_help, bool exec_form = true);
   CommandLine(const CommandLine&) = delete;
   CommandLine& operator=(const CommandLine&) = delete;
 
@@ -48,23 +50,53 @@ class CommandLine {
   const std::vector<std::string>& command() const { return command_; }
 
  private:
+  // A subcommand CLI11 entered: the word of its name, and how many words its parent had left
+  // over by then (CLI11's remaining()).
+  struct Entered {
+    const CLI::App* app = nullptr;
+    std::size_t word = 0;
+    std::size_t parent_missing = 0;
+  };
   // A --sim CLI11 read; `stray`: it came after a program's first word without `--` before it.
   struct Sim {
     std::string value;
     std::size_t first = 0, last = 0;  // the words it took (the same word for --sim=MACHINE)
     const CLI::App* app = nullptr;
     bool stray = false;
+    std::size_t missing = 0;  // how many words `app` had left over by then
+  };
+  // The first word CLI11 gave a subcommand's COMMAND (run, sim exec).
+  struct Start {
+    const CLI::App* app = nullptr;
+    std::size_t word = 0;
+    std::size_t missing = 0;      // how many words `app` had left over by then
+    bool after_dashdash = false;  // `--` came before it
+  };
+  // The first word CLI11 accepted nowhere, and what kind of mistake it is.
+  struct Problem {
+    enum class Kind { Command, Option, Argument, AfterCommand } kind;
+    std::string word;
+    std::size_t depth;  // where: path_[depth]
   };
 
   void add_sim(CLI::App& app, const std::string& help, bool hidden);
   void took_sim(const CLI::App& app, const std::string& value);
+  void check_gpu_slips() const;
+  std::optional<Problem> first_problem() const;
+  // words_ without the --sim CLI11 took (a suggested command line puts it first, in prefix());
+  // at[i]: where words_[i] is in it, or would be.
+  std::vector<std::string> kept(std::vector<std::size_t>& at) const;
+  std::string prefix() const;                         // "gpusel", "gpusel --sim MACHINE"
+  std::string command_path(std::size_t depth) const;  // "gpusel bench bw" for path_[2]
 
   CLI::App& app_;
   std::vector<std::string> words_;   // argv[1...], as typed
   std::vector<std::string> joined_;  // what CLI11 reads: words_, --wait SECONDS joined
   std::vector<std::size_t> origin_;  // joined_[i] is words_[origin_[i]] (or begins there)
   std::vector<std::string> args_;    // CLI11's list of what it has still to read: the last first
+  std::vector<Entered> path_;        // the app, then each subcommand CLI11 entered
   std::vector<Sim> sims_;
+  std::optional<Start> start_;
   std::vector<std::string> exec_words_;  // what CLI11 gave the COMMAND after `gpusel ... --`
   std::string sim_;
   bool exec_ = false;

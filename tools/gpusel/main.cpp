@@ -58,10 +58,12 @@ struct Cli {
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
     if (want("setup")) setup = setup_setup(app, setup_options);
     if (only.empty()) interface = setup_interface(app, interface_options);
+    // A plain command line (`only`) is never `gpusel --sim MACHINE -- COMMAND`.
     line.emplace(app,
                  "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
                  "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
-                 "COMMAND` runs any program on it");
+                 "COMMAND` runs any program on it",
+                 only.empty());
   }
 
   static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
