@@ -65,6 +65,21 @@ class SimAnywhereTest(Case):
                              "--sim is given twice", '"dgx-h100"', '"single-l4"')
         self.assertFailsWith(gpusel("list", "--sim"), 2, "--sim needs a machine", "gpusel sim list")
 
+    def test_sim_among_the_programs_words(self):
+        for tail in (["--sim", "x"], ["--sim=x"], ["--sim"]):
+            with self.subTest(tail=tail):
+                r = gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "python3", *tail)
+                self.assertFailsWith(r, 2, f'"{tail[0]}" comes after the command "python3"',
+                                     "gpusel --sim dgx-h100 run --gpu 0 -- python3 " + " ".join(tail))
+
+    def test_an_empty_sim_names_no_machine(self):
+        # `--sim="$MACHINE"` with the variable unset: the word after it is not its value.
+        for args in (["--sim=", "sim", "list"], ["sim", "list", "--sim="]):
+            with self.subTest(args=args):
+                r = gpusel(*args)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("dgx-h100", r.stdout)
+
     def test_sim_after_double_dash_belongs_to_the_command(self):
         r = gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--", sys.executable, "-c",
                    "import sys; print(sys.argv[1:])", "--sim", "x")
@@ -202,6 +217,9 @@ class GpuAllTest(Case):
         self.assertIn("(MIG mode)", r.stderr)
         self.assertEqual(len(r.stdout.split()), 1)
         self.assertIn(r.stdout.split()[0], mig)
+        # The note is the resolution's: --json lists it too.
+        r = self.resolve("--gpu", "all", "--json", machine="mig-a100")
+        self.assertEqual(json.loads(r.stdout)["notes"], ["--gpu all leaves out GPU 0 (MIG mode)"])
 
     def test_all_in_run(self):
         r = gpusel("run", "--sim", "dgx-h100", "--tag-output", "--gpu", "all", "--", sys.executable, "-c",

@@ -57,6 +57,14 @@ class GpuSlips(Case):
         fixed = self.run_suggestion(words)
         self.assertEqual(fixed.stdout.split("\n").count("hi"), 2, fixed.stdout + fixed.stderr)
 
+    def test_a_value_joined_to_its_option_is_not_a_gpu(self):
+        # The words are those CLI11 read: `--wait 5` is --wait's value, not run's program.
+        r = gpusel("--sim", "dgx-h100", "run", "--wait", "5", "--gpu", "2", "3", "echo", "hi")
+        self.assertFailsWith(r, 2, "commas, not blanks")
+        self.assertEqual(self.suggestion(r)[3:], ["run", "--wait", "5", "--gpu", "2,3", "--", "echo", "hi"])
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--wait", "5", "1")
+        self.assertFailsWith(r, 2, 'takes no argument "1"', "gpusel resolve --gpu 1")
+
     def test_a_program_named_like_a_number_is_still_a_program(self):
         # `run --gpu 0 true` is the after-command slip of its own kind, not a GPU.
         r = gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "true", "--x")
@@ -81,6 +89,13 @@ class GpuSlips(Case):
         # The C ABI and Python get the hint too (no command line to rewrite there).
         r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", " CUDA_VISIBLE_DEVICES=4 ")
         self.assertFailsWith(r, 2, "--gpu 4")
+
+
+    def test_options_after_the_program_and_a_double_dash(self):
+        # CLI11 ends run at the `--` after the program's first words; what follows is still the program's.
+        r = gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "echo", "hi", "--", "--x")
+        self.assertFailsWith(r, 2, '"--x" comes after the command "echo"')
+        self.assertTrue(r.stderr.strip().endswith("gpusel --sim dgx-h100 run --gpu 0 -- echo hi -- --x"), r.stderr)
 
 
 class DidYouMean(Case):

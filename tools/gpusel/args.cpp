@@ -2,16 +2,14 @@
 
 #include <algorithm>
 #include <cctype>
-#include <charconv>
-#include <cmath>
-#include <limits>
+#include <exception>
+#include <functional>
+#include <utility>
 
+#include "choice.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
-#include "gpusel/nvml.hpp"
-#include "gpusel/probe.hpp"
-#include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
 
@@ -32,20 +30,17 @@ std::vector<std::string_view> split_commas(std::string_view value) {
   }
 }
 
-bool looks_like_option(const std::string& token) {
-  return token.size() > 1 && token[0] == '-' && token != "--";
+bool looks_like_option(const std::string& word) {
+  return word.size() > 1 && word[0] == '-' && word != "--";
 }
 
-// The subcommands a user may type (hidden ones have an empty group).
+bool contains(const std::vector<std::string>& words, const std::string& word) {
+  return std::find(words.begin(), words.end(), word) != words.end();
+}
+
+// The subcommands a user may type (hidden ones and option groups have an empty group).
 std::vector<const CLI::App*> visible_subcommands(const CLI::App& app) {
   return app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });
-}
-
-const CLI::App* subcommand_named(const CLI::App& app, const std::string& name) {
-  for (const CLI::App* s : app.get_subcommands([](const CLI::App*) { return true; })) {
-    if (s->get_name() == name) return s;
-  }
-  return nullptr;
 }
 
 std::vector<std::string> option_names(const CLI::App& app, bool top) {
@@ -53,30 +48,16 @@ std::vector<std::string> option_names(const CLI::App& app, bool top) {
   for (const CLI::Option* o : app.get_options()) {
     for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
   }
-  if (!top) names.push_back("--sim");  // taken from anywhere before the command
+  if (!top) names.push_back("--sim");  // hidden in each subcommand
   return names;
 }
 
-// The positional that holds a program to start and its arguments.
-bool is_command_positional(const CLI::Option* o) {
-  return o->get_positional() && o->get_name(true, false) == "COMMAND";
-}
-
-// How many single positionals come before COMMAND (sim exec: MACHINE), or kNone when `app` takes
-// no command.
-std::size_t positionals_before_command(const CLI::App& app) {
-  std::size_t before = 0;
-  for (const CLI::Option* o : app.get_options()) {
-    if (is_command_positional(o)) return before;
-    if (o->get_positional()) ++before;
-  }
-  return kNone;
-}
-
-std::string command_path(const std::vector<const CLI::App*>& path) {
-  std::string out = "gpusel";
-  for (std::size_t i = 1; i < path.size(); ++i) out += " " + path[i]->get_name();
-  return out;
+bool takes_positionals(const CLI::App& app) {
+  // get_options() returns a new vector each time: one copy, not begin() of one and end() of
+  // another (a use after free that TSan reports).
+  const std::vector<const CLI::Option*> options = app.get_options();
+  return std::any_of(options.begin(), options.end(),
+                     [](const CLI::Option* o) { return o->get_positional(); });
 }
 
 std::string shell_word(const std::string& word) {
@@ -94,113 +75,6 @@ std::string join_words(const std::vector<std::string>& words, std::size_t from, 
     out += shell_word(words[i]);
   }
   return out;
-}
-
-// One pass over the tokens, as CLI11 will read them, with --sim set aside.
-struct Scan {
-  std::vector<std::string> kept;  // tokens without --sim and its value
-  std::vector<std::string> sims;  // every --sim value found
-  bool sim_without_value = false;
-  std::vector<const CLI::App*> path;          // the app, then each subcommand entered
-  std::size_t dashdash = kNone;               // position of `--` in kept
-  std::size_t command_start = kNone;          // position in kept of the first word of COMMAND
-  std::size_t first_problem = kNone;          // position in kept of the first token nothing accepts
-  std::string problem;                        // what is wrong with it
-  std::vector<const CLI::App*> problem_path;  // path as it stood at that token
-  std::size_t gpu_all = kNone;                // position in kept of a `--gpu all` value
-};
-
-// The commands whose --gpu accepts "all".
-bool takes_gpu_all(const std::vector<const CLI::App*>& path) {
-  const std::string& name = path.back()->get_name();
-  return name == "resolve" || name == "run" || (name == "bw" && path.size() == 3);
-}
-
-bool is_all(std::string_view value) {
-  while (!value.empty() && (value.front() == ' ' || value.front() == '\t')) value.remove_prefix(1);
-  while (!value.empty() && (value.back() == ' ' || value.back() == '\t')) value.remove_suffix(1);
-  return detail::equal_ci(value, "all");
-}
-
-Scan scan(const CLI::App& app, const std::vector<std::string>& tokens) {
-  Scan s;
-  s.path.push_back(&app);
-  std::size_t positionals = 0;  // single positionals of the current subcommand read so far
-  auto note = [&s](std::string what) {
-    if (s.first_problem == kNone) {
-      s.first_problem = s.kept.size() - 1;
-      s.problem = std::move(what);
-      s.problem_path = s.path;
-    }
-  };
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const std::string& t = tokens[i];
-    const CLI::App& current = *s.path.back();
-    if (s.dashdash != kNone || s.command_start != kNone) {
-      // The program's own words: gpusel reads none of them.
-      s.kept.push_back(t);
-      if (s.dashdash == kNone && s.command_start != kNone && looks_like_option(t) &&
-          current.get_option_no_throw(t.substr(0, t.find('='))) == nullptr)
-        note("after-command");
-      continue;
-    }
-    if (t == "--") {
-      s.kept.push_back(t);
-      s.dashdash = s.kept.size() - 1;
-      continue;
-    }
-    if (looks_like_option(t)) {
-      const std::string name = t.substr(0, t.find('='));
-      const bool inline_value = name.size() != t.size();
-      if (name == "--sim") {
-        if (inline_value) {
-          s.sims.push_back(t.substr(name.size() + 1));
-        } else if (i + 1 < tokens.size()) {
-          s.sims.push_back(tokens[++i]);
-        } else {
-          s.sim_without_value = true;
-        }
-        continue;
-      }
-      s.kept.push_back(t);
-      const CLI::Option* o = current.get_option_no_throw(name);
-      if (o == nullptr) {
-        note("option");
-        continue;
-      }
-      if (!inline_value && o->get_expected_max() > 0 && i + 1 < tokens.size())
-        s.kept.push_back(tokens[++i]);
-      if (name == "--gpu" && takes_gpu_all(s.path) &&
-          is_all(inline_value ? std::string_view(t).substr(name.size() + 1)
-                              : std::string_view(s.kept.back())) &&
-          (inline_value || s.kept.size() >= 2))
-        s.gpu_all = s.kept.size() - 1;
-      continue;
-    }
-    s.kept.push_back(t);
-    if (!visible_subcommands(current).empty()) {
-      if (const CLI::App* sub = subcommand_named(current, t)) {
-        s.path.push_back(sub);
-        positionals = 0;
-      } else {
-        note("command");
-      }
-      continue;
-    }
-    const std::size_t before = positionals_before_command(current);
-    if (before != kNone && positionals >= before) {
-      s.command_start = s.kept.size() - 1;
-      continue;
-    }
-    ++positionals;
-    // get_options() returns a new vector each time: one copy, not begin() of one and end() of
-    // another (a use after free that TSan reports).
-    const std::vector<const CLI::Option*> options = current.get_options();
-    if (before == kNone && std::none_of(options.begin(), options.end(),
-                                        [](const CLI::Option* o) { return o->get_positional(); }))
-      note("argument");
-  }
-  return s;
 }
 
 // A word the shell split off a --gpu list: GPU entries with commas around or between them ("1",
@@ -235,90 +109,6 @@ bool is_program(const std::string& word) {
   } catch (const Error&) {
     return false;
   }
-}
-
-// The usual ways a --gpu value reaches gpusel broken by the shell, each answered with the whole
-// command line as it should have been typed, GPUs all kept: `--gpu 0 1` (blanks for commas; the
-// second GPU would be taken for something else: an argument, or run's program), and `--gpu
-// CUDA_VISIBLE_DEVICES=2,3` (a variable's assignment copied in). Throws Error(BadInput).
-void check_gpu_slips(const Scan& s, const std::string& sim) {
-  std::size_t g = kNone;
-  for (std::size_t i = 0; i < s.kept.size() && i < s.dashdash; ++i) {
-    if (s.command_start != kNone && i >= s.command_start) break;
-    if (s.kept[i] == "--gpu" || s.kept[i].rfind("--gpu=", 0) == 0) {
-      g = i;
-      break;
-    }
-  }
-  if (g == kNone) return;
-  const bool inline_value = s.kept[g] != "--gpu";
-  const std::size_t v = inline_value ? g : g + 1;
-  if (v >= s.kept.size() || v == s.dashdash) return;
-  const std::string value = inline_value ? s.kept[g].substr(6) : s.kept[v];
-  std::vector<std::string> fixed(s.kept.begin(), s.kept.end());
-  const bool runs_program = s.path.back()->get_name() == "run";
-
-  std::string_view name, rest;
-  if (is_assignment(value, name, rest)) {
-    fixed[v] = inline_value ? "--gpu=" + std::string(rest) : std::string(rest);
-    if (runs_program && s.dashdash == kNone && s.command_start != kNone)
-      fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(s.command_start), "--");
-    std::string message = "--gpu " + detail::quote_value(value) +
-                          " is a variable's assignment; --gpu takes the GPUs themselves";
-    if (name == "CUDA_VISIBLE_DEVICES") {
-      message +=
-          " as nvidia-smi indices or UUIDs (CUDA_VISIBLE_DEVICES's integers count in CUDA's "
-          "order, which is nvidia-smi's on a machine of one GPU model or under "
-          "CUDA_DEVICE_ORDER=PCI_BUS_ID; `gpusel list` shows both)";
-    }
-    throw bad_input(message + "; write: gpusel" + (sim.empty() ? "" : " --sim " + shell_word(sim)) +
-                    " " + join_words(fixed, 0, fixed.size()));
-  }
-
-  // Words after the value that are more GPUs.
-  std::size_t end = v + 1;
-  while (end < s.kept.size() && end != s.dashdash && looks_like_gpu_entries(s.kept[end])) {
-    if (runs_program && end == s.command_start && is_program(s.kept[end])) break;
-    ++end;
-  }
-  if (end == v + 1) return;
-  std::string merged;
-  for (std::size_t i = v; i < end; ++i) {
-    const std::string piece = i == v ? value : s.kept[i];
-    for (std::string_view e : split_commas(piece)) {
-      if (!e.empty()) merged += (merged.empty() ? "" : ",") + std::string(e);
-    }
-  }
-  std::string split;  // the value and the words as the shell split them
-  for (std::size_t i = v; i < end; ++i)
-    split += (split.empty() ? "" : " ") + (i == v ? value : s.kept[i]);
-  const std::string where = command_path(s.path);
-  const std::string prefix = "gpusel" + (sim.empty() ? "" : " --sim " + shell_word(sim));
-  if (s.path.back()->get_name() == "bind") {
-    throw bad_input(
-        "--gpu " + split + ": bind takes one GPU, and the shell passed " +
-        detail::quote_value(s.kept[v + 1]) +
-        " as a word of its own; to bind each of several GPUs in a process of its own, write: " +
-        prefix + " run --gpu " + merged + " -- gpusel bind");
-  }
-  fixed.erase(fixed.begin() + static_cast<std::ptrdiff_t>(v + 1),
-              fixed.begin() + static_cast<std::ptrdiff_t>(end));
-  fixed[v] = inline_value ? "--gpu=" + merged : merged;
-  if (runs_program) {
-    // The program, if any, goes after --.
-    const std::size_t program = v + 1;
-    if (program >= fixed.size()) {
-      fixed.push_back("--");
-      fixed.push_back("COMMAND");
-    } else if (s.dashdash == kNone && fixed[program] != "--") {
-      fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(program), "--");
-    }
-  }
-  throw bad_input("--gpu " + split +
-                  ": GPUs are separated by commas, not blanks (the shell passed " +
-                  detail::quote_value(s.kept[v + 1]) + " to `" + where +
-                  "` as a word of its own, so that GPU would be lost); write: " + prefix + " " +
-                  join_words(fixed, 0, fixed.size()));
 }
 
 }  // namespace
@@ -367,58 +157,411 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
   return prefixed;
 }
 
-CommandLine read_command_line(const CLI::App& app, int argc, char** argv) {
-  std::vector<std::string> tokens(argv + 1, argv + argc);
-  Scan s = scan(app, tokens);
-  if (s.sim_without_value) {
+CommandLine::CommandLine(CLI::App& app, const std::string& sim_help, bool exec_form) : app_(app) {
+  add_sim(app, sim_help, false);
+  const std::function<bool(CLI::App*)> named = [](CLI::App* s) { return !s->get_name().empty(); };
+  std::vector<std::pair<CLI::App*, CLI::App*>> subcommands;  // each with its parent
+  for (CLI::App* s : app.get_subcommands(named)) subcommands.emplace_back(s, &app);
+  while (!subcommands.empty()) {
+    const auto [sub, parent] = subcommands.back();
+    subcommands.pop_back();
+    add_sim(*sub, "", true);
+    // Where CLI11 enters the subcommand: the word of its name.
+    sub->preparse_callback([this, sub, parent](std::size_t left) {
+      path_.push_back(Entered{sub, origin_[joined_.size() - left - 1], parent->remaining().size()});
+    });
+    // A program's first word (run, sim exec): CLI11 validates each word before it takes it.
+    if (CLI::Option* command = sub->get_option_no_throw("COMMAND");
+        command != nullptr && command->get_positional()) {
+      sub->validate_positionals();
+      command->check(CLI::Validator(
+          [this, sub](std::string&) -> std::string {
+            if (!start_ || start_->app != sub) {
+              const std::vector<std::string> left = sub->remaining();
+              start_ = Start{sub, origin_[joined_.size() - args_.size()], left.size(),
+                             contains(left, "--")};
+            }
+            return "";
+          },
+          ""));
+    }
+    for (CLI::App* s : sub->get_subcommands(named)) subcommands.emplace_back(s, sub);
+  }
+  // `gpusel [--sim MACHINE] -- COMMAND`: the words after `--`, and only those (before it, a word
+  // is a command's name, or a misspelt one).
+  if (!exec_form) return;
+  CLI::App* exec = app.add_option_group("");
+  exec->set_help_flag();
+  exec->validate_positionals();
+  exec->add_option("COMMAND", exec_words_)
+      ->check(CLI::Validator(
+          [this](std::string&) -> std::string {
+            return contains(app_.remaining(), "--") ? "" : "a program's words come after --";
+          },
+          ""));
+}
+
+void CommandLine::add_sim(CLI::App& app, const std::string& help, bool hidden) {
+  // A subcommand's --sim sits in a hidden option group: CLI11 reads it as the subcommand's own,
+  // and neither help nor the generated interface lists it.
+  CLI::App* owner = &app;
+  if (hidden) {
+    owner = app.add_option_group("");
+    owner->set_help_flag();
+  }
+  owner
+      ->add_option_function<std::string>(
+          "--sim", [this, &app](const std::string& value) { took_sim(app, value); }, help)
+      ->type_name("MACHINE")
+      ->trigger_on_parse();  // each --sim as CLI11 reads it, where it stands
+}
+
+void CommandLine::took_sim(const CLI::App& app, const std::string& value) {
+  Sim s;
+  s.value = value;
+  s.app = &app;
+  // CLI11 has just read the option and its value: the last words it took.
+  const std::size_t last = joined_.size() - args_.size() - 1;
+  const std::size_t option = joined_[last] == "--sim=" + value ? last : last - 1;
+  s.first = origin_[option];
+  s.last = origin_[last];
+  if (option != last && joined_[option] == "--sim=") {
+    // `--sim=` names no machine (`--sim="$MACHINE"` with the variable unset), but CLI11 took the
+    // next word for its value: that word goes back, to be read for itself.
+    args_.push_back(joined_[last]);
+    s.value.clear();
+    s.last = s.first;
+  }
+  // After a program's first word, --sim is one of the program's words given without `--` before
+  // them (with `--`, CLI11 reads no option there).
+  s.stray = start_ && start_->app == &app;
+  s.missing = app.remaining().size();
+  sims_.push_back(std::move(s));
+}
+
+std::vector<std::string> CommandLine::kept(std::vector<std::size_t>& at) const {
+  std::vector<bool> sim(words_.size(), false);
+  for (const Sim& s : sims_) {
+    if (!s.stray)
+      std::fill(sim.begin() + static_cast<std::ptrdiff_t>(s.first),
+                sim.begin() + static_cast<std::ptrdiff_t>(s.last) + 1, true);
+  }
+  std::vector<std::string> out;
+  at.assign(words_.size() + 1, kNone);
+  for (std::size_t i = 0; i < words_.size(); ++i) {
+    at[i] = out.size();
+    if (!sim[i]) out.push_back(words_[i]);
+  }
+  at[words_.size()] = out.size();
+  return out;
+}
+
+std::string CommandLine::command_path(std::size_t depth) const {
+  std::string out = "gpusel";
+  for (std::size_t i = 1; i <= depth && i < path_.size(); ++i)
+    out += " " + path_[i].app->get_name();
+  return out;
+}
+
+std::string CommandLine::prefix() const {
+  return "gpusel" + (sim_.empty() ? "" : " --sim " + shell_word(sim_));
+}
+
+void CommandLine::parse(int argc, char** argv) {
+  words_.assign(argv + 1, argv + argc);
+  joined_ = words_;
+  join_wait_values(joined_);  // --wait SECONDS -> --wait=SECONDS
+  origin_.clear();
+  for (std::size_t j = 0, i = 0; j < joined_.size(); ++j) {
+    origin_.push_back(i);
+    i += joined_[j] == words_[i] ? 1 : 2;
+  }
+  sim_.clear();
+  exec_ = false;
+  command_.clear();
+
+  std::exception_ptr refused;
+  bool help = false, sim_without_value = false, among_program = false;
+  std::optional<Sim> empty_sim;  // a last word `--sim=`
+  for (;;) {
+    args_.assign(joined_.rbegin(), joined_.rend());
+    path_.assign(1, Entered{&app_, kNone, 0});
+    sims_.clear();
+    start_.reset();
+    exec_words_.clear();
+    try {
+      app_.parse(args_);
+    } catch (const CLI::Success&) {
+      refused = std::current_exception();
+      help = true;
+    } catch (const CLI::ParseError& e) {
+      refused = std::current_exception();
+      // CLI11 found no value after the last word, a --sim.
+      sim_without_value = std::string_view(e.what()) ==
+                          CLI::ArgumentMismatch::TypedAtLeast("--sim", 1, "MACHINE").what();
+    }
+    among_program = start_ && start_->app == path_.back().app && !start_->after_dashdash;
+    if (!sim_without_value || among_program || empty_sim || joined_.back() != "--sim=") break;
+    // `--sim=` names no machine wherever it stands (see took_sim); last, CLI11 looked for its
+    // value past the end: the command line is read again without it.
+    empty_sim.emplace();
+    empty_sim->first = empty_sim->last = origin_.back();
+    empty_sim->app = path_.back().app;
+    joined_.pop_back();
+    origin_.pop_back();
+    refused = nullptr;
+    sim_without_value = false;
+  }
+  if (empty_sim) sims_.push_back(*empty_sim);
+  if (sim_without_value && among_program) {
+    // That --sim is one of a program's words, given without `--` before them.
+    Sim s;
+    s.first = s.last = origin_.back();
+    s.app = start_->app;
+    s.stray = true;
+    s.missing = s.app->remaining().size();
+    sims_.push_back(std::move(s));
+  } else if (sim_without_value) {
     throw bad_input(
         "--sim needs a machine after it: a bundled name (`gpusel sim list` shows them) or the "
         "path of a machine file, as in `gpusel --sim dgx-h100 list`");
   }
-  if (s.sims.size() > 1) {
-    throw bad_input("--sim is given twice (" + detail::quote_value(s.sims[0]) + " and " +
-                    detail::quote_value(s.sims[1]) + "); give one machine");
+  std::vector<const Sim*> taken;
+  for (const Sim& s : sims_) {
+    if (!s.stray) taken.push_back(&s);
   }
-  check_gpu_slips(s, s.sims.empty() ? std::string() : s.sims.front());
-  CommandLine line;
-  line.args.push_back(argc > 0 ? argv[0] : "gpusel");
-  line.args.insert(line.args.end(), s.kept.begin(), s.kept.end());
-  if (!s.sims.empty()) line.sim = s.sims.front();
-  if (s.gpu_all != kNone) line.gpu_all = s.gpu_all + 1;
-  if (s.path.size() == 1 && s.dashdash != kNone && s.first_problem == kNone) {
-    // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: anything else before `--` is left to CLI11.
-    const bool only_sim = s.dashdash == 0;
-    if (only_sim) {
-      line.exec = true;
-      line.command.assign(s.kept.begin() + 1, s.kept.end());
-      if (line.sim.empty()) {
-        throw bad_input(
-            "`gpusel -- COMMAND` needs a machine or GPUs to run COMMAND on: `gpusel --sim "
-            "MACHINE -- COMMAND` runs it on a simulated machine, `gpusel run --gpu SPEC -- "
-            "COMMAND` once per GPU");
-      }
-      if (line.command.empty()) {
-        throw bad_input("--sim " + detail::quote_value(line.sim) +
-                        " -- names no command after --; write it as `gpusel --sim " +
-                        shell_word(line.sim) + " -- python3 prog.py`");
-      }
+  if (taken.size() > 1) {
+    throw bad_input("--sim is given twice (" + detail::quote_value(taken[0]->value) + " and " +
+                    detail::quote_value(taken[1]->value) + "); give one machine");
+  }
+  if (!taken.empty()) sim_ = taken.front()->value;
+  check_gpu_slips();
+
+  // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: no command's name, and nothing before `--` but
+  // --sim.
+  const std::vector<std::string> left = app_.remaining();
+  if (!help && path_.size() == 1 && left.size() == 1 && left.front() == "--") {
+    if (sim_.empty()) {
+      throw bad_input(
+          "`gpusel -- COMMAND` needs a machine or GPUs to run COMMAND on: `gpusel --sim "
+          "MACHINE -- COMMAND` runs it on a simulated machine, `gpusel run --gpu SPEC -- "
+          "COMMAND` once per GPU");
     }
+    if (exec_words_.empty()) {
+      throw bad_input("--sim " + detail::quote_value(sim_) +
+                      " -- names no command after --; write it as `gpusel --sim " +
+                      shell_word(sim_) + " -- python3 prog.py`");
+    }
+    exec_ = true;
+    command_ = exec_words_;
+    return;
   }
-  return line;
+  // A --sim among a program's words is no option of gpusel's: refused as CLI11 refuses the
+  // program's other options there (explain() says what to write).
+  for (const Sim& s : sims_) {
+    if (s.stray && !refused)
+      refused = std::make_exception_ptr(CLI::ExtrasError(s.app->get_name(), {words_[s.first]}));
+  }
+  if (refused) std::rethrow_exception(refused);
 }
 
-void expand_gpu_all(CommandLine& line) {
-  if (line.gpu_all == 0 || line.gpu_all >= line.args.size()) return;
-  // The command then resolves the GPUs found here: it reuses this enumeration (gpusel runs for
-  // moments).
-  detail::reuse_nvml_snapshots();
-  std::vector<std::string> notes;
-  const std::vector<std::string> entries =
-      detail::all_gpu_entries(cuda_env_from_environment(), default_probe_helper(), &notes);
-  for (const std::string& n : notes) print_note(n);
-  std::string& token = line.args[line.gpu_all];
-  const std::string value = detail::join_entries(entries);
-  token = token.rfind("--gpu=", 0) == 0 ? "--gpu=" + value : value;
+// The usual ways a --gpu value reaches gpusel broken by the shell, each answered with the whole
+// command line as it should have been typed, GPUs all kept: `--gpu 0 1` (blanks for commas; the
+// second GPU went to something else: an argument CLI11 refuses, or run's program), and `--gpu
+// CUDA_VISIBLE_DEVICES=2,3` (a variable's assignment copied in). Throws Error(BadInput).
+void CommandLine::check_gpu_slips() const {
+  if (path_.size() < 2) return;
+  const Entered& leaf = path_.back();
+  const CLI::Option* gpu = leaf.app->get_option_no_throw("--gpu");
+  if (gpu == nullptr || gpu->count() == 0) return;
+  const std::string& value = gpu->results().front();  // the first --gpu, if given twice
+  std::vector<std::size_t> at;
+  const std::vector<std::string> words = kept(at);
+  // Where a program's first word stands when no `--` came before it; and whether a `--` came
+  // before the program (CLI11 keeps it among run's leftovers).
+  const bool started = start_ && start_->app == leaf.app && !start_->after_dashdash;
+  const std::size_t command_start = started ? at[start_->word] : kNone;
+  const bool dashdash = contains(leaf.app->remaining(), "--");
+  // The word CLI11 read the value from (or that holds it, --gpu=VALUE): the first --gpu after the
+  // command's name and before the program that gave this value. CLI11 keeps values, not where
+  // they stood; the corrected command line needs the words around it.
+  std::size_t v = kNone;
+  bool inline_value = false;
+  for (std::size_t i = at[leaf.word] + 1; i < words.size() && i < command_start; ++i) {
+    if (words[i] == "--gpu=" + value) {
+      v = i;
+      inline_value = true;
+      break;
+    }
+    if (words[i] == "--gpu" && i + 1 < words.size() && words[i + 1] == value) {
+      v = i + 1;
+      break;
+    }
+  }
+  if (v == kNone) return;
+  std::vector<std::string> fixed = words;
+  const bool runs_program = leaf.app->get_name() == "run";
+
+  std::string_view name, rest;
+  if (is_assignment(value, name, rest)) {
+    fixed[v] = inline_value ? "--gpu=" + std::string(rest) : std::string(rest);
+    if (runs_program && !dashdash && command_start != kNone)
+      fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(command_start), "--");
+    std::string message = "--gpu " + detail::quote_value(value) +
+                          " is a variable's assignment; --gpu takes the GPUs themselves";
+    if (name == "CUDA_VISIBLE_DEVICES") {
+      message +=
+          " as nvidia-smi indices or UUIDs (CUDA_VISIBLE_DEVICES's integers count in CUDA's "
+          "order, which is nvidia-smi's on a machine of one GPU model or under "
+          "CUDA_DEVICE_ORDER=PCI_BUS_ID; `gpusel list` shows both)";
+    }
+    throw bad_input(message + "; write: " + prefix() + " " + join_words(fixed, 0, fixed.size()));
+  }
+
+  // The words right after the value that are more GPUs. CLI11 read --gpu's one value and left
+  // them over (or, in run, took the first for the program's name, unless it is a program).
+  std::size_t end = v + 1;
+  while (end < words.size() && looks_like_gpu_entries(words[end])) {
+    if (runs_program && end == command_start && is_program(words[end])) break;
+    ++end;
+  }
+  if (end == v + 1) return;
+  std::string merged;
+  for (std::size_t i = v; i < end; ++i) {
+    const std::string piece = i == v ? value : words[i];
+    for (std::string_view e : split_commas(piece)) {
+      if (!e.empty()) merged += (merged.empty() ? "" : ",") + std::string(e);
+    }
+  }
+  std::string split;  // the value and the words as the shell split them
+  for (std::size_t i = v; i < end; ++i)
+    split += (split.empty() ? "" : " ") + (i == v ? value : words[i]);
+  if (leaf.app->get_name() == "bind") {
+    throw bad_input(
+        "--gpu " + split + ": bind takes one GPU, and the shell passed " +
+        detail::quote_value(words[v + 1]) +
+        " as a word of its own; to bind each of several GPUs in a process of its own, write: " +
+        prefix() + " run --gpu " + merged + " -- gpusel bind");
+  }
+  fixed.erase(fixed.begin() + static_cast<std::ptrdiff_t>(v + 1),
+              fixed.begin() + static_cast<std::ptrdiff_t>(end));
+  fixed[v] = inline_value ? "--gpu=" + merged : merged;
+  if (runs_program) {
+    // The program, if any, goes after --.
+    const std::size_t program = v + 1;
+    if (program >= fixed.size()) {
+      fixed.push_back("--");
+      fixed.push_back("COMMAND");
+    } else if (!dashdash && fixed[program] != "--") {
+      fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(program), "--");
+    }
+  }
+  throw bad_input("--gpu " + split +
+                  ": GPUs are separated by commas, not blanks (the shell passed " +
+                  detail::quote_value(words[v + 1]) + " to `" + command_path(path_.size() - 1) +
+                  "` as a word of its own, so that GPU would be lost); write: " + prefix() + " " +
+                  join_words(fixed, 0, fixed.size()));
+}
+
+std::optional<CommandLine::Problem> CommandLine::first_problem() const {
+  for (std::size_t depth = 0; depth < path_.size(); ++depth) {
+    const CLI::App& at = *path_[depth].app;
+    const bool leaf = depth + 1 == path_.size();
+    // What CLI11 left over here, in the order it came; in a parent only what came before the
+    // subcommand's name (after it, only what follows the subcommand's `--`).
+    const std::vector<std::string> left = at.remaining();
+    const std::size_t until = leaf ? left.size() : path_[depth + 1].parent_missing;
+    const bool started = leaf && start_ && start_->app == &at && !start_->after_dashdash;
+    for (std::size_t i = 0; i <= until; ++i) {
+      // A --sim among the program's words stood before the i-th word left over.
+      for (const Sim& s : sims_) {
+        if (s.stray && s.app == &at && s.missing <= i)
+          return Problem{Problem::Kind::AfterCommand, words_[s.first], depth};
+      }
+      if (i == until) break;
+      const std::string& word = left[i];
+      if (word == "--") return std::nullopt;  // the words after it are a program's
+      if (looks_like_option(word)) {
+        const bool after = started && i >= start_->missing;
+        return Problem{after ? Problem::Kind::AfterCommand : Problem::Kind::Option, word, depth};
+      }
+      if (!visible_subcommands(at).empty()) return Problem{Problem::Kind::Command, word, depth};
+      if (!takes_positionals(at)) return Problem{Problem::Kind::Argument, word, depth};
+    }
+  }
+  // A program's words without `--` before them, and then a `--`: CLI11 ended the subcommand
+  // there and left what followed to the parents; an option among it is still the program's.
+  const std::size_t leaf = path_.size() - 1;
+  if (!start_ || start_->app != path_[leaf].app || start_->after_dashdash) return std::nullopt;
+  for (std::size_t depth = leaf; depth-- > 0;) {
+    const std::vector<std::string> left = path_[depth].app->remaining();
+    for (std::size_t i = path_[depth + 1].parent_missing; i < left.size(); ++i) {
+      const std::string& word = left[i];
+      if (looks_like_option(word) &&
+          path_[leaf].app->get_option_no_throw(word.substr(0, word.find('='))) == nullptr)
+        return Problem{Problem::Kind::AfterCommand, word, leaf};
+    }
+  }
+  return std::nullopt;
+}
+
+std::string CommandLine::explain() const {
+  const std::optional<Problem> p = first_problem();
+  if (!p) return "";
+  const std::string& word = p->word;
+  const CLI::App& at = *path_[p->depth].app;
+  const std::string where = command_path(p->depth);
+  std::vector<std::size_t> index;
+  const std::vector<std::string> words = kept(index);
+
+  if (p->kind == Problem::Kind::Command) {
+    std::vector<std::string> names;
+    for (const CLI::App* sub : visible_subcommands(at)) names.push_back(sub->get_name());
+    std::string list;
+    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
+    const std::string guess = closest(word, names);
+    std::string message = "unknown command '" + word + "'";
+    if (p->depth > 0) message += " for `" + where + "`";
+    if (!guess.empty()) {
+      return message + "; did you mean '" + guess + "'? (" + where + "'s commands: " + list + ")";
+    }
+    message += "; " + where + "'s commands are " + list;
+    if (p->depth == 0) {
+      const auto first = std::find(words.begin(), words.end(), word);
+      const std::string rest =
+          join_words(words, static_cast<std::size_t>(first - words.begin()), words.size());
+      if (!sim_.empty()) {
+        message += ". To run a program on the simulated machine, put -- before it: " + prefix() +
+                   " -- " + rest;
+      } else {
+        message += ". To start a program once per GPU: gpusel run --gpu SPEC -- " + rest +
+                   "; to try it on a simulated machine: gpusel --sim dgx-h100 -- " + rest;
+      }
+    }
+    return message + "; run `" + where + " --help` for usage";
+  }
+  if (p->kind == Problem::Kind::AfterCommand) {
+    const std::size_t start = index[start_->word];
+    std::vector<std::string> fixed(words.begin(),
+                                   words.begin() + static_cast<std::ptrdiff_t>(start));
+    fixed.push_back("--");
+    fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(start), words.end());
+    return detail::quote_value(word) + " comes after the command " +
+           detail::quote_value(words[start]) + " but is not an option of `" + where +
+           "`; put -- before the command so that every word after it is passed to the command: " +
+           prefix() + " " + join_words(fixed, 0, fixed.size());
+  }
+  if (p->kind == Problem::Kind::Option) {
+    const std::string name = word.substr(0, word.find('='));
+    const std::string guess = closest(name, option_names(at, p->depth == 0));
+    std::string message = "unknown option '" + name + "' for `" + where + "`";
+    if (!guess.empty()) return message + "; did you mean " + guess + "?";
+    return message + "; run `" + where + " --help` to see its options";
+  }
+  std::string message = "`" + where + "` takes no argument " + detail::quote_value(word);
+  if (at.get_option_no_throw("--gpu") != nullptr && word.find_first_of("0123456789") == 0)
+    return message + "; to name GPUs, use --gpu: " + where + " --gpu " + shell_word(word);
+  return message + "; run `" + where + " --help` to see its options";
 }
 
 std::uint64_t parse_size_option(const std::string& option, const std::string& text,
@@ -460,66 +603,6 @@ std::uint64_t parse_size_option(const std::string& option, const std::string& te
                     std::to_string(below + multiple));
   }
   return value;
-}
-
-std::string explain_parse_error(const CLI::App& app, const CommandLine& line) {
-  const std::vector<std::string> tokens(line.args.begin() + 1, line.args.end());
-  const Scan s = scan(app, tokens);
-  if (s.first_problem == kNone) return "";
-  const std::string& word = s.kept[s.first_problem];
-  const std::vector<const CLI::App*>& path = s.problem_path;
-  const CLI::App& at = *path.back();
-  const std::string where = command_path(path);
-  const std::string sim_words = line.sim.empty() ? "" : " --sim " + shell_word(line.sim);
-
-  if (s.problem == "command") {
-    std::vector<std::string> names;
-    for (const CLI::App* sub : visible_subcommands(at)) names.push_back(sub->get_name());
-    std::string list;
-    for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
-    const std::string guess = closest(word, names);
-    std::string message = "unknown command '" + word + "'";
-    if (path.size() > 1) message += " for `" + where + "`";
-    if (!guess.empty()) {
-      return message + "; did you mean '" + guess + "'? (" + where + "'s commands: " + list + ")";
-    }
-    message += "; " + where + "'s commands are " + list;
-    if (path.size() == 1) {
-      const std::string rest = join_words(s.kept, s.first_problem, s.kept.size());
-      if (!line.sim.empty()) {
-        message += ". To run a program on the simulated machine, put -- before it: gpusel" +
-                   sim_words + " -- " + rest;
-      } else {
-        message += ". To start a program once per GPU: gpusel run --gpu SPEC -- " + rest +
-                   "; to try it on a simulated machine: gpusel --sim dgx-h100 -- " + rest;
-      }
-    }
-    return message + "; run `" + where + " --help` for usage";
-  }
-  if (s.problem == "after-command") {
-    const std::string command = s.kept[s.command_start];
-    std::vector<std::string> fixed(s.kept.begin(), s.kept.begin() + s.command_start);
-    fixed.push_back("--");
-    fixed.insert(fixed.end(), s.kept.begin() + s.command_start, s.kept.end());
-    return detail::quote_value(word) + " comes after the command " + detail::quote_value(command) +
-           " but is not an option of `" + where + "`; put -- before the command so that " +
-           "every word after it is passed to the command: gpusel" + sim_words + " " +
-           join_words(fixed, 0, fixed.size());
-  }
-  if (s.problem == "option") {
-    const std::string name = word.substr(0, word.find('='));
-    const std::string guess = closest(name, option_names(at, path.size() == 1));
-    std::string message = "unknown option '" + name + "' for `" + where + "`";
-    if (!guess.empty()) return message + "; did you mean " + guess + "?";
-    return message + "; run `" + where + " --help` to see its options";
-  }
-  if (s.problem == "argument") {
-    std::string message = "`" + where + "` takes no argument " + detail::quote_value(word);
-    if (at.get_option_no_throw("--gpu") != nullptr && word.find_first_of("0123456789") == 0)
-      return message + "; to name GPUs, use --gpu: " + where + " --gpu " + shell_word(word);
-    return message + "; run `" + where + " --help` to see its options";
-  }
-  return "";
 }
 
 }  // namespace gpusel::cli

@@ -1,10 +1,12 @@
-// gpusel's command line before and after CLI11 reads it: --sim anywhere before the command,
+// gpusel's command line, parsed by CLI11 alone: --sim before or after the command's name,
 // `gpusel --sim MACHINE -- COMMAND`, and messages for the usual mistakes (a misspelt command or
-// option, a program's options without `--` before it).
+// option, a --gpu value the shell split, a program's options without `--` before it), found in
+// what CLI11 read and left over.
 #pragma once
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,25 +20,88 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // word's length, else the only one it is a prefix of; "" when none is close.
 std::string closest(std::string_view word, const std::vector<std::string>& candidates);
 
-struct CommandLine {
-  std::vector<std::string> args;     // what CLI11 gets: argv without --sim and its value
-  std::string sim;                   // the --sim value; "" when not given
-  bool exec = false;                 // `gpusel [--sim MACHINE] -- COMMAND...` (no subcommand)
-  std::vector<std::string> command;  // exec's COMMAND and its arguments
-  // `--gpu all` (resolve, run, bench bw): where in `args` the value stands, 0 when absent.
-  std::size_t gpu_all = 0;
+// The command line as CLI11 parses it with `app`, and what CLI11 reports while it parses (its
+// callbacks: each --sim as it reads it, each subcommand as it enters it, a program's first word as
+// it validates it), with where each stood among the words: a message about a slip repeats the
+// whole command line as it should have been typed, and CLI11 keeps the values it read, not the
+// words around them.
+class CommandLine {
+ public:
+  // Declares --sim (`sim_help`) on `app`, and hidden on every subcommand, so that it may stand
+  // before or after the command's name; and, with `exec_form`, the COMMAND of `gpusel --sim
+  // MACHINE -- COMMAND`. Call once every subcommand is declared; `app` must outlive this object.
+  CommandLine(CLI::App& app, const std::string& sim_help, bool exec_form = true);
+  CommandLine(const CommandLine&) = delete;
+  CommandLine& operator=(const CommandLine&) = delete;
+
+  // Parses argv with CLI11. Throws Error(BadInput) for --sim given twice or without a machine, a
+  // --gpu value the shell split or copied with its variable's name, and `gpusel -- COMMAND`
+  // without a machine or a command; rethrows CLI11's own error (a CLI::ParseError; help and
+  // --version are CLI::Success) for anything else it refused.
+  void parse(int argc, char** argv);
+
+  // After parse threw CLI11's error: a message that names the mistake and the remedy, or "" when
+  // nothing better than CLI11's own message can be said.
+  std::string explain() const;
+
+  const std::string& sim() const { return sim_; }  // the --sim value; "" when not given
+  // `gpusel [--sim MACHINE] -- COMMAND...` (no subcommand), and its COMMAND and arguments.
+  bool exec() const { return exec_; }
+  const std::vector<std::string>& command() const { return command_; }
+
+ private:
+  // A subcommand CLI11 entered: the word of its name, and how many words its parent had left
+  // over by then (CLI11's remaining()).
+  struct Entered {
+    const CLI::App* app = nullptr;
+    std::size_t word = 0;
+    std::size_t parent_missing = 0;
+  };
+  // A --sim CLI11 read; `stray`: it came after a program's first word without `--` before it.
+  struct Sim {
+    std::string value;
+    std::size_t first = 0, last = 0;  // the words it took (the same word for --sim=MACHINE)
+    const CLI::App* app = nullptr;
+    bool stray = false;
+    std::size_t missing = 0;  // how many words `app` had left over by then
+  };
+  // The first word CLI11 gave a subcommand's COMMAND (run, sim exec).
+  struct Start {
+    const CLI::App* app = nullptr;
+    std::size_t word = 0;
+    std::size_t missing = 0;      // how many words `app` had left over by then
+    bool after_dashdash = false;  // `--` came before it
+  };
+  // The first word CLI11 accepted nowhere, and what kind of mistake it is.
+  struct Problem {
+    enum class Kind { Command, Option, Argument, AfterCommand } kind;
+    std::string word;
+    std::size_t depth;  // where: path_[depth]
+  };
+
+  void add_sim(CLI::App& app, const std::string& help, bool hidden);
+  void took_sim(const CLI::App& app, const std::string& value);
+  void check_gpu_slips() const;
+  std::optional<Problem> first_problem() const;
+  // words_ without the --sim CLI11 took (a suggested command line puts it first, in prefix());
+  // at[i]: where words_[i] is in it, or would be.
+  std::vector<std::string> kept(std::vector<std::size_t>& at) const;
+  std::string prefix() const;                         // "gpusel", "gpusel --sim MACHINE"
+  std::string command_path(std::size_t depth) const;  // "gpusel bench bw" for path_[2]
+
+  CLI::App& app_;
+  std::vector<std::string> words_;   // argv[1...], as typed
+  std::vector<std::string> joined_;  // what CLI11 reads: words_, --wait SECONDS joined
+  std::vector<std::size_t> origin_;  // joined_[i] is words_[origin_[i]] (or begins there)
+  std::vector<std::string> args_;    // CLI11's list of what it has still to read: the last first
+  std::vector<Entered> path_;        // the app, then each subcommand CLI11 entered
+  std::vector<Sim> sims_;
+  std::optional<Start> start_;
+  std::vector<std::string> exec_words_;  // what CLI11 gave the COMMAND after `gpusel ... --`
+  std::string sim_;
+  bool exec_ = false;
+  std::vector<std::string> command_;
 };
-
-// Takes --sim MACHINE (or --sim=MACHINE) from anywhere before `--` and before the command of
-// `run` or `sim exec`. Throws Error(BadInput) for --sim given twice or without a value.
-CommandLine read_command_line(const CLI::App& app, int argc, char** argv);
-
-// `--gpu all`: replaces the value at line.gpu_all with every GPU this process may use, as --gpu
-// entries: without CUDA_VISIBLE_DEVICES, the nvidia-smi index of each GPU NVML can read that is
-// not in MIG mode (a note names any left out); under a preset, 0..n-1 for the n GPUs it exposes
-// (indices then count within the preset). Without NVML, CUDA's own device count (no preset only).
-// The simulated machine, if any, must already be applied.
-void expand_gpu_all(CommandLine& line);
 
 // A byte size given on the command line, read as GNU dd and truncate read them, with the unit's
 // letter case ignored: plain bytes, or a number (a fraction is fine when the bytes come out whole)
@@ -46,9 +111,5 @@ void expand_gpu_all(CommandLine& line);
 // the library's read_byte_size, the one parser for sizes.
 std::uint64_t parse_size_option(const std::string& option, const std::string& text,
                                 std::uint64_t multiple);
-
-// After CLI11 refused `line.args`: a message that names the mistake and the remedy, or "" when
-// nothing better than CLI11's own message can be said.
-std::string explain_parse_error(const CLI::App& app, const CommandLine& line);
 
 }  // namespace gpusel::cli

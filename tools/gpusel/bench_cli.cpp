@@ -57,8 +57,7 @@ CLI::App* setup_bench(CLI::App& app, BenchOptions& options) {
   bench->require_subcommand(1);
   CLI::App* bw =
       bench->add_subcommand("bw", "host<->device and device-local copy bandwidth, per GPU");
-  set_completion(add_gpu_option(*bw, options.gpus, "--gpu", kGpuHelp, false)->required(),
-                 "gpu-all");
+  set_completion(add_gpu_option(*bw, options.gpus, "--gpu", kGpuHelp, true)->required(), "gpu-all");
   add_choice_options(*bw, options.choice, true);
   set_completion(bw->add_option("--tests", options.tests,
                                 "comma-separated: h2d, d2h, d2d, h2d-pageable, d2h-pageable, bidir")

@@ -21,7 +21,7 @@ int run_list(const ListOptions& options);
 
 struct ResolveOptions {
   ChoiceOptions choice;
-  GpuRequest gpus;  // --gpu, read once (`all` already expanded, see args.hpp)
+  GpuRequest gpus;  // --gpu, read once (`all` too: the library expands it)
   std::string raw;
   bool json = false;
   std::string format = "lines";  // lines, csv or env
@@ -52,7 +52,7 @@ int run_bind(const BindOptions& options);
 struct RunOptions {
   ChoiceOptions choice;
   bool quiet = false;
-  GpuRequest gpus;  // --gpu, read once (`all` already expanded, see args.hpp)
+  GpuRequest gpus;  // --gpu, read once (`all` too: the library expands it)
   std::vector<std::string> command;
   bool tag_output = false;
   double grace = 10;
@@ -66,7 +66,7 @@ int run_run(const RunOptions& options);
 
 struct BenchOptions {
   ChoiceOptions choice;
-  GpuRequest gpus;  // --gpu, read once (`all` already expanded, see args.hpp)
+  GpuRequest gpus;  // --gpu, read once (`all` too: the library expands it)
   std::string tests = "h2d,d2h,d2d";
   std::string size = "512MiB";
   int copies = 16;

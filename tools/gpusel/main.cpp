@@ -22,7 +22,6 @@ using namespace gpusel::cli;
 // The command line's parser: every subcommand, or (`only`) the one the command line names.
 struct Cli {
   CLI::App app{"gpusel: resolve --gpu lists to GPU UUIDs and bind each process to its GPU"};
-  std::string sim;
   ListOptions list_options;
   ResolveOptions resolve_options;
   SimOptions sim_options;
@@ -42,16 +41,12 @@ struct Cli {
   CLI::App* doctor = nullptr;
   CLI::App* setup = nullptr;
   CLI::App* interface = nullptr;
+  std::optional<CommandLine> line;  // the command line, parsed by `app`
 
   explicit Cli(const std::string& only) {
     app.name("gpusel");
     app.require_subcommand(1);
     app.set_version_flag("--version", GPUSEL_VERSION_STRING);
-    app.add_option("--sim", sim,
-                   "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
-                   "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
-                   "COMMAND` runs any program on it")
-        ->type_name("MACHINE");
     auto want = [&only](const char* name) { return only.empty() || only == name; };
     if (want("list")) list = setup_list(app, list_options);
     if (want("resolve")) resolve = setup_resolve(app, resolve_options);
@@ -63,6 +58,12 @@ struct Cli {
     if (want("doctor")) doctor = setup_doctor(app, doctor_options);
     if (want("setup")) setup = setup_setup(app, setup_options);
     if (only.empty()) interface = setup_interface(app, interface_options);
+    // A plain command line (`only`) is never `gpusel --sim MACHINE -- COMMAND`.
+    line.emplace(app,
+                 "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
+                 "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
+                 "COMMAND` runs any program on it",
+                 only.empty());
   }
 
   static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
@@ -70,7 +71,7 @@ struct Cli {
   // Runs the parsed command.
   int dispatch() {
     try {
-      if (!sim.empty()) apply_sim(sim_setup(sim));
+      if (!line->sim().empty()) apply_sim(sim_setup(line->sim()));
       if (parsed(list)) return run_list(list_options);
       if (parsed(resolve)) return run_resolve(resolve_options);
       if (parsed(sim_cmd)) return run_sim(sim_options);
@@ -91,13 +92,6 @@ struct Cli {
     return 1;
   }
 };
-
-// CLI11 takes the arguments in reverse order, without the program's name.
-std::vector<std::string> parser_arguments(const CommandLine& line) {
-  std::vector<std::string> given(line.args.begin() + 1, line.args.end());
-  join_wait_values(given);  // --wait SECONDS -> --wait=SECONDS
-  return std::vector<std::string>(given.rbegin(), given.rend());
-}
 
 // The subcommand a plain command line names: its first word that is not an option, when nothing
 // before it but --sim and its value, and that word one of gpusel's everyday commands; else "".
@@ -131,55 +125,28 @@ std::string plain_command(int argc, char** argv) {
 }
 
 // The command line read with only its subcommand's parser, and run; nullopt when that parser
-// refuses it or it needs more (`--gpu all`): the whole parser then reads it again, from the start,
-// so that every message and exit status is the whole parser's.
+// refuses it: the whole parser then reads it again, from the start, so that every message and exit
+// status is the whole parser's.
 std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
   Cli cli(only);
-  CommandLine line;
   try {
-    line = read_command_line(cli.app, argc, argv);
+    cli.line->parse(argc, argv);
   } catch (...) {
     return std::nullopt;
   }
-  if (line.exec) return std::nullopt;
-  bool sim_applied = false;
-  if (line.gpu_all != 0) {
-    // As the whole parser does it below: the machine first, then `all` read on it.
-    try {
-      if (!line.sim.empty()) apply_sim(sim_setup(line.sim));
-      sim_applied = true;
-      expand_gpu_all(line);
-    } catch (const gpusel::Error& e) {
-      print_error(e.what());
-      return e.exit_code();
-    }
-  }
-  if (!sim_applied) cli.sim = line.sim;
-  try {
-    cli.app.parse(parser_arguments(line));
-  } catch (...) {
-    return std::nullopt;
-  }
+  if (cli.line->exec()) return std::nullopt;
   return cli.dispatch();
 }
 
 // `gpusel [--sim MACHINE] resolve --gpu SPEC [--json | --format lines|csv|env]` (--sim also after
 // `resolve`), the form launch scripts run once per job, read by hand: building CLI11's parser
 // costs as much as the rest of resolve's own work. nullopt for any other form (an option unknown
-// here or given twice, a value that starts with '-', `--gpu all`, a SPEC parse_gpu_spec refuses,
-// --json with --format): CLI11 then reads the command line, and its messages stand.
+// here or given twice, a value that starts with '-', a SPEC read_gpu_request refuses, --json with
+// --format): CLI11 then reads the command line, and its messages stand.
 struct PlainResolve {
   std::string sim;
   ResolveOptions options;
 };
-
-// `value` is "all" in any case, blanks around it allowed.
-bool is_all(std::string_view value) {
-  const auto first = value.find_first_not_of(" \t\n\v\f\r");
-  if (first == std::string_view::npos) return false;
-  const auto last = value.find_last_not_of(" \t\n\v\f\r");
-  return gpusel::detail::equal_ci(value.substr(first, last - first + 1), "all");
-}
 
 std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
   PlainResolve p;
@@ -209,11 +176,9 @@ std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
       if (t != "resolve") return std::nullopt;
       command = true;
     } else if (named(t, "--gpu") && !gpu) {
-      if (!value_of(i, "--gpu", value) || is_all(value)) {
-        return std::nullopt;
-      }
+      if (!value_of(i, "--gpu", value)) return std::nullopt;
       try {
-        p.options.gpus = gpusel::read_gpu_request(value, false);
+        p.options.gpus = gpusel::read_gpu_request(value, true);
       } catch (...) {
         return std::nullopt;
       }
@@ -268,35 +233,22 @@ int main(int argc, char** argv) {
     if (const std::optional<int> status = run_plain(only, argc, argv)) return *status;
   }
   Cli cli("");
-  CLI::App& app = cli.app;
-
-  // --sim is read wherever it stands before the command; `gpusel --sim X -- COMMAND` runs COMMAND
-  // on the machine, as `gpusel sim exec X -- COMMAND` does.
-  CommandLine line;
-  bool sim_applied = false;
+  const CommandLine& line = *cli.line;
+  // --sim stands before or after the command's name; `gpusel --sim X -- COMMAND` runs COMMAND on
+  // the machine, as `gpusel sim exec X -- COMMAND` does.
   try {
-    line = read_command_line(app, argc, argv);
-    if (line.exec) return run_sim_exec(line.sim, line.command);
-    if (line.gpu_all != 0) {
-      // `--gpu all` becomes the GPUs themselves, read on the machine the command will run on.
-      if (!line.sim.empty()) apply_sim(sim_setup(line.sim));
-      sim_applied = true;
-      expand_gpu_all(line);
-    }
+    cli.line->parse(argc, argv);
+    if (line.exec()) return run_sim_exec(line.sim(), line.command());
   } catch (const gpusel::Error& e) {
     print_error(e.what());
     return e.exit_code();
-  }
-  if (!sim_applied) cli.sim = line.sim;
-  try {
-    app.parse(parser_arguments(line));
   } catch (const CLI::Success& e) {
-    return app.exit(e);
+    return cli.app.exit(e);
   } catch (const CLI::ValidationError& e) {
     print_error(e.what());  // gpusel's own message, with its remedy
     return 2;
   } catch (const CLI::ParseError& e) {
-    const std::string better = explain_parse_error(app, line);
+    const std::string better = line.explain();
     print_error(better.empty() ? std::string(e.what()) + "; run `gpusel --help` for usage"
                                : better);
     return 2;

@@ -33,7 +33,7 @@ std::string env_word(const std::string& value) {
 CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "resolve", "resolve a --gpu list to full GPU UUIDs, one per line in rank order");
-  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, false)->required(),
+  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, true)->required(),
                  "gpu-all");
   add_choice_options(*cmd, options.choice, false);
   CLI::Option* json =

@@ -18,7 +18,7 @@ namespace gpusel::cli {
 CLI::App* setup_run(CLI::App& app, RunOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "run", "start one process per GPU: gpusel run --gpu SPEC [options] -- COMMAND [ARGS...]");
-  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, false)->required(),
+  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, true)->required(),
                  "gpu-all");
   cmd->add_flag("--tag-output", options.tag_output,
                 "prefix each line of a worker's output with [rank N]");
