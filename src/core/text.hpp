@@ -34,10 +34,6 @@ std::string seconds_text(double seconds);
 // True when `s` is one or more ASCII decimal digits and nothing else.
 bool all_digits(std::string_view s) noexcept;
 
-// Every piece between commas, untouched (blanks kept, empty pieces kept): "a,,b" gives
-// {"a", "", "b"}, "" gives {""}. The views point into `value`.
-std::vector<std::string_view> split_commas(std::string_view value);
-
 // The same pieces, handed one by one to `fn` (which returns false to stop), without allocating.
 // Returns false when `fn` stopped early.
 template <typename Fn>

@@ -44,6 +44,10 @@ std::string shell_quote(std::string_view value);
 bool starts_with_ci(std::string_view text, std::string_view head) noexcept;
 bool equal_ci(std::string_view a, std::string_view b) noexcept;
 
+// Every piece between commas, untouched (blanks kept, empty pieces kept): "a,,b" gives
+// {"a", "", "b"}, "" gives {""}. The views point into `value`.
+std::vector<std::string_view> split_commas(std::string_view value);
+
 // Joins entries with commas (for messages).
 std::string join_entries(const std::vector<std::string>& entries);
 

@@ -18,18 +18,6 @@ namespace {
 
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
-// Every piece between commas, blanks and empty pieces kept ("a,,b": "a", "", "b"); views into
-// `value`. (The command's own: the core's text helpers are not on its include path.)
-std::vector<std::string_view> split_commas(std::string_view value) {
-  std::vector<std::string_view> pieces;
-  for (std::size_t start = 0;;) {
-    const std::size_t comma = value.find(',', start);
-    pieces.push_back(value.substr(start, comma == std::string_view::npos ? comma : comma - start));
-    if (comma == std::string_view::npos) return pieces;
-    start = comma + 1;
-  }
-}
-
 bool looks_like_option(const std::string& word) {
   return word.size() > 1 && word[0] == '-' && word != "--";
 }
@@ -82,7 +70,7 @@ std::string join_words(const std::vector<std::string>& words, std::size_t from, 
 bool looks_like_gpu_entries(const std::string& word) {
   if (word.empty() || word.front() == '-') return false;
   bool any = false;
-  for (std::string_view piece : split_commas(word)) {
+  for (std::string_view piece : detail::split_commas(word)) {
     if (piece.empty()) continue;
     if (!is_gpu_index(piece) && !(is_gpu_uuid(piece) && piece.size() > 4)) return false;
     any = true;
@@ -429,7 +417,7 @@ void CommandLine::check_gpu_slips() const {
   std::string merged;
   for (std::size_t i = v; i < end; ++i) {
     const std::string piece = i == v ? value : words[i];
-    for (std::string_view e : split_commas(piece)) {
+    for (std::string_view e : detail::split_commas(piece)) {
       if (!e.empty()) merged += (merged.empty() ? "" : ",") + std::string(e);
     }
   }
