@@ -151,7 +151,10 @@ CommandLine::CommandLine(CLI::App& app, const std::string& sim_help, bool exec_f
   std::vector<std::pair<CLI::App*, CLI::App*>> subcommands;  // each with its parent
   for (CLI::App* s : app.get_subcommands(named)) subcommands.emplace_back(s, &app);
   while (!subcommands.empty()) {
-    const auto [sub, parent] = subcommands.back();
+    // (Named pointers, not a structured binding: clang 14, the fuzz preset's compiler, cannot
+    // capture a binding in a lambda.)
+    CLI::App* const sub = subcommands.back().first;
+    CLI::App* const parent = subcommands.back().second;
     subcommands.pop_back();
     add_sim(*sub, "", true);
     // Where CLI11 enters the subcommand: the word of its name.
