@@ -216,10 +216,6 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
   return picked;
 }
 
-}  // namespace gpusel::detail
-
-namespace gpusel::detail {
-
 std::string describe_preset(const CudaEnv& env) {
   if (!env.visible_devices) return "CUDA_VISIBLE_DEVICES (unset)";
   return "CUDA_VISIBLE_DEVICES=" + detail::quote_value(*env.visible_devices);

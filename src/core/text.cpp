@@ -118,10 +118,6 @@ bool is_plain_file_name(std::string_view name) noexcept {
   return true;
 }
 
-}  // namespace gpusel::detail
-
-namespace gpusel::detail {
-
 std::string quote_value(std::string_view value) {
   std::string out = "\"";
   for (unsigned char c : value) {

@@ -7,10 +7,6 @@
 
 #include "text.hpp"
 
-GPUSEL_BEGIN_NAMESPACE
-
-GPUSEL_END_NAMESPACE
-
 namespace gpusel::detail {
 
 detail::ByteSize read_byte_size(std::string_view text) {

@@ -957,10 +957,6 @@ std::string queue_directory(const LeaseStore& store) {
   return usable_queue(store, false);
 }
 
-}  // namespace gpusel::detail
-
-namespace gpusel::detail {
-
 LeaseHolder process_details(int pid) {
   LeaseHolder h;
   h.pid = pid;

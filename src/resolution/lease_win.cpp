@@ -311,10 +311,6 @@ std::string queue_directory(const LeaseStore& store) {
   return store.dir() + "\\queue";
 }
 
-}  // namespace gpusel::detail
-
-namespace gpusel::detail {
-
 LeaseHolder process_details(int pid) {
   LeaseHolder h;
   h.pid = pid;

@@ -364,10 +364,6 @@ int probe_child_main() {
   }
 }
 
-}  // namespace gpusel::detail
-
-namespace gpusel::detail {
-
 std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus,
                                                 const std::vector<CudaDevice>& devices) {
   std::vector<int> order;
