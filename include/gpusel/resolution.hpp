@@ -43,9 +43,10 @@ struct Resolution {
 // The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place
 // an integer preset (GPUs of mixed models under FASTEST_FIRST). Without NVML, index entries are
 // mapped through CUDA's own enumeration in PCI bus order (a probe); UUID entries are passed on.
-// A free:N request picks N free GPUs as acquire_gpus does, leasing none; "all" stands for
-// all_gpu_entries() (its notes go to the resolution's). The request is read once, by
-// read_gpu_request.
+// A free:N request picks N free GPUs as acquire_gpus does, leasing none. "all" stands for every
+// GPU this process may use, from the same enumeration: without CUDA_VISIBLE_DEVICES each GPU NVML
+// lists but failed and MIG-enabled ones (named in `notes`), under a preset every GPU it exposes,
+// without NVML every GPU CUDA enumerates. The request is read once, by read_gpu_request.
 // Throws Error(BadInput) for an entry that cannot be resolved, Error(Failure) when indices
 // cannot be placed at all.
 GPUSEL_CXX_API Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,

@@ -242,12 +242,6 @@ std::optional<LocalRank> choose_local_rank(const LauncherView& view);
 
 // ---- driver (src/driver/nvml.cpp, cuda.cpp) -----------------------------------------------------
 
-// From now on in this process, query_nvml answers a query of identity alone (no usage, no
-// topology) from the first enumeration that read at least as much, instead of enumerating again.
-// For a program that runs for moments and reads the GPUs in several places, as the gpusel command
-// does (--gpu all, then the resolution); never for one whose GPUs may change while it runs.
-void reuse_nvml_snapshots();
-
 // What nvml_complete reads.
 enum class NvmlPart {
   Mig,   // MIG mode and MIG devices (what refusing a MIG-enabled GPU needs)
@@ -278,14 +272,6 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
 // The GPUs CUDA enumerates, as NVML would list them: one per physical GPU (MIG devices under
 // their GPU), in PCI bus order, indexed from 0.
 std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
-
-// The entries "all" stands for here: without CUDA_VISIBLE_DEVICES, the nvidia-smi index of each
-// GPU NVML lists, failed and MIG-enabled GPUs left out (and named in `notes`); under a preset,
-// the positions 0..n-1 of the GPUs it exposes (MIG instances not counted); without NVML, CUDA's
-// device count (asked through the probe). Throws Error(BadInput) when there is no GPU to use,
-// Error(Failure) when the GPUs cannot be told.
-std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& probe_helper,
-                                         std::vector<std::string>* notes);
 
 // Who a process is, from /proc; fields stay empty where /proc does not tell.
 LeaseHolder process_details(int pid);

@@ -133,14 +133,6 @@ struct Enumerated {
 };
 Enumerated enumerated;
 
-// reuse_nvml_snapshots: the enumeration kept for later identity queries. Guarded by nvml_mutex.
-struct Reuse {
-  bool on = false;
-  NvmlSnapshot snap;
-  int pid = 0;
-};
-Reuse reuse;
-
 void close_session() {
   std::lock_guard<std::mutex> lock(nvml_mutex);
   if (session.open && session.pid == detail::current_pid()) library().api.nvmlShutdown();
@@ -561,18 +553,7 @@ NvmlSnapshot query_nvml(const NvmlQuery& what) {
     snap.problem = Problem{ErrorCode::DriverCallFailed, "nvmlInit_v2", rc};
     return snap;
   }
-  // The gpusel command asks once for each GPU's identity and keeps it (reuse_nvml_snapshots).
-  const bool plain = !what.usage && !what.topology;
-  if (plain && reuse.on && reuse.snap.available && reuse.snap.detail >= what.detail &&
-      reuse.pid == detail::current_pid()) {
-    return reuse.snap;
-  }
   enumerate(lib.api, what, snap);
-  if (plain && reuse.on && snap.available &&
-      (!reuse.snap.available || snap.detail > reuse.snap.detail)) {
-    reuse.snap = snap;
-    reuse.pid = detail::current_pid();
-  }
   return snap;
 }
 
@@ -601,16 +582,7 @@ bool nvml_gpu_index(const std::string& uuid, std::optional<unsigned>& index) {
 
 }  // namespace gpusel::detail
 
-GPUSEL_BEGIN_NAMESPACE
-
-GPUSEL_END_NAMESPACE
-
 namespace gpusel::detail {
-
-void reuse_nvml_snapshots() {
-  std::lock_guard<std::mutex> lock(nvml_mutex);
-  reuse.on = true;
-}
 
 std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& positions,
                           detail::NvmlPart part) {

@@ -35,15 +35,17 @@ std::string join_texts(const std::vector<GpuEntry>& entries) {
 
 // NVML is unavailable: nvidia-smi indices are PCI bus order, which CUDA's own enumeration (without
 // CUDA_VISIBLE_DEVICES) gives too. UUID entries need no mapping: CUDA matches them at bind.
+// `probed`: an unfiltered probe made already (for `all`), else one is made here.
 Resolution resolve_through_cuda(const std::vector<GpuEntry>& entries, const CudaEnv& env,
-                                const std::string& probe_helper, const std::string& nvml_reason) {
+                                const std::string& probe_helper, const std::string& nvml_reason,
+                                const ProbeResult* probed = nullptr) {
   Resolution r;
   r.reason = nvml_reason;
   if (entries.empty() || entries.front().is_uuid()) {
     for (const GpuEntry& e : entries) r.gpus.push_back(e.text);
     return r;
   }
-  const ProbeResult probe = probe_cuda(probe_helper, true);
+  const ProbeResult probe = probed != nullptr ? *probed : probe_cuda(probe_helper, true);
   if (!probe.ok) {
     throw failure(
         detail::gpu_request_words() + " " + join_texts(entries) +
@@ -103,31 +105,79 @@ std::vector<std::size_t> positions_by_uuid(const std::vector<GpuEntry>& entries,
   return detail::resolve_positions(entries, gpus, env, nullptr);
 }
 
-}  // namespace
-
-Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
-                        const std::string& probe_helper) {
-  if (request.kind == GpuRequest::Kind::Free) {
-    return acquire_gpus(request, env, probe_helper, AcquireOptions{}).resolution;  // picks only
-  }
-  if (request.kind == GpuRequest::Kind::All) {
-    std::vector<std::string> notes;
-    GpuRequest every;
-    for (const std::string& index : detail::all_gpu_entries(env, probe_helper, &notes)) {
-      GpuEntry e;
-      e.text = index;
-      e.index = std::stoull(index);  // detail::all_gpu_entries gives indices it wrote itself
-      every.gpus.push_back(std::move(e));
+// The entries `all` stands for on the GPUs of `snap` (read to NvmlDetail::Model): without
+// CUDA_VISIBLE_DEVICES, the nvidia-smi index of each GPU NVML lists, failed and MIG-enabled GPUs
+// left out (and named in `notes`); under a preset, the positions 0..n-1 of the GPUs it exposes (MIG
+// instances not counted); without NVML, CUDA's device count, from an unfiltered probe kept in
+// `probe` for the resolution. Throws Error(BadInput) when there is no GPU to use, Error(Failure)
+// when the GPUs cannot be told.
+std::vector<std::size_t> all_indices(const NvmlSnapshot& snap, const CudaEnv& env,
+                                     const std::string& probe_helper,
+                                     std::vector<std::string>& notes,
+                                     std::optional<ProbeResult>& probe) {
+  std::size_t count = 0;
+  std::vector<std::size_t> entries;
+  if (!snap.available) {
+    if (env.visible_devices) {
+      throw failure(
+          detail::gpu_request_words() + " all: NVML is unavailable (" + snap.reason + ") and " +
+              detail::describe_preset(env) +
+              " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
+              "(indices count within CUDA_VISIBLE_DEVICES)",
+          snap.problem);
     }
-    Resolution r = resolve_gpus(every, env, probe_helper);
-    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
-    return r;
+    probe = probe_cuda(probe_helper, true);
+    if (!probe->ok) {
+      throw failure(detail::gpu_request_words() + " all: NVML is unavailable (" + snap.reason +
+                        ") and CUDA could not be asked for its devices either (" + probe->reason +
+                        "); name the GPUs instead",
+                    probe->problem);
+    }
+    count = detail::gpus_from_cuda(probe->devices).size();
+  } else if (!env.visible_devices) {
+    std::vector<std::string> left_out;
+    for (const GpuInfo& g : snap.gpus) {
+      if (g.failed()) {
+        left_out.push_back("GPU " + std::to_string(g.index) + " (" + g.failure + ")");
+      } else if (g.mig_enabled) {
+        left_out.push_back("GPU " + std::to_string(g.index) + " (MIG mode)");
+      } else {
+        entries.push_back(g.index);
+      }
+    }
+    if (!left_out.empty()) {
+      std::string names;
+      for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
+      notes.push_back(detail::gpu_request_words() + " all leaves out " + names);
+    }
+  } else {
+    const VisibleSet vs = model_visible(snap.gpus, env);
+    if (vs.known) {
+      count = static_cast<std::size_t>(std::count_if(
+          vs.devices.begin(), vs.devices.end(), [](const VisibleDevice& d) { return d.mig < 0; }));
+    } else if (!vs.duplicate) {
+      count = vs.used_entries;
+    }
   }
-  const std::vector<GpuEntry>& entries = request.gpus;
-  // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
-  NvmlSnapshot snap = query_nvml(
-      NvmlQuery{false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid});
-  if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason);
+  if (entries.empty()) {
+    for (std::size_t k = 0; k < count; ++k) entries.push_back(k);
+  }
+  if (entries.empty()) {
+    throw bad_input(
+        detail::gpu_request_words() + " all: no GPU to run on here (" +
+        detail::describe_preset(env) + (snap.available ? "" : "; NVML: " + snap.reason) +
+        detail::reader_text("); run `gpusel list` to see the GPUs and what CUDA exposes",
+                            "); gpusel_list_gpus (or `gpusel list`) shows the GPUs "
+                            "and what CUDA exposes"));
+  }
+  return entries;
+}
+
+// Resolves `entries` on the GPUs of `snap` (NVML's enumeration, made by the caller); through CUDA
+// when NVML is unavailable (`probed`: a probe made already, or nullptr).
+Resolution resolve_on(NvmlSnapshot snap, const std::vector<GpuEntry>& entries, const CudaEnv& env,
+                      const std::string& probe_helper, const ProbeResult* probed) {
+  if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason, probed);
   Resolution r;
   r.resolved = true;
   // The CUDA_VISIBLE_DEVICES model, made once: resolution reads the same one.
@@ -164,70 +214,33 @@ Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
   return r;
 }
 
-GPUSEL_END_NAMESPACE
+}  // namespace
 
-namespace gpusel::detail {
-
-std::vector<std::string> all_gpu_entries(const CudaEnv& env, const std::string& probe_helper,
-                                         std::vector<std::string>* notes) {
-  // Failed and MIG-enabled GPUs are left out; a preset is modelled: no more is read.
-  const NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
-  std::size_t count = 0;
-  std::vector<std::string> entries;
-  if (!snap.available) {
-    if (env.visible_devices) {
-      throw failure(
-          detail::gpu_request_words() + " all: NVML is unavailable (" + snap.reason + ") and " +
-              detail::describe_preset(env) +
-              " is set, so gpusel cannot tell which GPUs it exposes; name the GPUs instead "
-              "(indices count within CUDA_VISIBLE_DEVICES)",
-          snap.problem);
-    }
-    const ProbeResult probe = probe_cuda(probe_helper, true);
-    if (!probe.ok) {
-      throw failure(detail::gpu_request_words() + " all: NVML is unavailable (" + snap.reason +
-                        ") and CUDA could not be asked for its devices either (" + probe.reason +
-                        "); name the GPUs instead",
-                    probe.problem);
-    }
-    count = detail::gpus_from_cuda(probe.devices).size();
-  } else if (!env.visible_devices) {
-    std::vector<std::string> left_out;
-    for (const GpuInfo& g : snap.gpus) {
-      if (g.failed()) {
-        left_out.push_back("GPU " + std::to_string(g.index) + " (" + g.failure + ")");
-      } else if (g.mig_enabled) {
-        left_out.push_back("GPU " + std::to_string(g.index) + " (MIG mode)");
-      } else {
-        entries.push_back(std::to_string(g.index));
-      }
-    }
-    if (!left_out.empty() && notes != nullptr) {
-      std::string names;
-      for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
-      notes->push_back(detail::gpu_request_words() + " all leaves out " + names);
-    }
-  } else {
-    const VisibleSet vs = model_visible(snap.gpus, env);
-    if (vs.known) {
-      count = static_cast<std::size_t>(std::count_if(
-          vs.devices.begin(), vs.devices.end(), [](const VisibleDevice& d) { return d.mig < 0; }));
-    } else if (!vs.duplicate) {
-      count = vs.used_entries;
-    }
+Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
+                        const std::string& probe_helper) {
+  if (request.kind == GpuRequest::Kind::Free) {
+    return acquire_gpus(request, env, probe_helper, AcquireOptions{}).resolution;  // picks only
   }
-  if (entries.empty()) {
-    for (std::size_t k = 0; k < count; ++k) entries.push_back(std::to_string(k));
+  if (request.kind == GpuRequest::Kind::All) {
+    // One enumeration for both: which GPUs `all` stands for, and resolving them.
+    NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
+    std::vector<std::string> notes;
+    std::optional<ProbeResult> probe;
+    std::vector<GpuEntry> every;
+    for (std::size_t index : all_indices(snap, env, probe_helper, notes, probe)) {
+      GpuEntry e;
+      e.text = std::to_string(index);
+      e.index = index;
+      every.push_back(std::move(e));
+    }
+    Resolution r = resolve_on(std::move(snap), every, env, probe_helper, probe ? &*probe : nullptr);
+    r.notes.insert(r.notes.begin(), notes.begin(), notes.end());
+    return r;
   }
-  if (entries.empty()) {
-    throw bad_input(
-        detail::gpu_request_words() + " all: no GPU to run on here (" +
-        detail::describe_preset(env) + (snap.available ? "" : "; NVML: " + snap.reason) +
-        detail::reader_text("); run `gpusel list` to see the GPUs and what CUDA exposes",
-                            "); gpusel_list_gpus (or `gpusel list`) shows the GPUs "
-                            "and what CUDA exposes"));
-  }
-  return entries;
+  // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
+  return resolve_on(query_nvml(NvmlQuery{
+                        false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid}),
+                    request.gpus, env, probe_helper, nullptr);
 }
 
-}  // namespace gpusel::detail
+GPUSEL_END_NAMESPACE

@@ -114,6 +114,15 @@ class ResolveReadsWhatItNeeds(NvmlCalls):
         self.assertEqual(calls["nvmlDeviceGetUUID"], 8, calls)
         self.assertEqual(calls["nvmlDeviceGetMigMode"], 8, calls)
 
+    def test_gpu_all_without_nvml_asks_cuda_once(self):
+        # Without NVML, `all` is CUDA's device count and the indices are placed through CUDA's
+        # order: one probe answers both.
+        r, _ = self.calls("nvml-missing", "resolve", "--gpu", "all")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(r.stdout.split()), len(uuids("nvml-missing")), r.stdout)
+        with open(os.path.join(self.folder, "trace")) as f:
+            self.assertEqual(len(re.findall(r"libcuda\.so\.1: cuInit\(", f.read())), 1)
+
     def test_a_mig_gpu_named_by_index_is_still_refused(self):
         r, _ = self.calls("mig-a100", "resolve", "--gpu", "0")
         self.assertFailsWith(r, 2, "MIG enabled")

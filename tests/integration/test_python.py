@@ -179,6 +179,16 @@ print(json.dumps(out))
         self.assertEqual(out["hidden"], ["RuntimeError", 6, "cuInit", 100])  # GPUSEL_ERROR_NO_DEVICE
         self.assertEqual(out["bad"], ["ValueError", 2, "", 0])  # GPUSEL_ERROR_BAD_INPUT
 
+    def test_all_enumerates_once_for_a_program_too(self):
+        # The library reads the GPUs once for `all`, whoever calls it (not only the gpusel command).
+        with tempfile.TemporaryDirectory() as d:
+            trace = os.path.join(d, "trace")
+            out = python("import gpusel, json; print(json.dumps(gpusel.resolve_gpu_uuids(['all'])))",
+                         "dgx-h100", GPUSEL_SIM_TRACE=trace)
+            self.assertEqual(out, DGX)
+            with open(trace) as f:
+                self.assertEqual(f.read().count("libnvidia-ml.so.1: nvmlDeviceGetCount_v2("), 1)
+
     def test_messages_speak_of_the_request_python_passed(self):
         # Python gave the library a value, not gpusel's --gpu option: the message names the value
         # as a GPU request or entry, and its remedy is one a program has (the command's own

@@ -56,9 +56,6 @@ Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool l
     a.wait_seconds = *seconds;
   }
   a.on_wait = [](const std::string& what) { print_note(what); };
-  // `all` reads every GPU, then resolves the ones it found: the second look reuses the first
-  // enumeration (gpusel runs for moments; no GPU comes or goes in between).
-  if (gpus.kind == GpuRequest::Kind::All) detail::reuse_nvml_snapshots();
   Acquisition got = acquire_gpus(gpus, cuda_env_from_environment(), default_probe_helper(), a);
   if (!got.why.empty() && !options.quiet)
     print_note("--gpu " + gpus.texts().front() + ": " + got.why);
