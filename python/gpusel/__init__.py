@@ -46,7 +46,10 @@ def _candidates():
         if os.name == "nt" and not os.path.isabs(explicit):
             raise ImportError(f"gpusel: GPUSEL_LIBRARY={explicit!r} is not an absolute path; on "
                               "Windows give the full path of gpusel.dll (C:\\...\\gpusel.dll)")
-        yield explicit
+        # A relative path is made absolute now, against the directory it was meant for: the
+        # library finds its probe helper from the path it was loaded by, and takes only an
+        # absolute one (a relative one would be read against whatever directory is current then).
+        yield os.path.abspath(explicit) if os.sep in explicit else explicit
         return
     here = os.path.dirname(os.path.abspath(__file__))
     yield os.path.join(here, _LIBRARY)

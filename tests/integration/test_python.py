@@ -179,6 +179,19 @@ print(json.dumps(out))
         self.assertEqual(out["hidden"], ["RuntimeError", 6, "cuInit", 100])  # GPUSEL_ERROR_NO_DEVICE
         self.assertEqual(out["bad"], ["ValueError", 2, "", 0])  # GPUSEL_ERROR_BAD_INPUT
 
+    def test_a_relative_library_path_still_finds_the_probe_helper(self):
+        # GPUSEL_LIBRARY=build/lib/libgpusel.so.1: the library finds gpusel-probe-cuda beside it as
+        # with an absolute path, so a preset that only CUDA can place still resolves.
+        relative = os.path.relpath(LIBRARY)
+        self.assertFalse(os.path.isabs(relative))
+        e = sim_env("workstation-mixed", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY=relative,
+                    CUDA_VISIBLE_DEVICES="2,0")
+        e.pop("GPUSEL_PROBE_HELPER", None)
+        r = subprocess.run([sys.executable, "-c", "import gpusel, json; print(json.dumps(gpusel.resolve_gpu_uuids(['0'])))"],
+                           capture_output=True, text=True, env=for_python(e), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout), [MIX[0]])
+
     def test_all_enumerates_once_for_a_program_too(self):
         # The library reads the GPUs once for `all`, whoever calls it (not only the gpusel command).
         with tempfile.TemporaryDirectory() as d:
