@@ -8,12 +8,13 @@ machine's real /tmp is untouched. Skipped when not root or without those tools.
 """
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
 import unittest
 
-from support import BIN, MACHINES, Case, base_env
+from support import BIN, MACHINES, SIM_ROOT, Case, base_env
 
 VICTIM, ATTACKER = "gpuselsimvictim", "gpuselsimattacker"
 UUID = "GPU-4ba71ab7-ac05-04a5-6cc6-be1805fdf179"  # dgx-h100's nvidia-smi 0
@@ -55,8 +56,17 @@ class StateDirTest(Case):
         cls.machine = os.path.abspath(os.path.join(MACHINES, "dgx-h100.toml"))
 
     def run_isolated(self, script, **env):
-        """`script` (sh) inside a private mount namespace with a fresh tmpfs on /tmp."""
-        full = "set -e\nmount -t tmpfs -o mode=1777 tmpfs /tmp\n" + script
+        """`script` (sh) inside a private mount namespace with a fresh tmpfs on /tmp. A build or
+        source tree under /tmp (a clone in /tmp/fresh) is carried over onto the fresh /tmp: bound
+        to a holding place on a tmpfs of the namespace's own /mnt first, then back to its path."""
+        trees = sorted({"/tmp/" + p.split("/")[2] for p in
+                        (os.path.realpath(q) for q in (BIN, SIM_ROOT, MACHINES)) if p.startswith("/tmp/")})
+        keep = "".join(f"mkdir /mnt/keep{i}; mount --bind {shlex.quote(t)} /mnt/keep{i}\n"
+                       for i, t in enumerate(trees))
+        back = "".join(f"mkdir -p {shlex.quote(t)}; mount --bind /mnt/keep{i} {shlex.quote(t)}\n"
+                       for i, t in enumerate(trees))
+        full = ("set -e\n" + ("mount -t tmpfs tmpfs /mnt\n" + keep if trees else "") +
+                "mount -t tmpfs -o mode=1777 tmpfs /tmp\n" + back + script)
         environment = base_env(GPUSEL_SIM_STATE_DIR=None, XDG_RUNTIME_DIR=None, **env)
         environment.update(VICTIM=VICTIM, ATTACKER=ATTACKER, BIN=os.path.abspath(BIN), MACHINE=self.machine,
                            VUID=str(self.victim), KEY=fnv1a(self.machine), UUID=UUID)
