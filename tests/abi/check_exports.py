@@ -12,6 +12,7 @@ whose declaration lacks GPUSEL_CXX_API (programs linking the shared library woul
 or a helper that belongs in gpusel::detail or an anonymous namespace.
 """
 
+import os
 import re
 import subprocess
 import sys
@@ -95,5 +96,37 @@ def main(argv):
     return 1
 
 
+def self_test(compiler, library, path, archive):
+    """The archive check finds what it must: a copy of ARCHIVE with one object more, defining an
+    unmarked gpusel::vN function, fails and names it; the archive as it is passes."""
+    import io
+    import contextlib
+    import shutil
+    import tempfile
+    namespace = re.search(r"gpusel::(v\d+)::", "\n".join(exported(library))).group(1)
+    with tempfile.TemporaryDirectory() as d:
+        copy = os.path.join(d, "copy.a")
+        shutil.copy(archive, copy)
+        with open(os.path.join(d, "leak.cpp"), "w") as f:
+            f.write(f"namespace gpusel {{ inline namespace {namespace} {{ int leaked_helper(int x) {{ return x + 1; }} }} }}\n")
+        subprocess.run([compiler, "-c", "-O2", "-fvisibility=hidden", "leak.cpp", "-o", "leak.o"], cwd=d, check=True)
+        subprocess.run(["ar", "rcs", copy, os.path.join(d, "leak.o")], check=True)
+        for name, lib, want_rc, want_text in (("the archive as built", archive, 0, "exported symbols"),
+                                             ("an unmarked function added", copy, 1,
+                                              f"gpusel::{namespace}::leaked_helper(int)")):
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                rc = main([library, path, lib])
+            if rc != want_rc or want_text not in out.getvalue():
+                print(f"self test: {name}: exit {rc}, expected {want_rc} with {want_text!r}:\n{out.getvalue()}")
+                return 1
+            print(f"self test: {name}: exit {rc}, as expected")
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--self-test"]:
+        if len(sys.argv) != 6:
+            sys.exit("usage: check_exports.py --self-test COMPILER LIBRARY LIST ARCHIVE")
+        sys.exit(self_test(*sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))
