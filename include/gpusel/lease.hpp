@@ -6,10 +6,14 @@
 // root that no one else may write, holding one read-only file per GPU, made by root. An ordinary
 // user can only open such a file read-only and lock it (flock needs no write access), so no user
 // can remove, rename, replace or link another's lease; the kernel drops a lock when its holder
-// exits, however it exits. Where no shared store is set up, or it lacks a GPU, that GPU's lease
-// lives in the user's own store (~/.local/state/gpusel/leases), which binds only that user's jobs;
-// gpusel says so. Who holds a lease is read from the kernel's lock table (/proc/locks) and the
-// holder's /proc entry, never from a file's contents.
+// exits, however it exits. Where no shared store is set up, leases live in the user's own store
+// (~/.local/state/gpusel/leases), which binds only that user's jobs; gpusel says so. A GPU the
+// shared store lacks is unusable (nobody but root may add its file) until `gpusel setup` adds it.
+//
+// The locked descriptor is inherited by every process the holder starts (FD_CLOEXEC is cleared),
+// so a lease or claim lasts as long as any process of the job lives, however the holder ends. Who
+// holds a lease is read from the kernel's lock table (/proc/locks) and the holder's /proc entry,
+// never from a file's contents.
 //
 // A file in a store that gpusel did not make or cannot trust (a link, a folder, a FIFO, a file
 // with several names, one owned by another user, one nobody can open) never blocks anything but
@@ -104,7 +108,7 @@ class LeaseStore {
  public:
   // GPUSEL_LEASE_DIR when set (it must be a folder owned by root or by this user that no one
   // else may write: else Error(Failure) naming it and the remedy), else the shared store when it
-  // is set up and trustworthy, else none; GPUs the store lacks use this user's own store.
+  // is set up and trustworthy, else this user's own store.
   GPUSEL_CXX_API static LeaseStore locate();
 
   // The store at `dir` (made when absent, if this user may), with this user's own store beside it
@@ -114,7 +118,7 @@ class LeaseStore {
   // The primary store's folder, and whether it binds every user (owned by root).
   const std::string& dir() const noexcept { return dir_; }
   bool shared() const noexcept { return shared_; }
-  // This user's own store, used for GPUs the primary store lacks when this user may not add them.
+  // This user's own store (where leases live without a shared store).
   const std::string& own_dir() const noexcept { return own_dir_; }
   // Why leases bind only this user's jobs here, with the command that fixes it; "" when the
   // store is shared. (Per GPU, LeaseStanding::shared tells.)
@@ -131,9 +135,10 @@ class LeaseStore {
   // The jobs waiting for GPUs here, in the order they will be served.
   GPUSEL_CXX_API std::vector<WaitingJob> waiting() const;
 
-  // Claims the GPU `uuid` for this process, which binds it: a lock on <UUID>.claim beside the
-  // lease, held until the process ends (a child it forks shares it). Exclusive, or shared when
-  // `share`. Also says whether another job (one this process was not started by) leases the GPU.
+  // Claims the GPU `uuid` for this process, which binds it: a lock on the GPU's lease file, held
+  // until the last process that inherited it ends; already held when this process inherited the
+  // job's locked descriptor. Exclusive, or shared when `share`. Also says whether another job (one
+  // this process was not started by) holds the GPU.
   GPUSEL_CXX_API ClaimResult claim(const std::string& uuid, bool share) const;
 
  private:

@@ -116,10 +116,79 @@ class LockTable {
   std::map<std::pair<dev_t, ino_t>, int> held_;
 };
 
+// Whether process `proc_entry` ("4242", "self") has the file (dev, ino) open: nullopt when its
+// descriptors cannot be read (another user's process, or one that has ended).
+std::optional<bool> has_open(const std::string& proc_entry, dev_t dev, ino_t ino) {
+  const std::string dir = "/proc/" + proc_entry + "/fd";
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return std::nullopt;
+  bool found = false;
+  while (const dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    struct stat st {};
+    // The descriptor's link leads to the open file itself, whatever its name is now.
+    if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino) {
+      found = true;
+      break;
+    }
+  }
+  closedir(d);
+  return found;
+}
+
+// When process `pid` started, in clock ticks after boot; 0 when unknown.
+unsigned long long start_ticks(int pid) {
+  std::ifstream statf("/proc/" + std::to_string(pid) + "/stat");
+  std::string line;
+  std::getline(statf, line);
+  const std::size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 > line.size()) return 0;
+  std::istringstream in(line.substr(paren + 2));
+  std::string field;
+  for (int i = 3; i <= 22 && in >> field; ++i) {
+    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+// The oldest process this user may look at that has the file (dev, ino) open: after the process
+// that took a lock has ended, the processes that inherited its descriptor hold the lock.
+std::optional<int> oldest_holder(dev_t dev, ino_t ino) {
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return std::nullopt;
+  std::optional<int> best;
+  unsigned long long best_start = 0;
+  while (const dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid <= 0) continue;
+    if (!has_open(e->d_name, dev, ino).value_or(false)) continue;
+    const unsigned long long started = start_ticks(static_cast<int>(pid));
+    if (!best || started < best_start) {
+      best = static_cast<int>(pid);
+      best_start = started;
+    }
+  }
+  closedir(proc);
+  return best;
+}
+
+// Who holds the lock on the file `st`. The kernel's table names the process that took it; that
+// process may have ended while processes it started hold the lock through inherited descriptors
+// (a job whose gpusel was SIGKILLed), or its pid may have been reused. Where this user can see a
+// process's descriptors, the holder named is one that really has the file open.
 std::optional<LeaseHolder> holder_of(const LockTable& table, const struct stat& st) {
   const std::optional<int> pid = table.holder(st.st_dev, st.st_ino);
   if (!pid || *pid <= 0) return std::nullopt;
-  return detail::process_details(*pid);
+  const std::optional<bool> open = has_open(std::to_string(*pid), st.st_dev, st.st_ino);
+  if (open.value_or(false)) return detail::process_details(*pid);
+  if (!open && access(("/proc/" + std::to_string(*pid)).c_str(), F_OK) == 0) {
+    return detail::process_details(*pid);  // alive, another user's: the kernel's word stands
+  }
+  if (const std::optional<int> live = oldest_holder(st.st_dev, st.st_ino)) {
+    return detail::process_details(*live);
+  }
+  return std::nullopt;
 }
 
 // Why folder `dir` (its lstat in `st`) cannot hold leases that bind anyone, or "".
@@ -149,9 +218,34 @@ int make_folders(const std::string& dir) {
   return 0;
 }
 
-// This user's own store: $XDG_STATE_HOME/gpusel/leases, else ~/.local/state/gpusel/leases, else
-// /tmp/gpusel-UID/leases (not made here).
+// Whether this user could make the folder `dir`: it exists, or its nearest existing parent is a
+// folder this user may write. Makes nothing.
+bool could_make(const std::string& dir) {
+  std::string at = dir;
+  while (!at.empty()) {
+    struct stat st {};
+    if (stat(at.c_str(), &st) == 0) {
+      return S_ISDIR(st.st_mode) && access(at.c_str(), W_OK | X_OK) == 0;
+    }
+    if (errno != ENOENT) return false;
+    const std::size_t slash = at.rfind('/');
+    if (slash == std::string::npos) return false;
+    at = slash == 0 ? "/" : at.substr(0, slash);
+  }
+  return false;
+}
+
+std::string own_store_dir_at_home();
+
+// This user's own store: $XDG_STATE_HOME/gpusel/leases, else ~/.local/state/gpusel/leases; where
+// that cannot be made (no HOME, a read-only one), /tmp/gpusel-UID/leases. Not made here.
 std::string own_store_dir() {
+  std::string dir = own_store_dir_at_home();
+  if (could_make(dir)) return dir;
+  return "/tmp/gpusel-" + std::to_string(geteuid()) + "/leases";
+}
+
+std::string own_store_dir_at_home() {
   std::string base;
   if (auto state = detail::env_value("XDG_STATE_HOME");
       state && !state->empty() && (*state)[0] == '/') {
@@ -311,13 +405,16 @@ LeaseStore LeaseStore::locate() {
 
 namespace {
 
-// Where `uuid`'s lease file is, as looked at without taking it: the primary store's file, else
-// (when this user may not add it there) the user's own. Fills `st` (lstat) when it exists.
+// Where `uuid`'s lease file is, as looked at without taking it: the store's file. Fills `st`
+// (lstat) when it exists. A GPU the shared store lacks (added after `gpusel setup`) has no file
+// an ordinary user may make: `missing` then says why it cannot be leased or claimed, rather than
+// leasing it in a store that binds only this user (two users would both hold it).
 struct Located {
   std::string path;
   bool exists = false;
   bool shared = false;
   uid_t owner = 0;
+  std::string missing;
 };
 
 Located locate_file(const LeaseStore& store, const std::string& name, struct stat& st) {
@@ -330,10 +427,11 @@ Located locate_file(const LeaseStore& store, const std::string& name, struct sta
     return l;
   }
   if (LeaseStoreAccess::own_primary(store)) return l;  // made there when taken
-  l.path = store.own_dir() + "/" + name;
-  l.shared = false;
-  l.owner = geteuid();
-  l.exists = lstat(l.path.c_str(), &st) == 0;
+  l.missing = "the shared lease store " + store.dir() + " has no lease file for " +
+              name.substr(0, name.rfind('.')) +
+              " (the GPU was added after the store was set up), so no job may hold it until "
+              "`sudo gpusel setup` adds it; --share (GPUSEL_SHARE=1) runs beside other jobs on "
+              "purpose";
   return l;
 }
 
@@ -353,7 +451,10 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
     const Located l = locate_file(*this, lease_name(uuid), st);
     s.path = l.path;
     s.shared = l.shared;
-    if (l.exists) {
+    if (!l.missing.empty()) {
+      s.state = LeaseStanding::State::Unusable;
+      s.problem = l.missing;
+    } else if (l.exists) {
       s.problem = lease_file_problem(l.path, st, l.owner, l.shared);
       if (!s.problem.empty()) {
         s.state = LeaseStanding::State::Unusable;
@@ -391,6 +492,7 @@ int lock_file(const LeaseStore& store, const std::string& uuid, const std::strin
     Located l = locate_file(store, name, st);
     s.path = l.path;
     s.shared = l.shared;
+    if (!l.missing.empty()) return unusable(l.missing);
     if (!l.exists) {
       // This user's own file, made now: in the primary store when it is this user's (or root's,
       // for root), else in the user's own store.
@@ -434,6 +536,13 @@ int lock_file(const LeaseStore& store, const std::string& uuid, const std::strin
     struct stat named {};
     if (lstat(l.path.c_str(), &named) == 0 && named.st_dev == held.st_dev &&
         named.st_ino == held.st_ino && named.st_nlink == 1) {
+      // Every process this one starts inherits the locked descriptor, so the lock lasts as long
+      // as any process of the job lives, however the one that took it ends (SIGKILL included).
+      if (fcntl(fd, F_SETFD, 0) != 0) {
+        const int e = errno;
+        close(fd);
+        return unusable("cannot keep the lock on " + l.path + " for the job: " + errno_text(e));
+      }
       return fd;
     }
     close(fd);
@@ -452,6 +561,27 @@ bool ancestor_or_self(int pid) {
   return false;
 }
 
+// Whether this process holds the file `st` through a descriptor it has (inherited from the job
+// that locked it, or taken by an earlier claim): gpusel only ever keeps a lease file open while
+// it holds its lock.
+bool holds_inherited(const struct stat& st) {
+  return has_open("self", st.st_dev, st.st_ino).value_or(false);
+}
+
+// Whether `holder` is another job rather than a process of the same launch: another user's
+// process, or a gpusel command that leases GPUs for its job (run, bench).
+bool another_job(const LeaseHolder& holder) {
+  struct stat st {};
+  const std::string proc = "/proc/" + std::to_string(holder.pid);
+  if (stat(proc.c_str(), &st) == 0 && st.st_uid != geteuid()) return true;
+  const std::string& c = holder.command;
+  const std::size_t space = c.find(' ');
+  const std::string program = c.substr(0, space);
+  const std::string base = program.substr(program.rfind('/') + 1);
+  if (base != "gpusel" || space == std::string::npos) return false;
+  return c.find(" run ") != std::string::npos || c.find(" bench ") != std::string::npos;
+}
+
 // The claims this process holds: kept open until it ends.
 std::vector<int> held_claims;
 std::mutex held_claims_mutex;
@@ -468,17 +598,39 @@ std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* st
 
 ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
   ClaimResult out;
-  // A lease of another job: one that did not start this process (gpusel run's workers run under
-  // the lease their parent holds).
-  const LeaseStanding lease = standings({uuid}).front();
-  if (lease.state == LeaseStanding::State::Held &&
-      !(lease.holder && ancestor_or_self(lease.holder->pid))) {
-    out.leased_elsewhere = true;
-    out.leased_by_other_job = lease.holder;
-    if (!share) return out;
+  // Two locks. The GPU's lease file, in the store leases live in, keeps every other job off the
+  // GPU (with the shared store, every other user's): a process started by a job that holds the
+  // lease (gpusel run's workers and whatever they start) holds it already, through the descriptor
+  // it inherited, or under an ancestor that holds it; any other process locks it itself. Then
+  // <UUID>.claim in this user's own store keeps two processes of one job off one GPU.
+  struct stat st {};
+  const Located l = locate_file(*this, lease_name(uuid), st);
+  bool job_holds = l.exists && l.missing.empty() && holds_inherited(st);
+  if (!job_holds) {
+    LeaseStanding s;
+    const int fd = lock_file(*this, uuid, lease_name(uuid), share ? LOCK_SH : LOCK_EX, s);
+    if (fd >= 0) {
+      std::lock_guard<std::mutex> lock(held_claims_mutex);
+      held_claims.push_back(fd);
+      job_holds = true;
+    } else if (s.state == LeaseStanding::State::Unusable) {
+      out.problem = s.problem;
+      return out;
+    } else if (s.holder && ancestor_or_self(s.holder->pid)) {
+      job_holds = true;
+    } else if (!s.holder || another_job(*s.holder)) {
+      out.leased_elsewhere = true;
+      out.leased_by_other_job = s.holder;
+      if (!share) return out;
+    }
+    // Else the holder is a process of this user's that bound the GPU outside any gpusel run
+    // (another rank of the same launch, say): the claim below names it.
   }
+  LeaseStore own;
+  own.dir_ = own.own_dir_ = own_dir_;
+  own.own_primary_ = true;
   LeaseStanding s;
-  const int fd = lock_file(*this, uuid, uuid + ".claim", share ? LOCK_SH : LOCK_EX, s);
+  const int fd = lock_file(own, uuid, uuid + ".claim", share ? LOCK_SH : LOCK_EX, s);
   if (fd >= 0) {
     std::lock_guard<std::mutex> lock(held_claims_mutex);
     held_claims.push_back(fd);
@@ -486,7 +638,9 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
     return out;
   }
   if (s.state == LeaseStanding::State::Unusable) {
-    out.problem = s.problem;
+    // The lease keeps other jobs off the GPU; only two processes of this job are not told apart.
+    out.claimed = job_holds;
+    out.problem = s.problem + " (two processes of one job on this GPU are not told apart)";
     return out;
   }
   out.other = s.holder;

@@ -14,6 +14,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
+#include <mutex>
 
 #include "env.hpp"
 #include "gpusel/error.hpp"
@@ -23,6 +25,9 @@
 #include "lease_queue.hpp"
 #include "text.hpp"
 #include "win_lock.hpp"
+
+// After windows.h (through win.hpp), which it needs.
+#include <tlhelp32.h>
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -199,11 +204,75 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
   return out;
 }
 
-ClaimResult LeaseStore::claim(const std::string&, bool) const {
-  // Not on Windows yet: binding goes on without a claim, and says so (docs/windows.md).
-  ClaimResult r;
-  r.problem = "claims are not kept on Windows yet";
-  return r;
+namespace {
+
+// Whether `pid` is this process or one of its ancestors, from one snapshot of the processes.
+bool ancestor_or_self(int pid) {
+  HANDLE snap = CreateToolhelp32Snapshot(TH32CS_SNAPPROCESS, 0);
+  if (snap == INVALID_HANDLE_VALUE) return false;
+  std::map<DWORD, DWORD> parent;
+  PROCESSENTRY32W e{};
+  e.dwSize = sizeof e;
+  for (BOOL ok = Process32FirstW(snap, &e); ok; ok = Process32NextW(snap, &e)) {
+    parent[e.th32ProcessID] = e.th32ParentProcessID;
+  }
+  CloseHandle(snap);
+  DWORD p = GetCurrentProcessId();
+  for (int depth = 0; depth < 64; ++depth) {
+    if (p == static_cast<DWORD>(pid)) return true;
+    const auto it = parent.find(p);
+    if (it == parent.end() || it->second == 0 || it->second == p) break;
+    p = it->second;
+  }
+  return false;
+}
+
+// The claims this process holds: kept until it ends (Windows drops the locks then).
+std::vector<Lease> held_claims;
+std::mutex held_claims_mutex;
+
+}  // namespace
+
+// Two locks, as on Linux: the GPU's lease file keeps other jobs off the GPU (a job that started
+// this process holds it already), then <UUID>-claim.lock keeps two processes of one job off one
+// GPU. Windows locks belong to the process that took them, so a worker's claim does not pass to
+// the processes it starts; and sharing processes take no claim of their own.
+ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
+  ClaimResult out;
+  LeaseStanding s;
+  std::optional<Lease> lease = take(uuid, &s);
+  if (lease) {
+    std::lock_guard<std::mutex> lock(held_claims_mutex);
+    held_claims.push_back(std::move(*lease));
+  } else if (s.state == LeaseStanding::State::Unusable) {
+    out.problem = s.problem;
+    return out;
+  } else if (!(s.holder && ancestor_or_self(s.holder->pid))) {
+    out.other = s.holder;
+    out.beside = share;
+    out.leased_elsewhere = !share;
+    out.leased_by_other_job = s.holder;
+    return out;
+  }
+  if (share) {
+    out.claimed = true;
+    return out;
+  }
+  LeaseStanding c;
+  std::optional<Lease> claim = take(uuid + "-claim", &c);
+  if (claim) {
+    std::lock_guard<std::mutex> lock(held_claims_mutex);
+    held_claims.push_back(std::move(*claim));
+    out.claimed = true;
+    return out;
+  }
+  if (c.state == LeaseStanding::State::Unusable) {
+    out.claimed = true;  // the job's lease still keeps other jobs off the GPU
+    out.problem = c.problem + " (two processes of one job on this GPU are not told apart)";
+    return out;
+  }
+  out.other = c.holder;
+  return out;
 }
 
 StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::string>&) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -563,24 +564,45 @@ std::string likely_cause(const std::map<std::string, std::string>& mine,
 
 // Claims the chosen GPU for this process. Another process's claim on it is refused, with both
 // processes' settings and the likely cause, unless sharing was asked for (then it runs beside).
+// Says on stderr, once per process, that this process bound its GPU without a claim, so that
+// another process may bind it too: whoever calls (C, C++, Python, the command) is told.
+void warn_unclaimed(const std::string& gpu, const std::string& why, bool partial = false) {
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    const std::string line =
+        "gpusel: warning: " + gpu + " was bound without a " + (partial ? "full " : "") + "claim (" +
+        detail::printable(why) +
+        "), so another process may bind it too; set GPUSEL_LEASE_DIR to a folder of yours, or "
+        "have root run `gpusel setup`\n";
+    std::fputs(line.c_str(), stderr);
+  });
+}
+
 void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
   const bool share = sharing_asked();
   info.shared = share;
+  const std::string gpu =
+      "GPU " + chosen.uuid + " (CUDA ordinal " + std::to_string(chosen.ordinal) + ")";
   std::optional<LeaseStore> store;
   try {
     store = LeaseStore::locate();
   } catch (const Error& e) {
     info.claim_note = std::string("no claim was taken: ") + e.what();
+    if (!share) warn_unclaimed(gpu, e.what());
     return;
   }
   const ClaimResult c = store->claim(chosen.uuid, share);
-  if (c.claimed) return;
   if (!c.problem.empty()) {
-    info.claim_note = "no claim was taken: " + c.problem;
+    // In a store that binds every user, a GPU whose lease file is missing or unusable is held
+    // by nobody: binding it unclaimed could put two users on it. Sharing asked for it anyway.
+    if (!c.claimed && store->shared() && !share) {
+      throw failure(gpu + " cannot be claimed: " + detail::printable(c.problem));
+    }
+    info.claim_note = (c.claimed ? "the claim is partial: " : "no claim was taken: ") + c.problem;
+    if (!share) warn_unclaimed(gpu, c.problem, c.claimed);
     return;
   }
-  const std::string gpu =
-      "GPU " + chosen.uuid + " (CUDA ordinal " + std::to_string(chosen.ordinal) + ")";
+  if (c.claimed) return;
   if (c.leased_elsewhere && !share) {
     throw bad_input(gpu + " is leased by another job: " +
                     (c.leased_by_other_job ? describe_holder(*c.leased_by_other_job)

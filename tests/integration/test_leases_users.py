@@ -445,6 +445,152 @@ class JobLifetimeTest(SharedStoreCase):
         self.assertTrue(leased_by(0))
 
 
+WORKER_USER = os.path.realpath(os.environ.get("GPUSEL_WORKER_USER", "build/bin/worker_user"))
+
+
+def marker_file(name):
+    """A file every test user may write a pid into."""
+    path = f"/var/lib/gpusel-test-{name}"
+    with open(path, "w"):
+        pass
+    os.chmod(path, 0o666)
+    return path
+
+
+def alive(pid):
+    return proc_state(pid) not in (None, "Z")
+
+
+class KernelHoldsTheJobTest(SharedStoreCase):
+    """What a job holds lasts as long as any of its processes, however gpusel ends (issue 29)."""
+
+    def setUp(self):
+        super().setUp()
+        setup_store()
+
+    def start_loop_job(self, user, gpu, *extra):
+        """`user`'s run whose worker leaves a loop behind (its output not on the job's pipes, which
+        the test reads to the end); returns (job, the loop's pid)."""
+        marker = marker_file(f"loop-{gpu}")
+        script = f'sh -c "echo \\$\\$ > {marker}; trap \\"\\" TERM INT; while :; do sleep 0.2; done" >/dev/null 2>&1 & wait'
+        job = start_as(user, "run", "--quiet", *extra, "--gpu", str(gpu), "--", "bash", "-c", script)
+        self.procs.append(job)
+        wait_for(lambda: (read_file(marker) or "").strip() != "", "the loop")
+        loop = int(read_file(marker))
+        self.addCleanup(lambda: alive(loop) and os.kill(loop, signal.SIGKILL))
+        return job, loop
+
+    def assert_held_until_the_loop_ends(self, gpu, loop):
+        self.assertTrue(alive(loop), "the loop died with gpusel")
+        r = run_as("bob", "run", "--gpu", str(gpu), "--", "true")
+        self.assertEqual(r.returncode, 1, "bob got the GPU while alice's loop still ran: " + r.stderr)
+        self.assertIn("leased", r.stderr)
+        # The holder named is a live process of alice's job, not the SIGKILLed gpusel whose pid
+        # the kernel's lock table still shows.
+        lease = list_json("alice")["gpus"][gpu]["lease"]
+        self.assertEqual(lease["user"], "alice", lease)
+        self.assertTrue(alive(lease["pid"]), lease)
+        os.kill(loop, signal.SIGKILL)
+        # The loop's last `sleep 0.2` inherited the lease too: it goes with that sleep.
+        wait_for(lambda: not leased_by(gpu), "the lease to go with the loop's last process")
+        r = run_as("bob", "run", "--gpu", str(gpu), "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_sigkilled_run_keeps_its_gpu_while_its_processes_run(self):
+        job, loop = self.start_loop_job("alice", 5)
+        os.kill(job.pid, signal.SIGKILL)
+        job.communicate(timeout=30)
+        self.assert_held_until_the_loop_ends(5, loop)
+
+    def test_a_run_sigkilled_during_its_grace_stop_keeps_its_gpu(self):
+        job, loop = self.start_loop_job("alice", 6, "--grace", "30")
+        os.kill(job.pid, signal.SIGINT)  # the loop ignores SIGTERM: gpusel waits out the grace
+        time.sleep(0.5)
+        self.assertIsNone(job.poll())
+        os.kill(job.pid, signal.SIGKILL)
+        job.communicate(timeout=30)
+        self.assert_held_until_the_loop_ends(6, loop)
+
+    def test_the_holder_named_is_a_live_process_of_the_job(self):
+        job, loop = self.start_loop_job("alice", 2)
+        os.kill(job.pid, signal.SIGKILL)
+        job.communicate(timeout=30)
+        r = subprocess.run([BIN, "--sim", "dgx-h100", "list", "--json"], capture_output=True, text=True,
+                           env=base_env(GPUSEL_LEASE_DIR=None))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lease = json.loads(r.stdout)["gpus"][2]["lease"]
+        self.assertNotEqual(lease["pid"], job.pid, "names the SIGKILLed gpusel")
+        self.assertTrue(alive(lease["pid"]), lease)
+        self.assertEqual(lease["user"], "alice")
+
+
+class OneStoreTest(SharedStoreCase):
+    """Claims live in the store leases live in: with a shared store, they bind every user."""
+
+    def setUp(self):
+        super().setUp()
+        setup_store()
+
+    def start_worker(self, user, gpu, **extra):
+        """`user`'s program that binds GPU `gpu` through the library and keeps it."""
+        p = start_as(user, "--", WORKER_USER, "bind", "sleep:120000", GPUSEL_GPU=str(gpu), **extra)
+        self.procs.append(p)
+        line = p.stdout.readline()
+        self.assertIn("bind: ok", line, p.stderr.read() if "bind: ok" not in line else "")
+        return p
+
+    def test_a_worker_s_claim_excludes_other_users(self):
+        self.start_worker("alice", 3)
+        r = run_as("bob", "bind", "--json", GPUSEL_GPU="3")
+        self.assertEqual(r.returncode, 2, "bob bound the GPU alice's worker holds: " + r.stdout + r.stderr)
+        self.assertIn("alice", r.stderr)
+        r = run_as("bob", "run", "--gpu", "3", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("alice", r.stderr)
+        self.assertTrue(leased_by(3, "alice"))
+
+    def test_a_gpu_missing_from_the_shared_store_is_held_by_nobody(self):
+        os.remove(f"{STORE}/{DGX[7]}.lock")  # as if GPU 7 came after `gpusel setup`
+        r = run_as("alice", "run", "--gpu", "7", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("sudo gpusel setup", r.stderr)
+        r = run_as("alice", "bind", "--json", GPUSEL_GPU="7")
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("sudo gpusel setup", r.stderr)
+        r = run_as("alice", "resolve", "--gpu", "free:7")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn(DGX[7], r.stdout)
+        self.assertIn("sudo gpusel setup", r.stderr)
+        # Sharing on purpose still runs, and setup brings the GPU back.
+        self.assertEqual(run_as("alice", "run", "--share", "--gpu", "7", "--", "true").returncode, 0)
+        setup_store()
+        self.assertEqual(run_as("alice", "run", "--gpu", "7", "--", "true").returncode, 0)
+
+
+class ClaimsWithoutAStoreTest(SharedStoreCase):
+    """No shared store and a HOME that cannot hold one: claims still exclude, or say they do not."""
+
+    def test_a_read_only_home_falls_back_to_a_private_store(self):
+        p = start_as("alice", "--", WORKER_USER, "bind", "sleep:120000", GPUSEL_GPU="0", HOME="/var/lib")
+        self.procs.append(p)
+        self.assertIn("bind: ok", p.stdout.readline())
+        r = run_as("alice", "--", WORKER_USER, "bind", GPUSEL_GPU="0", HOME="/var/lib")
+        self.assertIn("bind: error 2", r.stdout, r.stderr)
+        self.assertIn("already bound", r.stdout)
+
+    def test_no_claim_at_all_is_said_on_stderr(self):
+        # /tmp/gpusel-UID, the last place left, is another user's: nothing can hold the claim.
+        os.makedirs("/tmp/gpusel-4101", exist_ok=True)
+        os.chown("/tmp/gpusel-4101", 4102, 4102)
+        try:
+            r = run_as("alice", "--", WORKER_USER, "bind", GPUSEL_GPU="0", HOME="/var/lib")
+        finally:
+            subprocess.run(["rm", "-rf", "/tmp/gpusel-4101"], check=True)
+        self.assertIn("bind: ok", r.stdout, r.stderr)
+        self.assertIn("without a claim", r.stderr)
+        self.assertEqual(r.stderr.count("without a claim"), 1)
+
+
 def main():
     # Under the sanitizer build the runner is started with the sanitizer runtimes preloaded, for
     # tests that load the doubles through ctypes; this one does not, and its tools (pgrep, mount,

@@ -318,20 +318,29 @@ class RunTest(Case):
 
     def test_workers_get_only_the_descriptors_they_are_given(self):
         # No descriptor of gpusel's own (/dev/null, the signalfd, pipes) leaks into a worker; one the
-        # caller passes on stays.
-        listing = "import os; print(sorted(int(f) for f in os.listdir('/proc/self/fd') if os.path.exists('/proc/self/fd/' + f)))"
+        # caller passes on stays; and each worker holds the job's leases (one locked lease file per
+        # GPU of the job), so that they outlive a SIGKILLed gpusel while any process of the job runs.
+        listing = ("import os, json; print(json.dumps({f: os.readlink('/proc/self/fd/' + f) for f in "
+                   "os.listdir('/proc/self/fd') if os.path.exists('/proc/self/fd/' + f)}))")
         keep_r, keep_w = os.pipe()
         self.addCleanup(os.close, keep_r)
         self.addCleanup(os.close, keep_w)
+        store = os.path.realpath(sim_env("dgx-h100")["GPUSEL_LEASE_DIR"])
+        leases = sorted(os.path.join(store, DGX[i] + ".lock") for i in (0, 1))
         for tag in ([], ["--tag-output"]):
             with self.subTest(tag=tag):
                 r = subprocess.run([BIN, "run", *tag, "--gpu", "0,1", "--", "python3", "-c", listing],
                                    capture_output=True, text=True, env=sim_env("dgx-h100"), timeout=60,
                                    pass_fds=(keep_w,))
                 self.assertEqual(r.returncode, 0, r.stderr)
-                # Untagged, the two workers' lines may run together: pick the lists out.
-                rows = re.findall(r"\[[0-9, ]*\]", r.stdout)
-                self.assertEqual(rows, [str(sorted([0, 1, 2, keep_w]))] * 2)
+                # Untagged, the two workers' lines may run together: pick the objects out.
+                rows = [json.loads(m) for m in re.findall(r"\{[^{}]*\}", r.stdout)]
+                self.assertEqual(len(rows), 2, r.stdout)
+                for fds in rows:
+                    held = sorted(t for t in fds.values() if t.endswith(".lock"))
+                    others = sorted(int(f) for f, t in fds.items() if not t.endswith(".lock"))
+                    self.assertEqual(others, sorted([0, 1, 2, keep_w]), fds)
+                    self.assertEqual(held, leases, fds)
 
     def test_children_not_its_own_are_left_alone(self):
         # gpusel reaps its workers by pid: a child it inherited (here from the shell that execs it)

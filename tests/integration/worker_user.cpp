@@ -1,7 +1,8 @@
 // A worker written against gpusel's C++ API, driven by its arguments so that tests can walk it
 // through publish/bind sequences. One line of output per step:
 //   <step>: ok <result>        or        <step>: error <exit code> <message>
-// Steps: publish:X  assign:X  env  visible  bind  bind:DEFAULT  current  threads:N
+// Steps: publish:X  assign:X  env  visible  bind  bind:DEFAULT  current  threads:N  sleep:MS
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -61,6 +62,10 @@ std::string step(const std::string& s) {
         arg.empty() ? gpusel::bind_assigned_gpu() : gpusel::bind_assigned_gpu(std::stoi(arg));
     return std::to_string(ordinal) + " " + gpusel::gpu_identity(ordinal).uuid +
            (primary_is_current(ordinal) ? " current" : " NOT-current");
+  }
+  if (op == "sleep") {  // holds whatever it bound for a while (a worker at work)
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::stoi(arg)));
+    return "";
   }
   if (op == "threads") {
     const int n = std::stoi(arg);

@@ -170,3 +170,131 @@ TEST(Ticket, StaleHiddenTicketRemoved) {
   rmdir(tmpl);
 }
 #endif
+
+#ifndef _WIN32
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "gpusel/lease.hpp"
+
+namespace {
+
+std::string fresh_store(char* tmpl) {
+  EXPECT_NE(mkdtemp(tmpl), nullptr);
+  return std::string(tmpl) + "/leases";
+}
+
+// Looks at `uuid`'s lease until it is free (the kernel drops the lock once the last holder has
+// exited; a reparented process is reaped by whoever adopts it), at most about 10 s.
+bool becomes_free(const gpusel::LeaseStore& store, const std::string& uuid) {
+  for (int i = 0; i < 1000; ++i) {
+    if (store.standings({uuid}).front().state == gpusel::LeaseStanding::State::Free) return true;
+    usleep(10000);
+  }
+  return false;
+}
+
+}  // namespace
+
+// The kernel, not the process that took it, holds a lease: a program that process started (across
+// exec) keeps it after the taker has ended, and is the holder named.
+TEST(Lease, OutlivesItsTakerWhileAProcessItStartedRuns) {
+  char tmpl[] = "/tmp/gpusel-inherit-XXXXXX";
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(tmpl));
+  int ends[2];
+  ASSERT_EQ(pipe(ends), 0);
+  const pid_t taker = fork();
+  ASSERT_GE(taker, 0);
+  if (taker == 0) {
+    std::optional<gpusel::Lease> lease = store.take("GPU-aaaa");
+    if (!lease) _exit(3);
+    const pid_t left = fork();
+    if (left == 0) {
+      execl("/bin/sleep", "sleep", "60", static_cast<char*>(nullptr));
+      _exit(4);
+    }
+    if (write(ends[1], &left, sizeof left) != sizeof left) _exit(5);
+    _exit(0);  // like a SIGKILLed gpusel run: nothing of it releases anything
+  }
+  close(ends[1]);
+  pid_t left = 0;
+  ASSERT_EQ(read(ends[0], &left, sizeof left), static_cast<ssize_t>(sizeof left));
+  close(ends[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(taker, &status, 0), taker);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  const gpusel::LeaseStanding s = store.standings({"GPU-aaaa"}).front();
+  EXPECT_EQ(s.state, gpusel::LeaseStanding::State::Held);
+  ASSERT_TRUE(s.holder);
+  EXPECT_EQ(s.holder->pid, left) << "named the ended taker, not the live holder";
+  EXPECT_FALSE(store.take("GPU-aaaa"));
+  kill(left, SIGKILL);
+  EXPECT_TRUE(becomes_free(store, "GPU-aaaa"));
+  EXPECT_TRUE(store.take("GPU-aaaa"));
+}
+
+// A claim is the GPU's lease: while a process has claimed a GPU, no job can lease it.
+TEST(Claim, KeepsLeasesOff) {
+  char tmpl[] = "/tmp/gpusel-claim-XXXXXX";
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(tmpl));
+  int ends[2];
+  ASSERT_EQ(pipe(ends), 0);
+  const pid_t worker = fork();
+  ASSERT_GE(worker, 0);
+  if (worker == 0) {
+    const char ok = store.claim("GPU-bbbb", false).claimed ? 'y' : 'n';
+    if (write(ends[1], &ok, 1) != 1) _exit(5);
+    pause();
+    _exit(0);
+  }
+  close(ends[1]);
+  char ok = 0;
+  ASSERT_EQ(read(ends[0], &ok, 1), 1);
+  close(ends[0]);
+  EXPECT_EQ(ok, 'y');
+  gpusel::LeaseStanding s;
+  EXPECT_FALSE(store.take("GPU-bbbb", &s)) << "a job leased a GPU a process had claimed";
+  EXPECT_EQ(s.state, gpusel::LeaseStanding::State::Held);
+  ASSERT_TRUE(s.holder);
+  EXPECT_EQ(s.holder->pid, worker);
+  kill(worker, SIGKILL);
+  waitpid(worker, nullptr, 0);
+  EXPECT_TRUE(store.take("GPU-bbbb"));
+}
+
+// A process started under a job's lease holds the GPU through the descriptor it inherited: its
+// claim succeeds, and a second process of the same job claiming the same GPU is refused.
+TEST(Claim, UnderTheJobsLeaseOneProcessPerGpu) {
+  char tmpl[] = "/tmp/gpusel-job-XXXXXX";
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(tmpl));
+  std::optional<gpusel::Lease> lease = store.take("GPU-cccc");
+  ASSERT_TRUE(lease);
+  int ends[2];
+  ASSERT_EQ(pipe(ends), 0);
+  const pid_t first = fork();
+  ASSERT_GE(first, 0);
+  if (first == 0) {
+    const char ok = store.claim("GPU-cccc", false).claimed ? 'y' : 'n';
+    if (write(ends[1], &ok, 1) != 1) _exit(5);
+    pause();
+    _exit(0);
+  }
+  char ok = 0;
+  ASSERT_EQ(read(ends[0], &ok, 1), 1);
+  EXPECT_EQ(ok, 'y');
+  const pid_t second = fork();
+  ASSERT_GE(second, 0);
+  if (second == 0) {
+    const gpusel::ClaimResult c = store.claim("GPU-cccc", false);
+    _exit(c.claimed ? 1 : (c.other && c.other->pid == first && !c.leased_elsewhere) ? 0 : 2);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(second, &status, 0), second);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  kill(first, SIGKILL);
+  waitpid(first, nullptr, 0);
+  close(ends[0]);
+  close(ends[1]);
+}
+#endif

@@ -423,11 +423,16 @@ def case_leases(w):
         if lease is None or "gpusel.exe" not in lease["command"]:
             fail(f"list does not show the lease: {lease}")
         w.ok("--sim", "dgx-h100", "run", "--share", "--gpu", "2", "--", w.helper, "exit", "0")
+        # Claims are kept on Windows too: a process the job did not start may not bind its GPU.
+        rc, out, err = w.run("--sim", "dgx-h100", "bind", "--gpu", "2", "--json")
+        if rc != 2 or "leased by another job" not in err:
+            fail(f"bind of a leased GPU: exit {rc}, stdout {out!r}, stderr {err!r}")
         out, _ = w.ok("--sim", "dgx-h100", "resolve", "--gpu", "free:1")
         if out.split() == [gpus[2]["uuid"]]:
             fail("free:1 picked the leased GPU")
         print(f"leases: GPU 2 leased by a running job is refused (exit 1, naming {lease['pid']}), "
-              "shown by list, shared with --share, never picked by free:1")
+              "shown by list, shared with --share, refused to another process's bind (exit 2), "
+              "never picked by free:1")
     finally:
         holder.send_signal(signal.SIGKILL)
         holder.wait()
