@@ -104,10 +104,6 @@ std::string shared_text(const std::optional<AssignmentInfo>& info) {
                                            : std::string());
 }
 
-}  // namespace
-
-namespace {
-
 #ifndef _WIN32
 // The words process `pid` was started with (/proc/PID/cmdline); empty when unreadable.
 std::vector<std::string> command_words(int pid) {
@@ -204,7 +200,13 @@ int bind_and_run(const BindOptions& options) {
                     "--quiet drops it), or run `gpusel bind --json` alone to see the choice");
   }
 #ifdef _WIN32
-  (void)find_program(options.command.front());  // before anything is claimed
+  try {
+    (void)find_program(options.command.front());  // before anything is claimed
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (what.rfind("run: ", 0) == 0) what = what.substr(5);
+    throw bad_input("bind: " + what);
+  }
 #else
   const std::string program = program_file(options.command.front());
 #endif
