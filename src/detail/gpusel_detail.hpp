@@ -284,6 +284,13 @@ LeaseHolder process_details(int pid);
 // environment of the inner launcher itself.
 LauncherView launcher_view();
 
+// bind_assigned_gpu's choice and claim, without its context: the same rule, refusals and claim,
+// and the CUDA ordinal chosen (assignment_info and gpu_identity then tell of it as after a bind),
+// but no context is made on the GPU. For `gpusel bind -- PROGRAM`, which replaces itself with
+// PROGRAM on that GPU: a context made before the exec would be a second one, on no program's
+// behalf. A later bind_assigned_gpu in the process makes the context on the same GPU.
+int claim_assigned_gpu(int default_ordinal = 0);
+
 // Slurm's GPUs for this step (SLURM_STEP_GPUS, or SLURM_JOB_GPUS in the batch step) against what
 // CUDA exposes under the current CUDA_DEVICE_ORDER: `nvml` is NVML's GPUs (nvidia-smi order),
 // `cuda_visible` the UUIDs of CUDA's visible devices in CUDA's order. A problem when Slurm gave

@@ -614,6 +614,9 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
     if (c.other) info.shared_with_pid = c.other->pid;
     return;
   }
+  // This very process holds it: a claim taken before an exec (`gpusel bind -- PROGRAM`) stays
+  // with the process, whose pid the program keeps.
+  if (c.other && c.other->pid == detail::current_pid()) return;
   const std::map<std::string, std::string> mine = own_settings();
   std::optional<std::map<std::string, std::string>> theirs;
   if (c.other && c.other->pid > 0) theirs = detail::initial_environment(c.other->pid);
@@ -631,51 +634,67 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
 
 }  // namespace
 
-int bind_assigned_gpu(int default_ordinal) {
-  // Nothing published in code: the environment decides, and whatever in it would put this
-  // process on a wrong or shared GPU (what `gpusel doctor` calls an error) is refused first.
-  if (!assignment_info()) {
-    const std::vector<PlacementProblem> problems = placement_problems();
-    if (!problems.empty()) {
-      throw bad_input(problems.front().message + "; " + problems.front().remedy);
-    }
-    // Publishing takes the lock itself. Two threads binding at once may both publish from the
-    // environment: the same GPU twice, which is accepted.
-    assign_from_environment();
+namespace {
+
+// Steps 1 to 6 of the rule and the claim, for bind_assigned_gpu and detail::claim_assigned_gpu:
+// the device this process binds, claimed, with no context made. Called with assignment_mutex held,
+// once the environment has been read.
+CudaHandle choose_and_claim(Assignment& a, int default_ordinal) {
+  // UUIDs only: binding needs nothing else of the devices.
+  const std::vector<CudaHandle> devices = cuda_device_handles();
+  int ordinal = 0;
+  if (a.physical) {
+    ordinal = ordinal_of(*a.physical, devices);
+  } else if (a.visible) {
+    ordinal = *a.visible;
+  } else {
+    a.info = ordinal_from_launcher(devices, default_ordinal, ordinal);
   }
+  if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) {
+    throw bad_input("cannot use CUDA device " + std::to_string(ordinal) + ": " +
+                    std::to_string(devices.size()) + " visible (" +
+                    detail::describe_preset(cuda_env_from_environment()) +
+                    detail::reader_text("); run `gpusel list` to see them",
+                                        "); gpusel_list_gpus (or `gpusel list`) shows them"));
+  }
+  const CudaHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
+  check_slurm_gpus(devices, chosen);
+  claim_gpu(chosen, a.info);
+  return chosen;
+}
+
+// Nothing published in code: the environment decides, and whatever in it would put this process
+// on a wrong or shared GPU (what `gpusel doctor` calls an error) is refused first.
+void publish_from_environment() {
+  if (assignment_info()) return;
+  const std::vector<PlacementProblem> problems = placement_problems();
+  if (!problems.empty()) {
+    throw bad_input(problems.front().message + "; " + problems.front().remedy);
+  }
+  // Publishing takes the lock itself. Two threads binding at once may both publish from the
+  // environment: the same GPU twice, which is accepted.
+  assign_from_environment();
+}
+
+}  // namespace
+
+int bind_assigned_gpu(int default_ordinal) {
+  publish_from_environment();
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
   const CudaApi& api = cuda_initialised();
   if (a.context == nullptr) {
-    // UUIDs only: binding needs nothing else of the devices.
-    const std::vector<CudaHandle> devices = cuda_device_handles();
-    int ordinal = 0;
-    if (a.physical) {
-      ordinal = ordinal_of(*a.physical, devices);
-    } else if (a.visible) {
-      ordinal = *a.visible;
-    } else {
-      a.info = ordinal_from_launcher(devices, default_ordinal, ordinal);
-    }
-    if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) {
-      throw bad_input("cannot use CUDA device " + std::to_string(ordinal) + ": " +
-                      std::to_string(devices.size()) + " visible (" +
-                      detail::describe_preset(cuda_env_from_environment()) +
-                      detail::reader_text("); run `gpusel list` to see them",
-                                          "); gpusel_list_gpus (or `gpusel list`) shows them"));
-    }
-    const CudaHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
-    check_slurm_gpus(devices, chosen);
-    claim_gpu(chosen, a.info);
+    // Chosen and claimed already (detail::claim_assigned_gpu) or now.
+    const CudaHandle chosen = a.bound ? *a.bound : choose_and_claim(a, default_ordinal);
     CUcontext ctx = nullptr;
     CUresult rc = api.cuDevicePrimaryCtxRetain(&ctx, chosen.device);
     if (rc != CUDA_SUCCESS) {
-      throw failure("cuDevicePrimaryCtxRetain failed for CUDA device " + std::to_string(ordinal) +
-                        ": " + cuda_error_text(api, rc),
+      throw failure("cuDevicePrimaryCtxRetain failed for CUDA device " +
+                        std::to_string(chosen.ordinal) + ": " + cuda_error_text(api, rc),
                     Problem{ErrorCode::DriverCallFailed, "cuDevicePrimaryCtxRetain", rc});
     }
     a.context = ctx;
-    a.visible = ordinal;
+    a.visible = chosen.ordinal;
     a.bound_uuid = chosen.uuid;
     a.bound = chosen;
   }
@@ -686,6 +705,25 @@ int bind_assigned_gpu(int default_ordinal) {
   }
   return *a.visible;
 }
+
+namespace {
+
+// detail::claim_assigned_gpu: bind_assigned_gpu without the context.
+int claim_without_context(int default_ordinal) {
+  publish_from_environment();
+  std::lock_guard<std::mutex> lock(assignment_mutex);
+  Assignment& a = assignment;
+  cuda_initialised();
+  if (!a.bound) {
+    const CudaHandle chosen = choose_and_claim(a, default_ordinal);
+    a.visible = chosen.ordinal;
+    a.bound_uuid = chosen.uuid;
+    a.bound = chosen;
+  }
+  return *a.visible;
+}
+
+}  // namespace
 
 std::optional<int> assigned_visible_gpu() {
   std::lock_guard<std::mutex> lock(assignment_mutex);
@@ -821,6 +859,10 @@ std::optional<PlacementProblem> slurm_gpu_problem(const std::vector<GpuInfo>& nv
           ", which Slurm did not give it: on a machine of mixed GPU models the numbers differ",
       "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job script (before srun), so that CUDA reads "
       "Slurm's numbers as nvidia-smi does"};
+}
+
+int claim_assigned_gpu(int default_ordinal) {
+  return claim_without_context(default_ordinal);
 }
 
 }  // namespace gpusel::detail

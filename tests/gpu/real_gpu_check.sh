@@ -34,6 +34,8 @@ step() {
 step "$gpusel" list --probe
 step "$gpusel" bind --gpu 0 --json
 step "$gpusel" run --tag-output --gpu 0 -- "$gpusel" bind
+# A program run through bind sees GPU 0 alone, as its CUDA device 0 (its own bind says so).
+step "$gpusel" bind --gpu 0 -- "$gpusel" bind --json
 step "$gpusel" bench bw --gpu 0 --tests h2d,d2h,d2d,bidir --json >"$work/bench.json"
 python3 - "$work/list.json" "$work/bench.json" <<'PY' || fail=1
 import json, sys

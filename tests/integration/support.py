@@ -7,11 +7,13 @@ the ABI tables some tests compare against; docs/design.md).
 """
 
 import atexit
+import fcntl
 import json
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 import tomllib
 import unittest
 
@@ -19,6 +21,7 @@ BIN = os.environ.get("GPUSEL_BIN", "build/bin/gpusel")
 SIM_ROOT = os.environ.get("GPUSEL_SIM_ROOT", "build/lib/gpusel/sim")
 SOURCE = os.environ.get("GPUSEL_SOURCE_DIR", ".")
 CUDA_USER = os.environ.get("GPUSEL_CUDA_USER", "build/bin/cuda_user")
+CUDA_HOLD = os.environ.get("GPUSEL_CUDA_HOLD", "build/bin/cuda_hold")
 SHARED = os.environ.get("GPUSEL_SHARED_DIR", os.path.join(SOURCE, "..", "shared"))
 MACHINES = os.path.join(SOURCE, "sim", "machines")
 
@@ -113,6 +116,77 @@ def gpusel_json(*args, **kw):
     if r.returncode != 0:
         raise AssertionError(f"gpusel {' '.join(args)} exited {r.returncode}: {r.stderr}")
     return json.loads(r.stdout)
+
+
+def contexts(env):
+    """{pid: [nvidia-smi index, ...]}: the GPUs each process has a CUDA context on, as the simulated
+    NVML lists them (`gpusel list --json`) under `env` (its machine and GPUSEL_SIM_STATE_DIR)."""
+    r = subprocess.run([BIN, "list", "--json"], capture_output=True, text=True, env=env, timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"gpusel list --json exited {r.returncode}: {r.stderr}")
+    out = {}
+    for g in json.loads(r.stdout)["gpus"]:
+        for p in g["processes"]:
+            out.setdefault(p["pid"], []).append(g["index"])
+    return out
+
+
+class Holding:
+    """Runs `cmd` (each "{DIR}" in it replaced by a folder of its own), in which `n` processes run
+    cuda_hold: each takes CUDA device 0, writes DIR/ready.<pid> and then waits on a lock on DIR/go
+    that this object holds until finish(). While they hold their contexts, the test looks.
+
+        with Holding(cmd, env, n=2) as h:
+            h.ready       # {pid: CUDA_VISIBLE_DEVICES as the program saw it}
+            rc, out, err = h.finish()
+
+    Waiting for the programs is for a condition (n ready files, or cmd ended), with a deadline only
+    against a hang."""
+
+    def __init__(self, cmd, env, n=1, deadline=60):
+        self.dir = os.path.dirname(private_path("hold"))
+        os.makedirs(self.dir, exist_ok=True)
+        self.cmd = [w.replace("{DIR}", self.dir) for w in cmd]
+        self.env, self.n, self.deadline = env, n, deadline
+        self.result = None
+
+    def __enter__(self):
+        go = os.path.join(self.dir, "go")
+        open(go, "w").close()
+        self.lock = os.open(go, os.O_RDONLY)  # not inherited (PEP 446)
+        fcntl.flock(self.lock, fcntl.LOCK_EX)
+        self.proc = subprocess.Popen(self.cmd, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                     stdin=subprocess.DEVNULL, text=True)
+        end = time.monotonic() + self.deadline
+        while len(self.ready) < self.n and self.proc.poll() is None and time.monotonic() < end:
+            time.sleep(0.02)
+        return self
+
+    @property
+    def ready(self):
+        out = {}
+        for name in os.listdir(self.dir):
+            if name.startswith("ready."):
+                with open(os.path.join(self.dir, name)) as f:
+                    pid, cvd = f.read().split()
+                out[int(pid)] = cvd
+        return out
+
+    def finish(self):
+        """Lets the programs go; (exit status, stdout, stderr) of cmd."""
+        if self.result is None:
+            os.close(self.lock)
+            try:
+                out, err = self.proc.communicate(timeout=self.deadline)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                out, err = self.proc.communicate()
+            self.result = (self.proc.returncode, out, err)
+        return self.result
+
+    def __exit__(self, *exc):
+        self.finish()
+        return False
 
 
 class Case(unittest.TestCase):

@@ -1,12 +1,20 @@
-// gpusel bind: assign a GPU as a worker would, bind it, and show the worker's view.
+// gpusel bind: assign a GPU as a worker would, bind it, and show the worker's view; or, with a
+// COMMAND, claim it and run the command in gpusel's place on that GPU.
 #include <fmt/format.h>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
 
 #ifdef _WIN32
 #include <windows.h>
+#else
+#include <unistd.h>
 #endif
 
 #include "commands.hpp"
@@ -20,27 +28,238 @@
 namespace gpusel::cli {
 
 CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
-  CLI::App* cmd = app.add_subcommand("bind",
-                                     "bind this process's GPU as a worker does (from --gpu, else "
-                                     "GPUSEL_GPUS and the local rank) and show it");
+  CLI::App* cmd = app.add_subcommand(
+      "bind",
+      "bind this process's GPU as a worker does (from --gpu, else GPUSEL_GPU, GPUSEL_GPUS and the "
+      "local rank) and show it; with -- COMMAND, run COMMAND in its place on that GPU");
   add_single_gpu_option(*cmd, options.gpu, "--gpu",
                         "one GPU: an nvidia-smi index or a UUID (any unique prefix), or free:1; "
                         "without it, GPUSEL_GPU, GPUSEL_GPUS and the local rank decide");
   cmd->add_flag("--share", options.share,
                 "share the GPU with other processes on purpose (as GPUSEL_SHARE=1): another "
                 "process's claim on it is no error");
-  cmd->add_flag("--json", options.json, "print one JSON object");
+  cmd->add_flag("--json", options.json, "print one JSON object (not with a COMMAND)");
+  cmd->add_flag("--quiet", options.quiet,
+                "with a COMMAND: no line on stderr about the GPU chosen (warnings still come)");
+  cmd->add_option("COMMAND", options.command,
+                  "the program to run on the GPU, and its arguments (after --): gpusel claims "
+                  "the GPU and replaces itself with the program, which finds the GPU as its CUDA "
+                  "device 0 (CUDA_VISIBLE_DEVICES=<its UUID>) and keeps the claim while it runs");
   return cmd;
 }
 
-int run_bind(const BindOptions& options) {
-  if (options.share) {
-#ifdef _WIN32
-    SetEnvironmentVariableA("GPUSEL_SHARE", "1");
-#else
-    setenv("GPUSEL_SHARE", "1", 1);
-#endif
+namespace {
+
+// The JSON report of a bind (bare `gpusel bind --json`).
+void print_json(const std::optional<AssignmentInfo>& info, const std::optional<LocalRank>& rank,
+                const CudaDevice& id, const std::string& cpus, const std::string& cc) {
+  nlohmann::json j;
+  j["rank"] = rank ? nlohmann::json(rank->rank) : nlohmann::json(nullptr);
+  j["rank_variable"] = rank ? nlohmann::json(rank->variable) : nlohmann::json(nullptr);
+  j["source"] = info ? source_name(info->source) : "default";
+  j["ignored"] = rank ? rank->ignored : std::vector<std::string>{};
+  j["uuid"] = id.uuid;
+  // The two numberings under explicit names; "index" is the nvidia-smi index too (kept for
+  // scripts written before the explicit name).
+  j["nvidia_smi_index"] =
+      id.nvidia_smi_index ? nlohmann::json(*id.nvidia_smi_index) : nlohmann::json(nullptr);
+  j["index"] = j["nvidia_smi_index"];
+  j["cuda_ordinal"] = id.cuda_ordinal;
+  j["shared"] = info && info->shared;
+  j["shared_with_pid"] =
+      info && info->shared_with_pid ? nlohmann::json(*info->shared_with_pid) : nullptr;
+  j["claim_note"] = info && !info->claim_note.empty() ? nlohmann::json(info->claim_note) : nullptr;
+  j["name"] = id.name;
+  j["total_bytes"] = id.total_bytes;
+  j["compute_capability"] = cc;
+  j["pci_bus_id"] = id.pci_bus_id;
+  // The CUDA driver's own version (cuDriverGetVersion), "12.8"; null when it gave none.
+  const int version = cuda_driver_version();
+  j["cuda_driver_version"] =
+      version > 0 ? nlohmann::json(cuda_version_text(version)) : nlohmann::json(nullptr);
+  j["cpus"] = cpus;
+  j["simulated"] =
+      simulated_machine() ? nlohmann::json(*simulated_machine()) : nlohmann::json(nullptr);
+  // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
+  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+}
+
+// "rank 1 (LOCAL_RANK=1)", or "this process".
+std::string who_text(const std::optional<LocalRank>& rank) {
+  return rank ? fmt::format("rank {} ({}={})", rank->rank, rank->variable, rank->rank)
+              : std::string("this process");
+}
+
+std::string index_text(const CudaDevice& id) {
+  return id.nvidia_smi_index ? std::to_string(*id.nvidia_smi_index)
+                             : std::string("unknown (no NVML)");
+}
+
+// "shared on purpose ...", or "" when the GPU is not shared.
+std::string shared_text(const std::optional<AssignmentInfo>& info) {
+  if (!info || !info->shared) return "";
+  return fmt::format("shared on purpose (GPUSEL_SHARE=1){}",
+                     info->shared_with_pid ? fmt::format(", beside pid {}, which holds it alone",
+                                                         *info->shared_with_pid)
+                                           : std::string());
+}
+
+#ifndef _WIN32
+// The words process `pid` was started with (/proc/PID/cmdline); empty when unreadable.
+std::vector<std::string> command_words(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
+  std::vector<std::string> words;
+  std::string word;
+  while (std::getline(in, word, '\0')) words.push_back(word);
+  return words;
+}
+
+// Whether a shell started with `words` runs a script or a command string rather than a terminal:
+// `sh job.sh`, `bash -c '...'`, `bash -e job.sh`, or commands read from a stdin that is no
+// terminal (`bash < job.sh`). `bash`, `-bash`, `bash -i`, `zsh -l` at a terminal are not.
+bool shell_runs_script(const std::vector<std::string>& words, int pid) {
+  for (std::size_t i = 1; i < words.size(); ++i) {
+    const std::string& w = words[i];
+    if (w == "--") return i + 1 < words.size();
+    if (w == "--rcfile" || w == "--init-file" || w == "-o" || w == "+o" || w == "-O" || w == "+O") {
+      ++i;  // an option's value
+      continue;
+    }
+    if (w.rfind("--", 0) == 0) continue;  // --login, --norc, --posix...
+    if (w.size() > 1 && (w[0] == '-' || w[0] == '+')) {
+      if (w[0] == '-' && w.find('c') != std::string::npos) return true;   // -c, -ec, -xc
+      if (w[0] == '-' && w.find('i') != std::string::npos) return false;  // -i: interactive
+      if (w[0] == '-' && w.find('s') != std::string::npos) break;         // -s: stdin
+      continue;
+    }
+    return true;  // the script's file
   }
+  std::error_code ec;
+  const std::string input =
+      std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/fd/0", ec).string();
+  if (ec) return false;
+  return input.rfind("/dev/pts/", 0) != 0 && input.rfind("/dev/tty", 0) != 0 &&
+         input != "/dev/console";
+}
+#endif
+
+// Whether something after this `gpusel bind` (no COMMAND) could be relying on it to bind more
+// than itself: its parent is a shell running a script or a command string (Linux, from /proc);
+// on Windows, its output is no console (a batch file's, a launcher's).
+bool run_by_a_script() {
+#ifdef _WIN32
+  DWORD mode = 0;
+  return GetConsoleMode(GetStdHandle(STD_OUTPUT_HANDLE), &mode) == 0;
+#else
+  const int parent = static_cast<int>(getppid());
+  const std::vector<std::string> words = command_words(parent);
+  if (words.empty()) return false;
+  std::string name = words.front().substr(words.front().rfind('/') + 1);
+  if (!name.empty() && name.front() == '-') name.erase(0, 1);  // a login shell: -bash
+  static const std::set<std::string> kShells = {"sh",    "bash", "dash", "zsh",    "ksh",
+                                                "ksh93", "mksh", "ash",  "yash",   "posh",
+                                                "fish",  "csh",  "tcsh", "busybox"};
+  return kShells.count(name) != 0 && shell_runs_script(words, parent);
+#endif
+}
+
+// What bare `gpusel bind` says in a script: it bound nothing beyond itself.
+std::string script_note(const CudaDevice& id) {
+  return "`gpusel bind` bound only its own process, which ends now: a program this script starts "
+         "next is not put on GPU " +
+         detail::printable(id.uuid) +
+         " (CUDA gives it its own device 0 unless told otherwise). Run the program through "
+         "bind instead: `exec gpusel bind -- PROGRAM [ARGS...]` claims the GPU, sets "
+         "CUDA_VISIBLE_DEVICES to it for PROGRAM and holds the claim while PROGRAM runs";
+}
+
+#ifndef _WIN32
+// The program's file, looked up before anything is claimed.
+std::string program_file(const std::string& name) {
+  try {
+    return program_path("bind", name);
+  } catch (const Error& e) {
+    // `gpusel bind 3`: a GPU written without --gpu.
+    if (!name.empty() && name.find_first_not_of("0123456789,") == std::string::npos) {
+      throw bad_input(std::string(e.what()) + "; to name a GPU, use --gpu: gpusel bind --gpu " +
+                      name);
+    }
+    throw;
+  }
+}
+#endif
+
+// `gpusel bind [--gpu X] [--share] -- COMMAND`: the rank's GPU chosen and claimed as bind does,
+// with no context made, then COMMAND in this process's place (Windows: a child waited for) with
+// CUDA_VISIBLE_DEVICES set to the GPU's UUID.
+int bind_and_run(const BindOptions& options) {
+  if (options.json) {
+    throw bad_input("--json prints bind's report on stdout, which belongs to " +
+                    detail::quote_value(options.command.front()) +
+                    " in `gpusel bind -- COMMAND`; drop --json (the report goes to stderr, "
+                    "--quiet drops it), or run `gpusel bind --json` alone to see the choice");
+  }
+#ifdef _WIN32
+  try {
+    (void)find_program(options.command.front());  // before anything is claimed
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (what.rfind("run: ", 0) == 0) what = what.substr(5);
+    throw bad_input("bind: " + what);
+  }
+#else
+  const std::string program = program_file(options.command.front());
+#endif
+  if (options.share) set_env("GPUSEL_SHARE", "1");
+  if (!options.gpu.empty()) assign_gpu(options.gpu);
+  const int ordinal = detail::claim_assigned_gpu();
+  const std::optional<AssignmentInfo> info = assignment_info();
+  std::optional<LocalRank> rank = info ? info->rank : std::nullopt;
+  if (!rank) {
+    try {
+      rank = local_rank();  // for the report only: it did not pick the GPU
+    } catch (const Error&) {
+    }
+  }
+  const CudaDevice id = gpu_identity(ordinal);
+  if (!options.quiet) {
+    print_line(
+        fmt::format("{}{}: nvidia-smi index {} = {} (CUDA ordinal {} here), chosen by {}; "
+                    "running {} on it as its CUDA device 0",
+                    simulated_machine() ? "[simulated] " : "", who_text(rank), index_text(id),
+                    detail::printable(id.uuid), id.cuda_ordinal,
+                    !options.gpu.empty() ? "--gpu"
+                    : info               ? source_name(info->source)
+                                         : "default",
+                    detail::quote_value(options.command.front())));
+  }
+  if (!options.quiet && !shared_text(info).empty()) print_line("  " + shared_text(info));
+  // Warnings stay under --quiet: no claim means nothing keeps another process off the GPU.
+  if (info && !info->claim_note.empty()) print_note(detail::printable(info->claim_note));
+  // The program sees that GPU alone. GPUSEL_GPU and GPUSEL_GPUS named GPUs in this process's
+  // numbering, which CUDA_VISIBLE_DEVICES changes: a program that binds through gpusel finds the
+  // one GPU left instead (GPUSEL_SHARE stays, for --share).
+  set_env("CUDA_VISIBLE_DEVICES", id.uuid);
+  unset_env("GPUSEL_GPU");
+  unset_env("GPUSEL_GPUS");
+  std::cerr.flush();
+#ifdef _WIN32
+  return run_program_in_job("bind", options.command);
+#else
+  exec_program("bind", program, options.command);
+#endif
+}
+
+}  // namespace
+
+int run_bind(const BindOptions& options) {
+  if (!options.command.empty()) return bind_and_run(options);
+  if (options.quiet) {
+    throw bad_input(
+        "--quiet goes with a program to run on the GPU (`gpusel bind --quiet -- PROGRAM`); "
+        "without one, bind's report is all it does");
+  }
+  if (options.share) set_env("GPUSEL_SHARE", "1");
   if (!options.gpu.empty()) assign_gpu(options.gpu);
   const int ordinal = bind_assigned_gpu();
   const std::optional<AssignmentInfo> info = assignment_info();
@@ -55,59 +274,24 @@ int run_bind(const BindOptions& options) {
   const std::string cpus = detail::format_cpu_list(own_cpus());
   const std::string cc = fmt::format("{}.{}", id.cc_major, id.cc_minor);
   if (options.json) {
-    nlohmann::json j;
-    j["rank"] = rank ? nlohmann::json(rank->rank) : nlohmann::json(nullptr);
-    j["rank_variable"] = rank ? nlohmann::json(rank->variable) : nlohmann::json(nullptr);
-    j["source"] = info ? source_name(info->source) : "default";
-    j["ignored"] = rank ? rank->ignored : std::vector<std::string>{};
-    j["uuid"] = id.uuid;
-    // The two numberings under explicit names; "index" is the nvidia-smi index too (kept for
-    // scripts written before the explicit name).
-    j["nvidia_smi_index"] =
-        id.nvidia_smi_index ? nlohmann::json(*id.nvidia_smi_index) : nlohmann::json(nullptr);
-    j["index"] = j["nvidia_smi_index"];
-    j["cuda_ordinal"] = id.cuda_ordinal;
-    j["shared"] = info && info->shared;
-    j["shared_with_pid"] =
-        info && info->shared_with_pid ? nlohmann::json(*info->shared_with_pid) : nullptr;
-    j["claim_note"] =
-        info && !info->claim_note.empty() ? nlohmann::json(info->claim_note) : nullptr;
-    j["name"] = id.name;
-    j["total_bytes"] = id.total_bytes;
-    j["compute_capability"] = cc;
-    j["pci_bus_id"] = id.pci_bus_id;
-    // The CUDA driver's own version (cuDriverGetVersion), "12.8"; null when it gave none.
-    const int version = cuda_driver_version();
-    j["cuda_driver_version"] =
-        version > 0 ? nlohmann::json(cuda_version_text(version)) : nlohmann::json(nullptr);
-    j["cpus"] = cpus;
-    j["simulated"] =
-        simulated_machine() ? nlohmann::json(*simulated_machine()) : nlohmann::json(nullptr);
-    // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
-    return 0;
+    print_json(info, rank, id, cpus, cc);
+  } else {
+    fmt::print("{}{}: CUDA ordinal {} = {}\n", simulated_machine() ? "[simulated] " : "",
+               who_text(rank), id.cuda_ordinal, detail::printable(id.uuid));
+    fmt::print("  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n", index_text(id),
+               detail::printable(id.name), detail::format_bytes(id.total_bytes), cc,
+               id.pci_bus_id.empty() ? "unknown" : detail::printable(id.pci_bus_id));
+    fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
+    if (!shared_text(info).empty()) fmt::print("  {}\n", shared_text(info));
+    if (info && !info->claim_note.empty())
+      fmt::print("  note: {}\n", detail::printable(info->claim_note));
+    if (rank) {
+      for (const std::string& why : rank->ignored) fmt::print("  not counted: {}\n", why);
+    }
   }
-  const std::string who =
-      rank ? fmt::format("rank {} ({}={})", rank->rank, rank->variable, rank->rank)
-           : std::string("this process");
-  fmt::print("{}{}: CUDA ordinal {} = {}\n", simulated_machine() ? "[simulated] " : "", who,
-             id.cuda_ordinal, detail::printable(id.uuid));
-  fmt::print(
-      "  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n",
-      id.nvidia_smi_index ? std::to_string(*id.nvidia_smi_index) : std::string("unknown (no NVML)"),
-      detail::printable(id.name), detail::format_bytes(id.total_bytes), cc,
-      id.pci_bus_id.empty() ? "unknown" : detail::printable(id.pci_bus_id));
-  fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
-  if (info && info->shared) {
-    fmt::print("  shared on purpose (GPUSEL_SHARE=1){}\n",
-               info->shared_with_pid
-                   ? fmt::format(", beside pid {}, which holds it alone", *info->shared_with_pid)
-                   : std::string());
-  }
-  if (info && !info->claim_note.empty())
-    fmt::print("  note: {}\n", detail::printable(info->claim_note));
-  if (rank) {
-    for (const std::string& why : rank->ignored) fmt::print("  not counted: {}\n", why);
+  if (run_by_a_script()) {
+    std::cout.flush();
+    print_note(script_note(id));
   }
   return 0;
 }

@@ -45,6 +45,8 @@ struct BindOptions {
   std::string gpu;
   bool share = false;
   bool json = false;
+  bool quiet = false;
+  std::vector<std::string> command;  // `bind -- COMMAND`: run it on the GPU (exec); empty: none
 };
 CLI::App* setup_bind(CLI::App& app, BindOptions& options);
 int run_bind(const BindOptions& options);

@@ -6,7 +6,9 @@
 #include <unistd.h>
 #endif
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
@@ -31,6 +33,60 @@ void set_env(const std::string& name, const std::string& value) {
   _wputenv_s(detail::win::widen(name).c_str(), detail::win::widen(value).c_str());
 #else
   setenv(name.c_str(), value.c_str(), 1);
+#endif
+}
+
+#ifndef _WIN32
+std::string program_path(const std::string& who, const std::string& name) {
+  auto runnable = [](const std::string& path) {
+    std::error_code ec;
+    return fs::is_regular_file(path, ec) && access(path.c_str(), X_OK) == 0;
+  };
+  if (name.find('/') != std::string::npos) {
+    if (runnable(name)) return name;
+    throw bad_input(
+        who + ": " + detail::quote_value(name) +
+        (access(name.c_str(), F_OK) == 0 ? " is not an executable file" : " does not exist") +
+        "; give the path of a program, or a program's name to look up in PATH");
+  }
+  const char* path = std::getenv("PATH");
+  const std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
+  std::size_t start = 0;
+  while (start <= dirs.size()) {
+    std::size_t colon = dirs.find(':', start);
+    if (colon == std::string::npos) colon = dirs.size();
+    const std::string dir = dirs.substr(start, colon - start);
+    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (runnable(candidate)) return candidate;
+    start = colon + 1;
+  }
+  throw bad_input(who + ": command " + detail::quote_value(name) + " not found in PATH=" +
+                  detail::quote_value(dirs) + "; check its spelling, or give its path");
+}
+
+void exec_program(const std::string& who, const std::string& program,
+                  const std::vector<std::string>& command) {
+  std::vector<char*> argv;
+  for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  std::cout.flush();
+  execv(program.c_str(), argv.data());
+  // What a shell reports as 127 or 126 (no such program, not runnable) is bad input here.
+  const int e = errno;
+  const std::string message =
+      who + ": cannot start " + detail::quote_value(program) + ": " + std::strerror(e) +
+      (e == ENOEXEC ? "; a script needs a #! line, or run it through its interpreter" : "");
+  if (e == ENOENT || e == EACCES || e == ENOEXEC || e == ENOTDIR || e == ELOOP)
+    throw bad_input(message);
+  throw failure(message);
+}
+#endif
+
+void unset_env(const std::string& name) {
+#ifdef _WIN32
+  _wputenv_s(detail::win::widen(name).c_str(), L"");
+#else
+  unsetenv(name.c_str());
 #endif
 }
 
@@ -162,6 +218,9 @@ void print_warning(const std::string& message) {
 }
 void print_note(const std::string& message) {
   std::cerr << "gpusel: note: " << message << std::endl;
+}
+void print_line(const std::string& message) {
+  std::cerr << "gpusel: " << message << std::endl;
 }
 
 }  // namespace gpusel::cli

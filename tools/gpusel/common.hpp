@@ -4,6 +4,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "gpusel/resolution.hpp"
 #include "gpusel/visible.hpp"
@@ -14,9 +15,29 @@ std::optional<std::string> env_value(const char* name);
 
 // Sets an environment variable of this process (and the children it starts).
 void set_env(const std::string& name, const std::string& value);
+// Removes an environment variable from this process (and the children it starts).
+void unset_env(const std::string& name);
 
 // This executable's full path (/proc/self/exe; Windows: GetModuleFileNameW); empty when unknown.
 std::string executable_path();
+
+#ifdef _WIN32
+// Windows has no exec: runs `command` (its program looked up as find_program does) as a child in a
+// Job Object that ends it when gpusel ends, waits for it and returns its exit status. `who` ("sim
+// exec", "bind") begins each message. Error(BadInput) when the program cannot be found or started.
+int run_program_in_job(const std::string& who, const std::vector<std::string>& command);
+#else
+// The file execv will run for `name`, looked up in PATH as execvp would; Error(BadInput) naming
+// `who` ("sim exec", "bind"), the program and PATH when there is none, so that a typo is gpusel's
+// exit 2 rather than the shell's 127 or 126.
+std::string program_path(const std::string& who, const std::string& name);
+
+// Replaces this process with `program` (program_path's answer), run with `command` as its argv.
+// Returns only by throwing: Error(BadInput) when the program cannot be run (not found, not
+// runnable, not a program), Error(Failure) otherwise.
+[[noreturn]] void exec_program(const std::string& who, const std::string& program,
+                               const std::vector<std::string>& command);
+#endif
 
 // The simulator's doubles, and the variable other programs find them through (the loader's
 // search path: on Windows PATH, which LoadLibrary without flags searches; gpusel itself loads
@@ -78,5 +99,6 @@ std::string count_of(std::size_t n, const std::string& noun);
 void print_error(const std::string& message);
 void print_warning(const std::string& message);
 void print_note(const std::string& message);  // "gpusel: note: ..."
+void print_line(const std::string& message);  // "gpusel: ...": a report on stderr
 
 }  // namespace gpusel::cli

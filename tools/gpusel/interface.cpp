@@ -116,7 +116,10 @@ std::string value_text(const Opt& o) {
 
 std::vector<std::string> synopsis_tokens(const Opt& o) {
   if (o.positional) {
-    if (o.kind == "command") return {"--", "COMMAND", "[ARGS...]"};
+    if (o.kind == "command") {
+      if (o.required) return {"--", "COMMAND", "[ARGS...]"};
+      return {"[--", "COMMAND", "[ARGS...]]"};
+    }
     return {o.required ? o.name : "[" + o.name + "]"};
   }
   std::string t = o.name;
@@ -159,7 +162,7 @@ std::vector<std::string> synopsis_lines(const std::vector<Cmd>& all, std::size_t
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       // `-- COMMAND [ARGS...]` stays on one line.
       std::string t = tokens[i];
-      while (t == "--" || t == "COMMAND") t += " " + tokens[++i];
+      while (t == "--" || t == "[--" || t == "COMMAND") t += " " + tokens[++i];
       if (line.size() + 1 + t.size() > width && line.size() > indent.size()) {
         lines.push_back(line);
         line = indent + t;

@@ -29,37 +29,6 @@ bool one_printable_line(const std::string& text) {
   });
 }
 
-#ifndef _WIN32  // Windows: sim_exec_win.cpp
-// The file execv will run for `name`, looked up in PATH as execvp would; Error(BadInput) when there
-// is none, so that a typo is gpusel's exit 2 rather than the shell's 127 or 126.
-std::string program_path(const std::string& name) {
-  auto runnable = [](const std::string& path) {
-    std::error_code ec;
-    return std::filesystem::is_regular_file(path, ec) && access(path.c_str(), X_OK) == 0;
-  };
-  if (name.find('/') != std::string::npos) {
-    if (runnable(name)) return name;
-    throw bad_input(
-        "sim exec: " + detail::quote_value(name) +
-        (access(name.c_str(), F_OK) == 0 ? " is not an executable file" : " does not exist") +
-        "; give the path of a program, or a program's name to look up in PATH");
-  }
-  const char* path = std::getenv("PATH");
-  const std::string dirs = path != nullptr ? path : "/usr/local/bin:/usr/bin:/bin";
-  std::size_t start = 0;
-  while (start <= dirs.size()) {
-    std::size_t colon = dirs.find(':', start);
-    if (colon == std::string::npos) colon = dirs.size();
-    const std::string dir = dirs.substr(start, colon - start);
-    const std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
-    if (runnable(candidate)) return candidate;
-    start = colon + 1;
-  }
-  throw bad_input("sim exec: command " + detail::quote_value(name) + " not found in PATH=" +
-                  detail::quote_value(dirs) + "; check its spelling, or give its path");
-}
-#endif
-
 }  // namespace
 
 #ifndef _WIN32  // Windows: sim_exec_win.cpp
@@ -70,20 +39,9 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
                     " -- python3 prog.py");
   }
   const SimSetup setup = sim_setup(machine);
-  const std::string program = program_path(command.front());
+  const std::string program = program_path("sim exec", command.front());
   apply_sim(setup);
-  std::vector<char*> argv;
-  for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
-  argv.push_back(nullptr);
-  execv(program.c_str(), argv.data());
-  // What a shell reports as 127 or 126 (no such program, not runnable) is bad input here.
-  const int e = errno;
-  const std::string message =
-      "sim exec: cannot start " + detail::quote_value(program) + ": " + std::strerror(e) +
-      (e == ENOEXEC ? "; a script needs a #! line, or run it through its interpreter" : "");
-  if (e == ENOENT || e == EACCES || e == ENOEXEC || e == ENOTDIR || e == ELOOP)
-    throw bad_input(message);
-  throw failure(message);
+  exec_program("sim exec", program, command);
 }
 #endif
 

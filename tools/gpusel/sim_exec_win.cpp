@@ -1,6 +1,7 @@
-// gpusel sim exec on Windows: Windows has no exec, so the program runs as a child process in a
-// Job Object that kills it when gpusel ends, and gpusel exits with its exit code. Ctrl-C and
-// Ctrl-Break reach the child through the shared console; gpusel ignores them while it waits.
+// gpusel sim exec (and bind -- PROGRAM) on Windows: Windows has no exec, so the program runs as a
+// child process in a Job Object that kills it when gpusel ends, and gpusel exits with its exit
+// code. Ctrl-C and Ctrl-Break reach the child through the shared console; gpusel ignores them while
+// it waits.
 #include <filesystem>
 
 #include "commands.hpp"
@@ -27,31 +28,24 @@ std::string executable_path() {
   return detail::win::narrow(detail::win::module_path());
 }
 
-int run_sim_exec(const std::string& machine, const std::vector<std::string>& command) {
+int run_program_in_job(const std::string& who, const std::vector<std::string>& command) {
   namespace win = detail::win;
-  if (command.empty() || command.front().empty()) {
-    throw bad_input("sim exec " + machine +
-                    ": no command given; put it after --, as in: gpusel sim exec " + machine +
-                    " -- python prog.py");
-  }
-  const SimSetup setup = sim_setup(machine);
   std::string program;
   try {
     program = find_program(command.front());
   } catch (const Error& e) {
     std::string what = e.what();
     if (what.rfind("run: ", 0) == 0) what = what.substr(5);
-    throw bad_input("sim exec: " + what);
+    throw bad_input(who + ": " + what);
   }
-  apply_sim(setup);
   std::vector<std::string> args = command;
   args[0] = program;
   std::wstring line = win::command_line(args);
   const std::wstring exe = win::widen(program);
   win::Handle job = win::kill_on_close_job();
   if (!job)
-    throw failure("sim exec: cannot create a Job Object for " + detail::quote_value(program) +
-                  ": " + win::error_text(GetLastError()) + "; nothing was started");
+    throw failure(who + ": cannot create a Job Object for " + detail::quote_value(program) + ": " +
+                  win::error_text(GetLastError()) + "; nothing was started");
   STARTUPINFOW si{};
   si.cb = sizeof si;
   PROCESS_INFORMATION pi{};
@@ -59,7 +53,7 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
                       CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED, nullptr, nullptr, &si, &pi)) {
     const DWORD e = GetLastError();
     const std::string message =
-        "sim exec: cannot start " + detail::quote_value(program) + ": " + win::error_text(e);
+        who + ": cannot start " + detail::quote_value(program) + ": " + win::error_text(e);
     if (e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND || e == ERROR_ACCESS_DENIED ||
         e == ERROR_BAD_EXE_FORMAT)
       throw bad_input(message);
@@ -69,7 +63,7 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
   if (!AssignProcessToJobObject(job.get(), process.get())) {
     const DWORD e = GetLastError();
     TerminateProcess(process.get(), 1);
-    throw failure("sim exec: cannot put " + detail::quote_value(program) +
+    throw failure(who + ": cannot put " + detail::quote_value(program) +
                   " in a Job Object (it would outlive gpusel): " + win::error_text(e) +
                   "; it was stopped before it ran");
   }
@@ -79,6 +73,25 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
   DWORD code = 1;
   GetExitCodeProcess(process.get(), &code);
   return static_cast<int>(code);
+}
+
+int run_sim_exec(const std::string& machine, const std::vector<std::string>& command) {
+  if (command.empty() || command.front().empty()) {
+    throw bad_input("sim exec " + machine +
+                    ": no command given; put it after --, as in: gpusel sim exec " + machine +
+                    " -- python prog.py");
+  }
+  const SimSetup setup = sim_setup(machine);
+  // The program is looked up before the machine's settings change PATH.
+  try {
+    (void)find_program(command.front());
+  } catch (const Error& e) {
+    std::string what = e.what();
+    if (what.rfind("run: ", 0) == 0) what = what.substr(5);
+    throw bad_input("sim exec: " + what);
+  }
+  apply_sim(setup);
+  return run_program_in_job("sim exec", command);
 }
 
 }  // namespace gpusel::cli
