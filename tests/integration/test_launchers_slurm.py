@@ -17,6 +17,7 @@ from launchers import DGX, LauncherCase, cvd_index, parse_workers, sections
 SLURM = launchers.Slurm()
 HOLDER = None
 WORKER = shlex.join(launchers.worker_cmd())
+WORKER_API = shlex.join(launchers.worker_cmd("--api"))  # reports where its CUDA context really is
 
 
 def setUpModule():
@@ -73,6 +74,36 @@ class BatchTest(LauncherCase):
         self.assertEqual({x["env"]["GPUSEL_GPUS"] for x in w}, {f"{DGX[2]},{DGX[3]}"})
         self.assertWorkers(w, 2, lambda x: cvd_index(job_cvd, int(x["env"]["SLURM_LOCALID"])), source="GPUSEL_GPUS",
                            rank_variable="SLURM_LOCALID", rank=local("SLURM_LOCALID"), output=out)
+
+    def test_sbatch_gpusel_gpus_then_srun_gpus_per_task(self):
+        # Issue 29: each task sees exactly one of the listed GPUs, its own, and binds that one
+        # (SLURM_LOCALID, which --gpus-per-task keeps from counting, is not needed).
+        state, out = SLURM.batch(script(
+            "echo \"== batch CVD=$CUDA_VISIBLE_DEVICES\"",
+            "export GPUSEL_GPUS=$(gpusel resolve --gpu 0,1,2,3 | paste -sd,)",
+            f"srun -n 4 --gpus-per-task=1 {WORKER_API}"), ["-n4", "--gpus-per-task=1"])
+        self.assertEqual(state, "COMPLETED", out)
+        (cvd_line, body), = sections(out).items()
+        self.assertEqual(cvd_line.split("CVD=")[1], "2,3,4,5", "GPUs 0-1 are held")
+        w = parse_workers(body)
+        self.assertEqual(len(w), 4, out)
+        got = sorted((x["rc"], x["env"]["CUDA_VISIBLE_DEVICES"], tuple(x.get("context") or ())) for x in w)
+        want = sorted((0, str(i), (DGX[i],)) for i in range(2, 6))
+        self.assertEqual(got, want, out)
+
+    def test_per_task_gpus_outside_the_list_are_refused_naming_why(self):
+        # The list names the job's first two GPUs; tasks 2 and 3 get the other two.
+        state, out = SLURM.batch(script(
+            "export GPUSEL_GPUS=$(gpusel resolve --gpu 0,1 | paste -sd,)",
+            f"srun -n 4 --gpus-per-task=1 {WORKER_API}"), ["-n4", "--gpus-per-task=1"])
+        w = sorted(parse_workers(out), key=lambda x: x["env"]["CUDA_VISIBLE_DEVICES"])
+        self.assertEqual([x["env"]["CUDA_VISIBLE_DEVICES"] for x in w], ["2", "3", "4", "5"], out)
+        self.assertEqual([x["rc"] for x in w], [0, 0, 1, 1], out)
+        self.assertEqual([x.get("context") for x in w[:2]], [[DGX[2]], [DGX[3]]])
+        for x in w[2:]:
+            self.assertIn("--gpus-per-task", x["stderr"])
+            self.assertIn("none of them is among the devices CUDA shows this process", x["stderr"])
+            self.assertNotIn("no local rank", x["stderr"])
 
     def test_sbatch_then_mpirun_uses_open_mpi_s_local_rank_not_the_batch_step_s(self):
         # The batch script is the batch step: SLURM_LOCALID=0 there, and mpirun passes it to every rank.
