@@ -7,6 +7,7 @@ reports its CUDA_VISIBLE_DEVICES and launcher variables beside `gpusel bind --js
 GPU is worked out from those. Run through `launchers.py run` (exit 77 when Slurm cannot come up).
 """
 
+import json
 import os
 import shlex
 import unittest
@@ -58,6 +59,20 @@ class SrunTest(LauncherCase):
         self.assertEqual(sorted(x["env"]["CUDA_VISIBLE_DEVICES"] for x in w), ["2", "3"])
         self.assertWorkers(w, 2, lambda x: int(x["env"]["CUDA_VISIBLE_DEVICES"]), source="single",
                            output=r.stdout + r.stderr)
+
+
+    def test_doctor_in_a_step_names_the_gpu_bind_takes(self):
+        # Issue 29: doctor in a one-GPU step read CUDA's eight devices, not the step's one, and
+        # called Slurm's GPU a wrong one (exit 1) where bind was right.
+        r = SLURM.srun(["-n1", "--gres=gpu:1", "gpusel", "doctor", "--json"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual([f["id"] for f in out["findings"] if f["severity"] == "error"], [])
+        r = SLURM.srun(["-n1", "--gres=gpu:1", *launchers.worker_cmd("--api")])
+        w, = parse_workers(r.stdout)
+        self.assertEqual((w["rc"], w["env"]["CUDA_VISIBLE_DEVICES"]), (0, "2"), "GPUs 0-1 are held")
+        self.assertEqual(w["context"], [DGX[2]])
+        self.assertEqual((out["worker"]["uuid"], out["worker"]["nvidia_smi_index"]), (DGX[2], 2))
 
 
 class BatchTest(LauncherCase):
