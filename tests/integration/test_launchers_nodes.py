@@ -158,6 +158,14 @@ class TwoNodesTest(LauncherCase):
                     self.assertIn("GPU 2 (", why)
                     self.assertIn("has failed", why)
                     self.assertIn(f"nvidia-smi 3 ({n2[3]})", why)
+            # One GPU, the lost one (GPU 1 held too): "2" would be nvidia-smi 3 for the only task.
+            with held("-w", "n2", "-N1", "--gres=gpu:1"):
+                e = SLURM.env(GPUSEL_TEST_NODE_VARIANT="-lost")
+                r = SLURM.srun(["-w", "n2", "-N1", "-n1", "--gres=gpu:1", WRAPPER, *launchers.worker_cmd("--api")], e,
+                               timeout=120)
+                w, = parse_workers(r.stdout)
+                self.assertEqual((w["env"]["SLURM_STEP_GPUS"], w["rc"], w.get("context")), ("2", 1, None), json.dumps(w))
+                self.assertIn("has failed", w["stderr"])
 
     def test_hydra_carrying_the_batch_host_s_gpus_runs_no_rank_outside_the_job(self):
         if launchers.missing("mpiexec.hydra"):
