@@ -132,7 +132,8 @@ std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visi
   std::vector<PlacementProblem> out;
   for (const PlacementProblem& p : v.problems) {
     if (p.id == "gpu-not-visible" || p.id == "gpu-on-another-node" || p.id == "gpu-prefix" ||
-        p.id == "ordinal-out-of-range" || p.id.rfind("slurm-", 0) == 0) {
+        p.id == "gpusel-gpus-not-here" || p.id == "ordinal-out-of-range" ||
+        p.id.rfind("slurm-", 0) == 0) {
       continue;
     }
     out.push_back(p);
