@@ -173,12 +173,19 @@ void note_usage(const SimMachine& machine, const std::string& uuid, std::uint64_
   if (it == entries.end()) {
     Fd dir(open_gpu_dir(machine, uuid, library));
     if (dir.get() < 0) return;
+    // Made under a name readers skip, locked, then renamed into place: a reader never finds the
+    // entry unlocked (and removes it as a dead process's) between its creation and its lock.
     const std::string name = std::to_string(getpid());
-    Fd fd(openat(dir.get(), name.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600));
+    const std::string fresh = "." + name + ".new";
+    Fd fd(openat(dir.get(), fresh.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+                 0600));
     struct stat st {};
     if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) ||
-        flock(fd.get(), LOCK_EX | LOCK_NB) != 0)
+        flock(fd.get(), LOCK_EX | LOCK_NB) != 0 ||
+        renameat(dir.get(), fresh.c_str(), dir.get(), name.c_str()) != 0) {
+      unlinkat(dir.get(), fresh.c_str(), 0);
       return;
+    }
     it = entries.emplace(key, fd.release()).first;
   }
   char text[32];

@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -240,6 +241,90 @@ bool ranks_disagree(const LauncherView& view);
 // launcher's size is needed and unknown.
 std::optional<LocalRank> choose_local_rank(const LauncherView& view);
 
+// ---- core: where a worker's GPU comes from, judged once (src/core/placement.cpp) ---------------
+
+// Everything that decides a worker's GPU, read once. bind_assigned_gpu and `gpusel doctor` both
+// fill one (placement_model, in the worker layer) and judge it with analyse_placement, so that
+// what doctor calls an error is exactly what binding refuses.
+struct PlacementModel {
+  // The variables of kPlacementVariables that are set, by name.
+  std::map<std::string, std::string> vars;
+  CudaEnv cuda;            // CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER
+  LauncherView launchers;  // the local-rank variables, with how far up each was set
+  // The devices CUDA shows this process, in CUDA ordinal order (GPU-/MIG- UUIDs); nullopt when not
+  // known (publishing without binding, or CUDA unavailable).
+  std::optional<std::vector<std::string>> visible;
+  // NVML's GPUs in nvidia-smi order (a lost GPU keeps its index and has `failure`); nullopt when
+  // NVML was not read or is unavailable.
+  std::optional<std::vector<GpuInfo>> nvml;
+  // GPUSEL_GPU's or GPUSEL_GPUS's entries as resolve_gpus gave them (an index resolved within the
+  // preset, as --gpu would be), in order; empty when not resolved (every entry a UUID), and
+  // `resolve_error` saying why when they could not be.
+  std::vector<std::string> resolved;
+  std::string resolve_error;
+  // The Slurm variables of the process Slurm itself started on this node (the task, or the batch
+  // script), read from this process's ancestors; nullopt when no such ancestor could be read.
+  // They tell this node's own allocation where a launcher carried another node's variables here.
+  std::optional<std::map<std::string, std::string>> slurm_task;
+};
+
+// The variables PlacementModel::vars holds.
+inline constexpr const char* kPlacementVariables[] = {
+    "GPUSEL_GPU",           "GPUSEL_GPUS",           "GPUSEL_SHARE",
+    "SLURM_NTASKS_PER_GPU", "SLURM_NTASKS_PER_TRES", "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",     "SLURM_JOB_ID",          "SLURM_STEP_ID",
+    "SLURM_STEPID",         "SLURM_STEP_GPUS",       "SLURM_JOB_GPUS",
+    "SLURMD_NODENAME",      "SLURM_LOCALID",
+};
+
+// The Slurm variables kept from the task Slurm started on this node (PlacementModel::slurm_task).
+inline constexpr const char* kSlurmTaskVariables[] = {
+    "SLURM_JOB_ID",   "SLURM_STEP_ID",   "SLURM_STEPID",         "SLURM_STEP_GPUS",
+    "SLURM_JOB_GPUS", "SLURMD_NODENAME", "CUDA_VISIBLE_DEVICES",
+};
+
+struct PlacementVerdict {
+  // What would put this process on a wrong or shared GPU: binding refuses with the first, doctor
+  // reports each as an error.
+  std::vector<PlacementProblem> problems;
+  // Worth knowing, not refused (doctor's warnings).
+  std::vector<PlacementProblem> warnings;
+  AssignmentSource source = AssignmentSource::Default;
+  std::optional<LocalRank> rank;  // the local rank that counted, where one did
+  bool share = false;             // sharing asked for (GPUSEL_SHARE=1, srun --ntasks-per-gpu)
+  // GPUSEL_GPU's or GPUSEL_GPUS's entry for this process, as published: a UUID, or an index that
+  // is then a CUDA ordinal (no NVML to resolve it).
+  std::optional<std::string> entry;
+  // The CUDA ordinal this process binds, and that device's UUID: set when `visible` is known and
+  // there is no problem.
+  std::optional<int> ordinal;
+  std::optional<std::string> uuid;
+};
+
+// The whole rule of assignment.hpp for a process with nothing published in code, and every check
+// binding makes before it claims: pure, no I/O. `default_ordinal` is bind_assigned_gpu's.
+PlacementVerdict analyse_placement(const PlacementModel& model, int default_ordinal = 0);
+
+// Slurm's GPUs on this node against a device this process binds (`chosen`, a UUID), for an
+// assignment made in code, which skips the rest of the analysis; nullopt when fine or unknown.
+std::optional<PlacementProblem> slurm_placement_problem(const PlacementModel& model,
+                                                        const std::string& chosen);
+
+// Where the chosen device is fine but CUDA also shows this process GPUs Slurm did not give it (a
+// warning: a program that picks its own device may run there); nullopt otherwise.
+std::optional<PlacementProblem> slurm_exposure_warning(const PlacementModel& model);
+
+// Whether sharing was asked for in these variables (GPUSEL_SHARE, SLURM_NTASKS_PER_GPU,
+// SLURM_NTASKS_PER_TRES). Throws Error(BadInput) for a GPUSEL_SHARE that is neither 1 nor 0.
+bool sharing_in(const std::map<std::string, std::string>& vars);
+
+// Why GPUSEL_GPU or GPUSEL_GPUS cannot be read, with the usual slip (a list one UUID a line) named.
+std::string worker_variable_message(const std::string& variable, const std::string& value,
+                                    const std::string& parse_error);
+
+// The local-rank variables gpusel reads, joined for messages.
+std::string launcher_names();
+
 // ---- driver (src/driver/nvml.cpp, cuda.cpp) -----------------------------------------------------
 
 // What nvml_complete reads.
@@ -291,12 +376,10 @@ LauncherView launcher_view();
 // behalf. A later bind_assigned_gpu in the process makes the context on the same GPU.
 int claim_assigned_gpu(int default_ordinal = 0);
 
-// Slurm's GPUs for this step (SLURM_STEP_GPUS, or SLURM_JOB_GPUS in the batch step) against what
-// CUDA exposes under the current CUDA_DEVICE_ORDER: `nvml` is NVML's GPUs (nvidia-smi order),
-// `cuda_visible` the UUIDs of CUDA's visible devices in CUDA's order. A problem when Slurm gave
-// GPUs by index and CUDA, reading those numbers in its own order, exposes others (a machine of
-// mixed models under FASTEST_FIRST); nullopt otherwise, or when Slurm named no GPUs.
-std::optional<PlacementProblem> slurm_gpu_problem(const std::vector<GpuInfo>& nvml,
-                                                  const std::vector<std::string>& cuda_visible);
+// The model of this process's environment, read once: the variables, the launchers' view, and
+// NVML and resolution where the analysis needs them. `visible` is CUDA's devices here (UUIDs, CUDA
+// order), or nullopt when not known; `nvml`, when given, is used instead of reading NVML.
+PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
+                               const std::optional<std::vector<GpuInfo>>& nvml = std::nullopt);
 
 }  // namespace gpusel::detail

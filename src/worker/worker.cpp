@@ -117,147 +117,27 @@ std::optional<LocalRank> local_rank() {
 }
 
 bool sharing_asked() {
-  if (const auto share = env_string("GPUSEL_SHARE"); share && !share->empty()) {
-    const std::string_view v = detail::trim_blanks(*share);
-    if (v == "1") return true;
-    if (v != "0") {
-      throw bad_input("GPUSEL_SHARE=" + detail::quote_value(*share) +
-                      " is neither 1 (share this process's GPU with others on purpose) nor 0");
-    }
+  std::map<std::string, std::string> vars;
+  for (const char* name : {"GPUSEL_SHARE", "SLURM_NTASKS_PER_GPU", "SLURM_NTASKS_PER_TRES"}) {
+    if (auto value = env_string(name)) vars[name] = *value;
   }
-  // srun --ntasks-per-gpu: several tasks per GPU, by request (Slurm 22.05 tells the tasks
-  // SLURM_NTASKS_PER_TRES; SLURM_NTASKS_PER_GPU where it is exported).
-  for (const char* name : {"SLURM_NTASKS_PER_GPU", "SLURM_NTASKS_PER_TRES"}) {
-    if (const auto n = env_string(name); n && !n->empty()) return true;
-  }
-  return false;
+  return detail::sharing_in(vars);
 }
-
-namespace {
-
-// "LOCAL_WORLD_SIZE=4 ranks run on this node", "4 processes on this node (SLURM_LOCALID=1 of 2 x
-// LOCAL_RANK=0 of 2)".
-std::string ranks_text(const LocalRank& rank) {
-  if (!rank.levels.empty()) return rank.describe_size();
-  return rank.size_variable + "=" + std::to_string(rank.local_size.value_or(0)) +
-         " ranks run on this node";
-}
-
-// A worker's own list (GPUSEL_GPUS, GPUSEL_GPU), read once: the GPUs it names. free:N and all are
-// requests, which a parent resolves to GPUs before it starts the workers.
-std::vector<GpuEntry> worker_gpus(GpuRequest r) {
-  if (r.kind != GpuRequest::Kind::Gpus) {
-    const std::string request = r.texts().front();
-    throw bad_input(
-        "it asks for " + request +
-        ", but a worker's list names the GPUs themselves: pick them in the parent, with "
-        "`gpusel run --gpu " +
-        request + " -- ...` or eval \"$(gpusel resolve --gpu " + request + " --format env)\"");
-  }
-  return std::move(r.gpus);
-}
-std::vector<GpuEntry> read_worker_list(const std::string& value) {
-  return worker_gpus(read_gpu_request(value, false));
-}
-
-// GPUSEL_GPU is this rank's own when gpusel run set it: the entry of GPUSEL_GPUS at this rank,
-// one entry per rank of the one launcher (LOCAL_RANK) that started the process.
-bool own_gpuselgpu(const std::string& one, const LocalRank& rank) {
-  const auto list = env_string("GPUSEL_GPUS");
-  if (!list || !rank.levels.empty() || rank.variable != "LOCAL_RANK") return false;
-  std::vector<GpuEntry> entries;
-  try {
-    entries = read_worker_list(*list);
-  } catch (const Error&) {
-    return false;
-  }
-  if (!rank.local_size || static_cast<std::size_t>(*rank.local_size) != entries.size() ||
-      static_cast<std::size_t>(rank.rank) >= entries.size()) {
-    return false;
-  }
-  try {
-    return detail::same_entry(entries[static_cast<std::size_t>(rank.rank)].text,
-                              parse_single_gpu(one));
-  } catch (const Error&) {
-    return false;
-  }
-}
-
-}  // namespace
 
 std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visible_devices) {
+  // A count alone names no device: stand-ins of that many, and only the problems that do not
+  // depend on which devices they are.
+  std::optional<std::vector<std::string>> visible;
+  if (visible_devices) visible = std::vector<std::string>(*visible_devices, "");
+  const detail::PlacementVerdict v = detail::analyse_placement(detail::placement_model(visible));
   std::vector<PlacementProblem> out;
-  std::optional<LocalRank> rank;
-  try {
-    rank = local_rank();
-  } catch (const Error& e) {
-    out.push_back({"local-rank", e.what(),
-                   "unset the variable an outer launcher left behind, or give each process its "
-                   "GPU (GPUSEL_GPU, GPUSEL_GPUS, gpusel run)"});
-    return out;
-  }
-  bool share = false;
-  try {
-    share = sharing_asked();
-  } catch (const Error& e) {
-    out.push_back({"gpusel-share", e.what(), "set GPUSEL_SHARE=1 or unset it"});
-    return out;
-  }
-  if (const auto problem = detail::uuid_case_problem(cuda_env_from_environment())) {
-    out.push_back({"cuda-visible-case", *problem,
-                   "write UUIDs in CUDA_VISIBLE_DEVICES as nvidia-smi -L prints them (GPU-..., "
-                   "MIG-...)"});
-  }
-  const auto one = env_string("GPUSEL_GPU");
-  const auto list = env_string("GPUSEL_GPUS");
-  if (one) {
-    if (rank && rank->local_size && *rank->local_size > 1 && !share &&
-        !own_gpuselgpu(*one, *rank)) {
-      out.push_back(
-          {"gpusel-gpu-shared",
-           "GPUSEL_GPU=" + detail::quote_value(*one) + " names one GPU, and " + ranks_text(*rank) +
-               " (this is " + rank->variable + "=" + std::to_string(rank->rank) +
-               "): every one of them would bind that GPU. GPUSEL_GPU was inherited from an "
-               "outer job (a job script's export, or gpusel run around another launcher)",
-           "give each rank its own GPU: set GPUSEL_GPUS instead (eval \"$(gpusel resolve --gpu "
-           "SPEC --format env)\"), or let gpusel run start the ranks; GPUSEL_SHARE=1 shares the "
-           "GPU on purpose"});
+  for (const PlacementProblem& p : v.problems) {
+    if (p.id == "gpu-not-visible" || p.id == "gpu-on-another-node" || p.id == "gpu-prefix" ||
+        p.id == "gpusel-gpus-not-here" || p.id == "ordinal-out-of-range" ||
+        p.id.rfind("slurm-", 0) == 0) {
+      continue;
     }
-    return out;
-  }
-  if (list) {
-    std::vector<GpuEntry> entries;
-    try {
-      entries = read_worker_list(*list);
-    } catch (const Error& e) {
-      out.push_back({"gpusel-gpus",
-                     "GPUSEL_GPUS=" + detail::quote_value(*list) + " cannot be read: " + e.what(),
-                     "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\""});
-      return out;
-    }
-    if (!rank) return out;  // doctor says so as information; bind refuses with its own words
-    if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
-      out.push_back({"gpusel-gpus-count",
-                     ranks_text(*rank) + ", but GPUSEL_GPUS=" + detail::quote_value(*list) +
-                         " lists " + std::to_string(entries.size()) +
-                         " GPUs: workers will refuse to bind",
-                     "start as many workers per node as GPUs listed, or list one GPU per worker"});
-    } else if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
-      out.push_back({"gpusel-gpus-rank",
-                     rank->variable + "=" + std::to_string(rank->rank) +
-                         " is beyond GPUSEL_GPUS=" + detail::quote_value(*list) + " (" +
-                         std::to_string(entries.size()) + " entries)",
-                     "start at most one worker per listed GPU, or list more GPUs"});
-    }
-    return out;
-  }
-  if (rank && visible_devices && *visible_devices > 1 && rank->local_size &&
-      static_cast<std::size_t>(*rank->local_size) > *visible_devices && !share) {
-    out.push_back({"ranks-share-gpus",
-                   ranks_text(*rank) + ", but CUDA sees " + std::to_string(*visible_devices) +
-                       " devices: ranks would share GPUs",
-                   "give each rank its GPU (gpusel run --gpu, GPUSEL_GPUS), start fewer ranks, or "
-                   "set GPUSEL_SHARE=1 to share on purpose"});
+    out.push_back(p);
   }
   return out;
 }
@@ -303,109 +183,25 @@ void assign_gpu(std::string_view value) {
 
 namespace {
 
-std::string launcher_names() {
-  std::string names;
-  for (const detail::RankVariable& v : detail::kRankVariables)
-    names += (names.empty() ? "" : ", ") + std::string(v.name);
-  return names;
-}
-
-// One entry of GPUSEL_GPU or GPUSEL_GPUS, published: a UUID as it is (CUDA decides at bind), an
-// index resolved as --gpu would be, within a preset CUDA_VISIBLE_DEVICES (`list` is the whole
-// value, so that duplicates and the preset are judged as the parent judges them).
-void publish_entry(const std::string& variable, const std::string& value,
-                   const std::vector<GpuEntry>& entries, std::size_t which) {
-  if (entries[which].is_uuid()) {
-    set_assigned_gpu(entries[which].text);
-    return;
+// The environment's verdict, without CUDA's devices (publishing, not binding): the entry of
+// GPUSEL_GPU or GPUSEL_GPUS this process takes.
+detail::PlacementVerdict verdict_without_devices() {
+  detail::PlacementVerdict v = detail::analyse_placement(detail::placement_model(std::nullopt));
+  if (!v.problems.empty()) {
+    throw bad_input(v.problems.front().message + "; " + v.problems.front().remedy);
   }
-  try {
-    GpuRequest request;
-    request.gpus = entries;
-    const Resolution r = resolve_gpus(request, cuda_env_from_environment(), default_probe_helper());
-    set_assigned_gpu(r.gpus.at(which));
-  } catch (const Error& e) {
-    throw Error(e.kind(), variable + "=" + detail::quote_value(value) + ": " + e.what());
-  }
-}
-
-// Why GPUSEL_GPU or GPUSEL_GPUS cannot be read. A value of several lines is the usual slip: a
-// list of UUIDs, one a line as `gpusel resolve` prints them, exported without joining the lines.
-std::string variable_message(const std::string& variable, const std::string& value,
-                             const std::string& parse_error) {
-  std::string_view inner(value);
-  while (!inner.empty() && std::isspace(static_cast<unsigned char>(inner.front())))
-    inner.remove_prefix(1);
-  while (!inner.empty() && std::isspace(static_cast<unsigned char>(inner.back())))
-    inner.remove_suffix(1);
-  if (inner.find('\n') == std::string_view::npos)
-    return variable + "=" + detail::quote_value(value) + ": " + parse_error;
-  const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');
-  const std::string head =
-      variable + "=" + detail::quote_value(value) + " holds " + std::to_string(lines) + " lines";
-  if (variable == "GPUSEL_GPU") {
-    return head +
-           ", but it names one GPU; to give each rank its own GPU from a list, set GPUSEL_GPUS "
-           "instead, with the GPUs separated by commas: eval \"$(gpusel resolve --gpu SPEC "
-           "--format env)\"";
-  }
-  return head +
-         ": it takes one line, the GPUs separated by commas (was `gpusel resolve`'s output, one "
-         "UUID a line, exported without `| paste -sd,`?); set it with eval \"$(gpusel resolve "
-         "--gpu SPEC --format env)\", or GPUSEL_GPUS=$(gpusel resolve --gpu SPEC --format csv)";
+  return v;
 }
 
 }  // namespace
 
 std::optional<AssignmentInfo> assign_from_environment() {
-  if (const auto gpu = env_string("GPUSEL_GPU")) {
-    std::vector<GpuEntry> entry;
-    try {
-      entry = worker_gpus(read_single_gpu(*gpu));
-    } catch (const Error& e) {
-      throw bad_input(variable_message("GPUSEL_GPU", *gpu, e.what()));
-    }
-    publish_entry("GPUSEL_GPU", *gpu, entry, 0);
-    // The rank did not pick the GPU, but callers report it (gpusel run sets LOCAL_RANK too).
-    std::optional<LocalRank> rank;
-    try {
-      rank = local_rank();
-    } catch (const Error&) {
-    }
-    std::lock_guard<std::mutex> lock(assignment_mutex);
-    assignment.info = info_of(AssignmentSource::GpuselGpu, rank);
-    return assignment.info;
-  }
-  const auto list = env_string("GPUSEL_GPUS");
-  if (!list) return std::nullopt;
-  std::vector<GpuEntry> entries;
-  try {
-    entries = read_worker_list(*list);
-  } catch (const Error& e) {
-    throw bad_input(variable_message("GPUSEL_GPUS", *list, e.what()));
-  }
-  std::optional<LocalRank> rank = local_rank();
-  if (!rank) {
-    throw bad_input("GPUSEL_GPUS=" + detail::quote_value(*list) + " is set but no local rank is (" +
-                    launcher_names() +
-                    "); start workers with gpusel run, torchrun, srun or mpirun, or " +
-                    detail::reader_text("pass --gpu", "publish the GPU first (set_assigned_gpu)"));
-  }
-  if (rank->local_size && static_cast<std::size_t>(*rank->local_size) != entries.size()) {
-    throw bad_input(rank->size_variable + "=" + std::to_string(*rank->local_size) +
-                    " ranks run on this node, but GPUSEL_GPUS=" + detail::quote_value(*list) +
-                    " lists " + std::to_string(entries.size()) +
-                    (entries.size() == 1 ? " GPU" : " GPUs") +
-                    "; start as many workers per node as GPUs listed, one GPU each");
-  }
-  if (static_cast<std::size_t>(rank->rank) >= entries.size()) {
-    throw bad_input(rank->variable + "=" + std::to_string(rank->rank) + " is beyond GPUSEL_GPUS=" +
-                    detail::quote_value(*list) + " (" + std::to_string(entries.size()) +
-                    " entries); start as many workers per node as GPUs listed");
-  }
-  publish_entry("GPUSEL_GPUS", *list, entries, static_cast<std::size_t>(rank->rank));
+  if (!env_string("GPUSEL_GPU") && !env_string("GPUSEL_GPUS")) return std::nullopt;
+  const detail::PlacementVerdict v = verdict_without_devices();
+  if (!v.entry) return std::nullopt;
+  set_assigned_gpu(*v.entry);
   std::lock_guard<std::mutex> lock(assignment_mutex);
-  assignment.info = info_of(AssignmentSource::GpuselGpus, rank);
+  assignment.info = info_of(v.source, v.rank);
   return assignment.info;
 }
 
@@ -416,81 +212,6 @@ std::optional<AssignmentInfo> assignment_info() {
 }
 
 namespace {
-
-// Steps 4 to 6 of the rule, for a process that nothing was published for: a launcher's local rank
-// over several visible devices, the only visible device, or the caller's default.
-AssignmentInfo ordinal_from_launcher(const std::vector<CudaHandle>& devices, int default_ordinal,
-                                     int& ordinal) {
-  const std::optional<LocalRank> rank = local_rank();
-  const std::string preset = detail::describe_preset(cuda_env_from_environment());
-  if (rank && devices.size() > 1) {
-    if (rank->local_size && static_cast<std::size_t>(*rank->local_size) > devices.size() &&
-        !sharing_asked()) {
-      throw bad_input(
-          ranks_text(*rank) + ", but CUDA sees " + std::to_string(devices.size()) +
-          " devices here (" + preset +
-          "); ranks would share GPUs. Give each rank its GPU (gpusel run --gpu, GPUSEL_GPUS), "
-          "start fewer ranks, or set GPUSEL_SHARE=1 to share on purpose");
-    }
-    if (static_cast<std::size_t>(rank->rank) >= devices.size() && sharing_asked()) {
-      // Several ranks per GPU on purpose: round-robin over the visible devices.
-      ordinal = rank->rank % static_cast<int>(devices.size());
-      return info_of(AssignmentSource::Launcher, rank);
-    }
-    if (static_cast<std::size_t>(rank->rank) >= devices.size()) {
-      throw bad_input((rank->levels.empty() ? rank->variable + "=" + std::to_string(rank->rank)
-                                            : "this is process " + std::to_string(rank->rank) +
-                                                  " of " + rank->describe_size()) +
-                      " but CUDA sees only " + std::to_string(devices.size()) + " devices here (" +
-                      preset + "); start at most one rank per visible GPU, or set GPUSEL_GPUS");
-    }
-    ordinal = rank->rank;
-    return info_of(AssignmentSource::Launcher, rank);
-  }
-  if (devices.size() == 1) {
-    ordinal = 0;
-    return info_of(AssignmentSource::Single, rank);
-  }
-  if (!rank && devices.size() > 1) {
-    // Several ranks, and nothing to tell them apart: never device 0 for everyone.
-    for (const char* size : {"LOCAL_WORLD_SIZE", "WORLD_SIZE"}) {
-      const auto v = env_string(size);
-      const auto n = v ? detail::read_rank_number(*v) : std::nullopt;
-      if (n && *n > 1) {
-        throw bad_input(
-            std::string(size) + "=" + detail::quote_value(*v) +
-            " says several processes run, but no local-rank variable tells this one "
-            "apart (" +
-            launcher_names() + "); set GPUSEL_GPU, or GPUSEL_GPUS and a local rank, or " +
-            detail::reader_text("pass --gpu", "publish the GPU first (set_assigned_gpu)"));
-      }
-    }
-  }
-  ordinal = default_ordinal;
-  return info_of(AssignmentSource::Default, std::nullopt);
-}
-
-}  // namespace
-
-namespace {
-
-// Slurm's GPUs against CUDA's under the current order (only where Slurm named GPUs by index and
-// the order is not PCI_BUS_ID: NVML is asked then, and only then). A process that binds, by UUID,
-// the very GPU Slurm gave passes.
-void check_slurm_gpus(const std::vector<CudaHandle>& devices, const CudaHandle& chosen) {
-  const CudaEnv env = cuda_env_from_environment();
-  if (!env.visible_devices || detail::pci_bus_order(env)) return;
-  if (!env_string("SLURM_STEP_GPUS") && !env_string("SLURM_JOB_GPUS")) return;
-  const NvmlSnapshot snap = query_nvml();
-  if (!snap.available) return;
-  std::vector<std::string> visible;
-  for (const CudaHandle& d : devices) visible.push_back(d.uuid);
-  const std::optional<PlacementProblem> problem = detail::slurm_gpu_problem(snap.gpus, visible);
-  if (!problem) return;
-  // The chosen device is fine when it is one Slurm gave.
-  if (!detail::slurm_gpu_problem(snap.gpus, {chosen.uuid})) return;
-  throw bad_input(problem->message + "; " + problem->remedy);
-}
 
 // The names of the variables that tell a process's place, as it was started.
 std::string rank_settings(const std::map<std::string, std::string>& env) {
@@ -636,20 +357,35 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
 
 namespace {
 
-// Steps 1 to 6 of the rule and the claim, for bind_assigned_gpu and detail::claim_assigned_gpu:
-// the device this process binds, claimed, with no context made. Called with assignment_mutex held,
-// once the environment has been read.
-CudaHandle choose_and_claim(Assignment& a, int default_ordinal) {
-  // UUIDs only: binding needs nothing else of the devices.
-  const std::vector<CudaHandle> devices = cuda_device_handles();
-  int ordinal = 0;
-  if (a.physical) {
-    ordinal = ordinal_of(*a.physical, devices);
-  } else if (a.visible) {
-    ordinal = *a.visible;
-  } else {
-    a.info = ordinal_from_launcher(devices, default_ordinal, ordinal);
+[[noreturn]] void refuse(const PlacementProblem& p) {
+  throw bad_input(p.message + "; " + p.remedy);
+}
+
+std::vector<std::string> uuids_of(const std::vector<CudaHandle>& devices) {
+  std::vector<std::string> out;
+  for (const CudaHandle& d : devices) out.push_back(d.uuid);
+  return out;
+}
+
+// The devices CUDA shows this process. Where CUDA cannot be used and nothing was published, a
+// problem of the environment itself is said first (it is the one to fix).
+std::vector<CudaHandle> visible_devices(const CudaApi*& api, bool published) {
+  try {
+    api = &cuda_initialised();
+    return cuda_device_handles();
+  } catch (const Error&) {
+    if (!published) {
+      const detail::PlacementVerdict v =
+          detail::analyse_placement(detail::placement_model(std::nullopt));
+      if (!v.problems.empty()) refuse(v.problems.front());
+    }
+    throw;
   }
+}
+
+// The CUDA ordinal of what was published (in code, or from the environment before).
+int published_ordinal(const Assignment& a, const std::vector<CudaHandle>& devices) {
+  const int ordinal = a.physical ? ordinal_of(*a.physical, devices) : *a.visible;
   if (ordinal < 0 || static_cast<std::size_t>(ordinal) >= devices.size()) {
     throw bad_input("cannot use CUDA device " + std::to_string(ordinal) + ": " +
                     std::to_string(devices.size()) + " visible (" +
@@ -658,34 +394,52 @@ CudaHandle choose_and_claim(Assignment& a, int default_ordinal) {
                                         "); gpusel_list_gpus (or `gpusel list`) shows them"));
   }
   const CudaHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
-  check_slurm_gpus(devices, chosen);
-  claim_gpu(chosen, a.info);
-  return chosen;
+  if (const auto p =
+          detail::slurm_placement_problem(detail::placement_model(uuids_of(devices)), chosen.uuid))
+    refuse(*p);
+  return ordinal;
 }
 
-// Nothing published in code: the environment decides, and whatever in it would put this process
-// on a wrong or shared GPU (what `gpusel doctor` calls an error) is refused first.
-void publish_from_environment() {
-  if (assignment_info()) return;
-  const std::vector<PlacementProblem> problems = placement_problems();
-  if (!problems.empty()) {
-    throw bad_input(problems.front().message + "; " + problems.front().remedy);
+}  // namespace
+
+namespace {
+
+// The device this process binds, chosen and claimed, with no context made: what was published
+// (in code, or from the environment before), else what the one analysis decides (the rule of
+// assignment.hpp), whatever would put this process on a wrong or shared GPU (what `gpusel doctor`
+// calls an error) refused. Called with assignment_mutex held; `api` is set once CUDA is loaded.
+CudaHandle choose_and_claim(Assignment& a, int default_ordinal, const CudaApi*& api) {
+  const bool published = a.physical || a.visible;
+  // UUIDs only: binding needs nothing else of the devices.
+  const std::vector<CudaHandle> devices = visible_devices(api, published);
+  int ordinal = 0;
+  if (published) {
+    ordinal = published_ordinal(a, devices);
+  } else {
+    const detail::PlacementVerdict v =
+        detail::analyse_placement(detail::placement_model(uuids_of(devices)), default_ordinal);
+    if (!v.problems.empty()) refuse(v.problems.front());
+    ordinal = *v.ordinal;
+    if (v.entry && is_gpu_uuid(*v.entry)) a.physical = detail::canonical_entry(*v.entry);
+    a.info = info_of(v.source, v.rank);
   }
-  // Publishing takes the lock itself. Two threads binding at once may both publish from the
-  // environment: the same GPU twice, which is accepted.
-  assign_from_environment();
+  const CudaHandle chosen = devices[static_cast<std::size_t>(ordinal)];
+  claim_gpu(chosen, a.info);
+  return chosen;
 }
 
 }  // namespace
 
 int bind_assigned_gpu(int default_ordinal) {
-  publish_from_environment();
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
-  const CudaApi& api = cuda_initialised();
+  const CudaApi* api_pointer = nullptr;
   if (a.context == nullptr) {
-    // Chosen and claimed already (detail::claim_assigned_gpu) or now.
-    const CudaHandle chosen = a.bound ? *a.bound : choose_and_claim(a, default_ordinal);
+    // Chosen and claimed already (detail::claim_assigned_gpu), or now.
+    const CudaHandle chosen =
+        a.bound ? *a.bound : choose_and_claim(a, default_ordinal, api_pointer);
+    const CudaApi& api = api_pointer != nullptr ? *api_pointer : cuda_initialised();
+    api_pointer = &api;
     CUcontext ctx = nullptr;
     CUresult rc = api.cuDevicePrimaryCtxRetain(&ctx, chosen.device);
     if (rc != CUDA_SUCCESS) {
@@ -698,6 +452,7 @@ int bind_assigned_gpu(int default_ordinal) {
     a.bound_uuid = chosen.uuid;
     a.bound = chosen;
   }
+  const CudaApi& api = api_pointer != nullptr ? *api_pointer : cuda_initialised();
   CUresult rc = api.cuCtxSetCurrent(a.context);
   if (rc != CUDA_SUCCESS) {
     throw failure("cuCtxSetCurrent failed: " + cuda_error_text(api, rc),
@@ -710,12 +465,11 @@ namespace {
 
 // detail::claim_assigned_gpu: bind_assigned_gpu without the context.
 int claim_without_context(int default_ordinal) {
-  publish_from_environment();
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
-  cuda_initialised();
   if (!a.bound) {
-    const CudaHandle chosen = choose_and_claim(a, default_ordinal);
+    const CudaApi* api = nullptr;
+    const CudaHandle chosen = choose_and_claim(a, default_ordinal, api);
     a.visible = chosen.ordinal;
     a.bound_uuid = chosen.uuid;
     a.bound = chosen;
@@ -807,58 +561,90 @@ detail::LauncherView launcher_view() {
   return view;
 }
 
-std::optional<PlacementProblem> slurm_gpu_problem(const std::vector<GpuInfo>& nvml,
-                                                  const std::vector<std::string>& cuda_visible) {
-  const CudaEnv env = cuda_env_from_environment();
-  if (!env.visible_devices || detail::pci_bus_order(env)) return std::nullopt;
-  const bool batch = !env_string("SLURM_STEP_ID") && !env_string("SLURM_STEPID");
-  const char* variable = batch ? "SLURM_JOB_GPUS" : "SLURM_STEP_GPUS";
-  const auto given = env_string(variable);
-  if (!given || given->empty()) return std::nullopt;
-  // Slurm's numbers are device files' numbers: nvidia-smi indices.
-  std::vector<std::string> slurm_uuids;
-  bool all_read = true;
-  detail::each_comma_piece(*given, [&](std::string_view piece) {
-    const auto index = detail::read_decimal(detail::trim_blanks(piece), 1u << 20);
-    bool found = false;
-    for (const GpuInfo& g : nvml) {
-      if (index && g.index == *index && !g.uuid.empty()) {
-        slurm_uuids.push_back(g.uuid);
-        found = true;
+namespace {
+
+// The Slurm variables of the process Slurm started on this node: walking up from this process,
+// the last of the ancestors that have SLURM_JOB_ID in their starting environment (above it is
+// slurmstepd, or an environment this user cannot read).
+std::optional<std::map<std::string, std::string>> slurm_task_environment() {
+  constexpr int kMaxDepth = 32;
+  std::optional<std::map<std::string, std::string>> task;
+  int pid = detail::current_pid();
+  for (int depth = 0; depth < kMaxDepth && pid > 1; ++depth) {
+    const auto env = detail::initial_environment(pid);
+    if (!env || env->find("SLURM_JOB_ID") == env->end()) break;
+    task = *env;
+    pid = detail::parent_of(pid);
+  }
+  if (!task) return std::nullopt;
+  std::map<std::string, std::string> out;
+  for (const char* name : kSlurmTaskVariables) {
+    auto it = task->find(name);
+    if (it != task->end()) out[name] = it->second;
+  }
+  return out;
+}
+
+// GPUSEL_GPU's or GPUSEL_GPUS's request, when it names GPUs; nullopt otherwise (the analysis
+// says why).
+std::optional<GpuRequest> worker_request(const PlacementModel& m) {
+  try {
+    if (auto it = m.vars.find("GPUSEL_GPU"); it != m.vars.end()) return read_single_gpu(it->second);
+    if (auto it = m.vars.find("GPUSEL_GPUS"); it != m.vars.end())
+      return read_gpu_request(it->second, false);
+  } catch (const Error&) {
+  }
+  return std::nullopt;
+}
+
+// NVML is read only where the analysis needs it: Slurm named GPUs and CUDA_VISIBLE_DEVICES is set
+// (are they the ones this process binds?), or a listed UUID is not among CUDA's devices (is it
+// another machine's?).
+bool needs_nvml(const PlacementModel& m, const std::optional<GpuRequest>& request) {
+  if (m.cuda.visible_devices &&
+      (m.vars.count("SLURM_STEP_GPUS") || m.vars.count("SLURM_JOB_GPUS") || m.slurm_task))
+    return true;
+  if (!request || !m.visible || request->kind != GpuRequest::Kind::Gpus) return false;
+  for (const GpuEntry& e : request->gpus) {
+    if (!e.is_uuid()) continue;
+    bool seen = false;
+    for (const std::string& d : *m.visible) seen = seen || detail::starts_with_ci(d, e.text);
+    if (!seen) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
+                               const std::optional<std::vector<GpuInfo>>& nvml) {
+  PlacementModel m;
+  for (const char* name : kPlacementVariables) {
+    if (auto value = env_string(name)) m.vars[name] = *value;
+  }
+  m.cuda = cuda_env_from_environment();
+  m.launchers = launcher_view();
+  m.visible = std::move(visible);
+  if (m.vars.count("SLURM_JOB_ID")) m.slurm_task = slurm_task_environment();
+  const std::optional<GpuRequest> request = worker_request(m);
+  if (nvml) {
+    m.nvml = nvml;
+  } else if (needs_nvml(m, request)) {
+    NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
+    if (snap.available) m.nvml = std::move(snap.gpus);
+  }
+  if (request && request->kind == GpuRequest::Kind::Gpus) {
+    const bool indices = std::any_of(request->gpus.begin(), request->gpus.end(),
+                                     [](const GpuEntry& e) { return !e.is_uuid(); });
+    if (indices) {
+      try {
+        m.resolved = resolve_gpus(*request, m.cuda, default_probe_helper()).gpus;
+      } catch (const Error& e) {
+        m.resolve_error = e.what();
       }
     }
-    all_read = all_read && found;
-    return true;
-  });
-  if (!all_read || slurm_uuids.empty()) return std::nullopt;  // NVML cannot say: nothing to check
-  std::vector<std::string> exposed_not_given;
-  for (const std::string& u : cuda_visible) {
-    bool mine = false;
-    for (const std::string& s : slurm_uuids)
-      mine = mine || detail::same_entry(s, u) || detail::starts_with_ci(u, s);
-    if (!mine) exposed_not_given.push_back(u);
   }
-  if (exposed_not_given.empty()) return std::nullopt;
-  std::string which;
-  for (const std::string& u : exposed_not_given) {
-    std::string label = u;
-    for (const GpuInfo& g : nvml) {
-      if (detail::same_entry(g.uuid, u))
-        label = "nvidia-smi " + std::to_string(g.index) + " (" + u + ")";
-    }
-    which += (which.empty() ? "" : ", ") + label;
-  }
-  return PlacementProblem{
-      "slurm-gpu-order",
-      std::string("Slurm gave this ") + (batch ? "job" : "step") + " nvidia-smi GPU(s) " + *given +
-          " (" + variable +
-          ") and set CUDA_VISIBLE_DEVICES=" + detail::quote_value(*env.visible_devices) +
-          ", but CUDA reads those numbers in its own order (CUDA_DEVICE_ORDER " +
-          (env.device_order ? "=" + detail::quote_value(*env.device_order) : std::string("unset")) +
-          ", fastest first) and exposes " + which +
-          ", which Slurm did not give it: on a machine of mixed GPU models the numbers differ",
-      "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job script (before srun), so that CUDA reads "
-      "Slurm's numbers as nvidia-smi does"};
+  return m;
 }
 
 int claim_assigned_gpu(int default_ordinal) {

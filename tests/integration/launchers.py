@@ -7,7 +7,9 @@ Standard library only. Three entry points:
 - `python3 launchers.py worker [--api] [--unset A,B] [-- CMD...]`: what each rank runs. It runs CMD
   (default `gpusel bind --json`), or binds through the Python package with `--api`, and prints one
   line, `WORKER {json}`, holding the launcher's variables it saw and the result, so a test can work
-  out the GPU it expects from the very environment the rank had;
+  out the GPU it expects from the very environment the rank had. With `--api`, `context` is the
+  GPU whose (simulated) NVML process list holds the worker while its context lives: where the
+  worker really runs, whatever gpusel reported;
 - `python3 launchers.py run MODULE`: runs one test module for ctest and exits 77 when every test in
   it was skipped (a launcher or privilege missing), 1 on a failure, 0 otherwise. unittest alone
   exits 0 on skips, which would report a module that never ran as passed.
@@ -42,7 +44,7 @@ REPORTED = ("CUDA_VISIBLE_DEVICES", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "RANK", "W
             "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "OMPI_COMM_WORLD_NODE_RANK",
             "PMIX_RANK", "TORCHELASTIC_RUN_ID", "MASTER_ADDR", "MASTER_PORT", "MPI_LOCALRANKID", "MPI_LOCALNRANKS",
             "PMI_RANK", "SUBMITIT_LOCAL_LOCALID", "SUBMITIT_LOCAL_NTASKS", "GPUSEL_SHARE", "SLURM_GPUS_ON_NODE",
-            "SLURM_NTASKS_PER_TRES", "SLURMD_NODENAME")
+            "SLURM_NTASKS_PER_TRES", "SLURMD_NODENAME", "GPUSEL_TEST_NODE")
 
 # Open MPI on loopback, as root, in a container (docs/launchers.md, "Testing under real launchers").
 OMPI_ENV = {
@@ -538,6 +540,7 @@ def _worker(argv):
             import gpusel
             ordinal = gpusel.bind_assigned_gpu()
             report["api"] = {"ordinal": ordinal, "uuid": gpusel.gpu_identity(ordinal)["uuid"]}
+            report["context"] = _context_gpus()
             report["rc"] = 0
         except Exception as exc:  # reported, and the rank fails
             report["rc"] = 1
@@ -553,6 +556,17 @@ def _worker(argv):
     sys.stdout.write("WORKER " + json.dumps(report) + "\n")
     sys.stdout.flush()
     return report["rc"]
+
+
+def _context_gpus():
+    """The UUIDs of the GPUs whose NVML process list holds this process (the simulator books a
+    context there when it is made): where this worker really runs."""
+    r = subprocess.run(["gpusel", "list", "--json"], capture_output=True, text=True)
+    try:
+        gpus = json.loads(r.stdout)["gpus"]
+    except ValueError:
+        return None
+    return [g["uuid"] for g in gpus if any(p.get("pid") == os.getpid() for p in g.get("processes") or [])]
 
 
 def _terminated(signum, frame):

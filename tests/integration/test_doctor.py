@@ -14,6 +14,8 @@ from support import BIN, MACHINES, Case, gpusel, machine, sim_env
 BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
 FAULT_CUDA = os.path.join(BUILD, "lib", "gpusel", "fault", "libcuda.so.1")
 
+DGX = [g["uuid"] for g in machine("dgx-h100")["gpu"]]
+
 # Launcher and scheduler variables the environment running the tests may carry.
 UNSET = {k: None for k in ("SLURM_JOB_ID", "SLURM_STEP_ID", "SLURM_LOCALID", "SLURM_STEP_TASKS_PER_NODE",
                            "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE", "MV2_COMM_WORLD_LOCAL_RANK",
@@ -156,8 +158,14 @@ class DoctorTest(Case):
         self.assertIn("LOCAL_RANK=2", self.finding(out, "gpusel-gpus-rank")["message"])
         _, out = self.doctor("dgx-h100", GPUSEL_GPUS="3,1", LOCAL_RANK="0", LOCAL_WORLD_SIZE="4")
         self.assertEqual(self.ids(out), ["gpusel-gpus-count"])
+        # No rank: a worker started here would be refused (two listed GPUs visible), so doctor errs too.
         _, out = self.doctor("dgx-h100", GPUSEL_GPUS="3,1")
-        self.assertEqual(self.ids(out, "info"), ["gpusel-gpus-no-rank"])
+        self.assertEqual(self.ids(out, "error"), ["gpusel-gpus-no-rank"])
+        self.assertIsNone(out["worker"])
+        # One listed GPU visible (srun --gpus-per-task=1): that one is the worker's.
+        _, out = self.doctor("dgx-h100", GPUSEL_GPUS=f"{DGX[3]},{DGX[1]}", CUDA_VISIBLE_DEVICES="1")
+        self.assertEqual(out["findings"], [])
+        self.assertEqual((out["worker"]["nvidia_smi_index"], out["worker"]["source"]), (1, "GPUSEL_GPUS"))
         _, out = self.doctor("dgx-h100", GPUSEL_GPUS="3,12", LOCAL_RANK="0")
         self.assertIn("out of range", self.finding(out, "gpusel-gpus")["message"])
         _, out = self.doctor("dgx-h100", GPUSEL_GPUS="3\n1", LOCAL_RANK="0")

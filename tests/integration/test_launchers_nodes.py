@@ -1,34 +1,46 @@
-"""Across nodes: a Slurm of two nodes on this machine (two slurmd, n1 and n2, four fake GPUs each),
-each node its own simulated machine of four H100s (a task picks its machine by SLURMD_NODENAME).
-`srun -N2 -n8` puts every rank on its own node's GPU; a UUID of the other node is refused there.
-Run through `launchers.py run` (exit 77 when Slurm cannot come up).
+"""Across nodes: a Slurm of two nodes on this machine (two slurmd, n1 and n2, eight fake GPUs each),
+each node its own simulated machine of eight H100s. `srun -N2 -n8` puts every rank on its own node's
+GPU; a UUID of the other node is refused there, naming it as another node's (issue 29); a GPU a node
+has lost is never replaced by its neighbour; MPICH's Hydra carrying the batch host's
+CUDA_VISIBLE_DEVICES to the other node runs no rank there. Run through `launchers.py run` (exit 77
+when Slurm cannot come up).
+
+Which machine a process simulates is its node's: the wrapper finds the node from the task Slurm
+started there (the outermost of its ancestors with SLURM_JOB_ID), not from the process's own
+SLURMD_NODENAME, which a launcher may carry from another node as a whole environment. A test may
+pick a variant of the nodes' machines (GPUSEL_TEST_NODE_VARIANT: "-lost", where n2's GPU 2 has fallen
+off the bus while gres.conf still lists it).
 """
 
+import contextlib
 import json
 import os
 import shlex
 import tempfile
+import time
 import unittest
 
 import launchers
 from launchers import LauncherCase, cvd_index, parse_workers
 
-SLURM = launchers.Slurm(nodes=("n1", "n2"), gpus=4)
+SLURM = launchers.Slurm(nodes=("n1", "n2"), gpus=8)
 MACHINES = {}
 WRAPPER = None
 
 
-def machine_file(folder, node):
-    """Four H100s whose UUIDs name the node, so that no UUID of one node is the other's."""
+def machine_file(folder, node, variant="", lost=()):
+    """Eight H100s whose UUIDs name the node, so that no UUID of one node is the other's; the GPUs of
+    `lost` have fallen off the bus (NVML reports them lost, CUDA does not enumerate them)."""
     tag = {"n1": "a1", "n2": "b2"}[node]
-    uuids = [f"GPU-{tag}{i:06x}-1111-2222-3333-444455556666" for i in range(4)]
+    uuids = [f"GPU-{tag}{i:06x}-1111-2222-3333-444455556666" for i in range(SLURM.gpus)]
     lines = [f'name = "node-{node}"', 'driver_version = "570.124.06"', "cuda_driver_version = 12080"]
     for i, uuid in enumerate(uuids):
         lines += ["", "[[gpu]]", f'uuid = "{uuid}"', 'name = "NVIDIA H100 80GB HBM3"',
                   f'pci_bus_id = "00000000:{0x18 + 0x10 * i:02X}:00.0"', 'memory_total = "80GiB"',
                   'compute_capability = "9.0"', "sm_count = 132", "numa_node = 0", 'cpus = "0-1"',
-                  "pcie_h2d_gbps = 55.0", "pcie_d2h_gbps = 55.0", "memory_bandwidth_gbps = 3350.0"]
-    path = os.path.join(folder, f"{node}.toml")
+                  "pcie_h2d_gbps = 55.0", "pcie_d2h_gbps = 55.0", "memory_bandwidth_gbps = 3350.0",
+                  f"lost = {'true' if i in lost else 'false'}"]
+    path = os.path.join(folder, f"{node}{variant}.toml")
     with open(path, "w") as f:
         f.write("\n".join(lines) + "\n")
     return path, uuids
@@ -41,11 +53,43 @@ def setUpModule():
     os.chmod(folder, 0o755)
     for node in SLURM.nodes:
         MACHINES[node] = machine_file(folder, node)
-    # Each task runs on its own node's simulated machine.
+        machine_file(folder, node, "-lost", lost={2} if node == "n2" else ())
+    # Each task runs on its own node's simulated machine: the node of the task Slurm started here.
     WRAPPER = os.path.join(folder, "on-node")
     with open(WRAPPER, "w") as f:
-        f.write('#!/bin/sh\neval "$(gpusel sim env "' + folder + '/$SLURMD_NODENAME.toml")"\nexec "$@"\n')
+        f.write(NODE_WRAPPER.replace("FOLDER", shlex.quote(folder)))
     os.chmod(WRAPPER, 0o755)
+
+
+NODE_WRAPPER = """#!/bin/sh
+node=$SLURMD_NODENAME
+pid=$$
+while [ "$pid" -gt 1 ]; do
+  env=$(tr '\\0' '\\n' < /proc/$pid/environ 2>/dev/null) || break
+  case "$env" in *SLURM_JOB_ID=*) ;; *) break ;; esac
+  found=$(printf '%s\\n' "$env" | sed -n 's/^SLURMD_NODENAME=//p')
+  [ -n "$found" ] && node=$found
+  pid=$(sed 's/.*) //' /proc/$pid/stat | cut -d' ' -f2)
+done
+export GPUSEL_TEST_NODE=$node
+eval "$(gpusel sim env FOLDER/$node${GPUSEL_TEST_NODE_VARIANT:-}.toml)"
+exec "$@"
+"""
+
+
+@contextlib.contextmanager
+def held(*args):
+    """A job holding GPUs (sbatch ARGS) while the block runs, cancelled after, its GPUs free again."""
+    job, _ = SLURM.submit("#!/bin/sh\nsleep 600\n", [*args, "--job-name=hold"])
+    SLURM.wait_running(job)
+    try:
+        yield job
+    finally:
+        SLURM.client(["scancel", job])
+        deadline = time.monotonic() + 30
+        while SLURM.state(job) not in (None, "CANCELLED", "COMPLETED") and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)
 
 
 def tearDownModule():
@@ -72,14 +116,84 @@ class TwoNodesTest(LauncherCase):
 
     def test_a_uuid_of_the_other_node_is_refused_there(self):
         theirs = MACHINES["n1"][1][2]
-        e = SLURM.env(GPUSEL_GPU=theirs)
-        r = SLURM.srun(["-N2", "-n2", "--ntasks-per-node=1", "--gres=gpu:4", WRAPPER, *launchers.worker_cmd()], e,
-                       timeout=120)
-        workers = {w["env"]["SLURMD_NODENAME"]: w for w in parse_workers(r.stdout)}
-        self.assertEqual(set(workers), {"n1", "n2"}, r.stdout + r.stderr)
-        self.assertEqual((workers["n1"]["rc"], workers["n1"]["bind"]["uuid"]), (0, theirs), json.dumps(workers["n1"]))
-        self.assertEqual(workers["n2"]["rc"], 2, json.dumps(workers["n2"]))
-        self.assertIn(f"GPU {theirs} is not visible to CUDA in this process", workers["n2"]["stderr"])
+        for variable, value in (("GPUSEL_GPU", theirs), ("GPUSEL_GPUS", ",".join(MACHINES["n1"][1][2:4]))):
+            with self.subTest(variable):
+                e = SLURM.env(**{variable: value})
+                r = SLURM.srun(["-N2", "--ntasks-per-node=" + ("1" if variable == "GPUSEL_GPU" else "2"),
+                                WRAPPER, *launchers.worker_cmd("--api")], e, timeout=120)
+                workers = parse_workers(r.stdout)
+                self.assertEqual(len(workers), 2 if variable == "GPUSEL_GPU" else 4, r.stdout + r.stderr)
+                for w in workers:
+                    node = w["env"]["GPUSEL_TEST_NODE"]
+                    if node == "n1":
+                        self.assertEqual(w["rc"], 0, json.dumps(w))
+                        self.assertEqual(len(w["context"]), 1, json.dumps(w))
+                        self.assertIn(w["context"][0], value.split(","))
+                        continue
+                    self.assertNotEqual(w["rc"], 0, json.dumps(w))
+                    self.assertFalse(w.get("context"), json.dumps(w))
+                    self.assertIn("is not a GPU of this machine", w["stderr"])
+                    self.assertIn("resolve GPUSEL_GPUS on each node", w["stderr"])
+                    self.assertNotIn("CUDA_VISIBLE_DEVICES", w["stderr"])
+
+    def test_a_lost_gpu_is_never_replaced_by_its_neighbour(self):
+        # GPU 0 held on both nodes, so that the step gets GPUs 1 and 2 on each; n2's GPU 2 has fallen
+        # off the bus, and CUDA there reads CUDA_VISIBLE_DEVICES=1,2 over 0,1,3,...: "2" is nvidia-smi 3.
+        with held("-N2", "--ntasks-per-node=1", "--gres=gpu:1"):
+            for order in (None, "PCI_BUS_ID"):
+                with self.subTest(CUDA_DEVICE_ORDER=order):
+                    e = SLURM.env(GPUSEL_TEST_NODE_VARIANT="-lost", CUDA_DEVICE_ORDER=order)
+                    r = SLURM.srun(["-w", "n1,n2", "-N2", "--ntasks-per-node=2", "--gres=gpu:2", WRAPPER,
+                                    *launchers.worker_cmd("--api")], e, timeout=120)
+                    workers = {(w["env"]["GPUSEL_TEST_NODE"], w["env"]["SLURM_LOCALID"]): w
+                               for w in parse_workers(r.stdout)}
+                    self.assertEqual(len(workers), 4, r.stdout + r.stderr)
+                    self.assertEqual({w["env"]["SLURM_STEP_GPUS"] for w in workers.values()}, {"1,2"})
+                    n1, n2 = MACHINES["n1"][1], MACHINES["n2"][1]
+                    got = {k: (w["rc"], w.get("context")) for k, w in workers.items()}
+                    self.assertEqual(got, {("n1", "0"): (0, [n1[1]]), ("n1", "1"): (0, [n1[2]]),
+                                           ("n2", "0"): (0, [n2[1]]), ("n2", "1"): (1, None)},
+                                     json.dumps(workers[("n2", "1")]))
+                    why = workers[("n2", "1")]["stderr"]
+                    self.assertIn("GPU 2 (", why)
+                    self.assertIn("has failed", why)
+                    self.assertIn(f"nvidia-smi 3 ({n2[3]})", why)
+            # One GPU, the lost one (GPU 1 held too): "2" would be nvidia-smi 3 for the only task.
+            with held("-w", "n2", "-N1", "--gres=gpu:1"):
+                e = SLURM.env(GPUSEL_TEST_NODE_VARIANT="-lost")
+                r = SLURM.srun(["-w", "n2", "-N1", "-n1", "--gres=gpu:1", WRAPPER, *launchers.worker_cmd("--api")], e,
+                               timeout=120)
+                w, = parse_workers(r.stdout)
+                self.assertEqual((w["env"]["SLURM_STEP_GPUS"], w["rc"], w.get("context")), ("2", 1, None), json.dumps(w))
+                self.assertIn("has failed", w["stderr"])
+
+    def test_hydra_carrying_the_batch_host_s_gpus_runs_no_rank_outside_the_job(self):
+        if launchers.missing("mpiexec.hydra"):
+            self.skipTest(launchers.missing("mpiexec.hydra"))
+        # n1 keeps GPUs 0-1 busy and n2 GPU 0: the job gets 2-5 on n1 and 1-4 on n2.
+        with held("-w", "n1", "-N1", "--gres=gpu:2"), held("-w", "n2", "-N1", "--gres=gpu:1"):
+            for export in ("export CUDA_DEVICE_ORDER=PCI_BUS_ID", ":"):
+                with self.subTest(export):
+                    state, out = SLURM.batch(
+                        "#!/bin/sh\n" + export + "\n" + shlex.join(["mpiexec.hydra", "-n", "8", "-ppn", "4", WRAPPER,
+                                                                  *launchers.worker_cmd("--api")]) + "\n",
+                        ["-w", "n1,n2", "-N2", "--ntasks-per-node=4", "--gres=gpu:4"], timeout=120)
+                    workers = parse_workers(out)
+                    self.assertEqual(len(workers), 8, out)
+                    n1 = sorted((w["rc"], tuple(w.get("context") or ())) for w in workers
+                                if w["env"]["GPUSEL_TEST_NODE"] == "n1")
+                    self.assertEqual(n1, [(0, (MACHINES["n1"][1][i],)) for i in range(2, 6)], out)
+                    on_n2 = [w for w in workers if w["env"]["GPUSEL_TEST_NODE"] == "n2"]
+                    self.assertEqual(len(on_n2), 4, out)
+                    for w in on_n2:
+                        self.assertEqual({w["env"]["CUDA_VISIBLE_DEVICES"], w["env"]["SLURMD_NODENAME"]},
+                                         {"2,3,4,5", "n1"}, "carried from the batch host")
+                        self.assertNotEqual(w["rc"], 0, json.dumps(w))
+                        self.assertFalse(w.get("context"), json.dumps(w))
+                        self.assertIn('from node "n1"', w["stderr"])
+                        self.assertIn('to node "n2"', w["stderr"])
+                        self.assertNotIn("PCI_BUS_ID", w["stderr"])
+                        self.assertNotIn("mixed", w["stderr"])
 
 
 if __name__ == "__main__":

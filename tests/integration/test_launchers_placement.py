@@ -227,6 +227,28 @@ class SlurmTasksTest(LauncherCase):
         self.assertEqual((w[0]["bind"]["nvidia_smi_index"], w[0]["bind"]["cuda_ordinal"]), (2, 0))
 
 
+    @needs_slurm
+    def test_a_visible_list_an_mpi_wrapper_set_is_blamed_on_the_wrapper(self):
+        # Issue 29: inside sbatch (GPUs 2,3 of eight identical H100s), a wrapper sets
+        # CUDA_VISIBLE_DEVICES from Open MPI's local rank. Refused, naming what Slurm set; no
+        # CUDA_DEVICE_ORDER=PCI_BUS_ID advice, which cannot help on one model.
+        if launchers.missing("mpirun"):
+            self.skipTest(launchers.missing("mpirun"))
+        wrapped = "CUDA_VISIBLE_DEVICES=$OMPI_COMM_WORLD_LOCAL_RANK exec " + shlex.join(launchers.worker_cmd("--api"))
+        state, out = SLURM.batch("#!/bin/sh\n" + shlex.join(launchers.mpirun_cmd(2, "sh", "-c", wrapped)) + "\n",
+                                 ["-n2", "--gres=gpu:2"])
+        w = parse_workers(out)
+        self.assertGreaterEqual(len(w), 1, out)  # mpirun stops the other rank when the first fails
+        self.assertNotEqual(state, "COMPLETED", out)
+        for x in w:
+            self.assertEqual(x["env"]["SLURM_JOB_GPUS"], "2,3", "GPUs 0-1 are held")
+            self.assertNotEqual(x["rc"], 0, json.dumps(x))
+            self.assertFalse(x.get("context"), json.dumps(x))
+            self.assertIn('is not what Slurm set ("2,3")', x["stderr"])
+            self.assertIn("SLURM_JOB_GPUS", x["stderr"])
+            self.assertNotIn("PCI_BUS_ID", x["stderr"])
+
+
 def mixed_machine():
     """A machine file of eight GPUs: six RTX A4000 and, last in PCI order, two RTX 4090."""
     path = os.path.join(tempfile.mkdtemp(prefix="gpusel-mixed-"), "mixed8.toml")

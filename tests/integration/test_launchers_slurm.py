@@ -7,6 +7,7 @@ reports its CUDA_VISIBLE_DEVICES and launcher variables beside `gpusel bind --js
 GPU is worked out from those. Run through `launchers.py run` (exit 77 when Slurm cannot come up).
 """
 
+import json
 import os
 import shlex
 import unittest
@@ -17,6 +18,7 @@ from launchers import DGX, LauncherCase, cvd_index, parse_workers, sections
 SLURM = launchers.Slurm()
 HOLDER = None
 WORKER = shlex.join(launchers.worker_cmd())
+WORKER_API = shlex.join(launchers.worker_cmd("--api"))  # reports where its CUDA context really is
 
 
 def setUpModule():
@@ -59,6 +61,20 @@ class SrunTest(LauncherCase):
                            output=r.stdout + r.stderr)
 
 
+    def test_doctor_in_a_step_names_the_gpu_bind_takes(self):
+        # Issue 29: doctor in a one-GPU step read CUDA's eight devices, not the step's one, and
+        # called Slurm's GPU a wrong one (exit 1) where bind was right.
+        r = SLURM.srun(["-n1", "--gres=gpu:1", "gpusel", "doctor", "--json"])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual([f["id"] for f in out["findings"] if f["severity"] == "error"], [])
+        r = SLURM.srun(["-n1", "--gres=gpu:1", *launchers.worker_cmd("--api")])
+        w, = parse_workers(r.stdout)
+        self.assertEqual((w["rc"], w["env"]["CUDA_VISIBLE_DEVICES"]), (0, "2"), "GPUs 0-1 are held")
+        self.assertEqual(w["context"], [DGX[2]])
+        self.assertEqual((out["worker"]["uuid"], out["worker"]["nvidia_smi_index"]), (DGX[2], 2))
+
+
 class BatchTest(LauncherCase):
     def test_sbatch_then_srun_with_gpusel_gpus(self):
         state, out = SLURM.batch(script(
@@ -73,6 +89,36 @@ class BatchTest(LauncherCase):
         self.assertEqual({x["env"]["GPUSEL_GPUS"] for x in w}, {f"{DGX[2]},{DGX[3]}"})
         self.assertWorkers(w, 2, lambda x: cvd_index(job_cvd, int(x["env"]["SLURM_LOCALID"])), source="GPUSEL_GPUS",
                            rank_variable="SLURM_LOCALID", rank=local("SLURM_LOCALID"), output=out)
+
+    def test_sbatch_gpusel_gpus_then_srun_gpus_per_task(self):
+        # Issue 29: each task sees exactly one of the listed GPUs, its own, and binds that one
+        # (SLURM_LOCALID, which --gpus-per-task keeps from counting, is not needed).
+        state, out = SLURM.batch(script(
+            "echo \"== batch CVD=$CUDA_VISIBLE_DEVICES\"",
+            "export GPUSEL_GPUS=$(gpusel resolve --gpu 0,1,2,3 | paste -sd,)",
+            f"srun -n 4 --gpus-per-task=1 {WORKER_API}"), ["-n4", "--gpus-per-task=1"])
+        self.assertEqual(state, "COMPLETED", out)
+        (cvd_line, body), = sections(out).items()
+        self.assertEqual(cvd_line.split("CVD=")[1], "2,3,4,5", "GPUs 0-1 are held")
+        w = parse_workers(body)
+        self.assertEqual(len(w), 4, out)
+        got = sorted((x["rc"], x["env"]["CUDA_VISIBLE_DEVICES"], tuple(x.get("context") or ())) for x in w)
+        want = sorted((0, str(i), (DGX[i],)) for i in range(2, 6))
+        self.assertEqual(got, want, out)
+
+    def test_per_task_gpus_outside_the_list_are_refused_naming_why(self):
+        # The list names the job's first two GPUs; tasks 2 and 3 get the other two.
+        state, out = SLURM.batch(script(
+            "export GPUSEL_GPUS=$(gpusel resolve --gpu 0,1 | paste -sd,)",
+            f"srun -n 4 --gpus-per-task=1 {WORKER_API}"), ["-n4", "--gpus-per-task=1"])
+        w = sorted(parse_workers(out), key=lambda x: x["env"]["CUDA_VISIBLE_DEVICES"])
+        self.assertEqual([x["env"]["CUDA_VISIBLE_DEVICES"] for x in w], ["2", "3", "4", "5"], out)
+        self.assertEqual([x["rc"] for x in w], [0, 0, 1, 1], out)
+        self.assertEqual([x.get("context") for x in w[:2]], [[DGX[2]], [DGX[3]]])
+        for x in w[2:]:
+            self.assertIn("--gpus-per-task", x["stderr"])
+            self.assertIn("none of them is among the devices CUDA shows this process", x["stderr"])
+            self.assertNotIn("no local rank", x["stderr"])
 
     def test_sbatch_then_mpirun_uses_open_mpi_s_local_rank_not_the_batch_step_s(self):
         # The batch script is the batch step: SLURM_LOCALID=0 there, and mpirun passes it to every rank.

@@ -89,6 +89,9 @@ class Doctor {
   NvmlSnapshot snap;
   ProbeResult probe;
   CudaEnv env;
+  // Where a worker started in this environment binds (null when it would refuse, or CUDA cannot
+  // tell).
+  nlohmann::json worker;
 
  private:
   std::vector<const GpuInfo*> readable() const {
@@ -427,65 +430,45 @@ class Doctor {
         "the administrators to set ConstrainDevices=yes in cgroup.conf");
   }
 
-  // The placement of a worker started in this environment: the very analysis bind refuses on
-  // (placement_problems), each problem an error; what only a shell sees (no rank yet) is
-  // information.
+  // The placement of a worker started in this environment: the very analysis bind runs
+  // (analyse_placement), over the same model (this environment, the devices CUDA shows a process
+  // started with it, NVML's GPUs); each problem an error, so that doctor errs exactly where bind
+  // refuses, and the GPU bind would take, for --json.
   void check_assignment() {
-    const auto one = env_value("GPUSEL_GPU");
-    const auto list = env_value("GPUSEL_GPUS");
-    if (one) {
-      try {
-        parse_single_gpu(*one);
-      } catch (const Error& e) {
-        add(Severity::Error, "gpusel-gpu", std::string("GPUSEL_GPU: ") + e.what(),
-            "unset GPUSEL_GPU (gpusel run sets it per rank), or give it one GPU");
-        return;
-      }
+    std::optional<std::vector<std::string>> visible;
+    if (env.visible_devices) {
+      const ProbeResult filtered = probe_cuda(default_probe_helper(), false);
+      if (filtered.ok) visible = uuids_of(filtered.devices);
+    } else if (probe.ok) {
+      visible = uuids_of(probe.devices);
     }
-    std::optional<std::size_t> visible;
-    if (probe.ok) visible = probe.devices.size();
-    for (const PlacementProblem& p : placement_problems(visible)) {
-      add(Severity::Error, p.id, p.message, p.remedy);
+    std::optional<std::vector<GpuInfo>> nvml;
+    if (snap.available) nvml = snap.gpus;
+    const detail::PlacementVerdict v =
+        detail::analyse_placement(detail::placement_model(visible, nvml));
+    for (const PlacementProblem& p : v.problems) {
+      const bool said = std::any_of(findings.begin(), findings.end(),
+                                    [&](const Finding& f) { return f.id == p.id; });
+      if (!said) add(Severity::Error, p.id, p.message, p.remedy);
     }
-    if (probe.ok && snap.available) {
-      std::vector<std::string> cuda;
-      for (const CudaDevice& d : probe.devices) cuda.push_back(d.uuid);
-      if (const auto p = detail::slurm_gpu_problem(snap.gpus, cuda)) {
-        add(Severity::Error, p->id, p->message, p->remedy);
-      }
+    for (const PlacementProblem& p : v.warnings) add(Severity::Warning, p.id, p.message, p.remedy);
+    if (!v.problems.empty() || !v.uuid) return;
+    worker = nlohmann::json{
+        {"uuid", *v.uuid},
+        {"cuda_ordinal", *v.ordinal},
+        {"source", source_name(v.source)},
+        {"rank", v.rank ? nlohmann::json(v.rank->rank) : nlohmann::json()},
+        {"rank_variable", v.rank ? nlohmann::json(v.rank->variable) : nlohmann::json()}};
+    for (const GpuInfo& g : snap.gpus) {
+      if (!g.failed() && (g.uuid == *v.uuid || v.uuid->rfind(g.uuid, 0) == 0))
+        worker["nvidia_smi_index"] = g.index;
     }
-    if (one || !list) return;
-    GpuRequest entries;
-    try {
-      entries = read_gpu_request(*list, false);
-    } catch (const Error&) {
-      return;  // said above
-    }
-    if (entries.kind != GpuRequest::Kind::Gpus) return;  // a request, not GPUs: said above
-    if (snap.available) {
-      try {
-        resolve_gpus(entries, env, default_probe_helper());
-      } catch (const Error& e) {
-        add(Severity::Error, "gpusel-gpus",
-            "GPUSEL_GPUS=" + detail::quote_value(*list) + " does not resolve here: " + e.what(),
-            "resolve it on this node, within the job's GPUs: eval \"$(gpusel resolve --gpu "
-            "SPEC --format env)\"");
-        return;
-      }
-    }
-    std::optional<LocalRank> rank;
-    try {
-      rank = local_rank();
-    } catch (const Error&) {
-      return;  // said above
-    }
-    if (!rank) {
-      add(Severity::Info, "gpusel-gpus-no-rank",
-          fmt::format("GPUSEL_GPUS lists {} GPUs; each worker picks its entry by its local rank, "
-                      "which no launcher has set in this shell",
-                      entries.gpus.size()),
-          "start the workers with srun, mpirun, torchrun or gpusel run, one per listed GPU");
-    }
+  }
+
+  static std::vector<std::string> uuids_of(const std::vector<CudaDevice>& devices) {
+    std::vector<std::string> out;
+    for (const CudaDevice& d : devices) out.push_back(d.uuid);
+    return out;
   }
 
   static std::string lower(std::string s) {
@@ -529,6 +512,7 @@ int run_doctor(const DoctorOptions& options) {
     out["errors"] = counts[0];
     out["warnings"] = counts[1];
     out["infos"] = counts[2];
+    out["worker"] = d.worker;
     out["findings"] = nlohmann::json::array();
     for (const Finding& f : d.findings) {
       out["findings"].push_back({{"id", f.id},
