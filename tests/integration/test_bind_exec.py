@@ -90,7 +90,7 @@ class ExecTest(Case):
         marker = private_path("started")
         cases = [dict(GPUSEL_GPUS=f"{DGX[2]},{DGX[6]}", LOCAL_RANK="0", LOCAL_WORLD_SIZE="4"),
                  dict(GPUSEL_GPU="free:1"),
-                 dict(GPUSEL_GPUS=f"{DGX[2]}"),
+                 dict(GPUSEL_GPUS=f"{DGX[2]},{DGX[6]}"),  # several listed and visible, no rank
                  dict(GPUSEL_SHARE="yes")]
         for extra in cases:
             bare = run([BIN, "bind"], env(**extra))
