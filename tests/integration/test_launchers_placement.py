@@ -262,6 +262,51 @@ class RunCheckTest(LauncherCase):
                 timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def contexts(self, state):
+        """The simulator's record of the CUDA contexts made under usage folder `state`: {pid: [UUID]}.
+        Each GPU's folder holds an entry named by the pid of each process with a context there; an
+        entry stays after its process ends until NVML's processes are listed again (the placement
+        check lists no more once it has stopped the job)."""
+        out = {}
+        for uuid in DGX:
+            folder = os.path.join(state, uuid)
+            for name in os.listdir(folder) if os.path.isdir(folder) else ():
+                if name.isdigit():
+                    out.setdefault(int(name), []).append(uuid)
+        return out
+
+    def misplaced(self, line, orphaned):
+        """`gpusel run --gpu 4,5 -- sh -c LINE` (an unmodified program somewhere in it takes
+        cuda:LOCAL_RANK): the job is stopped as for a worker of its own, the process named, and
+        the simulator records that very process's context on the GPU the line names."""
+        state = tempfile.mkdtemp(prefix="gpusel-state-")
+        r = run([BIN, "run", "--gpu", "4,5", "--", "sh", "-c", line],
+                launchers.env(GPUSEL_SIM_STATE_DIR=state), timeout=120)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        m = re.search(r"rank (\d) \(GPU (\S+)\) opened a CUDA context on GPU (\d) \((\S+)\), not its own "
+                      r"\(process pid (\d+) `([^`]*)`(, orphaned)?", r.stderr)
+        self.assertTrue(m, r.stderr)
+        rank, pid = int(m.group(1)), int(m.group(5))
+        self.assertEqual((m.group(2), m.group(3), m.group(4)), (DGX[4 + rank], str(rank), DGX[rank]), r.stderr)
+        self.assertRegex(m.group(6), r"cuda_local_rank 30$")
+        self.assertEqual(m.group(7) is not None, orphaned, r.stderr)
+        self.assertIn("--set-visible job", r.stderr)
+        # The program took cuda:LOCAL_RANK: the simulator saw that process's context there.
+        self.assertEqual(self.contexts(state).get(pid), [DGX[rank]], r.stderr)
+        return r
+
+    def test_an_orphan_on_a_wrong_gpu_is_stopped(self):
+        # The subshell ends at once: the program is orphaned and comes to gpusel (its subreaper).
+        self.misplaced(f"({shlex.quote(CUDA_LOCAL_RANK)} 30 &); sleep 30", orphaned=True)
+        # On its own GPU (--set-visible job), an orphan is left alone.
+        r = run([BIN, "run", "--quiet", "--set-visible", "job", "--gpu", "4,5", "--", "sh", "-c",
+                 f"({shlex.quote(CUDA_LOCAL_RANK)} 1 &); sleep 2"], launchers.env(), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_a_grandchild_on_a_wrong_gpu_is_stopped(self):
+        # A child of the worker's child, still in the worker's tree.
+        self.misplaced(f"sh -c {shlex.quote(shlex.quote(CUDA_LOCAL_RANK) + ' 30; true')}; true", orphaned=False)
+
     def test_ranks_per_gpu(self):
         r = run([BIN, "run", "--quiet", "--gpu", "0,1,2,3,4,5,6,7", "--ranks-per-gpu", "8", "--",
                  *launchers.worker_cmd()], launchers.env(), timeout=120)
