@@ -420,7 +420,11 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
 
   // Everything the children need is built before the first fork.
   const WorkerEnvironments vars = worker_environments(
-      options, job, [](const std::string& name) { return std::getenv(name.c_str()) != nullptr; },
+      options, job,
+      [](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        return value ? std::optional<std::string>(value) : std::nullopt;
+      },
       free_port);
   std::vector<std::string> removed;  // "NAME="
   for (const std::string& name : vars.removed) removed.push_back(name + "=");

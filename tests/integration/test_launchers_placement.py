@@ -3,7 +3,8 @@
 Each case is one that put processes on a wrong or shared GPU with exit 0 before: an inherited
 GPUSEL_GPU under srun, mpirun and MPICH's mpiexec.hydra; nested launchers (srun or mpiexec.hydra
 each starting torchrun); torch.multiprocessing.spawn, which tells no rank; srun with several GPUs
-per task; Slurm on a node of mixed GPU models; an unmodified program under a plain `gpusel run`.
+per task; Slurm on a node of mixed GPU models; an unmodified program under a plain `gpusel run`,
+also as a grandchild or an orphan of a worker; `gpusel run` itself under srun, mpirun and torchrun.
 One throwaway Slurm of one node for the module (a job holds GPUs 0-1, so steps get GPUs from 2 up).
 Run through `launchers.py run` (exit 77 when every test was skipped).
 """
@@ -319,6 +320,65 @@ class RunCheckTest(LauncherCase):
             self.assertTrue(x["bind"]["shared"], x)
         r = run([BIN, "run", "--gpu", "0", "--ranks-per-gpu", "0", "--", "true"], launchers.env())
         self.assertEqual(r.returncode, 2, r.stderr)
+
+
+class RunInsideLaunchersTest(LauncherCase):
+    """`gpusel run` under srun, mpirun and torchrun: its workers are its own, not the outer job's
+    (issue 29). Each worker binds through the Python package and reports the simulator's record of
+    its context, read while it holds it."""
+
+    def run_workers(self, result, n):
+        """The N workers of the gpusel runs in `result`, each bound by GPUSEL_GPU (run's own LOCAL_RANK
+        its rank) and with its one context on that very GPU; returns them."""
+        out = result.stdout + result.stderr
+        self.assertEqual(result.returncode, 0, out)
+        w = parse_workers(result.stdout)
+        self.assertEqual(len(w), n, out)
+        for x in w:
+            self.assertEqual(x["rc"], 0, json.dumps(x))
+            self.assertEqual(x["api"]["source"], ["GPUSEL_GPU", int(x["env"]["LOCAL_RANK"])], json.dumps(x))
+            self.assertEqual(x["api"]["contexts"], [x["env"]["GPUSEL_GPU"]], json.dumps(x))
+        self.assertEqual(len({x["env"]["GPUSEL_GPU"] for x in w}), n, "two workers on one GPU:\n" + out)
+        return w
+
+    @needs_slurm
+    def test_srun_tasks_each_running_gpusel_run(self):
+        # One task: run's --gpu 0,1 are the first two of the step's GPUs (Slurm's CUDA_VISIBLE_DEVICES).
+        r = SLURM.srun(["-n1", "--gres=gpu:2", "gpusel", "run", "--gpu", "0,1", "--", *launchers.worker_cmd("--api")])
+        for x in self.run_workers(r, 2):
+            cvd = x["env"]["CUDA_VISIBLE_DEVICES"]
+            self.assertEqual(x["env"]["GPUSEL_GPU"], DGX[cvd_index(cvd, int(x["env"]["LOCAL_RANK"]))], json.dumps(x))
+        # Two tasks on the node (SLURM_LOCALID 0 and 1), each gpusel run taking two free GPUs of the step.
+        r = SLURM.srun(["-n2", "--gres=gpu:4", "gpusel", "run", "--gpu", "free:2", "--",
+                        *launchers.worker_cmd("--api")], timeout=120)
+        w = self.run_workers(r, 4)
+        step = {DGX[cvd_index(w[0]["env"]["CUDA_VISIBLE_DEVICES"], k)] for k in range(4)}
+        self.assertEqual({x["env"]["GPUSEL_GPU"] for x in w}, step, r.stdout + r.stderr)
+        self.assertEqual(sorted(x["env"]["SLURM_LOCALID"] for x in w), ["0", "0", "1", "1"])
+        # The step's GPUs stay a quota: a third GPU is refused, naming Slurm's CUDA_VISIBLE_DEVICES.
+        r = SLURM.srun(["-n1", "--gres=gpu:2", "gpusel", "run", "--gpu", "2", "--", *launchers.worker_cmd("--api")])
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("CUDA_VISIBLE_DEVICES", r.stderr)
+        self.assertEqual(parse_workers(r.stdout), [])
+
+    def test_mpirun_ranks_each_running_gpusel_run(self):
+        if launchers.missing("mpirun"):
+            self.skipTest(launchers.missing("mpirun"))
+        r = run(launchers.mpirun_cmd(1, BIN, "run", "--gpu", "3,6", "--", *launchers.worker_cmd("--api")),
+                launchers.env(), timeout=120)
+        w = self.run_workers(r, 2)
+        self.assertEqual(sorted(x["env"]["GPUSEL_GPU"] for x in w), sorted([DGX[3], DGX[6]]))
+        r = run(launchers.mpirun_cmd(2, BIN, "run", "--gpu", "free:2", "--", *launchers.worker_cmd("--api")),
+                launchers.env(), timeout=120)
+        w = self.run_workers(r, 4)
+        self.assertEqual(sorted(x["env"]["OMPI_COMM_WORLD_LOCAL_RANK"] for x in w), ["0", "0", "1", "1"])
+
+    def test_torchrun_workers_each_running_gpusel_run(self):
+        if launchers.missing("torchrun"):
+            self.skipTest(launchers.missing("torchrun"))
+        r = run(launchers.torchrun_cmd(2, BIN, "run", "--gpu", "free:2", "--", *launchers.worker_cmd("--api")),
+                launchers.env(), timeout=180)
+        self.run_workers(r, 4)
 
 
 class PresetCaseTest(LauncherCase):
