@@ -211,7 +211,7 @@ void set_aside_outer_ranks(detail::LauncherView& view, std::string_view marker) 
   for (const detail::RankCandidate& c : view.candidates) {
     if (named(c)) {
       view.ignored.push_back(setting(c) +
-                             " (a launcher's around gpusel run, whose workers are its own; " +
+                             " (set by a launcher around gpusel run, whose workers are its own; " +
                              std::string(detail::kRunOuterVariable) + " names it)");
     }
   }

@@ -304,6 +304,20 @@ class RunCheckTest(LauncherCase):
                  f"({shlex.quote(CUDA_LOCAL_RANK)} 1 &); sleep 2"], launchers.env(), timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def test_an_orphan_no_rank_claims_is_held_to_the_job_s_gpus(self):
+        # A session of its own and no LOCAL_RANK or GPUSEL_GPU: nothing says which worker it came
+        # from, so it may use any of the job's GPUs and no other (it takes cuda:0, nvidia-smi 0).
+        prog = f"setsid env -u LOCAL_RANK -u GPUSEL_GPU {shlex.quote(CUDA_LOCAL_RANK)} 30"
+        state = tempfile.mkdtemp(prefix="gpusel-state-")
+        r = run([BIN, "run", "--gpu", "4,5", "--", "sh", "-c", f"({prog} &); sleep 30"],
+                launchers.env(GPUSEL_SIM_STATE_DIR=state), timeout=120)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        m = re.search(r"a process the workers left running opened a CUDA context on GPU 0 \((\S+)\), none of the "
+                      r"job's \((\S+)\) \(process pid (\d+) `[^`]*cuda_local_rank 30`, orphaned", r.stderr)
+        self.assertTrue(m, r.stderr)
+        self.assertEqual((m.group(1), m.group(2)), (DGX[0], f"{DGX[4]},{DGX[5]}"))
+        self.assertEqual(self.contexts(state).get(int(m.group(3))), [DGX[0]], r.stderr)
+
     def test_a_grandchild_on_a_wrong_gpu_is_stopped(self):
         # A child of the worker's child, still in the worker's tree.
         self.misplaced(f"sh -c {shlex.quote(shlex.quote(CUDA_LOCAL_RANK) + ' 30; true')}; true", orphaned=False)
@@ -348,6 +362,16 @@ class RunInsideLaunchersTest(LauncherCase):
         for x in self.run_workers(r, 2):
             cvd = x["env"]["CUDA_VISIBLE_DEVICES"]
             self.assertEqual(x["env"]["GPUSEL_GPU"], DGX[cvd_index(cvd, int(x["env"]["LOCAL_RANK"]))], json.dumps(x))
+        # `gpusel bind` as the worker says why srun's SLURM_LOCALID does not count.
+        r = SLURM.srun(["-n1", "--gres=gpu:2", "gpusel", "run", "--gpu", "0,1", "--", *launchers.worker_cmd()])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        w = parse_workers(r.stdout)
+        self.assertEqual(sorted((x["rc"], x["bind"]["rank_variable"], x["bind"]["rank"]) for x in w),
+                         [(0, "LOCAL_RANK", 0), (0, "LOCAL_RANK", 1)], r.stdout + r.stderr)
+        for x in w:
+            self.assertEqual([i for i in x["bind"]["ignored"] if i.startswith("SLURM_LOCALID=")],
+                             ['SLURM_LOCALID="0" (set by a launcher around gpusel run, whose workers are its own; '
+                              'GPUSEL_RUN_OUTER names it)'], json.dumps(x))
         # Two tasks on the node (SLURM_LOCALID 0 and 1), each gpusel run taking two free GPUs of the step.
         r = SLURM.srun(["-n2", "--gres=gpu:4", "gpusel", "run", "--gpu", "free:2", "--",
                         *launchers.worker_cmd("--api")], timeout=120)
