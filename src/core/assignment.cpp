@@ -187,6 +187,38 @@ std::optional<int> slurm_tasks_on_node(std::string_view value, int node) noexcep
   return found;
 }
 
+std::string outer_ranks_marker(
+    const std::function<std::optional<std::string>(const std::string&)>& value_of) {
+  std::string out;
+  for (const detail::RankVariable& v : detail::kRankVariables) {
+    if (std::string_view(v.name) == "LOCAL_RANK") continue;  // gpusel run's own
+    const std::optional<std::string> value = value_of(v.name);
+    if (!value || value->find_first_of(",=") != std::string::npos) continue;
+    out += (out.empty() ? "" : ",") + std::string(v.name) + "=" + *value;
+  }
+  return out;
+}
+
+void set_aside_outer_ranks(detail::LauncherView& view, std::string_view marker) {
+  std::vector<std::string> outer;
+  detail::each_comma_piece(marker, [&](std::string_view piece) {
+    outer.emplace_back(piece);
+    return true;
+  });
+  auto named = [&](const detail::RankCandidate& c) {
+    return std::find(outer.begin(), outer.end(), c.variable + "=" + c.value) != outer.end();
+  };
+  for (const detail::RankCandidate& c : view.candidates) {
+    if (named(c)) {
+      view.ignored.push_back(setting(c) +
+                             " (set by a launcher around gpusel run, whose workers are its own; " +
+                             std::string(detail::kRunOuterVariable) + " names it)");
+    }
+  }
+  view.candidates.erase(std::remove_if(view.candidates.begin(), view.candidates.end(), named),
+                        view.candidates.end());
+}
+
 bool ranks_disagree(const detail::LauncherView& view) {
   std::optional<int> first;
   for (const detail::RankCandidate& c : view.candidates) {
@@ -201,7 +233,7 @@ bool ranks_disagree(const detail::LauncherView& view) {
 
 std::optional<LocalRank> choose_local_rank(const detail::LauncherView& view) {
   std::vector<const detail::RankCandidate*> counted;
-  std::vector<std::string> ignored;
+  std::vector<std::string> ignored = view.ignored;
   for (const detail::RankCandidate& c : view.candidates) {
     if (view.slurm_batch_step && c.variable == "SLURM_LOCALID") {
       ignored.push_back(setting(c) + " (sbatch's batch step, not a task launch)");

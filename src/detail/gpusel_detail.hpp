@@ -9,6 +9,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -220,7 +221,27 @@ struct LauncherView {
   // srun --gpus-per-task (SLURM_GPUS_PER_TASK): each task sees GPUs of its own, so Slurm's local
   // rank does not count towards choosing among them.
   bool slurm_gpus_per_task = false;
+  // Variables set but not counted before choose_local_rank looks (set_aside_outer_ranks), with
+  // why; choose_local_rank reports them with its own.
+  std::vector<std::string> ignored;
 };
+
+// gpusel run's workers are its own. The variable in which `gpusel run` names, for its workers, the
+// local ranks of the launchers around it as it inherited them ("SLURM_LOCALID=0,...").
+inline constexpr const char* kRunOuterVariable = "GPUSEL_RUN_OUTER";
+
+// The value of kRunOuterVariable for gpusel run's workers: every local-rank variable of
+// kRankVariables but LOCAL_RANK (which run sets itself) that `value_of` (run's own environment)
+// gives, as NAME=VALUE separated by commas; "" when none is set. A value holding ',' or '=' is
+// left out (choose_local_rank refuses it as a rank anyway).
+std::string outer_ranks_marker(
+    const std::function<std::optional<std::string>(const std::string&)>& value_of);
+
+// Takes out of `view` the candidates that `marker` (kRunOuterVariable's value) names with the very
+// value they have: a launcher around gpusel run set them, and run's own LOCAL_RANK counts for its
+// workers. Each goes to view.ignored, saying so. A variable that a launcher inside run set again,
+// to another value, stays.
+void set_aside_outer_ranks(LauncherView& view, std::string_view marker);
 
 // Reads a local rank or size: ASCII digits, at most 6 of them. nullopt otherwise.
 std::optional<int> read_rank_number(std::string_view value) noexcept;

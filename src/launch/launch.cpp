@@ -189,6 +189,93 @@ struct Supervision {
   }
 };
 
+// Whose a process with a CUDA context is, for the placement check.
+struct JobMember {
+  int rank = -1;        // the rank whose GPU it must use; -1: the job's, but no rank says whose
+  bool orphan = false;  // a worker left it behind, and it came to gpusel (or descends from one that
+                        // did)
+};
+
+// The rank a process the workers left behind came from: the worker that leads its process group
+// (each worker leads a group of its own, and `cmd &` in a script stays in it), else the LOCAL_RANK
+// it started with, when its GPUSEL_GPU is that rank's; -1 when neither tells.
+int left_behind_rank(pid_t pid, const std::vector<Worker>& workers, const LaunchOptions& options,
+                     const detail::JobPlan& job) {
+  const pid_t group = getpgid(pid);
+  for (const Worker& w : workers) {
+    if (group > 0 && w.pid == group) return w.rank;
+  }
+  const auto env = detail::initial_environment(pid);
+  if (!env) return -1;
+  const auto rank = env->find("LOCAL_RANK"), gpu = env->find("GPUSEL_GPU");
+  if (rank == env->end() || gpu == env->end()) return -1;
+  const std::optional<int> r = detail::read_rank_number(rank->second);
+  if (!r || static_cast<std::size_t>(*r) >= job.workers ||
+      gpu->second != detail::gpu_of(options, job, static_cast<std::size_t>(*r)))
+    return -1;
+  return *r;
+}
+
+// Whose `pid` is: a worker's, or a descendant's of one (its parents lead to the worker), or one
+// the workers left behind, which came to `self` as their subreaper, or its descendant's. nullopt:
+// not the job's (another job's, `self` itself, or a child `self` had before the workers).
+std::optional<JobMember> job_member(pid_t pid, pid_t self, const Supervision& sup,
+                                    const LaunchOptions& options, const detail::JobPlan& job) {
+  const pid_t start = pid;
+  for (int depth = 0; depth < 64 && pid > 1 && pid != self; ++depth) {
+    for (const Worker& w : sup.workers) {
+      if (w.pid == pid) return JobMember{w.rank, false};
+    }
+    const pid_t up = detail::parent_of(pid);
+    if (up == self) {
+      if (!sup.reaping ||
+          std::find(sup.foreign.begin(), sup.foreign.end(), pid) != sup.foreign.end())
+        return std::nullopt;
+      int rank = left_behind_rank(start, sup.workers, options, job);
+      if (rank < 0 && pid != start) rank = left_behind_rank(pid, sup.workers, options, job);
+      return JobMember{rank, true};
+    }
+    pid = up;
+  }
+  return std::nullopt;
+}
+
+// Whether a CUDA context on `uuid` is where `who` belongs: its rank's GPU, or, for a process no
+// rank is known of, any GPU of the job. A MIG entry is not checked (NVML lists the parent GPU).
+bool placed_well(const JobMember& who, const std::string& uuid, const LaunchOptions& options,
+                 const detail::JobPlan& job) {
+  auto fits = [&uuid](const std::string& own) {
+    return detail::starts_with_ci(own, "MIG-") || detail::same_entry(own, uuid);
+  };
+  if (who.rank >= 0) return fits(detail::gpu_of(options, job, static_cast<std::size_t>(who.rank)));
+  return std::any_of(options.gpus.begin(), options.gpus.end(), fits);
+}
+
+// The line that stops the job: who opened a context where, and the fix.
+std::string misplaced_text(const JobMember& who, pid_t pid, const GpuProcesses& gpu,
+                           const LaunchOptions& options, const detail::JobPlan& job) {
+  std::string text;
+  if (who.rank >= 0) {
+    text = "rank " + std::to_string(who.rank) + " (GPU " +
+           detail::gpu_of(options, job, static_cast<std::size_t>(who.rank)) +
+           ") opened a CUDA context on GPU " + std::to_string(gpu.index) + " (" + gpu.uuid +
+           "), not its own (process " + describe_process(pid);
+  } else {
+    text = "a process the workers left running opened a CUDA context on GPU " +
+           std::to_string(gpu.index) + " (" + gpu.uuid + "), none of the job's (" +
+           detail::join_entries(options.gpus) + ") (process " + describe_process(pid);
+  }
+  if (who.orphan) {
+    text += ", orphaned: " + std::string(who.rank >= 0 ? "its worker's" : "a worker's") +
+            " tree left it running and it came to gpusel, which checks it with the job";
+  }
+  return text +
+         "): the program chose its GPU itself, and the job was stopped. Run it with "
+         "--set-visible job (for cuda:LOCAL_RANK) or --set-visible own (for cuda:0), or bind "
+         "the GPU with gpusel in the program (gpusel::bind_assigned_gpu(), "
+         "gpusel.bind_assigned_gpu())";
+}
+
 std::string status_text(int status) {
   if (WIFSIGNALED(status)) {
     const char* name = sigabbrev_np(WTERMSIG(status));
@@ -333,7 +420,11 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
 
   // Everything the children need is built before the first fork.
   const WorkerEnvironments vars = worker_environments(
-      options, job, [](const std::string& name) { return std::getenv(name.c_str()) != nullptr; },
+      options, job,
+      [](const std::string& name) -> std::optional<std::string> {
+        const char* value = std::getenv(name.c_str());
+        return value ? std::optional<std::string>(value) : std::nullopt;
+      },
       free_port);
   std::vector<std::string> removed;  // "NAME="
   for (const std::string& name : vars.removed) removed.push_back(name + "=");
@@ -507,24 +598,16 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   } check;
   check.on = static_cast<bool>(options.gpu_processes);
   check.next = Clock::now() + std::chrono::milliseconds(500);
+  // Looked at while any process of the job runs: a worker, or one the workers left behind.
+  auto checking = [&] {
+    return check.on && check.violation.empty() && (policy.running() > 0 || children_left);
+  };
   auto say = [&](const std::string& text) {
     if (options.on_note) {
       options.on_note(text);
     } else {
       write_all(2, "gpusel: note: " + text + "\n");
     }
-  };
-  // The rank whose tree `pid` belongs to; -1 when none (another job's, or an orphan that came to
-  // gpusel).
-  auto rank_of = [&](pid_t pid) -> int {
-    for (int depth = 0; depth < 64 && pid > 1; ++depth) {
-      for (const Worker& w : workers) {
-        if (w.pid == pid) return w.rank;
-      }
-      if (pid == parent) return -1;
-      pid = detail::parent_of(pid);
-    }
-    return -1;
   };
   auto look_at_placement = [&] {
     ++check.looks;
@@ -549,18 +632,10 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
           continue;
         }
         any_known = true;
-        const int r = rank_of(pid);
-        if (r < 0) continue;
-        const std::string& own = gpu_of(static_cast<std::size_t>(r));
-        if (detail::starts_with_ci(own, "MIG-") || detail::same_entry(own, g.uuid)) continue;
-        check.violation =
-            "rank " + std::to_string(r) + " (GPU " + own + ") opened a CUDA context on GPU " +
-            std::to_string(g.index) + " (" + g.uuid + "), not its own (process " +
-            describe_process(pid) +
-            "): the program chose its GPU itself, and the job was stopped. Run it with "
-            "--set-visible job (for cuda:LOCAL_RANK) or --set-visible own (for cuda:0), or bind "
-            "the GPU with gpusel in the program (gpusel::bind_assigned_gpu(), "
-            "gpusel.bind_assigned_gpu())";
+        // Every process of the job: the workers, their descendants, and those they left behind.
+        const std::optional<JobMember> who = job_member(pid, parent, sup, options, job);
+        if (!who || placed_well(*who, g.uuid, options, job)) continue;
+        check.violation = misplaced_text(*who, pid, g, options, job);
         return;
       }
     }
@@ -617,7 +692,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     std::optional<Clock::time_point> wake;
     auto wake_by = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
     if (const auto kill_at = policy.kill_at()) wake_by(*kill_at);
-    if (check.on && policy.running() > 0 && check.violation.empty()) wake_by(check.next);
+    if (checking()) wake_by(check.next);
     // Past that time, each orphan's end (SIGCHLD) wakes gpusel to kill what came to it next.
     if (orphans_stopping && children_left && Clock::now() < orphan_kill_at) wake_by(orphan_kill_at);
     if (draining) wake_by(drain_until);
@@ -697,7 +772,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
         write_all(out_fd(s), w.streams[s].tagger.flush_due(now));
       }
     }
-    if (check.on && policy.running() > 0 && check.violation.empty() && Clock::now() >= check.next) {
+    if (checking() && Clock::now() >= check.next) {
       look_at_placement();
       if (!check.violation.empty() && policy.placement_violation(check.violation, Clock::now()))
         signal_job(SIGTERM);

@@ -36,16 +36,20 @@ const std::string& gpu_of(const LaunchOptions& options, const JobPlan& plan, std
 }
 
 WorkerEnvironments worker_environments(const LaunchOptions& options, const JobPlan& plan,
-                                       const std::function<bool(const std::string&)>& inherited,
+                                       const ValueOf& value_of,
                                        const std::function<int()>& free_port) {
   WorkerEnvironments env;
-  env.removed = {"RANK",        "LOCAL_RANK", "WORLD_SIZE",  "LOCAL_WORLD_SIZE",
-                 "GPUSEL_GPUS", "GPUSEL_GPU", "GPUSEL_SHARE"};
+  env.removed = {"RANK",        "LOCAL_RANK", "WORLD_SIZE",   "LOCAL_WORLD_SIZE",
+                 "GPUSEL_GPUS", "GPUSEL_GPU", "GPUSEL_SHARE", kRunOuterVariable};
   if (options.set_visible != SetVisible::None) env.removed.emplace_back("CUDA_VISIBLE_DEVICES");
 
   const std::string world = std::to_string(plan.workers);
-  if (!inherited("MASTER_ADDR")) env.job.emplace_back("MASTER_ADDR", "127.0.0.1");
-  if (!inherited("MASTER_PORT")) env.job.emplace_back("MASTER_PORT", std::to_string(free_port()));
+  if (!value_of("MASTER_ADDR")) env.job.emplace_back("MASTER_ADDR", "127.0.0.1");
+  if (!value_of("MASTER_PORT")) env.job.emplace_back("MASTER_PORT", std::to_string(free_port()));
+  // The workers are gpusel's own: the local ranks of launchers around it (srun, mpirun, ...) reach
+  // them unchanged, named here so that a worker counts gpusel's LOCAL_RANK alone.
+  if (std::string outer = outer_ranks_marker(value_of); !outer.empty())
+    env.job.emplace_back(kRunOuterVariable, std::move(outer));
   env.job.emplace_back("WORLD_SIZE", world);
   env.job.emplace_back("LOCAL_WORLD_SIZE", world);
   env.job.emplace_back("GPUSEL_GPUS", detail::join_entries(options.gpus));

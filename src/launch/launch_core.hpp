@@ -45,10 +45,14 @@ struct WorkerEnvironments {
   std::vector<Variables> ranks;
 };
 
-// `inherited(name)`: whether gpusel's environment sets `name` (a MASTER_ADDR or MASTER_PORT of the
-// user's is kept). `free_port()`: a free TCP port, asked for only when MASTER_PORT is not set.
+// A variable's value in gpusel's own environment; nullopt when unset.
+using ValueOf = std::function<std::optional<std::string>(const std::string&)>;
+
+// `value_of(name)`: gpusel's environment (a MASTER_ADDR or MASTER_PORT of the user's is kept; the
+// local ranks of launchers around gpusel are named to the workers in GPUSEL_RUN_OUTER, see
+// outer_ranks_marker). `free_port()`: a free TCP port, asked for only when MASTER_PORT is not set.
 WorkerEnvironments worker_environments(const LaunchOptions& options, const JobPlan& plan,
-                                       const std::function<bool(const std::string&)>& inherited,
+                                       const ValueOf& value_of,
                                        const std::function<int()>& free_port);
 
 // --tag-output: "[rank N] ".

@@ -277,7 +277,12 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
   // The user's MASTER_ADDR/MASTER_PORT, as in base (the Win32 environment), are kept.
   const detail::WorkerEnvironments vars = detail::worker_environments(
       options, job,
-      [&base](const std::string& name) { return base.vars.contains(win::widen(name)); }, free_port);
+      [&base](const std::string& name) -> std::optional<std::string> {
+        const auto it = base.vars.find(win::widen(name));
+        if (it == base.vars.end()) return std::nullopt;
+        return win::narrow(it->second.second);
+      },
+      free_port);
   for (const std::string& name : vars.removed) base.unset(name);
   for (const auto& [name, value] : vars.job) base.set(name, value);
 

@@ -535,6 +535,9 @@ detail::LauncherView launcher_view() {
     if (v.size_name != nullptr) c.size_value = env_string(v.size_name);
     view.candidates.push_back(std::move(c));
   }
+  // A worker of gpusel run: the launchers around run do not count, run's LOCAL_RANK does.
+  if (auto outer = env_string(detail::kRunOuterVariable))
+    detail::set_aside_outer_ranks(view, *outer);
   // sbatch's batch step (the job script) has SLURM_LOCALID=0 but no step of its own; a task
   // that srun starts has SLURM_STEP_ID.
   if (env_string("SLURM_LOCALID") && env_string("SLURM_JOB_ID")) {

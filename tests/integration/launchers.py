@@ -539,7 +539,9 @@ def _worker(argv):
         try:
             import gpusel
             ordinal = gpusel.bind_assigned_gpu()
-            report["api"] = {"ordinal": ordinal, "uuid": gpusel.gpu_identity(ordinal)["uuid"]}
+            report["api"] = {"ordinal": ordinal, "uuid": gpusel.gpu_identity(ordinal)["uuid"],
+                             "source": list(gpusel.assignment_source() or ()),
+                             "contexts": sim_contexts(os.getpid())}
             report["context"] = _context_gpus()
             report["rc"] = 0
         except Exception as exc:  # reported, and the rank fails
@@ -567,6 +569,16 @@ def _context_gpus():
     except ValueError:
         return None
     return [g["uuid"] for g in gpus if any(p.get("pid") == os.getpid() for p in g.get("processes") or [])]
+
+
+def sim_contexts(pid):
+    """The GPUs on which the simulator records a CUDA context of process `pid` (its usage folder,
+    GPUSEL_SIM_STATE_DIR, holds per GPU an entry named by each pid with a context there, kept while
+    that process lives), sorted; None without such a folder."""
+    state = os.environ.get("GPUSEL_SIM_STATE_DIR")
+    if not state or not os.path.isdir(state):
+        return None
+    return sorted(d for d in os.listdir(state) if os.path.exists(os.path.join(state, d, str(pid))))
 
 
 def _terminated(signum, frame):

@@ -195,6 +195,24 @@ class TwoNodesTest(LauncherCase):
                         self.assertNotIn("PCI_BUS_ID", w["stderr"])
                         self.assertNotIn("mixed", w["stderr"])
 
+    def test_gpusel_run_on_each_node(self):
+        # One task per node, each a gpusel run of its own over its node's four GPUs (issue 29): the
+        # workers are run's, whatever srun's SLURM_LOCALID and SLURM_STEP_TASKS_PER_NODE say.
+        r = SLURM.srun(["-N2", "-n2", "--ntasks-per-node=1", "--gres=gpu:4", WRAPPER, "gpusel", "run", "--gpu",
+                        "free:4", "--", *launchers.worker_cmd("--api")], timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        workers = parse_workers(r.stdout)
+        got = {}
+        for w in workers:
+            node = w["env"]["SLURMD_NODENAME"]
+            self.assertEqual(w["rc"], 0, json.dumps(w))
+            self.assertEqual(w["api"]["source"], ["GPUSEL_GPU", int(w["env"]["LOCAL_RANK"])], json.dumps(w))
+            # The simulator's record: the worker's one context is on the GPU run gave it.
+            self.assertEqual(w["api"]["contexts"], [w["env"]["GPUSEL_GPU"]], json.dumps(w))
+            got.setdefault(node, set()).add(w["api"]["uuid"])
+        self.assertEqual(got, {node: set(MACHINES[node][1]) for node in SLURM.nodes}, r.stdout + r.stderr)
+        self.assertEqual(len(workers), 8, r.stdout + r.stderr)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -3,7 +3,8 @@
 Each case is one that put processes on a wrong or shared GPU with exit 0 before: an inherited
 GPUSEL_GPU under srun, mpirun and MPICH's mpiexec.hydra; nested launchers (srun or mpiexec.hydra
 each starting torchrun); torch.multiprocessing.spawn, which tells no rank; srun with several GPUs
-per task; Slurm on a node of mixed GPU models; an unmodified program under a plain `gpusel run`.
+per task; Slurm on a node of mixed GPU models; an unmodified program under a plain `gpusel run`,
+also as a grandchild or an orphan of a worker; `gpusel run` itself under srun, mpirun and torchrun.
 One throwaway Slurm of one node for the module (a job holds GPUs 0-1, so steps get GPUs from 2 up).
 Run through `launchers.py run` (exit 77 when every test was skipped).
 """
@@ -284,6 +285,65 @@ class RunCheckTest(LauncherCase):
                 timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
+    def contexts(self, state):
+        """The simulator's record of the CUDA contexts made under usage folder `state`: {pid: [UUID]}.
+        Each GPU's folder holds an entry named by the pid of each process with a context there; an
+        entry stays after its process ends until NVML's processes are listed again (the placement
+        check lists no more once it has stopped the job)."""
+        out = {}
+        for uuid in DGX:
+            folder = os.path.join(state, uuid)
+            for name in os.listdir(folder) if os.path.isdir(folder) else ():
+                if name.isdigit():
+                    out.setdefault(int(name), []).append(uuid)
+        return out
+
+    def misplaced(self, line, orphaned):
+        """`gpusel run --gpu 4,5 -- sh -c LINE` (an unmodified program somewhere in it takes
+        cuda:LOCAL_RANK): the job is stopped as for a worker of its own, the process named, and
+        the simulator records that very process's context on the GPU the line names."""
+        state = tempfile.mkdtemp(prefix="gpusel-state-")
+        r = run([BIN, "run", "--gpu", "4,5", "--", "sh", "-c", line],
+                launchers.env(GPUSEL_SIM_STATE_DIR=state), timeout=120)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        m = re.search(r"rank (\d) \(GPU (\S+)\) opened a CUDA context on GPU (\d) \((\S+)\), not its own "
+                      r"\(process pid (\d+) `([^`]*)`(, orphaned)?", r.stderr)
+        self.assertTrue(m, r.stderr)
+        rank, pid = int(m.group(1)), int(m.group(5))
+        self.assertEqual((m.group(2), m.group(3), m.group(4)), (DGX[4 + rank], str(rank), DGX[rank]), r.stderr)
+        self.assertRegex(m.group(6), r"cuda_local_rank 30$")
+        self.assertEqual(m.group(7) is not None, orphaned, r.stderr)
+        self.assertIn("--set-visible job", r.stderr)
+        # The program took cuda:LOCAL_RANK: the simulator saw that process's context there.
+        self.assertEqual(self.contexts(state).get(pid), [DGX[rank]], r.stderr)
+        return r
+
+    def test_an_orphan_on_a_wrong_gpu_is_stopped(self):
+        # The subshell ends at once: the program is orphaned and comes to gpusel (its subreaper).
+        self.misplaced(f"({shlex.quote(CUDA_LOCAL_RANK)} 30 &); sleep 30", orphaned=True)
+        # On its own GPU (--set-visible job), an orphan is left alone.
+        r = run([BIN, "run", "--quiet", "--set-visible", "job", "--gpu", "4,5", "--", "sh", "-c",
+                 f"({shlex.quote(CUDA_LOCAL_RANK)} 1 &); sleep 2"], launchers.env(), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_an_orphan_no_rank_claims_is_held_to_the_job_s_gpus(self):
+        # A session of its own and no LOCAL_RANK or GPUSEL_GPU: nothing says which worker it came
+        # from, so it may use any of the job's GPUs and no other (it takes cuda:0, nvidia-smi 0).
+        prog = f"setsid env -u LOCAL_RANK -u GPUSEL_GPU {shlex.quote(CUDA_LOCAL_RANK)} 30"
+        state = tempfile.mkdtemp(prefix="gpusel-state-")
+        r = run([BIN, "run", "--gpu", "4,5", "--", "sh", "-c", f"({prog} &); sleep 30"],
+                launchers.env(GPUSEL_SIM_STATE_DIR=state), timeout=120)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        m = re.search(r"a process the workers left running opened a CUDA context on GPU 0 \((\S+)\), none of the "
+                      r"job's \((\S+)\) \(process pid (\d+) `[^`]*cuda_local_rank 30`, orphaned", r.stderr)
+        self.assertTrue(m, r.stderr)
+        self.assertEqual((m.group(1), m.group(2)), (DGX[0], f"{DGX[4]},{DGX[5]}"))
+        self.assertEqual(self.contexts(state).get(int(m.group(3))), [DGX[0]], r.stderr)
+
+    def test_a_grandchild_on_a_wrong_gpu_is_stopped(self):
+        # A child of the worker's child, still in the worker's tree.
+        self.misplaced(f"sh -c {shlex.quote(shlex.quote(CUDA_LOCAL_RANK) + ' 30; true')}; true", orphaned=False)
+
     def test_ranks_per_gpu(self):
         r = run([BIN, "run", "--quiet", "--gpu", "0,1,2,3,4,5,6,7", "--ranks-per-gpu", "8", "--",
                  *launchers.worker_cmd()], launchers.env(), timeout=120)
@@ -296,6 +356,75 @@ class RunCheckTest(LauncherCase):
             self.assertTrue(x["bind"]["shared"], x)
         r = run([BIN, "run", "--gpu", "0", "--ranks-per-gpu", "0", "--", "true"], launchers.env())
         self.assertEqual(r.returncode, 2, r.stderr)
+
+
+class RunInsideLaunchersTest(LauncherCase):
+    """`gpusel run` under srun, mpirun and torchrun: its workers are its own, not the outer job's
+    (issue 29). Each worker binds through the Python package and reports the simulator's record of
+    its context, read while it holds it."""
+
+    def run_workers(self, result, n):
+        """The N workers of the gpusel runs in `result`, each bound by GPUSEL_GPU (run's own LOCAL_RANK
+        its rank) and with its one context on that very GPU; returns them."""
+        out = result.stdout + result.stderr
+        self.assertEqual(result.returncode, 0, out)
+        w = parse_workers(result.stdout)
+        self.assertEqual(len(w), n, out)
+        for x in w:
+            self.assertEqual(x["rc"], 0, json.dumps(x))
+            self.assertEqual(x["api"]["source"], ["GPUSEL_GPU", int(x["env"]["LOCAL_RANK"])], json.dumps(x))
+            self.assertEqual(x["api"]["contexts"], [x["env"]["GPUSEL_GPU"]], json.dumps(x))
+        self.assertEqual(len({x["env"]["GPUSEL_GPU"] for x in w}), n, "two workers on one GPU:\n" + out)
+        return w
+
+    @needs_slurm
+    def test_srun_tasks_each_running_gpusel_run(self):
+        # One task: run's --gpu 0,1 are the first two of the step's GPUs (Slurm's CUDA_VISIBLE_DEVICES).
+        r = SLURM.srun(["-n1", "--gres=gpu:2", "gpusel", "run", "--gpu", "0,1", "--", *launchers.worker_cmd("--api")])
+        for x in self.run_workers(r, 2):
+            cvd = x["env"]["CUDA_VISIBLE_DEVICES"]
+            self.assertEqual(x["env"]["GPUSEL_GPU"], DGX[cvd_index(cvd, int(x["env"]["LOCAL_RANK"]))], json.dumps(x))
+        # `gpusel bind` as the worker says why srun's SLURM_LOCALID does not count.
+        r = SLURM.srun(["-n1", "--gres=gpu:2", "gpusel", "run", "--gpu", "0,1", "--", *launchers.worker_cmd()])
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        w = parse_workers(r.stdout)
+        self.assertEqual(sorted((x["rc"], x["bind"]["rank_variable"], x["bind"]["rank"]) for x in w),
+                         [(0, "LOCAL_RANK", 0), (0, "LOCAL_RANK", 1)], r.stdout + r.stderr)
+        for x in w:
+            self.assertEqual([i for i in x["bind"]["ignored"] if i.startswith("SLURM_LOCALID=")],
+                             ['SLURM_LOCALID="0" (set by a launcher around gpusel run, whose workers are its own; '
+                              'GPUSEL_RUN_OUTER names it)'], json.dumps(x))
+        # Two tasks on the node (SLURM_LOCALID 0 and 1), each gpusel run taking two free GPUs of the step.
+        r = SLURM.srun(["-n2", "--gres=gpu:4", "gpusel", "run", "--gpu", "free:2", "--",
+                        *launchers.worker_cmd("--api")], timeout=120)
+        w = self.run_workers(r, 4)
+        step = {DGX[cvd_index(w[0]["env"]["CUDA_VISIBLE_DEVICES"], k)] for k in range(4)}
+        self.assertEqual({x["env"]["GPUSEL_GPU"] for x in w}, step, r.stdout + r.stderr)
+        self.assertEqual(sorted(x["env"]["SLURM_LOCALID"] for x in w), ["0", "0", "1", "1"])
+        # The step's GPUs stay a quota: a third GPU is refused, naming Slurm's CUDA_VISIBLE_DEVICES.
+        r = SLURM.srun(["-n1", "--gres=gpu:2", "gpusel", "run", "--gpu", "2", "--", *launchers.worker_cmd("--api")])
+        self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
+        self.assertIn("CUDA_VISIBLE_DEVICES", r.stderr)
+        self.assertEqual(parse_workers(r.stdout), [])
+
+    def test_mpirun_ranks_each_running_gpusel_run(self):
+        if launchers.missing("mpirun"):
+            self.skipTest(launchers.missing("mpirun"))
+        r = run(launchers.mpirun_cmd(1, BIN, "run", "--gpu", "3,6", "--", *launchers.worker_cmd("--api")),
+                launchers.env(), timeout=120)
+        w = self.run_workers(r, 2)
+        self.assertEqual(sorted(x["env"]["GPUSEL_GPU"] for x in w), sorted([DGX[3], DGX[6]]))
+        r = run(launchers.mpirun_cmd(2, BIN, "run", "--gpu", "free:2", "--", *launchers.worker_cmd("--api")),
+                launchers.env(), timeout=120)
+        w = self.run_workers(r, 4)
+        self.assertEqual(sorted(x["env"]["OMPI_COMM_WORLD_LOCAL_RANK"] for x in w), ["0", "0", "1", "1"])
+
+    def test_torchrun_workers_each_running_gpusel_run(self):
+        if launchers.missing("torchrun"):
+            self.skipTest(launchers.missing("torchrun"))
+        r = run(launchers.torchrun_cmd(2, BIN, "run", "--gpu", "free:2", "--", *launchers.worker_cmd("--api")),
+                launchers.env(), timeout=180)
+        self.run_workers(r, 4)
 
 
 class PresetCaseTest(LauncherCase):

@@ -51,6 +51,37 @@ TEST(Assignment, BatchStepSlurmLocalIdDoesNotCount) {
   EXPECT_NE(r->ignored[0].find("batch step"), std::string::npos);
 }
 
+TEST(Assignment, GpuselRunsWorkersCountItsLocalRankAlone) {
+  // srun -n2 (two tasks on the node), each task a gpusel run of two workers: this is task 1's
+  // worker 0. Without the marker the launchers nest (1 x 2 + 0 = 2 of 4).
+  detail::LauncherView v;
+  v.candidates = {cand("LOCAL_RANK", "0", 1, true, "2"), cand("SLURM_LOCALID", "1", 2, true, "2")};
+  auto nested = detail::choose_local_rank(v);
+  ASSERT_TRUE(nested);
+  EXPECT_EQ(nested->rank, 2);
+  detail::set_aside_outer_ranks(v, "SLURM_LOCALID=1");
+  auto r = detail::choose_local_rank(v);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->variable, "LOCAL_RANK");
+  EXPECT_EQ(r->rank, 0);
+  EXPECT_EQ(r->local_size, 2);
+  EXPECT_TRUE(r->levels.empty());
+  ASSERT_EQ(r->ignored.size(), 1u);
+  EXPECT_NE(r->ignored[0].find("SLURM_LOCALID=\"1\""), std::string::npos) << r->ignored[0];
+  EXPECT_NE(r->ignored[0].find("GPUSEL_RUN_OUTER"), std::string::npos) << r->ignored[0];
+}
+
+TEST(Assignment, ALauncherInsideGpuselRunStillCounts) {
+  // gpusel run under mpirun, and an mpirun inside a worker setting Open MPI's rank again: the
+  // value differs from the one run named, so it counts (and nests with run's LOCAL_RANK).
+  detail::LauncherView v;
+  v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "1", 1, true, "2"),
+                  cand("LOCAL_RANK", "0", 3, true, "1")};
+  detail::set_aside_outer_ranks(v, "OMPI_COMM_WORLD_LOCAL_RANK=0,SLURM_LOCALID=0");
+  ASSERT_EQ(v.candidates.size(), 2u);
+  EXPECT_TRUE(v.ignored.empty());
+}
+
 TEST(Assignment, AgreeingVariablesNeedNoDistances) {
   detail::LauncherView v;
   v.candidates = {cand("OMPI_COMM_WORLD_LOCAL_RANK", "1"), cand("LOCAL_RANK", "01")};

@@ -105,15 +105,15 @@ TEST(LaunchCore, EnvironmentSetsRanksWorldAndGpus) {
   LaunchOptions o = two_gpus();
   int ports_asked = 0;
   const WorkerEnvironments env = worker_environments(
-      o, plan_job(o), [](const std::string&) { return false; },
+      o, plan_job(o), [](const std::string&) { return std::optional<std::string>(); },
       [&] {
         ++ports_asked;
         return 4242;
       });
   EXPECT_EQ(ports_asked, 1);
-  EXPECT_EQ(env.removed,
-            (std::vector<std::string>{"RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                                      "GPUSEL_GPUS", "GPUSEL_GPU", "GPUSEL_SHARE"}));
+  EXPECT_EQ(env.removed, (std::vector<std::string>{"RANK", "LOCAL_RANK", "WORLD_SIZE",
+                                                   "LOCAL_WORLD_SIZE", "GPUSEL_GPUS", "GPUSEL_GPU",
+                                                   "GPUSEL_SHARE", "GPUSEL_RUN_OUTER"}));
   EXPECT_EQ(env.job, (Variables{{"MASTER_ADDR", "127.0.0.1"},
                                 {"MASTER_PORT", "4242"},
                                 {"WORLD_SIZE", "2"},
@@ -124,10 +124,38 @@ TEST(LaunchCore, EnvironmentSetsRanksWorldAndGpus) {
   EXPECT_EQ(env.ranks[1], (Variables{{"RANK", "1"}, {"LOCAL_RANK", "1"}, {"GPUSEL_GPU", "GPU-b"}}));
 }
 
+TEST(LaunchCore, EnvironmentNamesTheOuterLaunchersRanks) {
+  // Under srun and mpirun: their local ranks reach the workers unchanged, named in
+  // GPUSEL_RUN_OUTER so that the workers count run's LOCAL_RANK alone. An outer LOCAL_RANK is
+  // replaced by run's, and is not named.
+  LaunchOptions o = two_gpus();
+  const WorkerEnvironments env = worker_environments(
+      o, plan_job(o),
+      [](const std::string& name) -> std::optional<std::string> {
+        if (name == "SLURM_LOCALID") return "1";
+        if (name == "OMPI_COMM_WORLD_LOCAL_RANK") return "0";
+        if (name == "LOCAL_RANK") return "3";
+        if (name == "MPI_LOCALRANKID") return "1,2";  // not a rank: left out
+        return std::nullopt;
+      },
+      [] { return 1; });
+  const std::string* outer = find(env.job, "GPUSEL_RUN_OUTER");
+  ASSERT_NE(outer, nullptr);
+  EXPECT_EQ(*outer, "OMPI_COMM_WORLD_LOCAL_RANK=0,SLURM_LOCALID=1");
+  // None around: no marker.
+  const WorkerEnvironments alone = worker_environments(
+      o, plan_job(o), [](const std::string&) { return std::optional<std::string>(); },
+      [] { return 1; });
+  EXPECT_EQ(find(alone.job, "GPUSEL_RUN_OUTER"), nullptr);
+}
+
 TEST(LaunchCore, EnvironmentKeepsTheUsersMasterAddressAndPort) {
   LaunchOptions o = two_gpus();
   const WorkerEnvironments env = worker_environments(
-      o, plan_job(o), [](const std::string& name) { return name.rfind("MASTER_", 0) == 0; },
+      o, plan_job(o),
+      [](const std::string& name) {
+        return name.rfind("MASTER_", 0) == 0 ? std::optional<std::string>("x") : std::nullopt;
+      },
       []() -> int { throw std::logic_error("no port is needed"); });
   EXPECT_EQ(find(env.job, "MASTER_ADDR"), nullptr);
   EXPECT_EQ(find(env.job, "MASTER_PORT"), nullptr);
@@ -148,7 +176,8 @@ TEST(LaunchCore, EnvironmentSetsVisibleDevicesAndSharing) {
     o.set_visible = c.visible;
     o.ranks_per_gpu = c.per_gpu;
     const WorkerEnvironments env = worker_environments(
-        o, plan_job(o), [](const std::string&) { return true; }, [] { return 1; });
+        o, plan_job(o), [](const std::string&) { return std::optional<std::string>("1"); },
+        [] { return 1; });
     const bool removed = std::find(env.removed.begin(), env.removed.end(),
                                    "CUDA_VISIBLE_DEVICES") != env.removed.end();
     EXPECT_EQ(removed, c.visible != SetVisible::None);
