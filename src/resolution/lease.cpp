@@ -1138,31 +1138,20 @@ LeaseHolder process_details(int pid) {
   }
   if (command.size() > 200) command = command.substr(0, 197) + "...";
   h.command = command;
-  // Start time: field 22 of stat, in clock ticks after boot.
-  std::ifstream statf(proc + "/stat");
-  std::string stat_line;
-  std::getline(statf, stat_line);
-  const std::size_t paren = stat_line.rfind(')');
-  if (paren != std::string::npos && paren + 2 <= stat_line.size()) {
-    std::istringstream in(stat_line.substr(paren + 2));
-    std::string field;
-    unsigned long long start_ticks = 0;
-    for (int i = 3; i <= 22 && in >> field; ++i) {
-      if (i == 22) start_ticks = std::strtoull(field.c_str(), nullptr, 10);
-    }
-    std::ifstream uptime_file("/proc/uptime");
-    double uptime = 0;
-    const long hz = sysconf(_SC_CLK_TCK);
-    if (start_ticks > 0 && hz > 0 && (uptime_file >> uptime)) {
-      const std::time_t started =
-          std::time(nullptr) - static_cast<std::time_t>(uptime) +
-          static_cast<std::time_t>(start_ticks / static_cast<unsigned long long>(hz));
-      std::tm tm{};
-      char text[32];
-      if (localtime_r(&started, &tm) != nullptr &&
-          std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm) > 0) {
-        h.started = text;
-      }
+  // Start time, from the clock ticks after boot at which it started.
+  const unsigned long long ticks = start_ticks(pid);
+  std::ifstream uptime_file("/proc/uptime");
+  double uptime = 0;
+  const long hz = sysconf(_SC_CLK_TCK);
+  if (ticks > 0 && hz > 0 && (uptime_file >> uptime)) {
+    const std::time_t started =
+        std::time(nullptr) - static_cast<std::time_t>(uptime) +
+        static_cast<std::time_t>(ticks / static_cast<unsigned long long>(hz));
+    std::tm tm{};
+    char text[32];
+    if (localtime_r(&started, &tm) != nullptr &&
+        std::strftime(text, sizeof text, "%Y-%m-%d %H:%M:%S", &tm) > 0) {
+      h.started = text;
     }
   }
   return h;

@@ -143,9 +143,8 @@ class ExecTest(Case):
         self.assertFailsWith(r, 2, "gpusel bind --gpu 3")
 
     def test_claim_is_held_while_the_program_runs(self):
-        """NOTE: fails until the lead's change to src/resolution/lease.cpp (a claim's descriptor
-        inherited through exec, no FD_CLOEXEC) is merged: before it, exec closes the claim and a
-        second bind of the GPU is accepted while the program runs on it."""
+        """The claim's descriptor passes through the exec (no FD_CLOEXEC): a second bind of the GPU
+        is refused while the program runs on it."""
         e = env()
         with Holding([BIN, "bind", "--gpu", "3", "--", HOLD, "{DIR}"], e) as h:
             self.assertEqual(len(h.ready), 1, h.proc.poll())

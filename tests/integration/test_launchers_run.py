@@ -123,8 +123,8 @@ class ShellWrapperTest(LauncherCase):
             self.assertEqual(on[pid], [DGX.index(cvd)])
 
     def test_claims_are_held_while_the_programs_run(self):
-        """NOTE: fails until the lead's change to src/resolution/lease.cpp (a claim's descriptor
-        inherited through exec, no FD_CLOEXEC) is merged: before it, exec drops the claim."""
+        """The claim's descriptor passes through the exec (no FD_CLOEXEC): a second bind of the GPU
+        is refused while the program runs on it."""
         def second_bind():
             return launchers.run(["gpusel", "bind"], launchers.env(GPUSEL_GPU=DGX[6]))
         _, on, second, (rc, out) = self.hold_under_mpirun(

@@ -27,6 +27,21 @@
 
 namespace gpusel::cli {
 
+namespace {
+
+// The rank to name in bind's report: the one that chose the GPU, else the launcher's (for the
+// report only: it did not pick the GPU).
+std::optional<LocalRank> rank_for_report(const std::optional<AssignmentInfo>& info) {
+  if (info && info->rank) return info->rank;
+  try {
+    return local_rank();
+  } catch (const Error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
   CLI::App* cmd = app.add_subcommand(
       "bind",
@@ -214,13 +229,7 @@ int bind_and_run(const BindOptions& options) {
   if (!options.gpu.empty()) assign_gpu(options.gpu);
   const int ordinal = detail::claim_assigned_gpu();
   const std::optional<AssignmentInfo> info = assignment_info();
-  std::optional<LocalRank> rank = info ? info->rank : std::nullopt;
-  if (!rank) {
-    try {
-      rank = local_rank();  // for the report only: it did not pick the GPU
-    } catch (const Error&) {
-    }
-  }
+  const std::optional<LocalRank> rank = rank_for_report(info);
   const CudaDevice id = gpu_identity(ordinal);
   if (!options.quiet) {
     print_line(
@@ -234,8 +243,11 @@ int bind_and_run(const BindOptions& options) {
                     detail::quote_value(options.command.front())));
   }
   if (!options.quiet && !shared_text(info).empty()) print_line("  " + shared_text(info));
-  // Warnings stay under --quiet: no claim means nothing keeps another process off the GPU.
-  if (info && !info->claim_note.empty()) print_note(detail::printable(info->claim_note));
+  // Without a claim, the library has said so on stderr already (once per process), except when
+  // sharing was asked for; that note stays under --quiet.
+  if (info && info->shared && !info->claim_note.empty()) {
+    print_note(detail::printable(info->claim_note));
+  }
   // The program sees that GPU alone. GPUSEL_GPU and GPUSEL_GPUS named GPUs in this process's
   // numbering, which CUDA_VISIBLE_DEVICES changes: a program that binds through gpusel finds the
   // one GPU left instead (GPUSEL_SHARE stays, for --share).
@@ -263,13 +275,7 @@ int run_bind(const BindOptions& options) {
   if (!options.gpu.empty()) assign_gpu(options.gpu);
   const int ordinal = bind_assigned_gpu();
   const std::optional<AssignmentInfo> info = assignment_info();
-  std::optional<LocalRank> rank = info ? info->rank : std::nullopt;
-  if (!rank) {
-    try {
-      rank = local_rank();  // for the report only: it did not pick the GPU
-    } catch (const Error&) {
-    }
-  }
+  const std::optional<LocalRank> rank = rank_for_report(info);
   const CudaDevice id = gpu_identity(ordinal);
   const std::string cpus = detail::format_cpu_list(own_cpus());
   const std::string cc = fmt::format("{}.{}", id.cc_major, id.cc_minor);
