@@ -602,7 +602,8 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
   // GPU (with the shared store, every other user's): a process started by a job that holds the
   // lease (gpusel run's workers and whatever they start) holds it already, through the descriptor
   // it inherited, or under an ancestor that holds it; any other process locks it itself. Then
-  // <UUID>.claim in this user's own store keeps two processes of one job off one GPU.
+  // <UUID>.claim (in this user's own store, unless this user may make files in the lease store)
+  // keeps two processes of one job off one GPU.
   struct stat st {};
   const Located l = locate_file(*this, lease_name(uuid), st);
   bool job_holds = l.exists && l.missing.empty() && holds_inherited(st);
@@ -626,11 +627,14 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
     // Else the holder is a process of this user's that bound the GPU outside any gpusel run
     // (another rank of the same launch, say): the claim below names it.
   }
+  // Beside the lease where this user may make files (its own store, or root's shared one), else
+  // in this user's own store.
   LeaseStore own;
   own.dir_ = own.own_dir_ = own_dir_;
   own.own_primary_ = true;
   LeaseStanding s;
-  const int fd = lock_file(own, uuid, uuid + ".claim", share ? LOCK_SH : LOCK_EX, s);
+  const int fd =
+      lock_file(own_primary_ ? *this : own, uuid, uuid + ".claim", share ? LOCK_SH : LOCK_EX, s);
   if (fd >= 0) {
     std::lock_guard<std::mutex> lock(held_claims_mutex);
     held_claims.push_back(fd);

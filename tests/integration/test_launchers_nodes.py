@@ -196,13 +196,13 @@ class TwoNodesTest(LauncherCase):
                         self.assertNotIn("mixed", w["stderr"])
 
     def test_gpusel_run_on_each_node(self):
-        # One task per node, each a gpusel run of its own over its node's four GPUs (issue 29): the
+        # One task per node, each a gpusel run of its own over its step's four GPUs (issue 29): the
         # workers are run's, whatever srun's SLURM_LOCALID and SLURM_STEP_TASKS_PER_NODE say.
         r = SLURM.srun(["-N2", "-n2", "--ntasks-per-node=1", "--gres=gpu:4", WRAPPER, "gpusel", "run", "--gpu",
                         "free:4", "--", *launchers.worker_cmd("--api")], timeout=120)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
         workers = parse_workers(r.stdout)
-        got = {}
+        got, want = {}, {}
         for w in workers:
             node = w["env"]["SLURMD_NODENAME"]
             self.assertEqual(w["rc"], 0, json.dumps(w))
@@ -210,7 +210,12 @@ class TwoNodesTest(LauncherCase):
             # The simulator's record: the worker's one context is on the GPU run gave it.
             self.assertEqual(w["api"]["contexts"], [w["env"]["GPUSEL_GPU"]], json.dumps(w))
             got.setdefault(node, set()).add(w["api"]["uuid"])
-        self.assertEqual(got, {node: set(MACHINES[node][1]) for node in SLURM.nodes}, r.stdout + r.stderr)
+            # free:4 picks within the step's four GPUs (its CUDA_VISIBLE_DEVICES, a quota): all of them.
+            step = {MACHINES[node][1][int(i)] for i in w["env"]["CUDA_VISIBLE_DEVICES"].split(",")}
+            want.setdefault(node, step)
+            self.assertEqual(want[node], step, json.dumps(w))
+        self.assertEqual(got, want, r.stdout + r.stderr)
+        self.assertEqual(set(got), set(SLURM.nodes), r.stdout + r.stderr)
         self.assertEqual(len(workers), 8, r.stdout + r.stderr)
 
 
