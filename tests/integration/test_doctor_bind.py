@@ -3,7 +3,7 @@ where bind binds, doctor names the same GPU. Environments are generated (a seede
 launchers' variables, CUDA_VISIBLE_DEVICES presets, Slurm's variables and GPUSEL_* variables) and both
 commands run in each, on simulated machines of one model, of mixed models and with a lost GPU.
 
-GPUSEL_PROPERTY_CASES sets how many environments per machine (default 100; 25 under the sanitizers); GPUSEL_PROPERTY_SEED the seed.
+GPUSEL_PROPERTY_CASES sets how many environments per machine (default 100; 8 under the sanitizers); GPUSEL_PROPERTY_SEED the seed.
 """
 
 import concurrent.futures
@@ -19,7 +19,7 @@ from support import Case, gpusel, sim_env, uuids
 # Under the sanitizer builds every doctor and bind runs several times slower: fewer environments
 # there, so that the test stays well inside its time limit on 2 cores (the plain build runs all).
 SANITIZED = "GPUSEL_TEST_PRELOAD" in os.environ or "GPUSEL_TEST_TSAN" in os.environ
-CASES = int(os.environ.get("GPUSEL_PROPERTY_CASES", "25" if SANITIZED else "100"))
+CASES = int(os.environ.get("GPUSEL_PROPERTY_CASES", "8" if SANITIZED else "100"))
 SEED = int(os.environ.get("GPUSEL_PROPERTY_SEED", "29"))
 MACHINES = ("dgx-h100", "workstation-mixed", "lost-gpu")
 
