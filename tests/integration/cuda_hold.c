@@ -12,30 +12,14 @@
 #include <sys/file.h>
 #include <unistd.h>
 
-typedef int CUresult;
-typedef int CUdevice;
-typedef struct CUctx_st* CUcontext;
-typedef unsigned long long CUdeviceptr;
-
-CUresult cuInit(unsigned int flags);
-CUresult cuDeviceGet(CUdevice* device, int ordinal);
-CUresult cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice device);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuMemAlloc_v2(CUdeviceptr* ptr, size_t bytes);
+#include "cuda_take_device.h"
 
 int main(int argc, char** argv) {
   if (argc != 2) {
     fprintf(stderr, "usage: cuda_hold DIR\n");
     return 2;
   }
-  CUdevice dev = 0;
-  CUcontext ctx = NULL;
-  CUdeviceptr ptr = 0;
-  CUresult rc = cuInit(0);
-  if (rc == 0) rc = cuDeviceGet(&dev, 0);
-  if (rc == 0) rc = cuDevicePrimaryCtxRetain(&ctx, dev);
-  if (rc == 0) rc = cuCtxSetCurrent(ctx);
-  if (rc == 0) rc = cuMemAlloc_v2(&ptr, 1 << 20);
+  const CUresult rc = take_cuda_device(0);
   if (rc != 0) {
     fprintf(stderr, "cuda_hold: CUDA error %d\n", rc);
     return 1;
