@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "gpusel/error.hpp"
@@ -74,8 +75,8 @@ struct Attempt {
 // free:N: the machine as NVML sees it, read once per look; the topology only the first time.
 class FreeLook {
  public:
-  FreeLook(int n, const CudaEnv& env, const std::string& probe_helper)
-      : n_(n), env_(env), probe_helper_(probe_helper) {}
+  FreeLook(int n, const CudaEnv& env, const std::string& probe_helper, const FreeLimits& limits)
+      : n_(n), env_(env), probe_helper_(probe_helper), limits_(limits) {}
 
   // Reads the machine; throws for requests that can never be met.
   void read() {
@@ -100,19 +101,49 @@ class FreeLook {
                         detail::describe_preset(env_) + "); ask for at most " +
                         std::to_string(usable_));
       }
+      refuse_impossible_memory();
       for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
         if (eligible_[i]) candidates_.push_back(snap_.gpus[i].uuid);
       }
     }
   }
 
+  const std::vector<GpuInfo>& machine() const { return snap_.gpus; }
+
   const std::vector<std::string>& candidates() const { return candidates_; }
+
+  // --min-free-memory above what a GPU has at all can never be met: refused, not waited for (a
+  // waiter that can never go would only stand in the queue). Such GPUs are no candidates.
+  void refuse_impossible_memory() {
+    if (!limits_.min_free_memory) return;
+    int big_enough = 0;
+    std::uint64_t largest = 0;
+    for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
+      if (!eligible_[i]) continue;
+      const std::uint64_t total = snap_.gpus[i].total_bytes;
+      largest = std::max(largest, total);
+      if (total == 0 || total >= *limits_.min_free_memory) {
+        ++big_enough;  // a size NVML did not give is not held against it
+      } else {
+        eligible_[i] = false;
+      }
+    }
+    if (big_enough >= n_) return;
+    throw bad_input(detail::gpu_request_words() + " free:" + std::to_string(n_) +
+                    " with --min-free-memory " + detail::format_bytes(*limits_.min_free_memory) +
+                    " can never be met: " + std::to_string(big_enough) + " of the GPUs here " +
+                    (big_enough == 1 ? "has" : "have") +
+                    " that much memory at all (the largest has " + detail::format_bytes(largest) +
+                    "); ask for at most " + detail::format_bytes(largest));
+  }
 
   // Picks the best N free GPUs and, when `store` is given, leases them. A GPU whose lease is
   // held, or whose lease file cannot be used, is not free; a GPU lost to another job between
   // the look and the lease is marked and the pick made again, so the answer is "not enough"
   // only when there are not enough.
-  Attempt attempt(const LeaseStore& store, const AcquireOptions& options, bool take) {
+  // GPUs in `reserved` are kept for earlier waiters: not free for this request.
+  Attempt attempt(const LeaseStore& store, const AcquireOptions& options, bool take,
+                  const std::set<std::string>& reserved) {
     Attempt out;
     const std::vector<GpuInfo>& gpus = snap_.gpus;
     std::vector<std::string> uuids;
@@ -123,13 +154,18 @@ class FreeLook {
       const GpuInfo& g = gpus[i];
       c[i].eligible = eligible_[i];
       if (!c[i].eligible) {
+        const bool small = limits_.min_free_memory && g.total_bytes != 0 &&
+                           g.total_bytes < *limits_.min_free_memory;
         c[i].not_free = g.failed()      ? "failed: " + g.failure
                         : g.mig_enabled ? std::string("MIG enabled")
+                        : small         ? detail::format_bytes(g.total_bytes) + " of memory in all"
                                         : "hidden by " + detail::describe_preset(env_);
         continue;
       }
       // A lease says more than the usage it causes: named first.
-      if (standing[i].state == LeaseStanding::State::Held) {
+      if (reserved.count(g.uuid) != 0 && standing[i].state == LeaseStanding::State::Free) {
+        c[i].not_free = "kept for an earlier waiting job";
+      } else if (standing[i].state == LeaseStanding::State::Held) {
         c[i].not_free = describe_standing(standing[i]);
       } else if (standing[i].state == LeaseStanding::State::Unusable) {
         c[i].not_free = describe_standing(standing[i]);
@@ -188,6 +224,7 @@ class FreeLook {
   int n_;
   const CudaEnv& env_;
   const std::string& probe_helper_;
+  const FreeLimits& limits_;
   NvmlSnapshot snap_;
   Topology links_;  // read from NVML as picks ask (pick.hpp), kept across looks
   bool have_links_ = false;
@@ -230,31 +267,111 @@ Attempt lease_named(const Resolution& r, const LeaseStore& store, bool direct) {
   return out;
 }
 
-// The earlier waiters that could use any of `gpus`: this request waits behind them.
-std::vector<detail::Waiter> ahead_of(const std::vector<detail::Waiter>& queue,
-                                     const std::vector<std::string>& gpus) {
-  const std::set<std::string> mine(gpus.begin(), gpus.end());
-  std::vector<detail::Waiter> ahead;
+// A waiter that can go now (enough of its GPUs free) is given this long to take them. One that
+// has not by then is passed over: a forged ticket, or a job that cannot use what it asked for.
+constexpr auto kTakeGrace = std::chrono::seconds(2);
+
+// How the earlier waiters stand toward this request, from one look at the queue and the leases.
+struct QueuePlan {
+  std::vector<detail::Waiter> blockers;  // earlier waiters that keep some of this request's GPUs
+  std::set<std::string> reserved;        // free GPUs kept for earlier waiters
+  bool only_pending = false;             // every blocker can go now and is being given its moment
+  std::optional<Clock::time_point> recheck;  // when the first such moment ends
+};
+
+// Walks the earlier waiters in arrival order. Each keeps free GPUs it could use, up to what it
+// needs, from everyone after it, so a large request is not starved by small ones, except a waiter
+// that is stopped; one that could go but has not within kTakeGrace (and its owner's later
+// tickets); and one that waits only for GPUs its own user holds. `ready_since` carries, from look
+// to look, when each waiter was first seen able to go. `machine`: the GPUs that exist here.
+QueuePlan plan_queue(const std::vector<detail::Waiter>& queue,
+                     const std::vector<std::string>& machine,
+                     const std::vector<std::string>& wanted, const LeaseStore& store,
+                     std::map<std::string, Clock::time_point>& ready_since) {
+  QueuePlan plan;
+  std::vector<const detail::Waiter*> earlier;
   for (const detail::Waiter& w : queue) {
     if (w.own) break;  // everyone after this process's own ticket came later
-    if (std::any_of(w.request.gpus.begin(), w.request.gpus.end(),
-                    [&](const std::string& g) { return mine.count(g) != 0; })) {
-      ahead.push_back(w);
+    if (!w.stopped) earlier.push_back(&w);
+  }
+  if (earlier.empty()) {
+    ready_since.clear();
+    return plan;
+  }
+  const std::vector<LeaseStanding> standing = store.standings(machine);
+  std::set<std::string> free_now, pool;
+  std::map<std::string, std::string> held_by;  // GPU: the user holding its lease, where known
+  for (std::size_t i = 0; i < machine.size(); ++i) {
+    if (standing[i].state == LeaseStanding::State::Free) free_now.insert(machine[i]);
+    if (standing[i].state == LeaseStanding::State::Held && standing[i].holder) {
+      held_by[machine[i]] = standing[i].holder->user;
     }
   }
-  return ahead;
+  pool = free_now;
+  const std::set<std::string> mine(wanted.begin(), wanted.end());
+  const Clock::time_point now = Clock::now();
+  std::map<std::string, Clock::time_point> still_ready;
+  std::set<std::string> passed_owners;
+  bool all_pending = true;
+  for (const detail::Waiter* w : earlier) {
+    std::vector<std::string> avail;
+    int free_count = 0, own_held = 0;
+    for (const std::string& g : w->request.gpus) {
+      if (free_now.count(g) != 0) ++free_count;
+      if (pool.count(g) != 0) avail.push_back(g);
+      const auto h = held_by.find(g);
+      if (h != held_by.end() && !w->owner.empty() && h->second == w->owner) ++own_held;
+    }
+    bool pending = false;
+    if (static_cast<int>(avail.size()) >= w->request.need) {
+      const auto seen = ready_since.find(w->path);
+      const Clock::time_point since = seen == ready_since.end() ? now : seen->second;
+      still_ready[w->path] = since;
+      if (now - since >= kTakeGrace || passed_owners.count(w->owner) != 0) {
+        passed_owners.insert(w->owner);
+        continue;
+      }
+      plan.recheck = std::min(plan.recheck.value_or(since + kTakeGrace), since + kTakeGrace);
+      pending = true;
+    } else if (free_count + own_held >= w->request.need) {
+      continue;  // it waits for its own user's GPUs alone: nobody else can help it
+    }
+    bool keeps_mine = false;
+    const std::size_t keep = std::min<std::size_t>(avail.size(), w->request.need);
+    for (std::size_t k = 0; k < keep; ++k) {
+      pool.erase(avail[k]);
+      plan.reserved.insert(avail[k]);
+      keeps_mine = keeps_mine || mine.count(avail[k]) != 0;
+    }
+    if (keeps_mine) {
+      plan.blockers.push_back(*w);
+      all_pending = all_pending && pending;
+    }
+  }
+  ready_since = std::move(still_ready);
+  plan.only_pending = !plan.blockers.empty() && all_pending;
+  return plan;
 }
 
-// `full`: each earlier job on a line of its own (who, what); else the first line alone, which
-// asks nothing of /proc.
+// `full`: the earlier jobs named, a line each (the first ten, then how many more and of how many
+// users); else the first line alone, which asks nothing of /proc.
 std::string describe_ahead(std::vector<detail::Waiter> ahead, bool full) {
   std::string out = std::to_string(ahead.size()) + " earlier job" +
                     (ahead.size() == 1 ? " waits" : "s wait") +
                     " for these GPUs and will be served first:";
   if (!full) return out;
+  constexpr std::size_t kShown = 10;
+  std::set<std::string> owners;
+  for (const detail::Waiter& w : ahead) owners.insert(w.owner);
+  const std::size_t more = ahead.size() > kShown ? ahead.size() - kShown : 0;
+  ahead.resize(ahead.size() - more);
   detail::name_waiters(ahead);
   for (const detail::Waiter& w : ahead) {
     out += "\n  " + describe_waiting(WaitingJob{w.who, w.request.what, w.request.gpus});
+  }
+  if (more > 0) {
+    out += "\n  and " + std::to_string(more) + " more (" + std::to_string(owners.size()) +
+           (owners.size() == 1 ? " user" : " users") + " in all)";
   }
   return out;
 }
@@ -281,7 +398,11 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
   const LeaseStore store = LeaseStore::locate();
   const int n = free_request ? request.free_count : 0;
   std::optional<FreeLook> look;
-  if (free_request) look.emplace(n, env, probe_helper);
+  if (free_request) look.emplace(n, env, probe_helper, options.limits);
+  std::vector<std::string> machine;  // the GPUs that exist here, for the queue's plan
+  if (!free_request) {
+    for (const GpuInfo& g : named.machine) machine.push_back(g.uuid);
+  }
 
   // When to give up: never for "--wait" without a value, or a wait too long to count.
   std::optional<Clock::time_point> deadline;
@@ -290,24 +411,38 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
                                   std::chrono::duration<double>(*options.wait_seconds));
   }
   std::optional<detail::Ticket> ticket;
+  std::string no_ticket;  // why this waiter has no place in the queue (said once)
   std::optional<detail::ReleaseWatch> watch;
+  std::map<std::string, Clock::time_point> ready_since;
   bool told = false;
   bool settle = false;  // look once more shortly after a release: the lock goes just after
   // A direct try that failed woke this process itself (its lease file closed): the next look
   // reads the lock table, so that a held GPU is never tried twice in a row.
   bool tried_direct = false;
   while (true) {
-    if (look) look->read();
+    if (look) {
+      look->read();
+      if (machine.empty()) {
+        for (const GpuInfo& g : look->machine()) machine.push_back(g.uuid);
+      }
+    }
     const std::vector<std::string>& wanted = free_request ? look->candidates() : named.gpus;
-    // Jobs that came earlier and wait for any of these GPUs go first. A look that leases
-    // nothing (resolve) is advice, not a claim: it neither queues nor waits its turn.
-    std::vector<detail::Waiter> ahead;
-    if (take) ahead = ahead_of(detail::waiters(store, ticket ? &*ticket : nullptr), wanted);
+    // Earlier waiters keep the free GPUs they could use (plan_queue). A look that leases nothing
+    // (resolve) is advice, not a claim: it neither queues nor waits its turn.
+    QueuePlan plan;
+    if (take) {
+      plan = plan_queue(detail::waiters(store, ticket ? &*ticket : nullptr), machine, wanted, store,
+                        ready_since);
+    }
+    const bool named_kept =
+        !free_request && std::any_of(wanted.begin(), wanted.end(), [&](const std::string& g) {
+          return plan.reserved.count(g) != 0;
+        });
     Attempt attempt;
-    if (ahead.empty()) {
-      const bool direct = !free_request && settle && !tried_direct;
-      attempt =
-          free_request ? look->attempt(store, options, take) : lease_named(named, store, direct);
+    if (!named_kept) {
+      const bool direct = !free_request && settle && !tried_direct && plan.reserved.empty();
+      attempt = free_request ? look->attempt(store, options, take, plan.reserved)
+                             : lease_named(named, store, direct);
       tried_direct = direct && !attempt.got;
       if (attempt.got) {
         if (take && !store.scope_note().empty()) {
@@ -315,16 +450,20 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
         }
         return std::move(*attempt.got);
       }
-    } else {
-      attempt.why_not = describe_ahead(ahead, false);  // in full only when said
     }
-    const bool timed_out = deadline && Clock::now() >= *deadline;
-    if (!ahead.empty() && (!options.wait_seconds || timed_out)) {
-      attempt.why_not = describe_ahead(ahead, true);
+    const bool held_back = !plan.blockers.empty();
+    if (held_back) attempt.why_not = describe_ahead(plan.blockers, false);  // in full when said
+    const Clock::time_point now = Clock::now();
+    const bool timed_out = deadline && now >= *deadline;
+    // Without --wait, a request held back only by earlier waiters that can go now gives them
+    // their moment (kTakeGrace), then looks again: a forged ticket denies nobody.
+    const bool moment = !options.wait_seconds && held_back && plan.only_pending;
+    if (held_back && ((!options.wait_seconds && !moment) || timed_out)) {
+      attempt.why_not = describe_ahead(plan.blockers, true);
     }
-    if (!options.wait_seconds || attempt.unusable) {
+    if ((!options.wait_seconds && !moment) || attempt.unusable) {
       std::string remedy;
-      if (!ahead.empty()) {
+      if (held_back) {
         remedy = "wait your turn with --wait, or pick other GPUs";
       } else if (free_request) {
         remedy =
@@ -335,48 +474,67 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
             "wait for them with --wait, pass --share to run beside the holder, or pick "
             "other GPUs";
       }
-      throw failure(attempt.why_not + (remedy.empty()                     ? ""
-                                       : (free_request || !ahead.empty()) ? "\n" + remedy
-                                                                          : "; " + remedy));
+      throw failure(attempt.why_not + (remedy.empty()                ? ""
+                                       : (free_request || held_back) ? "\n" + remedy
+                                                                     : "; " + remedy));
     }
     if (timed_out) {
       throw failure("still waiting after " + detail::format_seconds(*options.wait_seconds) + ": " +
                     attempt.why_not);
     }
-    if (take && !ticket) {
-      ticket.emplace(
-          store, detail::TicketRequest{free_request ? n : static_cast<int>(wanted.size()), wanted,
-                                       free_request ? "free:" + std::to_string(n)
-                                                    : "GPUs " + detail::join_entries(wanted)});
+    if (take && !ticket && options.wait_seconds) {
+      // A store that cannot hold a ticket (full, read-only) does not end the wait: this process
+      // waits without a place, behind every ticket, and tries again at each look.
+      try {
+        ticket.emplace(
+            store, detail::TicketRequest{free_request ? n : static_cast<int>(wanted.size()), wanted,
+                                         free_request ? "free:" + std::to_string(n)
+                                                      : "GPUs " + detail::join_entries(wanted)});
+      } catch (const Error& e) {
+        if (no_ticket.empty()) no_ticket = e.what();
+      }
     }
     if (!watch) {
       watch.emplace(store);
       continue;  // look again at once, now that changes wake this process
     }
-    if (!told && options.on_wait) {
+    if (!told && options.on_wait && options.wait_seconds) {
       // One line: the reason's first line ("... 0 of the 8 GPUs here are free:", a holder).
       std::string why_first = attempt.why_not.substr(0, attempt.why_not.find('\n'));
       if (!why_first.empty() && why_first.back() == ':') why_first.pop_back();
       options.on_wait("waiting for " +
                       (free_request ? std::to_string(n) + " free GPU" + (n == 1 ? "" : "s")
                                     : std::string("GPUs ") + detail::join_entries(named.gpus)) +
-                      " (" + why_first + ")");
+                      " (" + why_first + ")" +
+                      (no_ticket.empty() ? std::string()
+                                         : "; without a place in the queue, behind every waiting "
+                                           "job, until one can be made (" +
+                                               no_ticket + ")"));
       told = true;
     }
     // A release wakes this process at once. Usage that NVML reports (processes gpusel did not
     // start) changes without notice: looked at again every half second while it matters;
-    // otherwise every 5 s, in case a notification was missed.
+    // otherwise every 5 s, in case a notification was missed; and when an earlier waiter's
+    // moment to take its GPUs ends.
     auto timeout = std::chrono::milliseconds(settle ? 2 : attempt.busy ? 500 : 5000);
+    if (!ticket && options.wait_seconds)
+      timeout = std::min(timeout, std::chrono::milliseconds(1000));
     if (deadline) {
       timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
-                                      std::max(*deadline - Clock::now(), Clock::duration::zero())));
+                                      std::max(*deadline - now, Clock::duration::zero())));
+    }
+    if (plan.recheck) {
+      timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
+                                      std::max(*plan.recheck - now, Clock::duration::zero())) +
+                                      std::chrono::milliseconds(1));
     }
     // A named request wakes only for its own GPUs' lease files (another waiter's try at another
     // GPU would otherwise wake it to try its own at once: two waiters could keep each other
     // busy). free:N wakes for any: a GPU it is waiting for may be one not among its candidates
-    // of this look.
-    watch->follow(ahead.empty() ? std::string() : ahead.back().path);
-    settle = watch->wait(timeout, free_request ? std::vector<std::string>{} : named.gpus);
+    // of this look. With waiters ahead, any release may change what they keep: all wake it.
+    watch->follow(std::string());
+    settle =
+        watch->wait(timeout, free_request || held_back ? std::vector<std::string>{} : named.gpus);
   }
 }
 

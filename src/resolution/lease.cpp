@@ -797,7 +797,10 @@ std::string usable_queue(const LeaseStore& store, bool make) {
   return dir;
 }
 
-// When a ticket arrived: its birth time where the file system keeps one, else its last change.
+// When a ticket arrived: the time of its last change, which the kernel sets. A ticket is written,
+// made readable and renamed into view before anyone can see it, and never changed after, so this
+// is the moment it joined; its owner can only move it later (a write, a chmod), never earlier, and
+// an empty file planted early and armed later is ordered from its arming. The inode breaks ties.
 struct Arrival {
   long long sec = 0;
   long long nsec = 0;
@@ -805,24 +808,54 @@ struct Arrival {
   auto key() const { return std::tie(sec, nsec, ino); }
 };
 
-Arrival arrival_of(int dirfd, const char* name, const struct stat& st) {
-  Arrival a;
-  a.ino = st.st_ino;
-  a.sec = st.st_ctim.tv_sec;
-  a.nsec = st.st_ctim.tv_nsec;
-  struct statx sx {};
-  if (statx(dirfd, name, AT_SYMLINK_NOFOLLOW, STATX_BTIME, &sx) == 0 &&
-      (sx.stx_mask & STATX_BTIME)) {
-    a.sec = sx.stx_btime.tv_sec;
-    a.nsec = sx.stx_btime.tv_nsec;
-  }
-  return a;
+Arrival arrival_of(const struct stat& st) {
+  return Arrival{st.st_ctim.tv_sec, st.st_ctim.tv_nsec, st.st_ino};
+}
+
+// Tickets this process has seen unlocked (dead): locked again later by anyone, they are not given
+// back a place they held before the look. Bounded: a flood forgets its oldest.
+std::mutex seen_dead_mutex;
+std::set<std::pair<dev_t, ino_t>> seen_dead;
+
+void remember_dead(const struct stat& st) {
+  const std::lock_guard<std::mutex> lock(seen_dead_mutex);
+  if (seen_dead.size() >= 65536) seen_dead.erase(seen_dead.begin());
+  seen_dead.insert({st.st_dev, st.st_ino});
+}
+
+bool once_dead(const struct stat& st) {
+  const std::lock_guard<std::mutex> lock(seen_dead_mutex);
+  return seen_dead.count({st.st_dev, st.st_ino}) != 0;
+}
+
+// The owner of a process and whether it is stopped, from /proc/PID/stat (readable by anyone):
+// nullopt when the process is gone or hidden.
+struct ProcessLook {
+  uid_t uid = 0;
+  bool stopped = false;
+};
+
+std::optional<ProcessLook> look_at_process(int pid) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  char buf[1024];
+  const ssize_t got = fstat(fd, &st) == 0 ? read(fd, buf, sizeof buf - 1) : -1;
+  close(fd);
+  if (got <= 0) return std::nullopt;
+  const std::string_view text(buf, static_cast<std::size_t>(got));
+  const std::size_t close_paren = text.rfind(')');
+  if (close_paren == std::string_view::npos || close_paren + 2 >= text.size()) return std::nullopt;
+  const char state = text[close_paren + 2];
+  return ProcessLook{st.st_uid, state == 'T' || state == 't'};
 }
 
 }  // namespace
 
 struct Ticket::Impl {
   std::string dir, name;
+  TicketRequest request;
   int fd = -1;
   dev_t dev = 0;
   ino_t ino = 0;
@@ -849,20 +882,22 @@ Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(ne
                 random[5], random[6], random[7]);
   impl_->dir = dir;
   impl_->name = name;
-  // Written and locked under a name that waiters do not read (a leading dot), then renamed (the
-  // same file, its lock and its birth time kept): a ticket others can see is always locked, so
-  // no look takes a live waiter's ticket for a dead one.
+  impl_->request = request;
+  // Made readable by its owner alone, locked, written, made readable to all, and renamed into
+  // view (the same file and lock): nobody else can open it, and so take a lock on it, before its
+  // owner holds one, and whatever the umask, others can read it once it is seen. A ticket others
+  // can see is always locked, so no look takes a live waiter's ticket for a dead one.
   const std::string path = dir + "/" + name, hidden = dir + "/." + name;
-  const int fd = open(hidden.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  const int fd = open(hidden.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
     throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(errno));
   }
   impl_->fd = fd;
   const std::string text = format_ticket(request);
   struct stat st {};
-  if (write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
-      flock(fd, LOCK_EX | LOCK_NB) != 0 || fstat(fd, &st) != 0 ||
-      rename(hidden.c_str(), path.c_str()) != 0) {
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+      write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
+      fchmod(fd, 0644) != 0 || rename(hidden.c_str(), path.c_str()) != 0 || fstat(fd, &st) != 0) {
     const int e = errno;
     unlink(hidden.c_str());
     close(fd);
@@ -880,6 +915,55 @@ Ticket::~Ticket() {
   }
 }
 
+namespace {
+
+// Another process's ticket `name` as a waiter, or nullopt when it is not a live ticket gpusel
+// wrote: not a plain file of its own; not locked (dead: this user's own are removed); locked by a
+// process of another user than the file's owner (a sniped ticket); seen dead before; unreadable.
+std::optional<Waiter> other_waiter(int dirfd, const std::string& name, const struct stat& st,
+                                   const LockTable& table) {
+  if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_size > static_cast<off_t>(kMaxTicketSize) ||
+      once_dead(st)) {
+    return std::nullopt;
+  }
+  const int fd =
+      openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat opened {};
+  if (fstat(fd, &opened) != 0 || opened.st_ino != st.st_ino || opened.st_dev != st.st_dev) {
+    close(fd);
+    return std::nullopt;
+  }
+  // The lock says whether it lives, wherever its holder runs (/proc/locks lists only the locks of
+  // processes in this pid namespace): a shared lock is refused while its owner holds it.
+  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+    close(fd);
+    remember_dead(st);
+    if (st.st_uid == geteuid()) unlinkat(dirfd, name.c_str(), 0);  // this user's dead ticket
+    return std::nullopt;
+  }
+  Waiter w;
+  if (const std::optional<int> pid = table.holder(st.st_dev, st.st_ino); pid && *pid > 0) {
+    const std::optional<ProcessLook> p = look_at_process(*pid);
+    if (p && p->uid != st.st_uid) {
+      close(fd);
+      return std::nullopt;  // another user holds it: not a waiter's own ticket
+    }
+    w.pid = *pid;
+    w.stopped = p && p->stopped;
+  }
+  std::string text(static_cast<std::size_t>(opened.st_size), '\0');
+  const ssize_t got = pread(fd, text.data(), text.size(), 0);
+  close(fd);
+  text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  std::optional<TicketRequest> request = parse_ticket(text);
+  if (!request) return std::nullopt;
+  w.request = std::move(*request);
+  return w;
+}
+
+}  // namespace
+
 std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
   std::vector<std::string> dirs;
   if (own != nullptr) {
@@ -892,6 +976,7 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
   // the kernel a grace period (10-20 ms), which a lone waiter woken by a release need not pay.
   // A listed ticket is always locked already (Ticket writes it under a hidden name first).
   std::optional<LockTable> table;
+  std::map<uid_t, std::string> names_of;
   std::vector<std::pair<Arrival, Waiter>> found;
   for (const std::string& dir : dirs) {
     const int dirfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
@@ -922,40 +1007,26 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
     if (others && !table) table.emplace();
     for (const std::string& name : names) {
       struct stat st {};
-      if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode) ||
-          st.st_nlink != 1 || st.st_size > static_cast<off_t>(kMaxTicketSize)) {
-        continue;  // not a ticket gpusel wrote: never followed, never blocks anyone
-      }
+      if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
       const bool mine =
           own != nullptr && st.st_dev == own->impl_->dev && st.st_ino == own->impl_->ino;
-      std::optional<int> pid;
-      if (!mine) {
+      std::optional<Waiter> w;
+      if (mine) {
+        w.emplace();
+        w->request = own->impl_->request;
+        w->own = true;
+      } else {
         if (!table) table.emplace();  // a ticket written since the listing
-        pid = table->holder(st.st_dev, st.st_ino);
-        if (!pid) {
-          if (st.st_uid == geteuid()) unlinkat(dirfd, name.c_str(), 0);  // this user's dead ticket
-          continue;
-        }
+        w = other_waiter(dirfd, name, st, *table);
       }
-      const int fd =
-          openat(dirfd, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-      if (fd < 0) continue;
-      struct stat opened {};
-      std::string text;
-      if (fstat(fd, &opened) == 0 && opened.st_ino == st.st_ino && opened.st_dev == st.st_dev) {
-        text.resize(static_cast<std::size_t>(opened.st_size));
-        const ssize_t got = pread(fd, text.data(), text.size(), 0);
-        text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+      if (!w) continue;
+      w->path = dir + "/" + name;
+      if (auto it = names_of.find(st.st_uid); it != names_of.end()) {
+        w->owner = it->second;
+      } else {
+        w->owner = names_of[st.st_uid] = user_name(st.st_uid);
       }
-      close(fd);
-      std::optional<TicketRequest> request = parse_ticket(text);
-      if (!request) continue;
-      Waiter w;
-      w.request = std::move(*request);
-      w.own = mine;
-      w.path = dir + "/" + name;
-      if (pid && *pid > 0) w.pid = *pid;
-      found.emplace_back(arrival_of(dirfd, name.c_str(), st), std::move(w));
+      found.emplace_back(arrival_of(st), std::move(*w));
     }
     closedir(d);
   }

@@ -3,10 +3,10 @@
 //
 // A waiting job holds a ticket: a small file in the store's queue folder, locked while the job
 // waits, that says which GPUs it may use and how many it needs. Tickets are served in the order
-// the kernel created them (their birth time where the file system keeps one, else the time of
-// their last change, which its owner can only move later, never earlier). A request goes ahead
-// only when no earlier live ticket could use any of its GPUs, so a large request is never starved
-// by a stream of small ones, and a request for GPUs nobody earlier waits for is not held up.
+// of their last change (ctime), which only the kernel sets and their owner can move later, never
+// earlier. A ticket counts only while its owner's process holds it locked, is not stopped, and
+// takes what it asked for once it can (docs/leases.md, "The queue's threat model"): a forged,
+// sniped, stopped or impossible ticket holds nobody back for long. acquire.cpp decides who goes.
 #pragma once
 
 #include <chrono>
@@ -37,6 +37,8 @@ struct Waiter {
   int pid = 0;                     // the process holding the ticket, when the kernel says
   bool own = false;                // this process's own ticket
   std::string path;                // the ticket's file, for a watch on its departure
+  std::string owner;               // the user who owns the ticket's file ("" when unknown)
+  bool stopped = false;            // its holder is stopped (SIGSTOP, ^Z): it takes nothing now
 };
 
 // This process's place in the queue; leaving it is destroying the ticket.
@@ -54,8 +56,11 @@ class Ticket {
 };
 
 // The live waiters, in arrival order (this process's own ticket included, marked `own`).
-// Files in the queue folder that are not live tickets gpusel wrote are ignored; this user's own
-// dead tickets are removed.
+// Files in the queue folder that are not live tickets gpusel wrote are ignored: unlocked ones,
+// ones locked by a process of another user than the file's owner, and ones this process once saw
+// dead (a ticket revived by a later lock keeps no place). This user's own dead tickets are removed.
+// Liveness is the lock itself (a probe with LOCK_SH|LOCK_NB), so waiters in another pid namespace,
+// whose locks /proc/locks does not list here, still count.
 std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own);
 
 // Fills in `who` (the user, the command) of each waiter: /proc and the user database, read only
