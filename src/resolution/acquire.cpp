@@ -142,13 +142,15 @@ class FreeLook {
   // the look and the lease is marked and the pick made again, so the answer is "not enough"
   // only when there are not enough.
   // GPUs in `reserved` are kept for earlier waiters: not free for this request.
+  // `known`: the standing of every GPU here, read just before for the queue (else read here).
   Attempt attempt(const LeaseStore& store, const AcquireOptions& options, bool take,
-                  const std::set<std::string>& reserved) {
+                  const std::set<std::string>& reserved, std::vector<LeaseStanding> known) {
     Attempt out;
     const std::vector<GpuInfo>& gpus = snap_.gpus;
     std::vector<std::string> uuids;
     for (const GpuInfo& g : gpus) uuids.push_back(g.uuid);
-    std::vector<LeaseStanding> standing = store.standings(uuids);
+    std::vector<LeaseStanding> standing =
+        known.size() == uuids.size() ? std::move(known) : store.standings(uuids);
     std::vector<FreeCandidate> c(gpus.size());
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       const GpuInfo& g = gpus[i];
@@ -267,90 +269,19 @@ Attempt lease_named(const Resolution& r, const LeaseStore& store, bool direct) {
   return out;
 }
 
-// A waiter that can go now (enough of its GPUs free) is given this long to take them. One that
-// has not by then is passed over: a forged ticket, or a job that cannot use what it asked for.
-constexpr auto kTakeGrace = std::chrono::seconds(2);
-
-// How the earlier waiters stand toward this request, from one look at the queue and the leases.
-struct QueuePlan {
-  std::vector<detail::Waiter> blockers;  // earlier waiters that keep some of this request's GPUs
-  std::set<std::string> reserved;        // free GPUs kept for earlier waiters
-  bool only_pending = false;             // every blocker can go now and is being given its moment
-  std::optional<Clock::time_point> recheck;  // when the first such moment ends
-};
-
-// Walks the earlier waiters in arrival order. Each keeps free GPUs it could use, up to what it
-// needs, from everyone after it, so a large request is not starved by small ones, except a waiter
-// that is stopped; one that could go but has not within kTakeGrace (and its owner's later
-// tickets); and one that waits only for GPUs its own user holds. `ready_since` carries, from look
-// to look, when each waiter was first seen able to go. `machine`: the GPUs that exist here.
-QueuePlan plan_queue(const std::vector<detail::Waiter>& queue,
-                     const std::vector<std::string>& machine,
-                     const std::vector<std::string>& wanted, const LeaseStore& store,
-                     std::map<std::string, Clock::time_point>& ready_since) {
-  QueuePlan plan;
-  std::vector<const detail::Waiter*> earlier;
+// The path of the nearest earlier waiter (not stopped) that wants any of `gpus`; "" when none.
+std::string nearest_ahead(const std::vector<detail::Waiter>& queue,
+                          const std::vector<std::string>& gpus) {
+  const std::set<std::string> mine(gpus.begin(), gpus.end());
+  std::string nearest;
   for (const detail::Waiter& w : queue) {
-    if (w.own) break;  // everyone after this process's own ticket came later
-    if (!w.stopped) earlier.push_back(&w);
-  }
-  if (earlier.empty()) {
-    ready_since.clear();
-    return plan;
-  }
-  const std::vector<LeaseStanding> standing = store.standings(machine);
-  std::set<std::string> free_now, pool;
-  std::map<std::string, std::string> held_by;  // GPU: the user holding its lease, where known
-  for (std::size_t i = 0; i < machine.size(); ++i) {
-    if (standing[i].state == LeaseStanding::State::Free) free_now.insert(machine[i]);
-    if (standing[i].state == LeaseStanding::State::Held && standing[i].holder) {
-      held_by[machine[i]] = standing[i].holder->user;
+    if (w.own) break;
+    if (!w.stopped && std::any_of(w.request.gpus.begin(), w.request.gpus.end(),
+                                  [&](const std::string& g) { return mine.count(g) != 0; })) {
+      nearest = w.path;
     }
   }
-  pool = free_now;
-  const std::set<std::string> mine(wanted.begin(), wanted.end());
-  const Clock::time_point now = Clock::now();
-  std::map<std::string, Clock::time_point> still_ready;
-  std::set<std::string> passed_owners;
-  bool all_pending = true;
-  for (const detail::Waiter* w : earlier) {
-    std::vector<std::string> avail;
-    int free_count = 0, own_held = 0;
-    for (const std::string& g : w->request.gpus) {
-      if (free_now.count(g) != 0) ++free_count;
-      if (pool.count(g) != 0) avail.push_back(g);
-      const auto h = held_by.find(g);
-      if (h != held_by.end() && !w->owner.empty() && h->second == w->owner) ++own_held;
-    }
-    bool pending = false;
-    if (static_cast<int>(avail.size()) >= w->request.need) {
-      const auto seen = ready_since.find(w->path);
-      const Clock::time_point since = seen == ready_since.end() ? now : seen->second;
-      still_ready[w->path] = since;
-      if (now - since >= kTakeGrace || passed_owners.count(w->owner) != 0) {
-        passed_owners.insert(w->owner);
-        continue;
-      }
-      plan.recheck = std::min(plan.recheck.value_or(since + kTakeGrace), since + kTakeGrace);
-      pending = true;
-    } else if (free_count + own_held >= w->request.need) {
-      continue;  // it waits for its own user's GPUs alone: nobody else can help it
-    }
-    bool keeps_mine = false;
-    const std::size_t keep = std::min<std::size_t>(avail.size(), w->request.need);
-    for (std::size_t k = 0; k < keep; ++k) {
-      pool.erase(avail[k]);
-      plan.reserved.insert(avail[k]);
-      keeps_mine = keeps_mine || mine.count(avail[k]) != 0;
-    }
-    if (keeps_mine) {
-      plan.blockers.push_back(*w);
-      all_pending = all_pending && pending;
-    }
-  }
-  ready_since = std::move(still_ready);
-  plan.only_pending = !plan.blockers.empty() && all_pending;
-  return plan;
+  return nearest;
 }
 
 // `full`: the earlier jobs named, a line each (the first ten, then how many more and of how many
@@ -429,10 +360,14 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     const std::vector<std::string>& wanted = free_request ? look->candidates() : named.gpus;
     // Earlier waiters keep the free GPUs they could use (plan_queue). A look that leases nothing
     // (resolve) is advice, not a claim: it neither queues nor waits its turn.
-    QueuePlan plan;
+    detail::QueuePlan plan;
+    std::vector<LeaseStanding> standing;
+    std::string nearest;  // the nearest earlier waiter that wants any of these GPUs
     if (take) {
-      plan = plan_queue(detail::waiters(store, ticket ? &*ticket : nullptr), machine, wanted, store,
-                        ready_since);
+      const std::vector<detail::Waiter> queue = detail::waiters(store, ticket ? &*ticket : nullptr);
+      if (!queue.empty() && !queue.front().own) standing = store.standings(machine);
+      plan = detail::plan_queue(queue, machine, standing, wanted, ready_since, Clock::now());
+      nearest = nearest_ahead(queue, wanted);
     }
     const bool named_kept =
         !free_request && std::any_of(wanted.begin(), wanted.end(), [&](const std::string& g) {
@@ -441,8 +376,9 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     Attempt attempt;
     if (!named_kept) {
       const bool direct = !free_request && settle && !tried_direct && plan.reserved.empty();
-      attempt = free_request ? look->attempt(store, options, take, plan.reserved)
-                             : lease_named(named, store, direct);
+      attempt = free_request
+                    ? look->attempt(store, options, take, plan.reserved, std::move(standing))
+                    : lease_named(named, store, direct);
       tried_direct = direct && !attempt.got;
       if (attempt.got) {
         if (take && !store.scope_note().empty()) {
@@ -531,10 +467,11 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     // A named request wakes only for its own GPUs' lease files (another waiter's try at another
     // GPU would otherwise wake it to try its own at once: two waiters could keep each other
     // busy). free:N wakes for any: a GPU it is waiting for may be one not among its candidates
-    // of this look. With waiters ahead, any release may change what they keep: all wake it.
-    watch->follow(std::string());
-    settle =
-        watch->wait(timeout, free_request || held_back ? std::vector<std::string>{} : named.gpus);
+    // of this look. Held back by earlier waiters, it wakes only when the nearest one that wants
+    // any of its GPUs leaves or ends (or at a moment's end, or every 5 s), so a release or a
+    // departure wakes the next waiter in line, not all of them.
+    watch->follow(held_back ? nearest : std::string());
+    settle = watch->wait(timeout, free_request ? std::vector<std::string>{} : named.gpus);
   }
 }
 

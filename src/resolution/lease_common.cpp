@@ -1,6 +1,7 @@
 // What leases and waiting jobs look like in messages, and the queue's ticket format: the same on
 // every platform.
 #include <algorithm>
+#include <set>
 
 #include "gpusel/lease.hpp"
 #include "gpusel_detail.hpp"
@@ -90,6 +91,75 @@ std::optional<TicketRequest> parse_ticket(const std::string& text) {
   }
   if (!have_need || r.gpus.size() < static_cast<std::size_t>(r.need)) return std::nullopt;
   return r;
+}
+
+QueuePlan plan_queue(const std::vector<Waiter>& queue, const std::vector<std::string>& machine,
+                     const std::vector<LeaseStanding>& standing,
+                     const std::vector<std::string>& wanted,
+                     std::map<std::string, std::chrono::steady_clock::time_point>& ready_since,
+                     std::chrono::steady_clock::time_point now) {
+  using Clock = std::chrono::steady_clock;
+  QueuePlan plan;
+  std::vector<const Waiter*> earlier;
+  for (const Waiter& w : queue) {
+    if (w.own) break;  // everyone after this process's own ticket came later
+    if (!w.stopped) earlier.push_back(&w);
+  }
+  if (earlier.empty()) {
+    ready_since.clear();
+    return plan;
+  }
+  std::set<std::string> free_now, pool;
+  std::map<std::string, std::string> held_by;  // GPU: the user holding its lease, where known
+  for (std::size_t i = 0; i < machine.size() && i < standing.size(); ++i) {
+    if (standing[i].state == LeaseStanding::State::Free) free_now.insert(machine[i]);
+    if (standing[i].state == LeaseStanding::State::Held && standing[i].holder) {
+      held_by[machine[i]] = standing[i].holder->user;
+    }
+  }
+  pool = free_now;
+  const std::set<std::string> mine(wanted.begin(), wanted.end());
+  std::map<std::string, Clock::time_point> still_ready;
+  std::set<std::string> passed_owners;
+  bool all_pending = true;
+  for (const Waiter* w : earlier) {
+    std::vector<std::string> avail;
+    int free_count = 0, own_held = 0;
+    for (const std::string& g : w->request.gpus) {
+      if (free_now.count(g) != 0) ++free_count;
+      if (pool.count(g) != 0) avail.push_back(g);
+      const auto h = held_by.find(g);
+      if (h != held_by.end() && !w->owner.empty() && h->second == w->owner) ++own_held;
+    }
+    bool pending = false;
+    if (static_cast<int>(avail.size()) >= w->request.need) {
+      const auto seen = ready_since.find(w->path);
+      const Clock::time_point since = seen == ready_since.end() ? now : seen->second;
+      still_ready[w->path] = since;
+      if (now - since >= kTakeGrace || passed_owners.count(w->owner) != 0) {
+        passed_owners.insert(w->owner);
+        continue;
+      }
+      plan.recheck = std::min(plan.recheck.value_or(since + kTakeGrace), since + kTakeGrace);
+      pending = true;
+    } else if (free_count + own_held >= w->request.need) {
+      continue;  // it waits for its own user's GPUs alone: nobody else can help it
+    }
+    bool keeps_mine = false;
+    const std::size_t keep = std::min<std::size_t>(avail.size(), w->request.need);
+    for (std::size_t k = 0; k < keep; ++k) {
+      pool.erase(avail[k]);
+      plan.reserved.insert(avail[k]);
+      keeps_mine = keeps_mine || mine.count(avail[k]) != 0;
+    }
+    if (keeps_mine) {
+      plan.blockers.push_back(*w);
+      all_pending = all_pending && pending;
+    }
+  }
+  ready_since = std::move(still_ready);
+  plan.only_pending = !plan.blockers.empty() && all_pending;
+  return plan;
 }
 
 }  // namespace gpusel::detail

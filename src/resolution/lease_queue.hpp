@@ -10,8 +10,10 @@
 #pragma once
 
 #include <chrono>
+#include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +64,32 @@ class Ticket {
 // Liveness is the lock itself (a probe with LOCK_SH|LOCK_NB), so waiters in another pid namespace,
 // whose locks /proc/locks does not list here, still count.
 std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own);
+
+// A waiter that can go now (enough of its GPUs free and kept for nobody earlier) is given this long
+// to take them. One that has not by then is passed over: a forged ticket, or a job that cannot
+// use what it asked for.
+constexpr std::chrono::seconds kTakeGrace{2};
+
+// How the earlier waiters stand toward one request, from one look at the queue and the leases.
+struct QueuePlan {
+  std::vector<Waiter> blockers;    // earlier waiters that keep some of this request's GPUs
+  std::set<std::string> reserved;  // free GPUs kept for earlier waiters
+  bool only_pending = false;       // every blocker can go now and is being given its moment
+  std::optional<std::chrono::steady_clock::time_point> recheck;  // when the first moment ends
+};
+
+// Walks the earlier waiters of `queue` (those before this process's own ticket; all of them when
+// it has none) in arrival order. Each keeps, from everyone after it, the free GPUs it could use,
+// up to what it needs, so a large request is not starved by small ones; except a waiter that is
+// stopped, one that could go but has not within kTakeGrace (and its owner's later tickets), and
+// one that waits only for GPUs its own user holds. `machine`: the GPUs that exist here, with their
+// `standing` (may be empty when nobody is earlier). `ready_since` carries, from look to look, when
+// each waiter was first seen able to go. Pure: no I/O.
+QueuePlan plan_queue(const std::vector<Waiter>& queue, const std::vector<std::string>& machine,
+                     const std::vector<LeaseStanding>& standing,
+                     const std::vector<std::string>& wanted,
+                     std::map<std::string, std::chrono::steady_clock::time_point>& ready_since,
+                     std::chrono::steady_clock::time_point now);
 
 // Fills in `who` (the user, the command) of each waiter: /proc and the user database, read only
 // when a message or a listing shows them, not at every look of a waiting job.

@@ -298,3 +298,132 @@ TEST(Claim, UnderTheJobsLeaseOneProcessPerGpu) {
   close(ends[1]);
 }
 #endif
+
+// ---- who goes first: plan_queue, on made-up queues (no files, no clock) ----------------------
+
+namespace {
+
+using gpusel::LeaseHolder;
+using gpusel::LeaseStanding;
+using gpusel::detail::plan_queue;
+using gpusel::detail::QueuePlan;
+using gpusel::detail::Waiter;
+using Clock = std::chrono::steady_clock;
+
+const std::vector<std::string> kMachine{"G0", "G1", "G2", "G3"};
+
+Waiter waiter(const std::string& path, const std::string& owner, int need,
+              std::vector<std::string> gpus, bool own = false) {
+  Waiter w;
+  w.request = TicketRequest{need, std::move(gpus), "test"};
+  w.path = path;
+  w.owner = owner;
+  w.own = own;
+  return w;
+}
+
+// The machine's standing: "" free, else held by that user.
+std::vector<LeaseStanding> standing(const std::vector<std::string>& holders) {
+  std::vector<LeaseStanding> out;
+  for (const std::string& h : holders) {
+    LeaseStanding s;
+    if (!h.empty()) {
+      s.state = LeaseStanding::State::Held;
+      s.holder = LeaseHolder{42, h, "job", ""};
+    }
+    out.push_back(s);
+  }
+  return out;
+}
+
+std::vector<std::string> paths(const QueuePlan& plan) {
+  std::vector<std::string> out;
+  for (const Waiter& w : plan.blockers) out.push_back(w.path);
+  return out;
+}
+
+}  // namespace
+
+TEST(QueuePlan, AWaiterThatCannotGoKeepsTheFreeGpusItCouldUse) {
+  // alice waits for all four while carol holds G0: she keeps G1-G3 from a later request.
+  std::map<std::string, Clock::time_point> since;
+  const auto now = Clock::now();
+  const std::vector<Waiter> q{waiter("a", "alice", 4, kMachine)};
+  const QueuePlan plan =
+      plan_queue(q, kMachine, standing({"carol", "", "", ""}), {"G2"}, since, now);
+  EXPECT_EQ(plan.reserved, (std::set<std::string>{"G1", "G2", "G3"}));
+  EXPECT_EQ(paths(plan), std::vector<std::string>{"a"});
+  EXPECT_FALSE(plan.only_pending);
+  EXPECT_FALSE(plan.recheck);
+}
+
+TEST(QueuePlan, ItKeepsNoMoreThanItNeeds) {
+  // alice needs two of G1-G3 (G0 held by carol, which she may also use): G1 and G2, not G3.
+  std::map<std::string, Clock::time_point> since;
+  const std::vector<Waiter> q{waiter("a", "alice", 2, {"G0", "G1", "G2", "G3"})};
+  const QueuePlan plan =
+      plan_queue(q, kMachine, standing({"carol", "", "", ""}), {"G3"}, since, Clock::now());
+  EXPECT_EQ(plan.reserved, (std::set<std::string>{"G1", "G2"}));
+  EXPECT_TRUE(plan.blockers.empty());  // G3 is nobody's: the request goes ahead
+  EXPECT_TRUE(plan.only_pending == false);
+}
+
+TEST(QueuePlan, AWaiterThatCouldGoIsGivenItsMomentThenPassedOverWithItsOwnersLaterTickets) {
+  std::map<std::string, Clock::time_point> since;
+  const auto t0 = Clock::now();
+  const std::vector<Waiter> q{waiter("bob-1", "bob", 1, {"G1"}), waiter("bob-2", "bob", 1, {"G1"}),
+                              waiter("me", "alice", 1, {"G1"}, true)};
+  const auto free_all = standing({"", "", "", ""});
+  QueuePlan plan = plan_queue(q, kMachine, free_all, {"G1"}, since, t0);
+  EXPECT_EQ(paths(plan), std::vector<std::string>{"bob-1"});
+  EXPECT_TRUE(plan.only_pending);
+  ASSERT_TRUE(plan.recheck);
+  EXPECT_EQ(*plan.recheck, t0 + gpusel::detail::kTakeGrace);
+  // Just before its moment ends it still goes first.
+  plan = plan_queue(q, kMachine, free_all, {"G1"}, since,
+                    t0 + gpusel::detail::kTakeGrace - std::chrono::milliseconds(1));
+  EXPECT_EQ(paths(plan), std::vector<std::string>{"bob-1"});
+  // Then neither it nor bob's later ticket (which could go in its place) holds alice back.
+  plan = plan_queue(q, kMachine, free_all, {"G1"}, since, t0 + gpusel::detail::kTakeGrace);
+  EXPECT_TRUE(plan.blockers.empty()) << paths(plan).size();
+  EXPECT_TRUE(plan.reserved.empty());
+}
+
+TEST(QueuePlan, TheMomentStartsAgainWhenTheWaiterCouldNotGoInBetween) {
+  std::map<std::string, Clock::time_point> since;
+  const auto t0 = Clock::now();
+  const std::vector<Waiter> q{waiter("bob-1", "bob", 1, {"G1"})};
+  plan_queue(q, kMachine, standing({"", "", "", ""}), {"G1"}, since, t0);
+  // G1 taken by someone: bob cannot go, and his clock stops.
+  plan_queue(q, kMachine, standing({"", "carol", "", ""}), {"G1"}, since,
+             t0 + std::chrono::seconds(1));
+  const auto t1 = t0 + std::chrono::seconds(5);
+  const QueuePlan plan = plan_queue(q, kMachine, standing({"", "", "", ""}), {"G1"}, since, t1);
+  EXPECT_EQ(paths(plan), std::vector<std::string>{"bob-1"});
+  ASSERT_TRUE(plan.recheck);
+  EXPECT_EQ(*plan.recheck, t1 + gpusel::detail::kTakeGrace);
+}
+
+TEST(QueuePlan, StoppedWaitersAndWaitsForOnesOwnGpusKeepNothing) {
+  std::map<std::string, Clock::time_point> since;
+  Waiter stopped = waiter("s", "bob", 4, kMachine);
+  stopped.stopped = true;
+  // alice holds G3 and waits for it again: nobody else can help her.
+  const std::vector<Waiter> q{stopped, waiter("a", "alice", 1, {"G3"}),
+                              waiter("c", "carol", 2, {"G2", "G3"})};
+  const QueuePlan plan =
+      plan_queue(q, kMachine, standing({"", "", "", "alice"}), {"G0", "G1"}, since, Clock::now());
+  // carol needs G3 too (held by alice, not by carol): she keeps G2, which no one else wants.
+  EXPECT_EQ(plan.reserved, std::set<std::string>{"G2"});
+  EXPECT_TRUE(plan.blockers.empty());
+}
+
+TEST(QueuePlan, WaitersAfterOnesOwnTicketCountForNothing) {
+  std::map<std::string, Clock::time_point> since;
+  const std::vector<Waiter> q{waiter("me", "alice", 1, {"G1"}, true),
+                              waiter("later", "bob", 4, kMachine)};
+  const QueuePlan plan = plan_queue(q, kMachine, {}, {"G1"}, since, Clock::now());
+  EXPECT_TRUE(plan.blockers.empty());
+  EXPECT_TRUE(plan.reserved.empty());
+  EXPECT_TRUE(since.empty());
+}
