@@ -62,6 +62,50 @@ std::string user_name(uid_t uid) {
 
 // The kernel's table of flock locks (/proc/locks): which process holds a lock on which file. Read
 // once per look at the store; locks of processes in other pid namespaces show no pid (0).
+// The device of the mount that holds folder `dir`, as /proc/self/mountinfo gives it (the device
+// the kernel's lock table names its files by); nullopt when not found. Kept per folder.
+std::optional<dev_t> mount_device(const std::string& dir) {
+  static std::mutex mutex;
+  static std::map<std::string, std::optional<dev_t>> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (const auto it = known.find(dir); it != known.end()) return it->second;
+  char* real = realpath(dir.c_str(), nullptr);
+  if (real == nullptr) return std::nullopt;
+  const std::string path = real;
+  std::free(real);
+  std::ifstream in("/proc/self/mountinfo");
+  std::optional<dev_t> best;
+  std::size_t best_length = 0;
+  // "36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw": the 3rd field is
+  // the device, the 5th the mount point (blanks and backslashes written as \ooo).
+  for (std::string line; std::getline(in, line);) {
+    std::istringstream words(line);
+    std::string id, parent, device, root, point;
+    if (!(words >> id >> parent >> device >> root >> point)) continue;
+    std::string mount;
+    for (std::size_t i = 0; i < point.size(); ++i) {
+      if (point[i] == '\\' && i + 3 < point.size()) {
+        mount += static_cast<char>(std::strtol(point.substr(i + 1, 3).c_str(), nullptr, 8));
+        i += 3;
+      } else {
+        mount += point[i];
+      }
+    }
+    const bool inside = path == mount || mount == "/" ||
+                        (path.size() > mount.size() && path.compare(0, mount.size(), mount) == 0 &&
+                         path[mount.size()] == '/');
+    unsigned maj = 0, min = 0;
+    if (!inside || mount.size() < best_length ||
+        std::sscanf(device.c_str(), "%u:%u", &maj, &min) != 2) {
+      continue;
+    }
+    best = makedev(maj, min);  // a later mount on the same point hides an earlier one
+    best_length = mount.size();
+  }
+  known[dir] = best;
+  return best;
+}
+
 class LockTable {
  public:
   LockTable() {
@@ -86,6 +130,15 @@ class LockTable {
     auto it = held_.find({dev, ino});
     if (it == held_.end()) return std::nullopt;
     return it->second;
+  }
+  // The same for the file `st` in folder `dir`, also where stat() reports another device than the
+  // table (an overlay whose layers are on other file systems: each layer's files get a device of
+  // their own, while the table names the overlay's).
+  std::optional<int> holder(const struct stat& st, const std::string& dir) const {
+    if (std::optional<int> pid = holder(st.st_dev, st.st_ino)) return pid;
+    const std::optional<dev_t> mounted = mount_device(dir);
+    if (!mounted || *mounted == st.st_dev) return std::nullopt;
+    return holder(*mounted, st.st_ino);
   }
 
  private:
@@ -177,8 +230,9 @@ std::optional<int> oldest_holder(dev_t dev, ino_t ino) {
 // process may have ended while processes it started hold the lock through inherited descriptors
 // (a job whose gpusel was SIGKILLed), or its pid may have been reused. Where this user can see a
 // process's descriptors, the holder named is one that really has the file open.
-std::optional<LeaseHolder> holder_of(const LockTable& table, const struct stat& st) {
-  const std::optional<int> pid = table.holder(st.st_dev, st.st_ino);
+std::optional<LeaseHolder> holder_of(const LockTable& table, const struct stat& st,
+                                     const std::string& dir) {
+  const std::optional<int> pid = table.holder(st, dir);
   if (!pid || *pid <= 0) return std::nullopt;
   const std::optional<bool> open = has_open(std::to_string(*pid), st.st_dev, st.st_ino);
   if (open.value_or(false)) return detail::process_details(*pid);
@@ -460,9 +514,10 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
         s.state = LeaseStanding::State::Unusable;
       } else {
         if (!table) table.emplace();
-        if (table->holder(st.st_dev, st.st_ino)) {
+        const std::string dir = l.path.substr(0, l.path.rfind('/'));
+        if (table->holder(st, dir)) {
           s.state = LeaseStanding::State::Held;
-          s.holder = holder_of(*table, st);
+          s.holder = holder_of(*table, st, dir);
         }
       }
     }
@@ -528,7 +583,7 @@ int lock_file(const LeaseStore& store, const std::string& uuid, const std::strin
       close(fd);
       if (e != EWOULDBLOCK) return unusable("cannot lock " + l.path + ": " + errno_text(e));
       s.state = LeaseStanding::State::Held;
-      s.holder = holder_of(LockTable(), held);
+      s.holder = holder_of(LockTable(), held, l.path.substr(0, l.path.rfind('/')));
       return -1;
     }
     // The name must still lead to the file locked (only the store's owner can change it):
@@ -920,8 +975,8 @@ namespace {
 // Another process's ticket `name` as a waiter, or nullopt when it is not a live ticket gpusel
 // wrote: not a plain file of its own; not locked (dead: this user's own are removed); locked by a
 // process of another user than the file's owner (a sniped ticket); seen dead before; unreadable.
-std::optional<Waiter> other_waiter(int dirfd, const std::string& name, const struct stat& st,
-                                   const LockTable& table) {
+std::optional<Waiter> other_waiter(int dirfd, const std::string& dir, const std::string& name,
+                                   const struct stat& st, const LockTable& table) {
   if (!S_ISREG(st.st_mode) || st.st_nlink != 1 || st.st_size > static_cast<off_t>(kMaxTicketSize) ||
       once_dead(st)) {
     return std::nullopt;
@@ -943,7 +998,7 @@ std::optional<Waiter> other_waiter(int dirfd, const std::string& name, const str
     return std::nullopt;
   }
   Waiter w;
-  if (const std::optional<int> pid = table.holder(st.st_dev, st.st_ino); pid && *pid > 0) {
+  if (const std::optional<int> pid = table.holder(st, dir); pid && *pid > 0) {
     const std::optional<ProcessLook> p = look_at_process(*pid);
     if (p && p->uid != st.st_uid) {
       close(fd);
@@ -1017,7 +1072,7 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
         w->own = true;
       } else {
         if (!table) table.emplace();  // a ticket written since the listing
-        w = other_waiter(dirfd, name, st, *table);
+        w = other_waiter(dirfd, dir, name, st, *table);
       }
       if (!w) continue;
       w->path = dir + "/" + name;

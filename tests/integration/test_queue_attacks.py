@@ -260,6 +260,33 @@ class StoreStateTest(QueueAttackCase):
         self.wait_through("Read-only file system")
 
 
+    def test_a_store_on_an_overlay_over_another_file_system_keeps_the_order(self):
+        # The lower layer on a file system of its own: the overlay's files report another device
+        # than the one the kernel's lock table names.
+        base = "/var/lib/gpusel-test-overlay"
+        os.makedirs(f"{base}/lower", exist_ok=True)
+        subprocess.run(["mount", "-t", "tmpfs", "tmpfs", f"{base}/lower"], check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", f"{base}/lower"])
+        for d in ("upper", "work"):
+            os.makedirs(f"{base}/{d}", exist_ok=True)
+        os.makedirs(STORE, exist_ok=True)
+        subprocess.run(["mount", "-t", "overlay", "overlay", "-o",
+                        f"lowerdir={base}/lower,upperdir={base}/upper,workdir={base}/work", STORE],
+                       check=True)
+        self.addCleanup(subprocess.run, ["umount", "-l", STORE])
+        setup_store()
+        carol = self.hold("carol", "0")
+        alice = start_as("alice", "run", "--gpu", "free:8", "--wait", "--", "true")
+        self.procs.append(alice)
+        wait_for(lambda: self.queue_names(), "alice's ticket")
+        wait_for(lambda: self.waiting(), "alice's place in the queue, as others see it")
+        r = run_as("bob", "run", "--gpu", "5", "--", "true")
+        self.assertFailsWith(r, 1, "1 earlier job waits", "free:8")
+        stop(carol)
+        out, err = alice.communicate(timeout=30)
+        self.assertEqual(alice.returncode, 0, err)
+
+
 class PidNamespaceTest(QueueAttackCase):
     def test_a_look_from_another_pid_namespace_keeps_a_live_ticket(self):
         carol = self.hold("carol", "3")
