@@ -6,6 +6,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <thread>
 
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
@@ -350,7 +351,17 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
   // A direct try that failed woke this process itself (its lease file closed): the next look
   // reads the lock table, so that a held GPU is never tried twice in a row.
   bool tried_direct = false;
+  // Looks in a row, each woken by a notice, that found nothing: another user opening and closing
+  // lease files in a loop would otherwise buy a look with each close. After a few, looks are
+  // spaced by kSpacing (a release is then seen at most that late).
+  int fruitless = 0;
+  constexpr auto kSpacing = std::chrono::milliseconds(50);
+  Clock::time_point last_look{};
   while (true) {
+    if (fruitless >= 3 && Clock::now() < last_look + kSpacing) {
+      std::this_thread::sleep_until(last_look + kSpacing);
+    }
+    last_look = Clock::now();
     if (look) {
       look->read();
       if (machine.empty()) {
@@ -387,6 +398,7 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
         return std::move(*attempt.got);
       }
     }
+    fruitless = settle ? fruitless + 1 : 0;
     const bool held_back = !plan.blockers.empty();
     if (held_back) attempt.why_not = describe_ahead(plan.blockers, false);  // in full when said
     const Clock::time_point now = Clock::now();
