@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
-"""Waiting jobs under noise on the lease files (issue 30): 8 jobs wait with `--wait`, each for a
-GPU another job holds, while a loop opens and closes (`cat`) every lease file as fast as it can.
-Each close looks like a release to a waiter; the figure is the CPU the waiters burn per second of
-wall time, and how many looks the loop's closes cost.
+"""Noise another user can make on a shared machine (issue 30), and what it costs gpusel:
+- 8 jobs wait with `--wait`, each for a GPU another job holds, while a loop opens and closes
+  (`cat`) every lease file as fast as it can: each close looks like a release to a waiter. The
+  figure is the CPU the waiters burn per second of wall time;
+- 57,000 flocks held on the machine (the kernel's lock table, /proc/locks, grows with them): the
+  time of `gpusel run --gpu 0 -- true` and of `gpusel list --json`, against the same without them.
 
-Usage: bench/wake_noise.py [--seconds S] [--build DIR]
-Target: the 8 waiters together under 0.2 CPU-s per second (the review measured 0.6-0.9 before
-waiters coalesced their looks).
+Usage: bench/wake_noise.py [--seconds S] [--runs N] [--build DIR]
+Targets: the 8 waiters together under 0.2 CPU-s per second (the review measured 0.6-0.9 before
+waiters coalesced their looks); `run` with the flood within 50 ms of `run` without it.
 """
 
 import argparse
@@ -14,6 +16,7 @@ import glob
 import os
 import resource
 import signal
+import sys
 import subprocess
 import tempfile
 import time
@@ -23,6 +26,7 @@ from simenv import sim_environment
 root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 parser = argparse.ArgumentParser()
 parser.add_argument("--seconds", type=float, default=5.0)
+parser.add_argument("--runs", type=int, default=5)
 parser.add_argument("--build", default=os.path.join(root, "build"))
 args = parser.parse_args()
 
@@ -64,3 +68,57 @@ for p in [noise, *waiters, *holders]:
 print(f"8 waiters, each behind a held GPU, while a loop cats the 8 lease files for {wall:.1f} s:")
 print(f"  CPU used by the waiters: {(after - before) / wall:.3f} CPU-s per second "
       f"(target: under 0.2)")
+
+
+# ---- the lock-table flood ----
+FLOODER = r"""
+import fcntl, os, resource, sys, time
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+folder, first, count = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+held = []
+for k in range(first, first + count):
+    fd = os.open(f"{folder}/{k}", os.O_RDWR | os.O_CREAT, 0o600)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    held.append(fd)
+print("ready", flush=True)
+time.sleep(600)
+"""
+
+
+def median_time(cmd, runs):
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        subprocess.run(cmd, env=env, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    return times[len(times) // 2]
+
+
+run_cmd = [gpusel, "run", "--quiet", "--gpu", "0", "--", "true"]
+list_cmd = [gpusel, "list", "--json"]
+quiet = (median_time(run_cmd, args.runs), median_time(list_cmd, args.runs))
+flood_dir = os.path.join(tmp, "flood")
+os.makedirs(flood_dir)
+hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+per = max(1000, min(hard - 100, 57000))
+flooders, held = [], 0
+while held < 57000:
+    count = min(per, 57000 - held)
+    p = subprocess.Popen([sys.executable, "-c", FLOODER, flood_dir, str(held), str(count)],
+                         stdout=subprocess.PIPE, text=True, start_new_session=True)
+    if p.stdout.readline().strip() != "ready":
+        raise SystemExit("could not hold the flood's locks")
+    flooders.append(p)
+    held += count
+with open("/proc/locks") as f:
+    table = sum(1 for _ in f)
+flooded = (median_time(run_cmd, args.runs), median_time(list_cmd, args.runs))
+for p in flooders:
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+print(f"{held} flocks held ({table} lines in /proc/locks), median of {args.runs} runs:")
+print(f"  gpusel run --gpu 0 -- true   {quiet[0] * 1e3:7.1f} ms without, {flooded[0] * 1e3:7.1f} ms with "
+      f"(target: within 50 ms)")
+print(f"  gpusel list --json           {quiet[1] * 1e3:7.1f} ms without, {flooded[1] * 1e3:7.1f} ms with")

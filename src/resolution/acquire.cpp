@@ -374,8 +374,11 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     detail::QueuePlan plan;
     std::vector<LeaseStanding> standing;
     std::string nearest;  // the nearest earlier waiter that wants any of these GPUs
+    bool alone = true;    // nobody else waits: a failed try at a lease wakes no one
     if (take) {
       const std::vector<detail::Waiter> queue = detail::waiters(store, ticket ? &*ticket : nullptr);
+      alone =
+          std::all_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; });
       if (!queue.empty() && !queue.front().own) standing = store.standings(machine);
       plan = detail::plan_queue(queue, machine, standing, wanted, ready_since, Clock::now());
       nearest = nearest_ahead(queue, wanted);
@@ -386,7 +389,11 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
         });
     Attempt attempt;
     if (!named_kept) {
-      const bool direct = !free_request && settle && !tried_direct && plan.reserved.empty();
+      // Tried at once, without reading the kernel's lock table first (which costs a grace period,
+      // and more with many locks held on the machine), just after a release or when nobody else
+      // waits; never twice in a row (a failed try wakes this process too).
+      const bool direct =
+          !free_request && (settle || alone) && !tried_direct && plan.reserved.empty();
       attempt = free_request
                     ? look->attempt(store, options, take, plan.reserved, std::move(standing))
                     : lease_named(named, store, direct);
