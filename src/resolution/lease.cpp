@@ -868,19 +868,25 @@ Arrival arrival_of(const struct stat& st) {
 }
 
 // Tickets this process has seen unlocked (dead): locked again later by anyone, they are not given
-// back a place they held before the look. Bounded: a flood forgets its oldest.
+// back a place they held before the look. Bounded: a flood forgets the lowest-numbered.
 std::mutex seen_dead_mutex;
-std::set<std::pair<dev_t, ino_t>> seen_dead;
+// A file, and its last change: a new file that reuses a dead one's inode number is another file.
+using FileVersion = std::tuple<dev_t, ino_t, long long, long long>;
+std::set<FileVersion> seen_dead;
+
+FileVersion version_of(const struct stat& st) {
+  return {st.st_dev, st.st_ino, st.st_ctim.tv_sec, st.st_ctim.tv_nsec};
+}
 
 void remember_dead(const struct stat& st) {
   const std::lock_guard<std::mutex> lock(seen_dead_mutex);
   if (seen_dead.size() >= 65536) seen_dead.erase(seen_dead.begin());
-  seen_dead.insert({st.st_dev, st.st_ino});
+  seen_dead.insert(version_of(st));
 }
 
 bool once_dead(const struct stat& st) {
   const std::lock_guard<std::mutex> lock(seen_dead_mutex);
-  return seen_dead.count({st.st_dev, st.st_ino}) != 0;
+  return seen_dead.count(version_of(st)) != 0;
 }
 
 // The owner of a process and whether it is stopped, from /proc/PID/stat (readable by anyone):
