@@ -1102,6 +1102,8 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
 void name_waiters(std::vector<Waiter>& waiters) {
   for (Waiter& w : waiters) {
     if (w.pid > 0 && !w.who) w.who = detail::process_details(w.pid);
+    // Held from another pid namespace: the process is not visible, its ticket's owner is.
+    if (w.pid <= 0 && !w.who && !w.owner.empty()) w.who = LeaseHolder{0, w.owner, "", ""};
   }
 }
 

@@ -20,6 +20,7 @@ std::string describe_holder(const LeaseHolder& holder) {
   if (!holder.started.empty()) {
     details += (details.empty() ? "" : ", ") + std::string("since ") + holder.started;
   }
+  if (holder.pid <= 0) return details.empty() ? std::string("a process not visible here") : details;
   const std::string pid = "pid " + std::to_string(holder.pid);
   return details.empty() ? pid : pid + " (" + details + ")";
 }

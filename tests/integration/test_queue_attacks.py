@@ -6,6 +6,7 @@ Runs as root in the private mount namespace of test_leases_users (its users, its
 attacker is bob, the victims alice and carol. Exit 77 (skipped) when not root.
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -303,6 +304,16 @@ class PidNamespaceTest(QueueAttackCase):
         # Inside, the waiter is not visible, but its ticket is still alive and ahead.
         self.assertFailsWith(r, 1, "GPU 3")
         self.assertEqual(self.queue_names(), before)
+        # And listed there, by its owner: its process cannot be named from inside.
+        env = lu.user_env("bob")
+        r = subprocess.run(
+            ["unshare", "-p", "-f", "--mount-proc", "setpriv", "--reuid=bob", "--regid=bob",
+             "--init-groups", "env", "-i", *[f"{k}={v}" for k, v in env.items()],
+             os.path.realpath(lu.BIN), "--sim", "dgx-h100", "list", "--json"],
+            capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        waiting = json.loads(r.stdout)["waiting"]
+        self.assertEqual([(w["user"], w["pid"], w["request"]) for w in waiting], [("alice", None, f"GPUs {DGX[3]}")])
         stop(carol)
         out, err = alice.communicate(timeout=30)
         self.assertEqual(alice.returncode, 0, err)

@@ -255,7 +255,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
     doc["waiting"] = nlohmann::json::array();
     for (const WaitingJob& w : waiting) {
       doc["waiting"].push_back(
-          {{"pid", w.who ? nlohmann::json(w.who->pid) : nlohmann::json(nullptr)},
+          {{"pid", w.who && w.who->pid > 0 ? nlohmann::json(w.who->pid) : nlohmann::json(nullptr)},
            {"user", w.who ? nlohmann::json(w.who->user) : nlohmann::json(nullptr)},
            {"command",
             w.who ? nlohmann::json(detail::printable(w.who->command)) : nlohmann::json(nullptr)},
