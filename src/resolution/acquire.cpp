@@ -111,6 +111,16 @@ class FreeLook {
 
   const std::vector<GpuInfo>& machine() const { return snap_.gpus; }
 
+  // The GPUs in use outside gpusel by this look (processes, memory or utilisation over the
+  // limits): free to nobody, whatever their leases say.
+  std::set<std::string> busy(const AcquireOptions& options) const {
+    std::set<std::string> out;
+    for (const GpuInfo& g : snap_.gpus) {
+      if (!detail::busy_reason(g, options.limits).empty()) out.insert(g.uuid);
+    }
+    return out;
+  }
+
   const std::vector<std::string>& candidates() const { return candidates_; }
 
   // --min-free-memory above what a GPU has at all can never be met: refused, not waited for (a
@@ -270,21 +280,6 @@ Attempt lease_named(const Resolution& r, const LeaseStore& store, bool direct) {
   return out;
 }
 
-// The path of the nearest earlier waiter (not stopped) that wants any of `gpus`; "" when none.
-std::string nearest_ahead(const std::vector<detail::Waiter>& queue,
-                          const std::vector<std::string>& gpus) {
-  const std::set<std::string> mine(gpus.begin(), gpus.end());
-  std::string nearest;
-  for (const detail::Waiter& w : queue) {
-    if (w.own) break;
-    if (!w.stopped && std::any_of(w.request.gpus.begin(), w.request.gpus.end(),
-                                  [&](const std::string& g) { return mine.count(g) != 0; })) {
-      nearest = w.path;
-    }
-  }
-  return nearest;
-}
-
 // `full`: the earlier jobs named, a line each (the first ten, then how many more and of how many
 // users); else the first line alone, which asks nothing of /proc.
 std::string describe_ahead(std::vector<detail::Waiter> ahead, bool full) {
@@ -345,7 +340,14 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
   std::optional<detail::Ticket> ticket;
   std::string no_ticket;  // why this waiter has no place in the queue (said once)
   std::optional<detail::ReleaseWatch> watch;
-  std::map<std::string, Clock::time_point> ready_since;
+  detail::QueueMemory memory;
+  // When this request began, as the kernel stamps files (ctime): without a ticket of its own, it
+  // waits only behind tickets made before it, not behind ones made (or moved) since.
+  timespec began{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &began);
+  const long long began_ns = began.tv_sec * 1000000000LL + began.tv_nsec;
+  // Without --wait, earlier waiters that can go get one moment in all, not one per look.
+  std::optional<Clock::time_point> moment_ends;
   bool told = false;
   bool settle = false;  // look once more shortly after a release: the lock goes just after
   // A direct try that failed woke this process itself (its lease file closed): the next look
@@ -373,15 +375,25 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     // (resolve) is advice, not a claim: it neither queues nor waits its turn.
     detail::QueuePlan plan;
     std::vector<LeaseStanding> standing;
-    std::string nearest;  // the nearest earlier waiter that wants any of these GPUs
-    bool alone = true;    // nobody else waits: a failed try at a lease wakes no one
+    bool alone = true;  // nobody else waits: a failed try at a lease wakes no one
     if (take) {
-      const std::vector<detail::Waiter> queue = detail::waiters(store, ticket ? &*ticket : nullptr);
+      std::vector<detail::Waiter> queue = detail::waiters(store, ticket ? &*ticket : nullptr);
+      if (ticket &&
+          std::none_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; })) {
+        ticket.reset();  // removed by someone (root): a new one is made below, at the back
+      }
+      if (!ticket) {
+        queue.erase(
+            std::remove_if(queue.begin(), queue.end(),
+                           [&](const detail::Waiter& w) { return w.arrived_ns > began_ns; }),
+            queue.end());
+      }
       alone =
           std::all_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; });
-      if (!queue.empty() && !queue.front().own) standing = store.standings(machine);
-      plan = detail::plan_queue(queue, machine, standing, wanted, ready_since, Clock::now());
-      nearest = nearest_ahead(queue, wanted);
+      if (!alone) standing = store.standings(machine);
+      plan = detail::plan_queue(queue, machine, standing,
+                                look ? look->busy(options) : std::set<std::string>(), wanted,
+                                memory, Clock::now());
     }
     const bool named_kept =
         !free_request && std::any_of(wanted.begin(), wanted.end(), [&](const std::string& g) {
@@ -412,7 +424,11 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     const bool timed_out = deadline && now >= *deadline;
     // Without --wait, a request held back only by earlier waiters that can go now gives them
     // their moment (kTakeGrace), then looks again: a forged ticket denies nobody.
-    const bool moment = !options.wait_seconds && held_back && plan.only_pending;
+    if (!options.wait_seconds && held_back && plan.only_pending && !moment_ends) {
+      moment_ends = now + detail::kTakeGrace + std::chrono::milliseconds(100);
+    }
+    const bool moment = !options.wait_seconds && held_back && plan.only_pending && moment_ends &&
+                        now < *moment_ends;
     if (held_back && ((!options.wait_seconds && !moment) || timed_out)) {
       attempt.why_not = describe_ahead(plan.blockers, true);
     }
@@ -470,10 +486,16 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     // A release wakes this process at once. Usage that NVML reports (processes gpusel did not
     // start) changes without notice: looked at again every half second while it matters;
     // otherwise every 5 s, in case a notification was missed; and when an earlier waiter's
-    // moment to take its GPUs ends.
+    // moment to take its GPUs ends. Held back, or without a place in the queue, at least every
+    // second: a waiter that can go finds out well within the moment others give it.
     auto timeout = std::chrono::milliseconds(settle ? 2 : attempt.busy ? 500 : 5000);
-    if (!ticket && options.wait_seconds)
+    if (held_back || (!ticket && options.wait_seconds)) {
       timeout = std::min(timeout, std::chrono::milliseconds(1000));
+    }
+    if (moment) {
+      timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
+                                      std::max(*moment_ends - now, Clock::duration::zero())));
+    }
     if (deadline) {
       timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
                                       std::max(*deadline - now, Clock::duration::zero())));
@@ -486,10 +508,10 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     // A named request wakes only for its own GPUs' lease files (another waiter's try at another
     // GPU would otherwise wake it to try its own at once: two waiters could keep each other
     // busy). free:N wakes for any: a GPU it is waiting for may be one not among its candidates
-    // of this look. Held back by earlier waiters, it wakes only when the nearest one that wants
-    // any of its GPUs leaves or ends (or at a moment's end, or every 5 s), so a release or a
-    // departure wakes the next waiter in line, not all of them.
-    watch->follow(held_back ? nearest : std::string());
+    // of this look. Held back by earlier waiters, it wakes only when the nearest of them leaves
+    // or ends (or at a moment's end, or each second), so a release or a departure wakes the
+    // next waiter in line, not all of them.
+    watch->follow(held_back ? plan.blockers.back().path : std::string());
     settle = watch->wait(timeout, free_request ? std::vector<std::string>{} : named.gpus);
   }
 }

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <poll.h>
+#include <signal.h>
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -839,10 +840,18 @@ std::string usable_queue(const LeaseStore& store, bool make) {
   struct stat st {};
   if (lstat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT || !make || !LeaseStoreAccess::own_primary(store)) return "";
-    const mode_t old = umask(0);
-    const int rc = mkdir(dir.c_str(), store.shared() ? 01777 : 0700);
-    umask(old);
-    if ((rc != 0 && errno != EEXIST) || lstat(dir.c_str(), &st) != 0) return "";
+    // Made private, then given its mode: the umask is the whole process's, never changed here.
+    const mode_t mode = store.shared() ? 01777 : 0700;
+    if (mkdir(dir.c_str(), 0700) == 0) {
+      const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+      if (fd >= 0) {
+        fchmod(fd, mode);
+        close(fd);
+      }
+    } else if (errno != EEXIST) {
+      return "";
+    }
+    if (lstat(dir.c_str(), &st) != 0) return "";
   }
   if (!S_ISDIR(st.st_mode) || S_ISLNK(st.st_mode)) return "";
   const uid_t owner = store.shared() ? 0 : geteuid();
@@ -868,7 +877,7 @@ Arrival arrival_of(const struct stat& st) {
 }
 
 // Tickets this process has seen unlocked (dead): locked again later by anyone, they are not given
-// back a place they held before the look. Bounded: a flood forgets the lowest-numbered.
+// back a place they held before the look. Forgotten once they leave the folder.
 std::mutex seen_dead_mutex;
 // A file, and its last change: a new file that reuses a dead one's inode number is another file.
 using FileVersion = std::tuple<dev_t, ino_t, long long, long long>;
@@ -880,8 +889,20 @@ FileVersion version_of(const struct stat& st) {
 
 void remember_dead(const struct stat& st) {
   const std::lock_guard<std::mutex> lock(seen_dead_mutex);
-  if (seen_dead.size() >= 65536) seen_dead.erase(seen_dead.begin());
   seen_dead.insert(version_of(st));
+}
+
+// Forgets the dead tickets on device `dev` that are no longer in its queue folder (`present`):
+// the memory stays as large as the folder, and nothing still there is forgotten.
+void forget_dead_except(dev_t dev, const std::set<std::pair<dev_t, ino_t>>& present) {
+  const std::lock_guard<std::mutex> lock(seen_dead_mutex);
+  for (auto it = seen_dead.begin(); it != seen_dead.end();) {
+    if (std::get<0>(*it) == dev && present.count({dev, std::get<1>(*it)}) == 0) {
+      it = seen_dead.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 bool once_dead(const struct stat& st) {
@@ -956,6 +977,7 @@ Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(ne
   impl_->fd = fd;
   const std::string text = format_ticket(request);
   struct stat st {};
+  errno = EIO;  // what a short write leaves to say
   if (flock(fd, LOCK_EX | LOCK_NB) != 0 ||
       write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
       fchmod(fd, 0644) != 0 || rename(hidden.c_str(), path.c_str()) != 0 || fstat(fd, &st) != 0) {
@@ -1006,9 +1028,12 @@ std::optional<Waiter> other_waiter(int dirfd, const std::string& dir, const std:
   Waiter w;
   if (const std::optional<int> pid = table.holder(st, dir); pid && *pid > 0) {
     const std::optional<ProcessLook> p = look_at_process(*pid);
-    if (p && p->uid != st.st_uid) {
+    // Another user's process holds it, or the process that took the lock has ended and a child
+    // it left holds it (a waiter's ticket is never inherited): not a waiter's own ticket. A
+    // process hidden from this user (hidepid) that exists is given the benefit of the doubt.
+    if ((p && p->uid != st.st_uid) || (!p && kill(*pid, 0) != 0 && errno == ESRCH)) {
       close(fd);
-      return std::nullopt;  // another user holds it: not a waiter's own ticket
+      return std::nullopt;
     }
     w.pid = *pid;
     w.stopped = p && p->stopped;
@@ -1039,6 +1064,7 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
   std::optional<LockTable> table;
   std::map<uid_t, std::string> names_of;
   std::vector<std::pair<Arrival, Waiter>> found;
+  std::set<std::pair<dev_t, ino_t>> present;  // the files listed, dead tickets included
   for (const std::string& dir : dirs) {
     const int dirfd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (dirfd < 0) continue;
@@ -1069,6 +1095,7 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
     for (const std::string& name : names) {
       struct stat st {};
       if (fstatat(dirfd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+      present.insert({st.st_dev, st.st_ino});
       const bool mine =
           own != nullptr && st.st_dev == own->impl_->dev && st.st_ino == own->impl_->ino;
       std::optional<Waiter> w;
@@ -1087,8 +1114,12 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
       } else {
         w->owner = names_of[st.st_uid] = user_name(st.st_uid);
       }
+      w->key = std::to_string(st.st_dev) + ":" + std::to_string(st.st_ino);
+      w->arrived_ns = static_cast<long long>(st.st_ctim.tv_sec) * 1000000000LL + st.st_ctim.tv_nsec;
       found.emplace_back(arrival_of(st), std::move(*w));
     }
+    struct stat folder {};
+    if (fstat(dirfd, &folder) == 0) forget_dead_except(folder.st_dev, present);
     closedir(d);
   }
   std::stable_sort(found.begin(), found.end(),

@@ -95,38 +95,49 @@ std::optional<TicketRequest> parse_ticket(const std::string& text) {
 }
 
 QueuePlan plan_queue(const std::vector<Waiter>& queue, const std::vector<std::string>& machine,
-                     const std::vector<LeaseStanding>& standing,
-                     const std::vector<std::string>& wanted,
-                     std::map<std::string, std::chrono::steady_clock::time_point>& ready_since,
+                     const std::vector<LeaseStanding>& standing, const std::set<std::string>& busy,
+                     const std::vector<std::string>& wanted, QueueMemory& memory,
                      std::chrono::steady_clock::time_point now) {
   using Clock = std::chrono::steady_clock;
   QueuePlan plan;
   std::vector<const Waiter*> earlier;
   for (const Waiter& w : queue) {
     if (w.own) break;  // everyone after this process's own ticket came later
-    if (!w.stopped) earlier.push_back(&w);
-  }
-  if (earlier.empty()) {
-    ready_since.clear();
-    return plan;
-  }
-  std::set<std::string> free_now, pool;
-  std::map<std::string, std::string> held_by;  // GPU: the user holding its lease, where known
-  for (std::size_t i = 0; i < machine.size() && i < standing.size(); ++i) {
-    if (standing[i].state == LeaseStanding::State::Free) free_now.insert(machine[i]);
-    if (standing[i].state == LeaseStanding::State::Held && standing[i].holder) {
-      held_by[machine[i]] = standing[i].holder->user;
+    if (!w.stopped && (w.owner.empty() || memory.passed_owners.count(w.owner) == 0)) {
+      earlier.push_back(&w);
     }
   }
-  pool = free_now;
+  if (earlier.empty()) {
+    memory.ready_since.clear();
+    return plan;
+  }
+  std::set<std::string> leasable, free_now;
+  std::map<std::string, std::string> held_by;  // GPU: the user holding its lease, where known
+  for (std::size_t i = 0; i < machine.size() && i < standing.size(); ++i) {
+    const LeaseStanding& s = standing[i];
+    if (s.state != LeaseStanding::State::Unusable) leasable.insert(machine[i]);
+    if (s.state == LeaseStanding::State::Free && busy.count(machine[i]) == 0) {
+      free_now.insert(machine[i]);
+    }
+    if (s.state == LeaseStanding::State::Held && s.holder) held_by[machine[i]] = s.holder->user;
+  }
+  std::set<std::string> pool = free_now;
   const std::set<std::string> mine(wanted.begin(), wanted.end());
   std::map<std::string, Clock::time_point> still_ready;
-  std::set<std::string> passed_owners;
   bool all_pending = true;
   for (const Waiter* w : earlier) {
+    if (!w->owner.empty() && memory.passed_owners.count(w->owner) != 0) continue;
+    // Only GPUs that exist here and can be leased, each once: a ticket that names fewer than it
+    // needs can never go, and keeps nothing.
+    std::vector<std::string> gpus;
+    std::set<std::string> seen;
+    for (const std::string& g : w->request.gpus) {
+      if (leasable.count(g) != 0 && seen.insert(g).second) gpus.push_back(g);
+    }
+    if (static_cast<int>(gpus.size()) < w->request.need) continue;
     std::vector<std::string> avail;
     int free_count = 0, own_held = 0;
-    for (const std::string& g : w->request.gpus) {
+    for (const std::string& g : gpus) {
       if (free_now.count(g) != 0) ++free_count;
       if (pool.count(g) != 0) avail.push_back(g);
       const auto h = held_by.find(g);
@@ -134,11 +145,12 @@ QueuePlan plan_queue(const std::vector<Waiter>& queue, const std::vector<std::st
     }
     bool pending = false;
     if (static_cast<int>(avail.size()) >= w->request.need) {
-      const auto seen = ready_since.find(w->path);
-      const Clock::time_point since = seen == ready_since.end() ? now : seen->second;
-      still_ready[w->path] = since;
-      if (now - since >= kTakeGrace || passed_owners.count(w->owner) != 0) {
-        passed_owners.insert(w->owner);
+      const auto seen_ready = memory.ready_since.find(w->key);
+      const Clock::time_point since =
+          seen_ready == memory.ready_since.end() ? now : seen_ready->second;
+      still_ready[w->key] = since;
+      if (now - since >= kTakeGrace) {
+        if (!w->owner.empty()) memory.passed_owners.insert(w->owner);
         continue;
       }
       plan.recheck = std::min(plan.recheck.value_or(since + kTakeGrace), since + kTakeGrace);
@@ -158,7 +170,7 @@ QueuePlan plan_queue(const std::vector<Waiter>& queue, const std::vector<std::st
       all_pending = all_pending && pending;
     }
   }
-  ready_since = std::move(still_ready);
+  memory.ready_since = std::move(still_ready);
   plan.only_pending = !plan.blockers.empty() && all_pending;
   return plan;
 }

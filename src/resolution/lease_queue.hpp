@@ -40,6 +40,8 @@ struct Waiter {
   bool own = false;                // this process's own ticket
   std::string path;                // the ticket's file, for a watch on its departure
   std::string owner;               // the user who owns the ticket's file ("" when unknown)
+  std::string key;                 // the ticket file's identity (device and inode), kept on rename
+  long long arrived_ns = 0;        // its ctime, in ns since the epoch: its place in the queue
   bool stopped = false;            // its holder is stopped (SIGSTOP, ^Z): it takes nothing now
 };
 
@@ -70,6 +72,14 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own);
 // use what it asked for.
 constexpr std::chrono::seconds kTakeGrace{2};
 
+// What one waiting request remembers of the queue from look to look.
+struct QueueMemory {
+  // When each waiter (by key) was first seen able to go, while it still is.
+  std::map<std::string, std::chrono::steady_clock::time_point> ready_since;
+  // Owners of a waiter passed over: their tickets count for nothing to this request any more.
+  std::set<std::string> passed_owners;
+};
+
 // How the earlier waiters stand toward one request, from one look at the queue and the leases.
 struct QueuePlan {
   std::vector<Waiter> blockers;    // earlier waiters that keep some of this request's GPUs
@@ -81,14 +91,14 @@ struct QueuePlan {
 // Walks the earlier waiters of `queue` (those before this process's own ticket; all of them when
 // it has none) in arrival order. Each keeps, from everyone after it, the free GPUs it could use,
 // up to what it needs, so a large request is not starved by small ones; except a waiter that is
-// stopped, one that could go but has not within kTakeGrace (and its owner's later tickets), and
-// one that waits only for GPUs its own user holds. `machine`: the GPUs that exist here, with their
-// `standing` (may be empty when nobody is earlier). `ready_since` carries, from look to look, when
-// each waiter was first seen able to go. Pure: no I/O.
+// stopped; one that could go but has not within kTakeGrace (and, from then on, every ticket of its
+// owner); one that waits only for GPUs its own user holds; and one that can never go (it names
+// fewer GPUs that exist here and can be leased than it needs). `machine`: the GPUs that exist
+// here, with their lease `standing` (may be empty when nobody is earlier); `busy`: GPUs in use
+// outside gpusel, not free to anyone. Pure: no I/O.
 QueuePlan plan_queue(const std::vector<Waiter>& queue, const std::vector<std::string>& machine,
-                     const std::vector<LeaseStanding>& standing,
-                     const std::vector<std::string>& wanted,
-                     std::map<std::string, std::chrono::steady_clock::time_point>& ready_since,
+                     const std::vector<LeaseStanding>& standing, const std::set<std::string>& busy,
+                     const std::vector<std::string>& wanted, QueueMemory& memory,
                      std::chrono::steady_clock::time_point now);
 
 // Fills in `who` (the user, the command) of each waiter: /proc and the user database, read only

@@ -45,6 +45,36 @@ print("ready", flush=True)
 time.sleep(600)
 """
 
+# Run as the attacker: the same, but the lock is left to a child and the process that took it
+# ends, so that the kernel's lock table names a process that no longer exists.
+SNIPER_FORKED = r"""
+import fcntl, os, sys, time
+fd = os.open(sys.argv[1], os.O_RDONLY)
+fcntl.flock(fd, fcntl.LOCK_EX)
+if os.fork() == 0:
+    time.sleep(600)
+    os._exit(0)
+print("ready", flush=True)
+os._exit(0)
+"""
+
+# Run as the attacker: holds a locked ticket (argv: text) and renames it to a new name every
+# half second, so that each look sees a ticket it has not seen before.
+RENAMER = r"""
+import fcntl, os, sys, time
+path = "%s/moving-0"
+fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+os.write(fd, sys.argv[1].encode())
+fcntl.flock(fd, fcntl.LOCK_EX)
+print("ready", flush=True)
+k = 0
+while True:
+    time.sleep(0.5)
+    new = "%s/moving-%%d" %% (k + 1)
+    os.rename(path, new)
+    path, k = new, k + 1
+""" % (QUEUE, QUEUE)
+
 # Run as the attacker: watches the queue with inotify and takes a shared flock on every new file
 # at once, holding them all (what another user's watcher could do before a ticket is locked).
 WATCHER = r"""
@@ -114,6 +144,18 @@ class ForgedTicketsTest(QueueAttackCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertLess(len(r.stderr.splitlines()), 20, r.stderr[:2000])
 
+    def test_a_ticket_naming_a_gpu_that_does_not_exist_keeps_nothing(self):
+        # It needs 9 GPUs of 8 real ones and one made up: it can never go.
+        self.as_bob(FORGER, "1", ticket_text(9, range(8), "free:9") + "gpu GPU-nowhere\n", "fake")
+        r = run_as("alice", "run", "--gpu", "free:1", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_ticket_renamed_again_and_again_denies_nobody(self):
+        self.as_bob(RENAMER, ticket_text(8, range(8), "free:8"))
+        for gpus in ("0", "free:1"):
+            r = run_as("alice", "run", "--gpu", gpus, "--", "true", timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+
     def test_a_refusal_behind_thousands_of_tickets_stays_short(self):
         # Tickets that cannot go now (GPU 4 is held): each keeps what it could use, as a real
         # waiter would, so the first keeps GPU 5 and the rest keep nothing and are not listed.
@@ -133,11 +175,15 @@ class ForgedTicketsTest(QueueAttackCase):
         [name] = self.queue_names()
         os.killpg(waiter.pid, signal.SIGKILL)
         waiter.communicate()
-        # bob locks the dead ticket, so that it looks alive and keeps GPU 3 for "alice".
-        self.as_bob(SNIPER, f"{QUEUE}/{name}")
-        self.assertEqual(self.waiting(), [])
-        r = run_as("carol", "run", "--gpu", "3", "--", "true")
-        self.assertEqual(r.returncode, 0, r.stderr)
+        # bob locks the dead ticket, so that it looks alive and keeps GPU 3 for "alice"; then
+        # again through a child left holding the lock of a process that has ended.
+        for sniper in (SNIPER, SNIPER_FORKED):
+            p = self.as_bob(sniper, f"{QUEUE}/{name}")
+            self.assertEqual(self.waiting(), [])
+            r = run_as("carol", "run", "--gpu", "3", "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            subprocess.run(["pkill", "-KILL", "-u", "bob", "-f", "import fcntl"])
+            p.wait()
         stop(carol)
 
     def test_an_empty_file_planted_early_and_armed_later_queues_from_its_arming(self):

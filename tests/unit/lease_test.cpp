@@ -305,7 +305,8 @@ namespace {
 
 using gpusel::LeaseHolder;
 using gpusel::LeaseStanding;
-using gpusel::detail::plan_queue;
+using gpusel::detail::kTakeGrace;
+using gpusel::detail::QueueMemory;
 using gpusel::detail::QueuePlan;
 using gpusel::detail::Waiter;
 using Clock = std::chrono::steady_clock;
@@ -316,18 +317,21 @@ Waiter waiter(const std::string& path, const std::string& owner, int need,
               std::vector<std::string> gpus, bool own = false) {
   Waiter w;
   w.request = TicketRequest{need, std::move(gpus), "test"};
-  w.path = path;
+  w.path = w.key = path;
   w.owner = owner;
   w.own = own;
   return w;
 }
 
-// The machine's standing: "" free, else held by that user.
+// The machine's standing: "" free, "!" unusable, else held by that user.
 std::vector<LeaseStanding> standing(const std::vector<std::string>& holders) {
   std::vector<LeaseStanding> out;
   for (const std::string& h : holders) {
     LeaseStanding s;
-    if (!h.empty()) {
+    if (h == "!") {
+      s.state = LeaseStanding::State::Unusable;
+      s.problem = "missing";
+    } else if (!h.empty()) {
       s.state = LeaseStanding::State::Held;
       s.holder = LeaseHolder{42, h, "job", ""};
     }
@@ -336,94 +340,126 @@ std::vector<LeaseStanding> standing(const std::vector<std::string>& holders) {
   return out;
 }
 
-std::vector<std::string> paths(const QueuePlan& plan) {
+QueuePlan plan(const std::vector<Waiter>& q, const std::vector<std::string>& holders,
+               const std::vector<std::string>& wanted, QueueMemory& memory, Clock::time_point now,
+               const std::set<std::string>& busy = {}) {
+  return gpusel::detail::plan_queue(q, kMachine, standing(holders), busy, wanted, memory, now);
+}
+
+std::vector<std::string> paths(const QueuePlan& p) {
   std::vector<std::string> out;
-  for (const Waiter& w : plan.blockers) out.push_back(w.path);
+  for (const Waiter& w : p.blockers) out.push_back(w.path);
   return out;
 }
+
+const std::vector<std::string> kAllFree{"", "", "", ""};
 
 }  // namespace
 
 TEST(QueuePlan, AWaiterThatCannotGoKeepsTheFreeGpusItCouldUse) {
   // alice waits for all four while carol holds G0: she keeps G1-G3 from a later request.
-  std::map<std::string, Clock::time_point> since;
-  const auto now = Clock::now();
-  const std::vector<Waiter> q{waiter("a", "alice", 4, kMachine)};
-  const QueuePlan plan =
-      plan_queue(q, kMachine, standing({"carol", "", "", ""}), {"G2"}, since, now);
-  EXPECT_EQ(plan.reserved, (std::set<std::string>{"G1", "G2", "G3"}));
-  EXPECT_EQ(paths(plan), std::vector<std::string>{"a"});
-  EXPECT_FALSE(plan.only_pending);
-  EXPECT_FALSE(plan.recheck);
+  QueueMemory memory;
+  const QueuePlan p = plan({waiter("a", "alice", 4, kMachine)}, {"carol", "", "", ""}, {"G2"},
+                           memory, Clock::now());
+  EXPECT_EQ(p.reserved, (std::set<std::string>{"G1", "G2", "G3"}));
+  EXPECT_EQ(paths(p), std::vector<std::string>{"a"});
+  EXPECT_FALSE(p.only_pending);
+  EXPECT_FALSE(p.recheck);
 }
 
 TEST(QueuePlan, ItKeepsNoMoreThanItNeeds) {
-  // alice needs two of G1-G3 (G0 held by carol, which she may also use): G1 and G2, not G3.
-  std::map<std::string, Clock::time_point> since;
-  const std::vector<Waiter> q{waiter("a", "alice", 2, {"G0", "G1", "G2", "G3"})};
-  const QueuePlan plan =
-      plan_queue(q, kMachine, standing({"carol", "", "", ""}), {"G3"}, since, Clock::now());
-  EXPECT_EQ(plan.reserved, (std::set<std::string>{"G1", "G2"}));
-  EXPECT_TRUE(plan.blockers.empty());  // G3 is nobody's: the request goes ahead
-  EXPECT_TRUE(plan.only_pending == false);
+  // alice needs two of the four (G0 held by carol): she keeps G1 and G2, not G3.
+  QueueMemory memory;
+  const QueuePlan p = plan({waiter("a", "alice", 2, kMachine)}, {"carol", "", "", ""}, {"G3"},
+                           memory, Clock::now());
+  EXPECT_EQ(p.reserved, (std::set<std::string>{"G1", "G2"}));
+  EXPECT_TRUE(p.blockers.empty());  // G3 is nobody's: the request goes ahead
 }
 
-TEST(QueuePlan, AWaiterThatCouldGoIsGivenItsMomentThenPassedOverWithItsOwnersLaterTickets) {
-  std::map<std::string, Clock::time_point> since;
+TEST(QueuePlan, AWaiterThatCouldGoIsGivenItsMomentThenPassedOverWithItsOwnersTickets) {
+  QueueMemory memory;
   const auto t0 = Clock::now();
   const std::vector<Waiter> q{waiter("bob-1", "bob", 1, {"G1"}), waiter("bob-2", "bob", 1, {"G1"}),
                               waiter("me", "alice", 1, {"G1"}, true)};
-  const auto free_all = standing({"", "", "", ""});
-  QueuePlan plan = plan_queue(q, kMachine, free_all, {"G1"}, since, t0);
-  EXPECT_EQ(paths(plan), std::vector<std::string>{"bob-1"});
-  EXPECT_TRUE(plan.only_pending);
-  ASSERT_TRUE(plan.recheck);
-  EXPECT_EQ(*plan.recheck, t0 + gpusel::detail::kTakeGrace);
+  QueuePlan p = plan(q, kAllFree, {"G1"}, memory, t0);
+  EXPECT_EQ(paths(p), std::vector<std::string>{"bob-1"});
+  EXPECT_TRUE(p.only_pending);
+  ASSERT_TRUE(p.recheck);
+  EXPECT_EQ(*p.recheck, t0 + kTakeGrace);
   // Just before its moment ends it still goes first.
-  plan = plan_queue(q, kMachine, free_all, {"G1"}, since,
-                    t0 + gpusel::detail::kTakeGrace - std::chrono::milliseconds(1));
-  EXPECT_EQ(paths(plan), std::vector<std::string>{"bob-1"});
-  // Then neither it nor bob's later ticket (which could go in its place) holds alice back.
-  plan = plan_queue(q, kMachine, free_all, {"G1"}, since, t0 + gpusel::detail::kTakeGrace);
-  EXPECT_TRUE(plan.blockers.empty()) << paths(plan).size();
-  EXPECT_TRUE(plan.reserved.empty());
+  p = plan(q, kAllFree, {"G1"}, memory, t0 + kTakeGrace - std::chrono::milliseconds(1));
+  EXPECT_EQ(paths(p), std::vector<std::string>{"bob-1"});
+  // Then neither it nor bob's later ticket (which could go in its place) holds alice back...
+  p = plan(q, kAllFree, {"G1"}, memory, t0 + kTakeGrace);
+  EXPECT_TRUE(p.blockers.empty()) << paths(p).size();
+  EXPECT_TRUE(p.reserved.empty());
+  // ...nor does a ticket bob makes (or renames) later: his tickets are passed over from now on.
+  const std::vector<Waiter> renamed{waiter("bob-3", "bob", 1, {"G1"}),
+                                    waiter("me", "alice", 1, {"G1"}, true)};
+  p = plan(renamed, kAllFree, {"G1"}, memory, t0 + kTakeGrace + std::chrono::milliseconds(1));
+  EXPECT_TRUE(p.blockers.empty());
 }
 
 TEST(QueuePlan, TheMomentStartsAgainWhenTheWaiterCouldNotGoInBetween) {
-  std::map<std::string, Clock::time_point> since;
+  QueueMemory memory;
   const auto t0 = Clock::now();
   const std::vector<Waiter> q{waiter("bob-1", "bob", 1, {"G1"})};
-  plan_queue(q, kMachine, standing({"", "", "", ""}), {"G1"}, since, t0);
+  plan(q, kAllFree, {"G1"}, memory, t0);
   // G1 taken by someone: bob cannot go, and his clock stops.
-  plan_queue(q, kMachine, standing({"", "carol", "", ""}), {"G1"}, since,
-             t0 + std::chrono::seconds(1));
+  plan(q, {"", "carol", "", ""}, {"G1"}, memory, t0 + std::chrono::seconds(1));
   const auto t1 = t0 + std::chrono::seconds(5);
-  const QueuePlan plan = plan_queue(q, kMachine, standing({"", "", "", ""}), {"G1"}, since, t1);
-  EXPECT_EQ(paths(plan), std::vector<std::string>{"bob-1"});
-  ASSERT_TRUE(plan.recheck);
-  EXPECT_EQ(*plan.recheck, t1 + gpusel::detail::kTakeGrace);
+  const QueuePlan p = plan(q, kAllFree, {"G1"}, memory, t1);
+  EXPECT_EQ(paths(p), std::vector<std::string>{"bob-1"});
+  ASSERT_TRUE(p.recheck);
+  EXPECT_EQ(*p.recheck, t1 + kTakeGrace);
 }
 
 TEST(QueuePlan, StoppedWaitersAndWaitsForOnesOwnGpusKeepNothing) {
-  std::map<std::string, Clock::time_point> since;
+  QueueMemory memory;
   Waiter stopped = waiter("s", "bob", 4, kMachine);
   stopped.stopped = true;
   // alice holds G3 and waits for it again: nobody else can help her.
   const std::vector<Waiter> q{stopped, waiter("a", "alice", 1, {"G3"}),
                               waiter("c", "carol", 2, {"G2", "G3"})};
-  const QueuePlan plan =
-      plan_queue(q, kMachine, standing({"", "", "", "alice"}), {"G0", "G1"}, since, Clock::now());
+  const QueuePlan p = plan(q, {"", "", "", "alice"}, {"G0", "G1"}, memory, Clock::now());
   // carol needs G3 too (held by alice, not by carol): she keeps G2, which no one else wants.
-  EXPECT_EQ(plan.reserved, std::set<std::string>{"G2"});
-  EXPECT_TRUE(plan.blockers.empty());
+  EXPECT_EQ(p.reserved, std::set<std::string>{"G2"});
+  EXPECT_TRUE(p.blockers.empty());
+}
+
+TEST(QueuePlan, ATicketThatCanNeverGoKeepsNothing) {
+  QueueMemory memory;
+  // Needs 4 of GPUs that do not exist or cannot be leased (G3's lease file is unusable), or
+  // names one GPU twice: it can never go, so it never keeps the free ones.
+  const std::vector<Waiter> q{waiter("fake", "bob", 4, {"G0", "G1", "G2", "GPU-nowhere"}),
+                              waiter("twice", "bob", 2, {"G1", "G1"}),
+                              waiter("unusable", "bob", 4, kMachine)};
+  const QueuePlan p = plan(q, {"carol", "", "", "!"}, {"G1"}, memory, Clock::now());
+  EXPECT_TRUE(p.blockers.empty());
+  EXPECT_TRUE(p.reserved.empty());
+}
+
+TEST(QueuePlan, AGpuInUseOutsideGpuselIsFreeToNobody) {
+  // G1 has no lease but is busy (NVML): bob, waiting for it, cannot go, so his moment does not
+  // start and nobody passes him for it; he keeps nothing he could not use.
+  QueueMemory memory;
+  const auto t0 = Clock::now();
+  const std::vector<Waiter> q{waiter("bob-1", "bob", 1, {"G1"})};
+  QueuePlan p = plan(q, kAllFree, {"G1"}, memory, t0, {"G1"});
+  EXPECT_FALSE(p.recheck);
+  p = plan(q, kAllFree, {"G1"}, memory, t0 + std::chrono::seconds(10), {"G1"});
+  EXPECT_TRUE(memory.passed_owners.empty());
+  // Free at last: bob goes first.
+  p = plan(q, kAllFree, {"G1"}, memory, t0 + std::chrono::seconds(11));
+  EXPECT_EQ(paths(p), std::vector<std::string>{"bob-1"});
 }
 
 TEST(QueuePlan, WaitersAfterOnesOwnTicketCountForNothing) {
-  std::map<std::string, Clock::time_point> since;
+  QueueMemory memory;
   const std::vector<Waiter> q{waiter("me", "alice", 1, {"G1"}, true),
                               waiter("later", "bob", 4, kMachine)};
-  const QueuePlan plan = plan_queue(q, kMachine, {}, {"G1"}, since, Clock::now());
-  EXPECT_TRUE(plan.blockers.empty());
-  EXPECT_TRUE(plan.reserved.empty());
-  EXPECT_TRUE(since.empty());
+  const QueuePlan p = plan(q, {}, {"G1"}, memory, Clock::now());
+  EXPECT_TRUE(p.blockers.empty());
+  EXPECT_TRUE(p.reserved.empty());
+  EXPECT_TRUE(memory.ready_since.empty());
 }
