@@ -123,6 +123,23 @@ class QueueAttackCase(SharedStoreCase):
     def forge(self, count, need, gpus, what="free:1", prefix="forged"):
         return self.as_bob(FORGER, str(count), ticket_text(need, gpus, what), prefix)
 
+    def queue_as(self, user, *args):
+        """Starts `gpusel run ARGS` as `user`; returns once it has a place in the queue."""
+        before = len(self.waiting())
+        p = start_as(user, "run", *args)
+        self.procs.append(p)
+        wait_for(lambda: len(self.waiting()) > before, f"{user}'s place in the queue")
+        return p
+
+    def assert_keeps_gpus_then_served(self, alice, carol, bob_asks="5"):
+        """alice's waiting free:8 keeps the free GPUs from bob while carol holds GPU 0; served
+        once carol's job ends."""
+        r = run_as("bob", "run", "--gpu", bob_asks, "--", "true")
+        self.assertFailsWith(r, 1, "1 earlier job waits", "free:8")
+        stop(carol)
+        out, err = alice.communicate(timeout=30)
+        self.assertEqual(alice.returncode, 0, err)
+
     def waiting(self):
         return list_json()["waiting"]
 
@@ -169,9 +186,7 @@ class ForgedTicketsTest(QueueAttackCase):
     def test_a_sniped_leftover_ticket_keeps_no_place(self):
         # alice waits for GPUs 3 and 4 while carol holds 4; her waiter is killed, leaving its ticket.
         carol = self.hold("carol", "4")
-        waiter = start_as("alice", "run", "--gpu", "3,4", "--wait", "--", "true")
-        self.procs.append(waiter)
-        wait_for(lambda: self.waiting(), "alice's place in the queue")
+        waiter = self.queue_as("alice", "--gpu", "3,4", "--wait", "--", "true")
         [name] = self.queue_names()
         os.killpg(waiter.pid, signal.SIGKILL)
         waiter.communicate()
@@ -215,9 +230,7 @@ class ForgedTicketsTest(QueueAttackCase):
 class WaitersThatCannotGoTest(QueueAttackCase):
     def test_a_stopped_waiter_holds_nobody_back(self):
         carol = self.hold("carol", "3")
-        alice = start_as("alice", "run", "--gpu", "3", "--wait", "--", "true")
-        self.procs.append(alice)
-        wait_for(lambda: self.waiting(), "alice's place in the queue")
+        alice = self.queue_as("alice", "--gpu", "3", "--wait", "--", "true")
         os.killpg(alice.pid, signal.SIGSTOP)
         wait_for(lambda: lu.proc_state(alice.pid) == "T", "alice's waiter to stop")
         stop(carol)
@@ -234,9 +247,7 @@ class WaitersThatCannotGoTest(QueueAttackCase):
 
     def test_waiting_for_a_gpu_one_holds_oneself_blocks_no_one_else(self):
         alice_holds = self.hold("alice", "3")
-        alice_waits = start_as("alice", "run", "--gpu", "3", "--wait", "--", "true")
-        self.procs.append(alice_waits)
-        wait_for(lambda: self.waiting(), "alice's second job to queue")
+        alice_waits = self.queue_as("alice", "--gpu", "3", "--wait", "--", "true")
         r = run_as("bob", "run", "--gpu", "free:1", "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
         r = run_as("bob", "run", "--gpu", "free:2", "--wait", "4", "--", "true")
@@ -246,14 +257,8 @@ class WaitersThatCannotGoTest(QueueAttackCase):
     def test_a_large_waiter_behind_another_users_gpu_still_keeps_the_free_ones(self):
         # The reservation that protects a large request is kept: only self-made waits lose it.
         carol = self.hold("carol", "0")
-        alice = start_as("alice", "run", "--gpu", "free:8", "--wait", "--", "true")
-        self.procs.append(alice)
-        wait_for(lambda: self.waiting(), "alice's place in the queue")
-        r = run_as("bob", "run", "--gpu", "free:1", "--", "true")
-        self.assertFailsWith(r, 1, "1 earlier job waits", "free:8")
-        stop(carol)
-        out, err = alice.communicate(timeout=30)
-        self.assertEqual(alice.returncode, 0, err)
+        alice = self.queue_as("alice", "--gpu", "free:8", "--wait", "--", "true")
+        self.assert_keeps_gpus_then_served(alice, carol, bob_asks="free:1")
 
     def test_a_ticket_written_under_umask_077_is_still_read_by_others(self):
         carol = self.hold("carol", "0")
@@ -267,11 +272,7 @@ class WaitersThatCannotGoTest(QueueAttackCase):
         wait_for(lambda: self.queue_names(), "alice's ticket")
         [name] = self.queue_names()
         self.assertEqual(os.stat(f"{QUEUE}/{name}").st_mode & 0o777, 0o644)
-        r = run_as("bob", "run", "--gpu", "5", "--", "true")
-        self.assertFailsWith(r, 1, "1 earlier job waits", "free:8")
-        stop(carol)
-        out, err = alice.communicate(timeout=30)
-        self.assertEqual(alice.returncode, 0, err)
+        self.assert_keeps_gpus_then_served(alice, carol)
 
 
 class StoreStateTest(QueueAttackCase):
@@ -323,23 +324,14 @@ class StoreStateTest(QueueAttackCase):
         self.addCleanup(subprocess.run, ["umount", "-l", STORE])
         setup_store()
         carol = self.hold("carol", "0")
-        alice = start_as("alice", "run", "--gpu", "free:8", "--wait", "--", "true")
-        self.procs.append(alice)
-        wait_for(lambda: self.queue_names(), "alice's ticket")
-        wait_for(lambda: self.waiting(), "alice's place in the queue, as others see it")
-        r = run_as("bob", "run", "--gpu", "5", "--", "true")
-        self.assertFailsWith(r, 1, "1 earlier job waits", "free:8")
-        stop(carol)
-        out, err = alice.communicate(timeout=30)
-        self.assertEqual(alice.returncode, 0, err)
+        alice = self.queue_as("alice", "--gpu", "free:8", "--wait", "--", "true")
+        self.assert_keeps_gpus_then_served(alice, carol)
 
 
 class PidNamespaceTest(QueueAttackCase):
     def test_a_look_from_another_pid_namespace_keeps_a_live_ticket(self):
         carol = self.hold("carol", "3")
-        alice = start_as("alice", "run", "--gpu", "3", "--wait", "--", "true")
-        self.procs.append(alice)
-        wait_for(lambda: self.waiting(), "alice's place in the queue")
+        alice = self.queue_as("alice", "--gpu", "3", "--wait", "--", "true")
         before = self.queue_names()
         env = lu.user_env("alice")
         r = subprocess.run(
