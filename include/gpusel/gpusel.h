@@ -131,6 +131,13 @@ GPUSEL_API gpusel_status gpusel_local_rank(int* rank);
 GPUSEL_API gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordinal);
 /* *ordinal: -1 when nothing is published or bound. */
 GPUSEL_API gpusel_status gpusel_assigned_visible_gpu(int* ordinal);
+/* After gpusel_bind_assigned_gpu: "" when this process claimed its GPU in full (or shares it on
+ * purpose); else why it could not (so another process may bind that GPU too), copied into buf as
+ * gpusel_parse_gpu_spec copies. A bind without a claim is also said on stderr, once per process,
+ * unless gpusel_set_stderr_warnings(0) was called: a caller that reports this note in its own way
+ * (the Python module raises a warning) turns that off. */
+GPUSEL_API gpusel_status gpusel_claim_note(char* buf, size_t size, size_t* needed);
+GPUSEL_API void gpusel_set_stderr_warnings(int on);
 
 typedef struct gpusel_identity {
   size_t size;          /* set by the caller: sizeof(gpusel_identity) */

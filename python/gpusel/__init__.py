@@ -15,13 +15,14 @@ import argparse
 import ctypes
 import os
 import sys
+import warnings
 from typing import Sequence
 
 __all__ = [
     "UUID_PREFIX", "is_gpu_uuid", "is_gpu_index", "parse_gpu_spec", "gpu_arg", "single_gpu_arg",
     "resolve_gpu_uuids", "set_assigned_gpu", "assign_gpu", "assign_from_environment", "bind_assigned_gpu",
     "assigned_visible_gpu", "assignment_source", "local_rank", "format_gpu_uuid", "gpu_identity",
-    "library_path",
+    "library_path", "ClaimWarning",
 ]
 
 UUID_PREFIX = "GPU-"
@@ -107,12 +108,16 @@ _PROTOTYPES = {
     "gpusel_bind_assigned_gpu": (ctypes.c_int, [ctypes.c_int, _int_p]),
     "gpusel_assigned_visible_gpu": (ctypes.c_int, [_int_p]),
     "gpusel_gpu_identity": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p]),
+    "gpusel_claim_note": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, _size_p]),
+    "gpusel_set_stderr_warnings": (None, [ctypes.c_int]),
 }
 for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     _fn = getattr(_lib, _name)
     _fn.restype = _restype
     _fn.argtypes = _argtypes
 __version__ = _lib.gpusel_version().decode()
+# A bind without a claim is said as a Python warning (ClaimWarning), not by the library on stderr.
+_lib.gpusel_set_stderr_warnings(0)
 _SOURCES = ("code", "GPUSEL_GPU", "GPUSEL_GPUS", "launcher", "single", "default")
 
 
@@ -250,9 +255,30 @@ def local_rank() -> "int | None":
     return None if rank.value < 0 else rank.value
 
 
+class ClaimWarning(RuntimeWarning):
+    """This process bound its GPU without a claim (its lease store could not be used), so another
+    process may bind the same GPU: set GPUSEL_LEASE_DIR to a folder of yours, or have root run
+    `gpusel setup`."""
+
+
+def _claim_note() -> str:
+    size = ctypes.c_size_t(256)
+    while True:
+        buf = ctypes.create_string_buffer(size.value)
+        status = _lib.gpusel_claim_note(buf, size, ctypes.byref(size))
+        if status != _TOO_SMALL:
+            _check(status, RuntimeError)
+            return buf.value.decode("utf-8", "replace")
+
+
 def _bind(default: int) -> int:
     ordinal = ctypes.c_int(-1)
     _check(_lib.gpusel_bind_assigned_gpu(_c_int(default, "default"), ctypes.byref(ordinal)), RuntimeError)
+    note = _claim_note()
+    if note:
+        warnings.warn(f"CUDA ordinal {ordinal.value} was bound, but {note}; another process may bind "
+                      "the same GPU. Set GPUSEL_LEASE_DIR to a folder of yours, or have root run "
+                      "`gpusel setup`", ClaimWarning, stacklevel=3)
     return ordinal.value
 
 

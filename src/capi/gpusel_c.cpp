@@ -288,6 +288,18 @@ gpusel_status gpusel_assigned_visible_gpu(int* ordinal) {
   });
 }
 
+gpusel_status gpusel_claim_note(char* buf, size_t size, size_t* needed) {
+  return guarded([&] {
+    const std::optional<gpusel::AssignmentInfo> info = gpusel::assignment_info();
+    // Sharing on purpose takes no claim and is not warned about.
+    return out_string(info && !info->shared ? info->claim_note : std::string(), buf, size, needed);
+  });
+}
+
+void gpusel_set_stderr_warnings(int on) {
+  gpusel::detail::set_stderr_warnings(on != 0);
+}
+
 gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity) {
   return guarded([&] {
     if (identity == nullptr) throw gpusel::bad_input("identity is NULL");

@@ -382,6 +382,11 @@ std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
 // Who a process is, from /proc; fields stay empty where /proc does not tell.
 LeaseHolder process_details(int pid);
 
+// Whether the worker side says a bind without a claim on stderr (once per process); off where the
+// caller reports gpusel_claim_note itself (the Python module, as a warning). On by default.
+void set_stderr_warnings(bool on);
+bool stderr_warnings();
+
 // ---- worker (src/worker/worker.cpp) -------------------------------------------------------------
 
 // What this process's environment says about the launchers that started it. Where the set

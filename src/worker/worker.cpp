@@ -2,6 +2,7 @@
 #include "gpusel/worker.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <cstdio>
 #include <cstdlib>
@@ -22,6 +23,21 @@
 #include "gpusel_detail.hpp"
 #include "nvml_index.hpp"
 #include "text.hpp"
+
+namespace gpusel::detail {
+namespace {
+std::atomic<bool> stderr_warnings_on{true};
+}  // namespace
+
+void set_stderr_warnings(bool on) {
+  stderr_warnings_on = on;
+}
+
+bool stderr_warnings() {
+  return stderr_warnings_on.load();
+}
+
+}  // namespace gpusel::detail
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -288,6 +304,7 @@ std::string likely_cause(const std::map<std::string, std::string>& mine,
 // Says on stderr, once per process, that this process bound its GPU without a claim, so that
 // another process may bind it too: whoever calls (C, C++, Python, the command) is told.
 void warn_unclaimed(const std::string& gpu, const std::string& why, bool partial = false) {
+  if (!detail::stderr_warnings()) return;
   static std::once_flag said;
   std::call_once(said, [&] {
     const std::string line =

@@ -98,6 +98,18 @@ class SideBySideTest(Case):
                 self.assertEqual(out[spec], [reference, ours])
 
 
+# The C ABI alone, through ctypes (argv: the library): bind, then print gpusel_claim_note.
+C_CLAIM_NOTE = r'''
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+ordinal = ctypes.c_int(-1)
+assert lib.gpusel_bind_assigned_gpu(0, ctypes.byref(ordinal)) == 0
+buf = ctypes.create_string_buffer(4096)
+needed = ctypes.c_size_t(0)
+assert lib.gpusel_claim_note(buf, ctypes.c_size_t(len(buf)), ctypes.byref(needed)) == 0
+print(buf.value.decode())
+'''
+
 MODULE = r'''
 import argparse, ctypes, json, os, sys
 out = {}
@@ -255,6 +267,40 @@ print(json.dumps(out))
             self.assertEqual(r.returncode, 0)
             with open(marks) as m:
                 self.assertEqual(m.read().split(), ["torch", "jax"])
+
+    def test_a_bind_without_a_claim_is_a_python_warning(self):
+        # A lease folder others may write cannot hold a claim: the bind goes ahead, and Python is
+        # told with a ClaimWarning, not by a line the library writes on stderr.
+        with tempfile.TemporaryDirectory(prefix="gpusel-open-leases-") as d:
+            os.chmod(d, 0o777)
+            code = ("import json, warnings, gpusel\n"
+                    "with warnings.catch_warnings(record=True) as caught:\n"
+                    "    warnings.simplefilter('always')\n"
+                    "    b = gpusel.bind_assigned_gpu()\n"
+                    "print(json.dumps({'bound': b, 'warnings': [(w.category.__name__, str(w.message), "
+                    "w.filename) for w in caught]}))")
+            e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY=LIBRARY,
+                        GPUSEL_GPU=DGX[2], GPUSEL_LEASE_DIR=d)
+            r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                               env=for_python(e), timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = json.loads(r.stdout)
+            self.assertEqual(out["bound"], 2)
+            self.assertEqual(len(out["warnings"]), 1, out)
+            category, message, filename = out["warnings"][0]
+            self.assertEqual(category, "ClaimWarning")
+            self.assertIn("no claim was taken", message)
+            self.assertIn(d, message)
+            self.assertIn("GPUSEL_LEASE_DIR", message)
+            self.assertEqual(filename, "<string>")  # points at the caller's line
+            self.assertNotIn("gpusel: warning", r.stderr)
+            # The C ABI says the same (gpusel_claim_note) and, by default, on stderr too.
+            e.pop("PYTHONPATH")
+            r = subprocess.run([sys.executable, "-c", C_CLAIM_NOTE, LIBRARY], capture_output=True, text=True,
+                               env=for_python(e), timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn("no claim was taken", r.stdout)
+            self.assertEqual(r.stderr.count("gpusel: warning"), 1, r.stderr)
 
     def test_bind_informs_a_framework_already_imported(self):
         # A stand-in for torch, imported by the program before binding: it is told the device.
