@@ -250,10 +250,25 @@ class FreeLook {
 // opened while a GPU is held: a failed try closes a lease file, which wakes the waiters for that
 // GPU. `direct` (just after a release, with nobody ahead): tried at once, since the table costs
 // the kernel a grace period (10-20 ms) to read.
-Attempt lease_named(const Resolution& r, const LeaseStore& store, bool direct) {
+// `seen` (the machine's GPUs, `seen_standing`): the look the queue was judged by, when there was
+// one. A GPU held in it is not tried even if released since: that release is for the waiters
+// ahead, who had not yet been judged able to go, and the next look gives it to them.
+Attempt lease_named(const Resolution& r, const LeaseStore& store, bool direct,
+                    const std::vector<std::string>& seen,
+                    const std::vector<LeaseStanding>& seen_standing) {
   Attempt out;
   if (!direct) {
-    const std::vector<LeaseStanding> standing = store.standings(r.gpus);
+    std::vector<LeaseStanding> standing;
+    if (!seen_standing.empty() && seen_standing.size() == seen.size()) {
+      for (const std::string& uuid : r.gpus) {
+        const auto at = std::find(seen.begin(), seen.end(), uuid);
+        standing.push_back(at == seen.end()
+                               ? LeaseStanding{}
+                               : seen_standing[static_cast<std::size_t>(at - seen.begin())]);
+      }
+    } else {
+      standing = store.standings(r.gpus);
+    }
     for (std::size_t i = 0; i < r.gpus.size(); ++i) {
       if (standing[i].state != LeaseStanding::State::Free) {
         out.why_not = gpu_label(r.machine, r.gpus[i]) + " is " + describe_standing(standing[i]);
@@ -375,7 +390,8 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     // (resolve) is advice, not a claim: it neither queues nor waits its turn.
     detail::QueuePlan plan;
     std::vector<LeaseStanding> standing;
-    bool alone = true;  // nobody else waits: a failed try at a lease wakes no one
+    bool alone = true;         // nobody else waits: a failed try at a lease wakes no one
+    bool nobody_ahead = true;  // no waiter came before this request
     if (take) {
       std::vector<detail::Waiter> queue = detail::waiters(store, ticket ? &*ticket : nullptr);
       if (ticket &&
@@ -390,6 +406,7 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
       }
       alone =
           std::all_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; });
+      nobody_ahead = queue.empty() || queue.front().own;
       if (!alone) standing = store.standings(machine);
       plan = detail::plan_queue(queue, machine, standing,
                                 look ? look->busy(options) : std::set<std::string>(), wanted,
@@ -403,12 +420,13 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     if (!named_kept) {
       // Tried at once, without reading the kernel's lock table first (which costs a grace period,
       // and more with many locks held on the machine), just after a release or when nobody else
-      // waits; never twice in a row (a failed try wakes this process too).
-      const bool direct =
-          !free_request && (settle || alone) && !tried_direct && plan.reserved.empty();
+      // waits; never twice in a row (a failed try wakes this process too). Not with a waiter
+      // ahead: a release is theirs first.
+      const bool direct = !free_request && ((settle && nobody_ahead) || alone) && !tried_direct &&
+                          plan.reserved.empty();
       attempt = free_request
                     ? look->attempt(store, options, take, plan.reserved, std::move(standing))
-                    : lease_named(named, store, direct);
+                    : lease_named(named, store, direct, machine, standing);
       tried_direct = direct && !attempt.got;
       if (attempt.got) {
         if (take && !store.scope_note().empty()) {
