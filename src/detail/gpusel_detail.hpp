@@ -382,6 +382,11 @@ std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
 // Who a process is, from /proc; fields stay empty where /proc does not tell.
 LeaseHolder process_details(int pid);
 
+// Why the file system under the existing shared store `dir` cannot keep leases safe (modes that
+// are not setup's, a queue without the sticky bit, locks that do not exclude, inotify that does
+// not report), one line each; none when it can, or when there is no store there (`gpusel doctor`).
+std::vector<std::string> store_file_system_problems(const std::string& dir);
+
 // ---- worker (src/worker/worker.cpp) -------------------------------------------------------------
 
 // What this process's environment says about the launchers that started it. Where the set
