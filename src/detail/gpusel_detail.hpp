@@ -387,6 +387,11 @@ LeaseHolder process_details(int pid);
 void set_stderr_warnings(bool on);
 bool stderr_warnings();
 
+// Why the file system under the existing shared store `dir` cannot keep leases safe (modes that
+// are not setup's, a queue without the sticky bit, locks that do not exclude, inotify that does
+// not report), one line each; none when it can, or when there is no store there (`gpusel doctor`).
+std::vector<std::string> store_file_system_problems(const std::string& dir);
+
 // ---- worker (src/worker/worker.cpp) -------------------------------------------------------------
 
 // What this process's environment says about the launchers that started it. Where the set

@@ -293,21 +293,33 @@ bool could_make(const std::string& dir) {
 std::string own_store_dir_at_home();
 
 // This user's own store: $XDG_STATE_HOME/gpusel/leases, else ~/.local/state/gpusel/leases; where
-// that cannot be made (no HOME, a read-only one), /tmp/gpusel-UID/leases. Not made here.
+// that cannot be made (no HOME, a read-only one), /tmp/gpusel-UID/leases. Not made here. Root
+// uses its passwd home where XDG_STATE_HOME or HOME is not a folder of root's alone.
 std::string own_store_dir() {
   std::string dir = own_store_dir_at_home();
   if (could_make(dir)) return dir;
   return "/tmp/gpusel-" + std::to_string(geteuid()) + "/leases";
 }
 
+// Whether this user may keep its own store under `base` (an absolute path). Anyone may, but
+// root: root's store goes only under a folder of root's that no one else can change, so that a
+// HOME or XDG_STATE_HOME passed on from another user (`sudo -E`) never leads root into a folder
+// that user controls (where links could send root's files anywhere).
+bool may_keep_own_store_under(const std::optional<std::string>& base) {
+  if (!base || base->empty() || (*base)[0] != '/') return false;
+  if (geteuid() != 0) return true;
+  struct stat st {};
+  return lstat(base->c_str(), &st) == 0 && S_ISDIR(st.st_mode) && st.st_uid == 0 &&
+         !(st.st_mode & (S_IWGRP | S_IWOTH));
+}
+
 std::string own_store_dir_at_home() {
   std::string base;
-  if (auto state = detail::env_value("XDG_STATE_HOME");
-      state && !state->empty() && (*state)[0] == '/') {
+  if (auto state = detail::env_value("XDG_STATE_HOME"); may_keep_own_store_under(state)) {
     base = *state;
   } else {
     std::string home;
-    if (auto h = detail::env_value("HOME"); h && !h->empty() && (*h)[0] == '/') {
+    if (auto h = detail::env_value("HOME"); may_keep_own_store_under(h)) {
       home = *h;
     } else {
       passwd pw{}, *found = nullptr;
@@ -710,54 +722,413 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
 
 namespace {
 
-// Makes `dir` a folder owned by root with exactly `mode`, reporting what changed. False (and a
-// problem) when something that is not a folder stands there.
-bool root_folder(const std::string& dir, mode_t mode, StoreSetup& report) {
+// A descriptor, closed when it goes.
+class OwnedFd {
+ public:
+  explicit OwnedFd(int fd = -1) : fd_(fd) {}
+  ~OwnedFd() { reset(); }
+  OwnedFd(const OwnedFd&) = delete;
+  OwnedFd& operator=(const OwnedFd&) = delete;
+  OwnedFd(OwnedFd&& other) noexcept : fd_(other.release()) {}
+  OwnedFd& operator=(OwnedFd&& other) noexcept {
+    if (this != &other) reset(other.release());
+    return *this;
+  }
+  int get() const { return fd_; }
+  int release() {
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1) {
+    if (fd_ >= 0) close(fd_);
+    fd_ = fd;
+  }
+
+ private:
+  int fd_;
+};
+
+constexpr int kOpenFolder = O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC;
+constexpr mode_t kWritableByOthers = S_IWGRP | S_IWOTH;
+const char* const kLocalRemedy =
+    "keep the store on a local file system (ext4, xfs, tmpfs; not bindfs, FUSE or NFS) with "
+    "`sudo gpusel setup --lease-dir DIR`";
+
+// Why the entry `name` of the folder `at` could not be opened as a folder: a link, or not a folder.
+std::string not_a_folder(int at, const char* name, const std::string& path, int err) {
   struct stat st {};
-  if (lstat(dir.c_str(), &st) != 0) {
-    const mode_t old = umask(0);
-    const int rc = mkdir(dir.c_str(), mode);
-    umask(old);
-    if (rc != 0) {
-      report.problems.push_back("cannot make " + dir + ": " + errno_text(errno));
-      return false;
-    }
-    report.changes.push_back("made " + dir + " (mode " + mode_text(mode) + ")");
-    return true;
+  if (fstatat(at, name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode)) {
+    return path +
+           " is a symbolic link, which root never follows in the store's path; remove it, "
+           "or give --lease-dir a path of folders only root can change";
   }
-  if (S_ISLNK(st.st_mode) || !S_ISDIR(st.st_mode)) {
-    report.problems.push_back(dir + " is not a folder (" +
-                              (S_ISLNK(st.st_mode) ? "a symbolic link" : "a file") +
-                              "); remove it by hand and run `gpusel setup` again");
-    return false;
+  if (err == ENOTDIR || err == ELOOP) {
+    return path + " is not a folder; remove it, or give --lease-dir another path";
   }
-  if (st.st_uid != 0 || st.st_gid != 0) {
-    if (lchown(dir.c_str(), 0, 0) != 0) {
-      report.problems.push_back("cannot give " + dir + " to root: " + errno_text(errno));
-      return false;
-    }
-    report.changes.push_back("gave " + dir + " to root (it belonged to " + user_name(st.st_uid) +
-                             ")");
-  }
-  if ((st.st_mode & 07777) != mode) {
-    if (chmod(dir.c_str(), mode) != 0) {
-      report.problems.push_back("cannot set the mode of " + dir + ": " + errno_text(errno));
-      return false;
-    }
-    report.changes.push_back("set the mode of " + dir + " to " + mode_text(mode) + " (was " +
-                             mode_text(st.st_mode) + ")");
-  }
-  return true;
+  return "cannot open " + path + ": " + errno_text(err);
 }
 
-// Removes whatever is at `path` (not following a link; a folder only when empty).
-bool remove_entry(const std::string& path, const struct stat& st, StoreSetup& report) {
-  const int rc = S_ISDIR(st.st_mode) ? rmdir(path.c_str()) : unlink(path.c_str());
-  if (rc != 0) {
-    report.problems.push_back("cannot remove " + path + ": " + errno_text(errno));
+// Gives the folder `fd` (at `path`, its fstat in `st`; `made` by this setup) to root with exactly
+// `mode`, and checks that the file system kept it. False (and a problem) when it did not.
+bool settle_folder(int fd, const std::string& path, struct stat& st, mode_t mode, bool made,
+                   StoreSetup& report) {
+  if (st.st_gid != 0 && fchown(fd, 0, 0) != 0) {
+    report.problems.push_back("cannot give " + path + " to root's group: " + errno_text(errno));
     return false;
   }
-  return true;
+  if ((st.st_mode & 07777) != mode) {
+    if (fchmod(fd, mode) != 0) {
+      report.problems.push_back("cannot set the mode of " + path + ": " + errno_text(errno));
+      return false;
+    }
+    if (!made) {
+      report.changes.push_back("set the mode of " + path + " to " + mode_text(mode) + " (was " +
+                               mode_text(st.st_mode) + ")");
+    }
+  }
+  if (made) report.changes.push_back("made " + path + " (mode " + mode_text(mode) + ")");
+  const mode_t was = st.st_mode;
+  if (fstat(fd, &st) != 0) {
+    report.problems.push_back("cannot look at " + path + ": " + errno_text(errno));
+    return false;
+  }
+  if ((st.st_mode & 07777) == mode) return true;
+  const bool sticky_lost = (mode & S_ISVTX) && !(st.st_mode & S_ISVTX);
+  report.problems.push_back(
+      "the file system under " + path + " does not keep " +
+      (sticky_lost ? std::string("the sticky bit, so any user could remove another's place in "
+                                 "the queue")
+                   : "the modes set on it, so other users could change the store") +
+      " (set " + mode_text(mode) + ", it shows " + mode_text(st.st_mode) + ", was " +
+      mode_text(was) + "); " + kLocalRemedy);
+  return false;
+}
+
+// Opens the entry `name` of the folder `at` as a folder, never following a link; made (mode 0700,
+// for the caller to settle) when absent. -1 with errno on failure; `made` says whether it was made.
+int open_or_make_folder(int at, const char* name, bool& made) {
+  made = false;
+  int fd = openat(at, name, kOpenFolder);
+  if (fd >= 0 || errno != ENOENT) return fd;
+  if (mkdirat(at, name, 0700) == 0) {
+    made = true;
+  } else if (errno != EEXIST) {  // EEXIST: a setup running beside this one made it
+    return -1;
+  }
+  return openat(at, name, kOpenFolder);
+}
+
+// Opens the store folder `path` for root: one component at a time from "/", each through the
+// descriptor of the one before and never following a link, so that nothing an ordinary user can
+// change decides where root works. Missing folders are made. Every folder on the way must belong
+// to root; one that others may write must be sticky (its entries then belong to their owners, and
+// the next one must be root's). The last `managed` folders are the store's own (the store, and
+// /var/lib/gpusel for the default one): set here to root's, mode 0755. -1 and a problem on
+// refusal.
+int open_store_path(const std::string& path, std::size_t managed, StoreSetup& report) {
+  std::vector<std::string> names;
+  for (std::size_t at = 0; at < path.size();) {
+    std::size_t end = path.find('/', at);
+    if (end == std::string::npos) end = path.size();
+    if (end > at) names.push_back(path.substr(at, end - at));
+    at = end + 1;
+  }
+  if (names.empty() || std::any_of(names.begin(), names.end(),
+                                   [](const std::string& n) { return n == "." || n == ".."; })) {
+    report.problems.push_back("the store's path " + path +
+                              " must name a folder below / without . or .. in it");
+    return -1;
+  }
+  OwnedFd fd(open("/", kOpenFolder));
+  if (fd.get() < 0) {
+    report.problems.push_back("cannot open /: " + errno_text(errno));
+    return -1;
+  }
+  std::string at;
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    const std::string next = at + "/" + names[i];
+    bool made = false;
+    OwnedFd child(open_or_make_folder(fd.get(), names[i].c_str(), made));
+    struct stat st {};
+    if (child.get() < 0 || fstat(child.get(), &st) != 0) {
+      report.problems.push_back(not_a_folder(fd.get(), names[i].c_str(), next, errno));
+      return -1;
+    }
+    if (st.st_uid != 0) {
+      report.problems.push_back(
+          next + " belongs to " + user_name(st.st_uid) +
+          ", not root, so that user could swap what root makes in it for links to other files; "
+          "remove it (`rm -r " +
+          next +
+          "`) and run `gpusel setup` again, or give --lease-dir a "
+          "path of folders only root can change");
+      return -1;
+    }
+    const bool own = i + managed >= names.size();
+    if (own || made) {
+      if (!settle_folder(child.get(), next, st, 0755, made, report)) return -1;
+    } else if ((st.st_mode & kWritableByOthers) && !(st.st_mode & S_ISVTX)) {
+      report.problems.push_back(next + " can be written by other users (mode " +
+                                mode_text(st.st_mode) +
+                                ", not sticky), who could swap what comes after it for a link; "
+                                "give --lease-dir a path of folders only root can change");
+      return -1;
+    }
+    fd = std::move(child);
+    at = next;
+  }
+  return fd.release();
+}
+
+// What became of an entry gpusel set out to remove.
+enum class Removal { removed, live, kept };
+
+// Removes the entry `name` of the folder `dir` (`st`: its fstatat), never following a link. A
+// regular file goes only when nobody holds a lock on it: decided on a descriptor (the lock is
+// taken, and the name is checked to still lead to the file locked), not on a look at /proc/locks
+// that a waiter could have locked its ticket since. A folder goes only when empty.
+Removal remove_entry(int dir, const char* name, const struct stat& st, int& err) {
+  err = 0;
+  if (S_ISDIR(st.st_mode)) {
+    if (unlinkat(dir, name, AT_REMOVEDIR) == 0) return Removal::removed;
+    err = errno;
+    return Removal::kept;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    if (unlinkat(dir, name, 0) == 0 || errno == ENOENT) return Removal::removed;
+    err = errno;
+    return Removal::kept;
+  }
+  const OwnedFd fd(openat(dir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC));
+  struct stat opened {
+  }, now{};
+  if (fd.get() < 0 || fstat(fd.get(), &opened) != 0 || opened.st_dev != st.st_dev ||
+      opened.st_ino != st.st_ino) {
+    err = fd.get() < 0 ? errno : ESTALE;
+    return Removal::live;  // gone or replaced since it was looked at: left for the next setup
+  }
+  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+    err = errno;
+    return Removal::live;
+  }
+  if (fstatat(dir, name, &now, AT_SYMLINK_NOFOLLOW) != 0 || now.st_dev != opened.st_dev ||
+      now.st_ino != opened.st_ino) {
+    return Removal::live;
+  }
+  if (unlinkat(dir, name, 0) != 0) {
+    err = errno;
+    return Removal::kept;
+  }
+  return Removal::removed;  // the lock goes with the descriptor
+}
+
+// Makes a lease file for each GPU in the store `dir` (open as `store`), replacing what stands at
+// its name unless a job holds it.
+void make_lease_files(int store, const std::string& dir, const std::vector<std::string>& uuids,
+                      StoreSetup& report) {
+  for (const std::string& uuid : uuids) {
+    if (!detail::is_plain_file_name(uuid)) {
+      report.problems.push_back(detail::quote_value(uuid) +
+                                " is not a GPU UUID: no lease file made");
+      continue;
+    }
+    const std::string name = lease_name(uuid), path = dir + "/" + name;
+    struct stat st {};
+    if (fstatat(store, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0) {
+      const std::string problem = lease_file_problem(path, st, 0, true);
+      if (problem.empty()) continue;
+      const std::string what = problem.substr(0, problem.find(';'));
+      int err = 0;
+      const Removal r = remove_entry(store, name.c_str(), st, err);
+      if (r == Removal::live) {
+        report.problems.push_back(what +
+                                  ", and a job holds it; run `gpusel setup` again when it "
+                                  "ends");
+        continue;
+      }
+      if (r == Removal::kept) {
+        report.problems.push_back("cannot remove " + path + ": " + errno_text(err));
+        continue;
+      }
+      report.changes.push_back("removed " + path + ": " + what);
+    }
+    const OwnedFd fd(
+        openat(store, name.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444));
+    if (fd.get() < 0) {
+      report.problems.push_back("cannot make " + path + ": " + errno_text(errno));
+      continue;
+    }
+    fchmod(fd.get(), 0444);  // whatever the umask
+    report.changes.push_back("made " + path);
+  }
+}
+
+// Takes root's setup lock in the store (open as `store`): one setup at a time. The lock file is
+// root's alone (mode 0600), so no user can hold it. Also checks that the file system's locks
+// exclude: a second descriptor of the locked file must not get the lock. -1 and a problem when
+// the lock cannot be had or locks do not work.
+int take_setup_lock(int store, const std::string& dir, StoreSetup& report) {
+  const char* const name = ".setup-lock";
+  const std::string path = dir + "/" + name;
+  OwnedFd fd(openat(store, name, O_RDWR | O_CREAT | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC, 0600));
+  struct stat st {};
+  if (fd.get() < 0 || fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode) || st.st_uid != 0 ||
+      st.st_nlink != 1) {
+    report.problems.push_back(path + " cannot serve as setup's lock (" +
+                              (fd.get() < 0 ? errno_text(errno) : "not a file of root's alone") +
+                              "); remove it and run `gpusel setup` again");
+    return -1;
+  }
+  int rc;
+  while ((rc = flock(fd.get(), LOCK_EX)) != 0 && errno == EINTR) {
+  }
+  if (rc != 0) {
+    report.problems.push_back("cannot lock " + path + ": " + errno_text(errno) + "; " +
+                              kLocalRemedy);
+    return -1;
+  }
+  const OwnedFd second(openat(store, name, O_RDWR | O_NOFOLLOW | O_NOCTTY | O_CLOEXEC));
+  if (second.get() < 0) {
+    report.problems.push_back("cannot open " + path + ": " + errno_text(errno));
+    return -1;
+  }
+  if (flock(second.get(), LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
+    report.problems.push_back(
+        "locks do not work on the file system under " + dir +
+        " (a second lock on a locked file was " +
+        (errno == EWOULDBLOCK ? std::string("granted") : "refused with " + errno_text(errno)) +
+        "), so leases there would exclude no one; " + kLocalRemedy);
+    return -1;
+  }
+  return fd.release();
+}
+
+// Why the file system under the folder `dir` (at `path`) would not wake waiting jobs: a file
+// `probe` made there must raise inotify's IN_CREATE within a second. "" when it does, or when
+// this user cannot make files there.
+std::string events_problem(int dir, const std::string& path, const std::string& probe) {
+  const OwnedFd watch(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  const std::string self = "/proc/self/fd/" + std::to_string(dir);
+  if (watch.get() < 0 || inotify_add_watch(watch.get(), self.c_str(), IN_CREATE) < 0) {
+    return "cannot watch " + path + " for changes (" + errno_text(errno) +
+           "), so waiting jobs would not be woken";
+  }
+  unlinkat(dir, probe.c_str(), 0);  // one left by a setup or doctor that was killed
+  const OwnedFd file(
+      openat(dir, probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (file.get() < 0) return "";  // cannot make files here: nothing to tell
+  unlinkat(dir, probe.c_str(), 0);
+  alignas(inotify_event) char buf[4096];
+  for (int waited = 0; waited < 1000; waited += 50) {
+    pollfd p{watch.get(), POLLIN, 0};
+    if (poll(&p, 1, 50) <= 0) continue;
+    const ssize_t got = read(watch.get(), buf, sizeof buf);
+    for (ssize_t at = 0; got > 0 && at < got;) {
+      const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
+      if ((e->mask & IN_CREATE) && e->len > 0 && probe == e->name) return "";
+      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    }
+  }
+  return "the file system under " + path +
+         " does not report changes to inotify (a file made there was not seen in 1 s), so "
+         "waiting jobs would not be woken when a GPU comes free";
+}
+
+// What `gpusel doctor` reports about the file system under an existing store `dir`: modes that
+// are not the ones setup sets, a queue without its sticky bit, locks that do not exclude, inotify
+// that does not report. The probes (a hidden file, made and removed at once) need a queue this
+// user may make files in.
+std::vector<std::string> store_problems(const std::string& dir) {
+  std::vector<std::string> out;
+  const OwnedFd store(open(dir.c_str(), kOpenFolder));
+  struct stat st {};
+  if (store.get() < 0 || fstat(store.get(), &st) != 0 || st.st_uid != 0) return out;
+  if (st.st_mode & kWritableByOthers) {
+    out.push_back("the shared store " + dir + " shows mode " + mode_text(st.st_mode) +
+                  ", not the 0755 `gpusel setup` sets: its file system does not keep modes, or "
+                  "someone changed them, so other users could change the store");
+  }
+  const std::string queue = dir + "/queue";
+  const OwnedFd q(openat(store.get(), "queue", kOpenFolder));
+  if (q.get() < 0 || fstat(q.get(), &st) != 0) return out;
+  if ((st.st_mode & kWritableByOthers) && !(st.st_mode & S_ISVTX)) {
+    out.push_back(queue + " can be written by every user but has no sticky bit (mode " +
+                  mode_text(st.st_mode) + "), so any user can remove another's place in the queue");
+  }
+  char probe[64];
+  std::snprintf(probe, sizeof probe, ".doctor-probe-%d", static_cast<int>(getpid()));
+  const OwnedFd a(openat(q.get(), probe, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
+  if (a.get() < 0) return out;  // this user cannot make files in the queue: nothing more to try
+  const OwnedFd b(openat(q.get(), probe, O_RDWR | O_NOFOLLOW | O_CLOEXEC));
+  unlinkat(q.get(), probe, 0);
+  if (b.get() >= 0 && flock(a.get(), LOCK_EX | LOCK_NB) == 0 &&
+      (flock(b.get(), LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)) {
+    out.push_back("locks do not work on the file system under " + dir +
+                  " (a second lock on a locked file was granted), so leases exclude no one");
+  }
+  if (std::string p = events_problem(q.get(), queue, probe); !p.empty()) out.push_back(p);
+  return out;
+}
+
+// The queue folder of the store (open as `store`): root's, mode 1777, sticky bit kept by the file
+// system. -1 and a problem when it cannot be.
+int open_queue(int store, const std::string& queue, StoreSetup& report) {
+  bool made = false;
+  OwnedFd fd(open_or_make_folder(store, "queue", made));
+  struct stat st {};
+  if (fd.get() < 0 && (errno == ENOTDIR || errno == ELOOP) &&
+      fstatat(store, "queue", &st, AT_SYMLINK_NOFOLLOW) == 0 && !S_ISDIR(st.st_mode) &&
+      unlinkat(store, "queue", 0) == 0) {
+    report.changes.push_back("removed " + queue + " (not a folder)");
+    fd.reset(open_or_make_folder(store, "queue", made));
+  }
+  if (fd.get() < 0 || fstat(fd.get(), &st) != 0) {
+    report.problems.push_back("cannot open " + queue + ": " + errno_text(errno));
+    return -1;
+  }
+  if (st.st_uid != 0) {
+    report.problems.push_back(queue + " belongs to " + user_name(st.st_uid) +
+                              ", not root; remove it (`rm -r " + queue +
+                              "`) and run `gpusel setup` again");
+    return -1;
+  }
+  if (!settle_folder(fd.get(), queue, st, 01777, made, report)) return -1;
+  return fd.release();
+}
+
+// Removes the queue's dead tickets and whatever is not a ticket. Live tickets stay (see
+// remove_entry), and so does a ticket still being written (a hidden name, under a minute old);
+// what cannot be removed (another user's folder that is not empty) is left, and said.
+void clean_queue(int queue_fd, const std::string& queue, StoreSetup& report) {
+  DIR* d = fdopendir(dup(queue_fd));
+  if (d == nullptr) {
+    report.problems.push_back("cannot read " + queue + ": " + errno_text(errno));
+    return;
+  }
+  const int at = dirfd(d);
+  while (const dirent* e = readdir(d)) {
+    const std::string name = e->d_name;
+    if (name == "." || name == "..") continue;
+    struct stat st {};
+    if (fstatat(at, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    const bool ticket_like = S_ISREG(st.st_mode) && st.st_nlink == 1;
+    if (name[0] == '.' && S_ISREG(st.st_mode) && st.st_mtime + 60 >= time(nullptr)) continue;
+    int err = 0;
+    const std::string path = queue + "/" + detail::printable(name);
+    switch (remove_entry(at, name.c_str(), st, err)) {
+      case Removal::removed:
+        report.changes.push_back("removed " + path + (ticket_like ? " (a dead ticket)" : ""));
+        break;
+      case Removal::kept:
+        report.changes.push_back("left " + path + " in place (cannot remove it: " +
+                                 errno_text(err) + "); it blocks no one");
+        break;
+      case Removal::live:
+        break;  // a job waits
+    }
+  }
+  closedir(d);
 }
 
 }  // namespace
@@ -768,63 +1139,31 @@ StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::st
                   " (a store any user could change would bind no one): run `sudo gpusel setup`");
   }
   StoreSetup report;
-  if (dir == kSharedLeaseStore) {
-    const std::string parent = dir.substr(0, dir.rfind('/'));
-    if (!root_folder(parent, 0755, report)) return report;
+  const OwnedFd store(open_store_path(dir, dir == kSharedLeaseStore ? 2 : 1, report));
+  if (store.get() < 0) return report;
+  const OwnedFd lock(take_setup_lock(store.get(), dir, report));
+  if (lock.get() < 0) return report;
+  if (std::string p = events_problem(store.get(), dir, ".setup-probe"); !p.empty()) {
+    report.problems.push_back(p + "; " + kLocalRemedy);
+    return report;
   }
-  if (!root_folder(dir, 0755, report)) return report;
-  const LockTable table;
-  for (const std::string& uuid : uuids) {
-    if (!detail::is_plain_file_name(uuid)) {
-      report.problems.push_back(detail::quote_value(uuid) +
-                                " is not a GPU UUID: no lease file made");
-      continue;
-    }
-    const std::string path = dir + "/" + lease_name(uuid);
-    struct stat st {};
-    if (lstat(path.c_str(), &st) == 0) {
-      const std::string problem = lease_file_problem(path, st, 0, true);
-      if (problem.empty()) continue;
-      if (table.holder(st.st_dev, st.st_ino)) {
-        report.problems.push_back(problem.substr(0, problem.find(';')) +
-                                  ", and a job holds it; run `gpusel setup` again when it ends");
-        continue;
-      }
-      if (!remove_entry(path, st, report)) continue;
-      report.changes.push_back("removed " + path + ": " + problem.substr(0, problem.find(';')));
-    }
-    const int fd = open(path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0444);
-    if (fd < 0) {
-      report.problems.push_back("cannot make " + path + ": " + errno_text(errno));
-      continue;
-    }
-    fchmod(fd, 0444);  // whatever the umask
-    close(fd);
-    report.changes.push_back("made " + path);
-  }
+  make_lease_files(store.get(), dir, uuids, report);
   const std::string queue = dir + "/queue";
-  if (!root_folder(queue, 01777, report)) return report;
-  // The queue: dead tickets, and anything that is not a ticket, go.
-  DIR* d = opendir(queue.c_str());
-  if (d != nullptr) {
-    while (dirent* e = readdir(d)) {
-      const std::string name = e->d_name;
-      if (name == "." || name == "..") continue;
-      const std::string path = queue + "/" + name;
-      struct stat st {};
-      if (lstat(path.c_str(), &st) != 0) continue;
-      const bool ticket_like = S_ISREG(st.st_mode) && st.st_nlink == 1;
-      if (ticket_like && table.holder(st.st_dev, st.st_ino)) continue;  // a job waits
-      if (remove_entry(path, st, report)) {
-        report.changes.push_back("removed " + path + (ticket_like ? " (a dead ticket)" : ""));
-      }
-    }
-    closedir(d);
-  }
+  const OwnedFd q(open_queue(store.get(), queue, report));
+  if (q.get() < 0) return report;
+  clean_queue(q.get(), queue, report);
   return report;
 }
 
 GPUSEL_END_NAMESPACE
+
+namespace gpusel::detail {
+
+std::vector<std::string> store_file_system_problems(const std::string& dir) {
+  return store_problems(dir);
+}
+
+}  // namespace gpusel::detail
 
 // ---- the queue ---------------------------------------------------------------------------------
 

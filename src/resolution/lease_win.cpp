@@ -380,6 +380,10 @@ std::string queue_directory(const LeaseStore& store) {
   return store.dir() + "\\queue";
 }
 
+std::vector<std::string> store_file_system_problems(const std::string&) {
+  return {};  // the store's trust rests on its ACL (windows.md), not on modes or flock
+}
+
 LeaseHolder process_details(int pid) {
   LeaseHolder h;
   h.pid = pid;

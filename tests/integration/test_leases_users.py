@@ -9,11 +9,13 @@ is the simulated dgx-h100. Exit 77 (skipped) when not root or when a namespace c
 
 import json
 import os
+import shutil
 import signal
 import stat
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import unittest
 
@@ -589,6 +591,228 @@ class ClaimsWithoutAStoreTest(SharedStoreCase):
         self.assertIn("bind: ok", r.stdout, r.stderr)
         self.assertIn("without a claim", r.stderr)
         self.assertEqual(r.stderr.count("without a claim"), 1)
+
+
+ROOT_ONLY = "/var/lib/gpusel-test-root-only"
+
+SWAPPER = r"""
+import ctypes, os, sys
+libc = ctypes.CDLL(None, use_errno=True)
+exchange = 2  # RENAME_EXCHANGE
+at = sys.argv[1].encode()
+names = [a.encode() for a in sys.argv[2:]]
+while os.getppid() != 1:  # ends with the test, should it be left behind
+    for name in names:
+        libc.renameat2(-100, at + b"/store", -100, at + b"/" + name, exchange)
+"""
+
+FLOODER = r"""
+import fcntl, os, resource, sys
+soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+held = []
+for i in range(min(int(sys.argv[2]), hard - 100)):
+    fd = os.open(f"{sys.argv[1]}/junk-{i}", os.O_RDWR | os.O_CREAT, 0o644)
+    fcntl.flock(fd, fcntl.LOCK_SH)
+    held.append(fd)
+print("holding", flush=True)
+sys.stdin.read()
+"""
+
+
+USER_PYTHON = "/usr/bin/python3"  # one every user may run (the test's own may be in root's home)
+
+
+def root_env(**extra):
+    """Root's environment: no GPUSEL_LEASE_DIR, and the simulator's state in its default place (the
+    test's private folder is under the /tmp this namespace hides)."""
+    return base_env(GPUSEL_LEASE_DIR=None, GPUSEL_SIM_STATE_DIR=None, **extra)
+
+
+def root_setup(*args):
+    return subprocess.run([BIN, "--sim", "dgx-h100", "setup", *args], capture_output=True, text=True,
+                          env=root_env(), timeout=120)
+
+
+def tree(top):
+    """Every path under `top` (links not followed) with its owner and mode: what root must not change."""
+    found = {}
+    for folder, dirs, files in os.walk(top):
+        for name in [folder, *[os.path.join(folder, n) for n in dirs + files]]:
+            st = os.lstat(name)
+            found[name] = (st.st_uid, st.st_mode)
+    return found
+
+
+def make_root_only():
+    """A folder only root may enter (0700) holding a file only root may read (0600)."""
+    subprocess.run(["rm", "-rf", ROOT_ONLY], check=True)
+    os.mkdir(ROOT_ONLY, 0o700)
+    with open(f"{ROOT_ONLY}/secret", "w") as f:
+        f.write("root's\n")
+    os.chmod(f"{ROOT_ONLY}/secret", 0o600)
+    return tree(ROOT_ONLY)
+
+
+class SetupSafetyTest(SharedStoreCase):
+    """`gpusel setup` keeps live tickets, runs beside itself, works only on folders of root's,
+    refuses a file system that cannot keep a store safe; root keeps its own store in its own home."""
+
+    def test_setup_run_again_and_again_never_removes_a_live_ticket(self):
+        setup_store()
+        queue = f"{STORE}/queue"
+        log = "/var/lib/gpusel-test-served"
+        with open(log, "w"):
+            pass
+        os.chmod(log, 0o666)
+        holder = self.hold("carol", "3")
+        # Many locked files in the queue make each setup's pass over it long, as a full queue would.
+        flood = subprocess.Popen(["runuser", "-u", "bob", "--", USER_PYTHON, "-c", FLOODER, queue, "3000"],
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        self.addCleanup(lambda: (flood.stdin.close(), flood.wait(), flood.stdout.close()))
+        self.assertEqual(flood.stdout.readline().strip(), "holding")
+        runs = []
+        done = threading.Event()
+
+        def setups():
+            while not done.is_set() or len(runs) < 5:
+                runs.append(root_setup())
+
+        looper = threading.Thread(target=setups)
+        looper.start()
+        waiters = []
+        try:
+            for k in range(24):
+                user = ("alice", "bob")[k % 2]
+                p = start_as(user, "run", "--quiet", "--gpu", "3", "--wait", "300", "--", "sh", "-c",
+                             f"echo waiter-{k} >> {log}")
+                self.procs.append(p)
+                waiters.append(p)
+                # One at a time, so that the order they are to be served in is known: 0, 1, 2, ...
+                wait_for(lambda: len(list_json()["waiting"]) == len(waiters) or
+                         any(p.poll() is not None for p in waiters), f"waiter {k} to queue", 60)
+        finally:
+            done.set()
+            looper.join()
+        self.assertEqual([r.stderr for r in runs if r.returncode != 0], [])
+        # Every waiter is alive, and its own ticket is still in the queue.
+        self.assertEqual([p.stderr.read() for p in waiters if p.poll() is not None], [])
+        names = os.listdir(queue)
+        lost = [p.pid for p in waiters if not any(n.startswith(f"{p.pid}-") for n in names)]
+        self.assertEqual(lost, [], f"{len(runs)} setups")
+        order = [w["command"].split("echo ")[1].split()[0] for w in list_json()["waiting"]]
+        self.assertEqual(order, [f"waiter-{k}" for k in range(len(waiters))])
+        # Every one is served. (The order they are served in is the queue's to keep: after the
+        # queue's rewrite, 24 waiters for one named GPU were served out of order even without any
+        # setup, so this test, about setup, checks the order only while they wait.)
+        stop(holder)
+        for p in waiters:
+            out, err = p.communicate(timeout=120)
+            self.assertEqual(p.returncode, 0, err)
+        with open(log) as f:
+            self.assertEqual(sorted(f.read().split()), sorted(order))
+
+    def test_setups_twenty_at_once_all_succeed_and_a_users_folder_in_the_queue_is_no_failure(self):
+        failed = []
+        for _ in range(5):
+            subprocess.run(["rm", "-rf", "/var/lib/gpusel"], check=True)
+            jobs = [subprocess.Popen([BIN, "--sim", "dgx-h100", "setup"], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True, env=root_env()) for _ in range(20)]
+            for j in jobs:
+                out, err = j.communicate(timeout=120)
+                if j.returncode != 0:
+                    failed.append(err)
+        self.assertEqual(failed, [])
+        for path, mode in (("/var/lib/gpusel", 0o755), (STORE, 0o755), (STORE + "/queue", 0o1777)):
+            st = os.lstat(path)
+            self.assertEqual((st.st_uid, st.st_gid, stat.S_IMODE(st.st_mode)), (0, 0, mode), path)
+        for u in DGX:
+            st = os.lstat(f"{STORE}/{u}.lock")
+            self.assertEqual((stat.S_ISREG(st.st_mode), st.st_uid, stat.S_IMODE(st.st_mode), st.st_nlink),
+                             (True, 0, 0o444, 1))
+        self.assertEqual(sorted(os.listdir(f"{STORE}/queue")), [])
+        # Bob's folder with a file in it cannot be removed: left alone, said, and setup succeeds.
+        self.assertEqual(sh_as("bob", f"mkdir {STORE}/queue/mine && touch {STORE}/queue/mine/x").returncode, 0)
+        r = root_setup()
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(f"left {STORE}/queue/mine in place", r.stdout)
+        self.assertTrue(os.path.exists(f"{STORE}/queue/mine/x"))
+        self.assertEqual(run_as("alice", "run", "--gpu", "free:8", "--", "true").returncode, 0)
+
+    def test_a_folder_an_ordinary_user_made_is_refused_and_left_as_it_was(self):
+        self.addCleanup(subprocess.run, ["rm", "-rf", "/tmp/store"])
+        r = sh_as("alice", "mkdir -m 0755 /tmp/store && echo hi > /tmp/store/note && chmod 0644 /tmp/store/note")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        before = tree("/tmp/store")
+        r = root_setup("--lease-dir", "/tmp/store")
+        self.assertFailsWith(r, 1, "/tmp/store belongs to alice", "remove it", "--lease-dir")
+        self.assertEqual(tree("/tmp/store"), before)
+        # A user's folder above the store is refused the same way.
+        r = root_setup("--lease-dir", "/tmp/store/leases")
+        self.assertFailsWith(r, 1, "/tmp/store belongs to alice")
+        self.assertEqual(tree("/tmp/store"), before)
+
+    def test_a_folder_swapped_for_a_link_never_leads_root_into_another_folder(self):
+        before = make_root_only()
+        swap = "/tmp/swap"
+        self.addCleanup(subprocess.run, ["rm", "-rf", swap])
+        r = sh_as("alice", f"mkdir -m 0755 {swap} {swap}/store && ln -s {ROOT_ONLY} {swap}/to-folder && "
+                           f"ln -s {ROOT_ONLY}/secret {swap}/to-file")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        # setpriv runs the swapper in place (runuser would leave it running when killed).
+        swapper = subprocess.Popen(["setpriv", "--reuid=alice", "--regid=alice", "--init-groups", USER_PYTHON,
+                                    "-c", SWAPPER, swap, "to-folder", "to-file"], stdin=subprocess.PIPE)
+        self.addCleanup(lambda: (swapper.kill(), swapper.wait(), swapper.stdin.close()))
+        wait_for(lambda: os.path.islink(f"{swap}/store"), "the first swap")
+        codes = {}
+        for _ in range(150):
+            r = root_setup("--lease-dir", f"{swap}/store")
+            codes[r.returncode] = codes.get(r.returncode, 0) + 1
+        self.assertIsNone(swapper.poll())
+        self.assertEqual(tree(ROOT_ONLY), before)
+        self.assertEqual(codes, {1: 150})
+
+    def test_root_with_another_users_home_keeps_its_own_store_in_its_own_home(self):
+        for path in (os.path.realpath(BIN), os.path.realpath(SIM_ROOT), os.getcwd()):
+            if path.startswith("/root/"):
+                self.skipTest(f"{path} is under /root, which this test hides")
+        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0700", "tmpfs", "/root"], check=True)
+        self.addCleanup(subprocess.run, ["umount", "/root"])
+        before_root_only = make_root_only()
+        home = f"{HOMES}/alice"
+        r = sh_as("alice", f"mkdir -p {home}/.local && ln -s {ROOT_ONLY} {home}/.local/state")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        before_home = tree(home)
+        r = subprocess.run([BIN, "--sim", "dgx-h100", "run", "--gpu", "0", "--", "true"], capture_output=True,
+                           text=True, env=root_env(HOME=home, XDG_STATE_HOME=None))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(tree(ROOT_ONLY), before_root_only)
+        self.assertEqual(tree(home), before_home)
+        self.assertIn("/root/.local/state/gpusel/leases", r.stderr)
+        self.assertEqual(os.lstat("/root/.local/state/gpusel/leases").st_uid, 0)
+
+    def test_a_store_on_bindfs_is_refused_by_setup_and_named_by_doctor(self):
+        if shutil.which("bindfs") is None or not os.path.exists("/dev/fuse"):
+            self.skipTest("needs bindfs (Debian package bindfs) and /dev/fuse")
+        source = "/var/lib/gpusel-test-bindfs"
+        subprocess.run(["rm", "-rf", source], check=True)
+        os.makedirs(source, mode=0o755)
+        self.addCleanup(subprocess.run, ["rm", "-rf", source])
+        r = root_setup("--lease-dir", f"{source}/leases")  # a good store, then seen through bindfs
+        self.assertEqual(r.returncode, 0, r.stderr)
+        os.makedirs("/var/lib/gpusel", mode=0o755)
+        subprocess.run(["bindfs", "-o", "perms=a+rwX", source, "/var/lib/gpusel"], check=True)
+        self.addCleanup(subprocess.run, ["umount", "/var/lib/gpusel"])
+        r = root_setup()
+        self.assertFailsWith(r, 1, "the file system under /var/lib/gpusel does not keep the modes",
+                             "local file system")
+        for user in ("alice", None):
+            r = run_as(user, "doctor", "--json") if user else subprocess.run(
+                [BIN, "--sim", "dgx-h100", "doctor", "--json"], capture_output=True, text=True, env=root_env())
+            found = [f for f in json.loads(r.stdout)["findings"] if f["id"] == "lease-store-unsafe"]
+            self.assertTrue(found, r.stdout)
+            self.assertIn(STORE, found[0]["message"])
+            self.assertIn("local file system", found[0]["remedy"])
 
 
 def main():

@@ -327,6 +327,13 @@ class Doctor {
 
   // Where leases live, whether they bind every user, and each GPU's lease.
   void check_leases() {
+    const auto chosen = env_value("GPUSEL_LEASE_DIR");
+    const std::string shared = chosen && !chosen->empty() ? *chosen : kSharedLeaseStore;
+    for (const std::string& problem : detail::store_file_system_problems(shared)) {
+      add(Severity::Warning, "lease-store-unsafe", problem,
+          "keep the store on a local file system (ext4, xfs, tmpfs; not bindfs, FUSE or NFS) "
+          "and run `sudo gpusel setup` (with --lease-dir for another place)");
+    }
     std::optional<LeaseStore> store;
     try {
       store = LeaseStore::locate();
