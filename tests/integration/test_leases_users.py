@@ -702,15 +702,13 @@ class SetupSafetyTest(SharedStoreCase):
         self.assertEqual(lost, [], f"{len(runs)} setups")
         order = [w["command"].split("echo ")[1].split()[0] for w in list_json()["waiting"]]
         self.assertEqual(order, [f"waiter-{k}" for k in range(len(waiters))])
-        # Every one is served. (The order they are served in is the queue's to keep: after the
-        # queue's rewrite, 24 waiters for one named GPU were served out of order even without any
-        # setup, so this test, about setup, checks the order only while they wait.)
+        # Every one is served, in the queue's order.
         stop(holder)
         for p in waiters:
             out, err = p.communicate(timeout=120)
             self.assertEqual(p.returncode, 0, err)
         with open(log) as f:
-            self.assertEqual(sorted(f.read().split()), sorted(order))
+            self.assertEqual(f.read().split(), order)
 
     def test_setups_twenty_at_once_all_succeed_and_a_users_folder_in_the_queue_is_no_failure(self):
         failed = []
