@@ -299,9 +299,10 @@ class SizeTest(Case):
             with self.subTest(size=size):
                 r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory", size)
                 self.assertEqual(r.returncode, 0, r.stderr)
-        # More free memory than any GPU here has: nothing qualifies (the size was read, not ignored).
+        # More free memory than any GPU here has at all: a request that can never be met, refused as
+        # bad input (the size was read, not ignored), not waited for (issue 30).
         r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory", "81GiB")
-        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertFailsWith(r, 2, "can never be met", "the largest has 80 GiB", "ask for at most 80 GiB")
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory", "8Q"),
                              2, '--min-free-memory "8Q": unknown unit "Q"', "K, M, G")
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory", "-1G"),
