@@ -189,13 +189,6 @@ struct Supervision {
   }
 };
 
-// Whose a process with a CUDA context is, for the placement check.
-struct JobMember {
-  int rank = -1;        // the rank whose GPU it must use; -1: the job's, but no rank says whose
-  bool orphan = false;  // a worker left it behind, and it came to gpusel (or descends from one that
-                        // did)
-};
-
 // The rank a process the workers left behind came from: the worker that leads its process group
 // (each worker leads a group of its own, and `cmd &` in a script stays in it), else the LOCAL_RANK
 // it started with, when its GPUSEL_GPU is that rank's; -1 when neither tells.
@@ -219,12 +212,13 @@ int left_behind_rank(pid_t pid, const std::vector<Worker>& workers, const Launch
 // Whose `pid` is: a worker's, or a descendant's of one (its parents lead to the worker), or one
 // the workers left behind, which came to `self` as their subreaper, or its descendant's. nullopt:
 // not the job's (another job's, `self` itself, or a child `self` had before the workers).
-std::optional<JobMember> job_member(pid_t pid, pid_t self, const Supervision& sup,
-                                    const LaunchOptions& options, const detail::JobPlan& job) {
+std::optional<detail::JobMember> job_member(pid_t pid, pid_t self, const Supervision& sup,
+                                            const LaunchOptions& options,
+                                            const detail::JobPlan& job) {
   const pid_t start = pid;
   for (int depth = 0; depth < 64 && pid > 1 && pid != self; ++depth) {
     for (const Worker& w : sup.workers) {
-      if (w.pid == pid) return JobMember{w.rank, false};
+      if (w.pid == pid) return detail::JobMember{w.rank, false};
     }
     const pid_t up = detail::parent_of(pid);
     if (up == self) {
@@ -233,47 +227,11 @@ std::optional<JobMember> job_member(pid_t pid, pid_t self, const Supervision& su
         return std::nullopt;
       int rank = left_behind_rank(start, sup.workers, options, job);
       if (rank < 0 && pid != start) rank = left_behind_rank(pid, sup.workers, options, job);
-      return JobMember{rank, true};
+      return detail::JobMember{rank, true};
     }
     pid = up;
   }
   return std::nullopt;
-}
-
-// Whether a CUDA context on `uuid` is where `who` belongs: its rank's GPU, or, for a process no
-// rank is known of, any GPU of the job. A MIG entry is not checked (NVML lists the parent GPU).
-bool placed_well(const JobMember& who, const std::string& uuid, const LaunchOptions& options,
-                 const detail::JobPlan& job) {
-  auto fits = [&uuid](const std::string& own) {
-    return detail::starts_with_ci(own, "MIG-") || detail::same_entry(own, uuid);
-  };
-  if (who.rank >= 0) return fits(detail::gpu_of(options, job, static_cast<std::size_t>(who.rank)));
-  return std::any_of(options.gpus.begin(), options.gpus.end(), fits);
-}
-
-// The line that stops the job: who opened a context where, and the fix.
-std::string misplaced_text(const JobMember& who, pid_t pid, const GpuProcesses& gpu,
-                           const LaunchOptions& options, const detail::JobPlan& job) {
-  std::string text;
-  if (who.rank >= 0) {
-    text = "rank " + std::to_string(who.rank) + " (GPU " +
-           detail::gpu_of(options, job, static_cast<std::size_t>(who.rank)) +
-           ") opened a CUDA context on GPU " + std::to_string(gpu.index) + " (" + gpu.uuid +
-           "), not its own (process " + describe_process(pid);
-  } else {
-    text = "a process the workers left running opened a CUDA context on GPU " +
-           std::to_string(gpu.index) + " (" + gpu.uuid + "), none of the job's (" +
-           detail::join_entries(options.gpus) + ") (process " + describe_process(pid);
-  }
-  if (who.orphan) {
-    text += ", orphaned: " + std::string(who.rank >= 0 ? "its worker's" : "a worker's") +
-            " tree left it running and it came to gpusel, which checks it with the job";
-  }
-  return text +
-         "): the program chose its GPU itself, and the job was stopped. Run it with "
-         "--set-visible job (for cuda:LOCAL_RANK) or --set-visible own (for cuda:0), or bind "
-         "the GPU with gpusel in the program (gpusel::bind_assigned_gpu(), "
-         "gpusel.bind_assigned_gpu())";
 }
 
 std::string status_text(int status) {
@@ -588,20 +546,10 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   Clock::time_point orphan_kill_at{};
   std::size_t orphans_count = 0;
   std::vector<std::string> orphans_seen;
-  // The placement check (LaunchOptions::check_placement): when to look next, and what it found.
-  struct {
-    bool on = false;
-    int looks = 0;
-    int unknown_looks = 0;  // looks at which NVML named only processes this system does not show
-    Clock::time_point next{};
-    std::string violation;  // the first worker found on a GPU not its own
-  } check;
-  check.on = static_cast<bool>(options.gpu_processes);
-  check.next = Clock::now() + std::chrono::milliseconds(500);
+  // The placement check (LaunchOptions::gpu_processes): when to look next, and what it found.
+  detail::PlacementCheck check(options, job, Clock::now());
   // Looked at while any process of the job runs: a worker, or one the workers left behind.
-  auto checking = [&] {
-    return check.on && check.violation.empty() && (policy.running() > 0 || children_left);
-  };
+  auto checking = [&] { return check.looking() && (policy.running() > 0 || children_left); };
   auto say = [&](const std::string& text) {
     if (options.on_note) {
       options.on_note(text);
@@ -610,43 +558,18 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     }
   };
   auto look_at_placement = [&] {
-    ++check.looks;
-    // Soon after the start, then at a low rate: 0.5, 1, 2, 4 s, then every 5 s.
-    check.next =
-        Clock::now() + std::chrono::milliseconds(check.looks < 4 ? 500 << check.looks : 5000);
-    std::string why_not;
-    const std::optional<std::vector<GpuProcesses>> gpus = options.gpu_processes(why_not);
-    if (!gpus) {
-      say("the placement check is off: " + why_not);
-      check.on = false;
-      return;
-    }
-    bool listed = false, any_known = false, any_unknown = false;
-    for (const GpuProcesses& g : *gpus) {
-      if (!g.pids) continue;
-      listed = true;
-      for (const unsigned p : *g.pids) {
-        const auto pid = static_cast<pid_t>(p);
-        if (kill(pid, 0) != 0 && errno == ESRCH) {
-          any_unknown = true;
-          continue;
-        }
-        any_known = true;
-        // Every process of the job: the workers, their descendants, and those they left behind.
-        const std::optional<JobMember> who = job_member(pid, parent, sup, options, job);
-        if (!who || placed_well(*who, g.uuid, options, job)) continue;
-        check.violation = misplaced_text(*who, pid, g, options, job);
-        return;
-      }
-    }
-    if (!listed && !gpus->empty()) {
-      say("the placement check is off: NVML cannot list the processes on these GPUs");
-      check.on = false;
-    } else if (any_unknown && !any_known && ++check.unknown_looks >= 2) {
-      say("the placement check is off: NVML names processes this system does not show (a "
-          "container's own pid namespace?)");
-      check.on = false;
-    }
+    const std::string note = check.look(
+        [&](unsigned p) {
+          const auto pid = static_cast<pid_t>(p);
+          detail::ProcessFacts facts;
+          facts.exists = !(kill(pid, 0) != 0 && errno == ESRCH);
+          if (!facts.exists) return facts;
+          facts.member = job_member(pid, parent, sup, options, job);
+          if (facts.member) facts.description = describe_process(pid);
+          return facts;
+        },
+        Clock::now());
+    if (!note.empty()) say(note);
   };
   auto worker_ended = [&](Worker& w, int status) {
     w.running = false;
@@ -692,7 +615,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     std::optional<Clock::time_point> wake;
     auto wake_by = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
     if (const auto kill_at = policy.kill_at()) wake_by(*kill_at);
-    if (checking()) wake_by(check.next);
+    if (checking()) wake_by(check.next());
     // Past that time, each orphan's end (SIGCHLD) wakes gpusel to kill what came to it next.
     if (orphans_stopping && children_left && Clock::now() < orphan_kill_at) wake_by(orphan_kill_at);
     if (draining) wake_by(drain_until);
@@ -772,9 +695,9 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
         write_all(out_fd(s), w.streams[s].tagger.flush_due(now));
       }
     }
-    if (checking() && Clock::now() >= check.next) {
+    if (checking() && Clock::now() >= check.next()) {
       look_at_placement();
-      if (!check.violation.empty() && policy.placement_violation(check.violation, Clock::now()))
+      if (!check.violation().empty() && policy.placement_violation(check.violation(), Clock::now()))
         signal_job(SIGTERM);
     }
     if (policy.kill_due(Clock::now())) {

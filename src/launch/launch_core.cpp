@@ -208,4 +208,89 @@ Summary summarize(const StopPolicy& policy, const EndWords& words) {
   return s;
 }
 
+namespace {
+
+// The line that stops the job: who opened a context where, and the fix.
+std::string misplaced_text(const JobMember& who, const std::string& process,
+                           const GpuProcesses& gpu, const LaunchOptions& options,
+                           const JobPlan& job) {
+  std::string text;
+  if (who.rank >= 0) {
+    text = "rank " + std::to_string(who.rank) + " (GPU " +
+           gpu_of(options, job, static_cast<std::size_t>(who.rank)) +
+           ") opened a CUDA context on GPU " + std::to_string(gpu.index) + " (" + gpu.uuid +
+           "), not its own (process " + process;
+  } else {
+    text = "a process the workers left running opened a CUDA context on GPU " +
+           std::to_string(gpu.index) + " (" + gpu.uuid + "), none of the job's (" +
+           join_entries(options.gpus) + ") (process " + process;
+  }
+  if (who.orphan) {
+    text += ", orphaned: " + std::string(who.rank >= 0 ? "its worker's" : "a worker's") +
+            " tree left it running and it came to gpusel, which checks it with the job";
+  }
+  return text +
+         "): the program chose its GPU itself, and the job was stopped. Run it with "
+         "--set-visible job (for cuda:LOCAL_RANK) or --set-visible own (for cuda:0), or bind "
+         "the GPU with gpusel in the program (gpusel::bind_assigned_gpu(), "
+         "gpusel.bind_assigned_gpu())";
+}
+
+}  // namespace
+
+bool placed_well(const JobMember& who, const std::string& uuid, const LaunchOptions& options,
+                 const JobPlan& job) {
+  auto fits = [&uuid](const std::string& own) {
+    return starts_with_ci(own, "MIG-") || same_entry(own, uuid);
+  };
+  if (who.rank >= 0) return fits(gpu_of(options, job, static_cast<std::size_t>(who.rank)));
+  return std::any_of(options.gpus.begin(), options.gpus.end(), fits);
+}
+
+PlacementCheck::PlacementCheck(const LaunchOptions& options, const JobPlan& job,
+                               LaunchClock::time_point start)
+    : options_(options),
+      job_(job),
+      on_(static_cast<bool>(options.gpu_processes)),
+      next_(start + std::chrono::milliseconds(500)) {}
+
+std::string PlacementCheck::look(const std::function<ProcessFacts(unsigned pid)>& facts,
+                                 LaunchClock::time_point now) {
+  ++looks_;
+  next_ = now + std::chrono::milliseconds(looks_ < 4 ? 500 << looks_ : 5000);
+  std::string why_not;
+  const std::optional<std::vector<GpuProcesses>> gpus = options_.gpu_processes(why_not);
+  if (!gpus) {
+    on_ = false;
+    return "the placement check is off: " + why_not;
+  }
+  bool listed = false, any_known = false, any_unknown = false;
+  for (const GpuProcesses& g : *gpus) {
+    if (!g.pids) continue;
+    listed = true;
+    for (const unsigned pid : *g.pids) {
+      const ProcessFacts who = facts(pid);
+      if (!who.exists) {
+        any_unknown = true;
+        continue;
+      }
+      any_known = true;
+      // Every process of the job: the workers, their descendants, and those they left behind.
+      if (!who.member || placed_well(*who.member, g.uuid, options_, job_)) continue;
+      violation_ = misplaced_text(*who.member, who.description, g, options_, job_);
+      return "";
+    }
+  }
+  if (!listed && !gpus->empty()) {
+    on_ = false;
+    return "the placement check is off: NVML cannot list the processes on these GPUs";
+  }
+  if (any_unknown && !any_known && ++unknown_looks_ >= 2) {
+    on_ = false;
+    return "the placement check is off: NVML names processes this system does not show (a "
+           "container's own pid namespace?)";
+  }
+  return "";
+}
+
 }  // namespace gpusel::detail

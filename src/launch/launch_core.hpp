@@ -149,6 +149,55 @@ class StopPolicy {
   LaunchClock::time_point kill_at_{};
 };
 
+// Whose a process with a CUDA context is, for the placement check.
+struct JobMember {
+  int rank = -1;        // the rank whose GPU it must use; -1: the job's, but no rank says whose
+  bool orphan = false;  // a worker left it behind, and it came to gpusel (POSIX: or descends from
+                        // one that did)
+};
+
+// What the platform knows of a process NVML lists on a GPU.
+struct ProcessFacts {
+  bool exists = false;              // this system shows it (else: another pid namespace's id)
+  std::optional<JobMember> member;  // the job's, and whose; nullopt: not the job's
+  std::string description;          // "pid N `command`", for the line that stops the job
+};
+
+// Whether a CUDA context on `uuid` is where `who` belongs: its rank's GPU, or, for a process no
+// rank is known of, any GPU of the job. A MIG entry is not checked (NVML lists the parent GPU).
+bool placed_well(const JobMember& who, const std::string& uuid, const LaunchOptions& options,
+                 const JobPlan& job);
+
+// The run-time placement check (LaunchOptions::gpu_processes), the same on every platform: when to
+// look (soon after the start, then at a low rate: 0.5, 1, 2, 4 s, then every 5 s), what a look
+// found, and when the check turns itself off. The platform says who each listed process is.
+class PlacementCheck {
+ public:
+  PlacementCheck(const LaunchOptions& options, const JobPlan& job, LaunchClock::time_point start);
+
+  // On, no violation found yet, and the next look is due at `now`.
+  bool due(LaunchClock::time_point now) const { return looking() && now >= next_; }
+  bool looking() const { return on_ && violation_.empty(); }
+  LaunchClock::time_point next() const { return next_; }
+
+  // One look: asks LaunchOptions::gpu_processes, then `facts(pid)` for each process listed. Returns
+  // a note to say when the check has just turned itself off (and why), else "". A process of the
+  // job on a GPU not its own leaves the line that stops the job in violation().
+  std::string look(const std::function<ProcessFacts(unsigned pid)>& facts,
+                   LaunchClock::time_point now);
+
+  const std::string& violation() const { return violation_; }
+
+ private:
+  const LaunchOptions& options_;
+  const JobPlan& job_;
+  bool on_;
+  int looks_ = 0;
+  int unknown_looks_ = 0;  // looks at which NVML named only processes this system does not show
+  LaunchClock::time_point next_;
+  std::string violation_;
+};
+
 // How the platform words the end of a run.
 struct EndWords {
   std::string failed_gpu;      // the first failing rank's GPU entry

@@ -511,3 +511,110 @@ TEST(LaunchCore, SummaryWordsTheEndAndPicksTheExitStatus) {
     EXPECT_EQ(s.exit_code, c.exit_code) << c.name;
   }
 }
+
+namespace {
+
+// Two ranks on GPUs "GPU-a" and "GPU-b"; NVML lists `listed` (pid, GPU) pairs.
+struct CheckFixture {
+  LaunchOptions options;
+  JobPlan plan;
+  std::vector<std::pair<unsigned, std::string>> listed;
+  int asked = 0;
+  CheckFixture() {
+    options.command = {"prog"};
+    options.gpus = {"GPU-a", "GPU-b"};
+    options.gpu_processes = [this](std::string&) -> std::optional<std::vector<GpuProcesses>> {
+      ++asked;
+      std::vector<GpuProcesses> out;
+      unsigned index = 0;
+      for (const char* uuid : {"GPU-a", "GPU-b", "GPU-c"}) {
+        GpuProcesses g;
+        g.uuid = uuid;
+        g.index = index++;
+        g.pids.emplace();
+        for (const auto& [pid, on] : listed) {
+          if (on == uuid) g.pids->push_back(pid);
+        }
+        out.push_back(g);
+      }
+      return out;
+    };
+    plan = plan_job(options);
+  }
+};
+
+// Pid 10 is rank 0's, 11 rank 1's, 12 a process the job left whose rank is unknown; 99 another
+// job's; 500 a pid this system does not show.
+ProcessFacts facts_of(unsigned pid) {
+  ProcessFacts f;
+  f.exists = pid != 500;
+  f.description = "pid " + std::to_string(pid);
+  if (pid == 10) f.member = JobMember{0, false};
+  if (pid == 11) f.member = JobMember{1, false};
+  if (pid == 12) f.member = JobMember{-1, true};
+  return f;
+}
+
+}  // namespace
+
+TEST(LaunchCore, PlacementCheckLooksSoonThenAtALowRate) {
+  CheckFixture fx;
+  const auto t0 = LaunchClock::time_point{};
+  PlacementCheck check(fx.options, fx.plan, t0);
+  EXPECT_FALSE(check.due(t0 + 499ms));
+  EXPECT_TRUE(check.due(t0 + 500ms));
+  auto now = t0 + 500ms;
+  std::vector<long long> gaps;
+  for (int i = 0; i < 6; ++i) {
+    EXPECT_EQ(check.look(facts_of, now), "");
+    gaps.push_back(
+        std::chrono::duration_cast<std::chrono::milliseconds>(check.next() - now).count());
+    now = check.next();
+  }
+  EXPECT_EQ(gaps, (std::vector<long long>{1000, 2000, 4000, 5000, 5000, 5000}));
+  EXPECT_EQ(fx.asked, 6);
+}
+
+TEST(LaunchCore, PlacementCheckFindsAProcessOfTheJobOnAnotherGpu) {
+  CheckFixture fx;
+  fx.listed = {{10, "GPU-a"}, {11, "GPU-b"}, {99, "GPU-c"}, {12, "GPU-b"}};
+  PlacementCheck check(fx.options, fx.plan, LaunchClock::time_point{});
+  EXPECT_EQ(check.look(facts_of, LaunchClock::time_point{}), "");
+  EXPECT_EQ(check.violation(), "") << "every process of the job is on its own GPU";
+  fx.listed.push_back({11, "GPU-a"});
+  EXPECT_EQ(check.look(facts_of, LaunchClock::time_point{}), "");
+  EXPECT_NE(check.violation().find("rank 1 (GPU GPU-b) opened a CUDA context on GPU 0 (GPU-a)"),
+            std::string::npos)
+      << check.violation();
+  EXPECT_NE(check.violation().find("pid 11"), std::string::npos);
+  EXPECT_FALSE(check.looking());
+}
+
+TEST(LaunchCore, PlacementCheckNamesALeftBehindProcessOnNoneOfTheJobsGpus) {
+  CheckFixture fx;
+  fx.listed = {{12, "GPU-c"}};
+  PlacementCheck check(fx.options, fx.plan, LaunchClock::time_point{});
+  check.look(facts_of, LaunchClock::time_point{});
+  EXPECT_NE(check.violation().find("none of the job's (GPU-a,GPU-b)"), std::string::npos)
+      << check.violation();
+  EXPECT_NE(check.violation().find("orphaned"), std::string::npos);
+}
+
+TEST(LaunchCore, PlacementCheckTurnsItselfOffWhenItCannotSee) {
+  CheckFixture fx;
+  fx.listed = {{500, "GPU-c"}};
+  PlacementCheck check(fx.options, fx.plan, LaunchClock::time_point{});
+  EXPECT_EQ(check.look(facts_of, LaunchClock::time_point{}), "");
+  EXPECT_NE(check.look(facts_of, LaunchClock::time_point{}).find("pid namespace"),
+            std::string::npos);
+  EXPECT_FALSE(check.looking());
+  CheckFixture none;
+  none.options.gpu_processes = [](std::string& why) -> std::optional<std::vector<GpuProcesses>> {
+    why = "NVML is unavailable (test)";
+    return std::nullopt;
+  };
+  PlacementCheck off(none.options, none.plan, LaunchClock::time_point{});
+  EXPECT_EQ(off.look(facts_of, LaunchClock::time_point{}),
+            "the placement check is off: NVML is unavailable (test)");
+  EXPECT_FALSE(off.looking());
+}
