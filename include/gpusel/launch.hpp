@@ -47,13 +47,13 @@ struct LaunchOptions {
   int ranks_per_gpu = 1;
   // Every worker shares its GPU on purpose (GPUSEL_SHARE=1): gpusel run --share.
   bool share = false;
-  // Linux: check what the workers really opened. `gpu_processes` (set by the caller, who reads
-  // NVML) is asked soon after the start and then at a low rate which processes run on each GPU; a
-  // process of a worker's tree (with reap_orphans, also one the workers left behind) with a
-  // context on a GPU other than that worker's (gpus must hold UUIDs) stops the job, with exit
-  // status 1 and a line saying which worker, which process, which GPU, and the fix. Where the
-  // processes cannot be listed, or are ids of another pid namespace, one line says the check is
-  // off. Unset: no check.
+  // Check what the workers really opened (Linux and Windows). `gpu_processes` (set by the caller,
+  // who reads NVML) is asked soon after the start and then at a low rate which processes run on
+  // each GPU; a process of a worker's tree (with reap_orphans, also one the workers left behind;
+  // on Windows, any process in a worker's Job Object) with a context on a GPU other than that
+  // worker's (gpus must hold UUIDs) stops the job, with exit status 1 and a line saying which
+  // worker, which process, which GPU, and the fix. Where the processes cannot be listed, or are
+  // ids of another pid namespace, one line says the check is off. Unset: no check.
   std::function<std::optional<std::vector<GpuProcesses>>(std::string& why_not)> gpu_processes;
   // Called with each line the check has to say (that it is off, and why); default: stderr.
   std::function<void(const std::string&)> on_note;

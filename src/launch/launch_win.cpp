@@ -264,6 +264,42 @@ std::string find_program(const std::string& name) {
 
 namespace {
 
+// "pid N `program`", for the line that stops the job.
+std::string describe_process(HANDLE process, DWORD pid) {
+  std::string out = "pid " + std::to_string(pid);
+  wchar_t path[MAX_PATH];
+  DWORD size = MAX_PATH;
+  if (QueryFullProcessImageNameW(process, 0, path, &size))
+    out += " `" + detail::printable(win::narrow(std::wstring(path, size))) + "`";
+  return out;
+}
+
+// Who a process NVML lists is: the job's when it is in a worker's Job Object, which holds every
+// process the worker started, directly or not, whether its parent still runs or not.
+template <typename Workers>
+detail::ProcessFacts process_facts(unsigned pid, const Workers& workers) {
+  detail::ProcessFacts facts;
+  // IsProcessInJob wants PROCESS_QUERY_INFORMATION where PROCESS_QUERY_LIMITED_INFORMATION is
+  // not enough (wine); the limited right alone still names the process.
+  win::Handle process(
+      OpenProcess(PROCESS_QUERY_INFORMATION | PROCESS_QUERY_LIMITED_INFORMATION, FALSE, pid));
+  if (!process) process = win::Handle(OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, pid));
+  if (!process) {
+    // Access denied: another user's process, which is no worker's.
+    facts.exists = GetLastError() != ERROR_INVALID_PARAMETER;
+    return facts;
+  }
+  facts.exists = true;
+  for (const auto& w : workers) {
+    BOOL in = FALSE;
+    if (!w.job || !IsProcessInJob(process.get(), w.job.get(), &in) || !in) continue;
+    facts.member = detail::JobMember{w.rank, false};
+    facts.description = describe_process(process.get(), pid);
+    break;
+  }
+  return facts;
+}
+
 int run_workers(const LaunchOptions& options, const std::string& program) {
   const detail::JobPlan job = detail::plan_job(options);
   const std::size_t n = job.workers;
@@ -435,9 +471,12 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
     const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*until - Clock::now()).count();
     return static_cast<DWORD>(std::clamp<long long>(ms, 0, 20));
   };
+  // The placement check: every process in a worker's Job Object, on its worker's GPU.
+  detail::PlacementCheck check(options, job, Clock::now());
   while (policy.running() > 0) {
     std::optional<Clock::time_point> wake = flush_due_lines();
     if (const auto kill_at = policy.kill_at()) wake = wake ? std::min(*wake, *kill_at) : *kill_at;
+    if (check.looking()) wake = wake ? std::min(*wake, check.next()) : check.next();
     WaitForSingleObject(sup.wake.get(), wait_ms(wake));
     if (const int sig = g_control.load();
         sig != 0 && policy.stop_signal() == 0 && policy.user_signal(sig, Clock::now())) {
@@ -448,6 +487,19 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
       GetExitCodeProcess(w.process.get(), &w.code);
       w.running = false;
       if (policy.worker_ended(static_cast<std::size_t>(w.rank), w.code != 0, Clock::now()))
+        break_workers();
+    }
+    if (check.due(Clock::now())) {
+      const std::string note =
+          check.look([&](unsigned pid) { return process_facts(pid, sup.workers); }, Clock::now());
+      if (!note.empty()) {
+        if (options.on_note) {
+          options.on_note(note);
+        } else {
+          emit(GetStdHandle(STD_ERROR_HANDLE), "gpusel: note: " + note + "\n");
+        }
+      }
+      if (!check.violation().empty() && policy.placement_violation(check.violation(), Clock::now()))
         break_workers();
     }
     if (policy.kill_due(Clock::now())) {

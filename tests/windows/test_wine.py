@@ -48,6 +48,9 @@ class Wine:
         # lease their GPUs.
         self.lease_dir = tempfile.mkdtemp(prefix="gpusel-wine-leases-")
         self.env["GPUSEL_LEASE_DIR"] = self.windows_path(self.lease_dir)
+        # And a folder of its own for the simulated processes' usage (contexts of other cases'
+        # workers stay out of this one's listings).
+        self.env["GPUSEL_SIM_STATE_DIR"] = self.windows_path(os.path.join(self.lease_dir, "sim"))
 
     def run(self, *args, exe=None, cwd=None, env=None, timeout=120):
         full_env = dict(self.env)
@@ -442,6 +445,55 @@ def case_leases(w):
     print("leases: a killed holder's lease is gone with it")
 
 
+def case_placement(w):
+    """The run-time check on Windows: every process in a worker's Job Object (its descendants,
+    whether their parent still runs or not) is checked against the worker's GPU, as on Linux."""
+    gpus = expected_gpus(w, "dgx-h100")
+    # Shared usage: a context one simulated process holds is listed by another's NVML.
+    p = subprocess.Popen([w.wine, str(w.gpusel), "sim", "exec", "dgx-h100", "--", str(w.helper),
+                          "context", "5", "30"], env=w.env, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    try:
+        if p.stdout.readline().strip() != "context on 5":
+            fail(f"a context on device 5 was not opened: {p.stderr.read()!r}")
+        out, _ = w.ok("--sim", "dgx-h100", "list", "--json")
+        listed = [g["index"] for g in json.loads(out)["gpus"] if g.get("processes")]
+        if listed != [5]:
+            fail(f"another process's context on GPU 5 is not listed by NVML: GPUs with processes "
+                 f"{listed}")
+    finally:
+        p.kill()
+        p.wait()
+    print("placement: a context another simulated process holds is listed on its GPU")
+    # A worker on its own GPU runs to the end (the check looks while it runs and finds it right).
+    rc, out, err = w.run("--sim", "dgx-h100", "run", "--gpu", "0", "--", w.helper, "context", "0",
+                         "3")
+    if rc != 0 or "context on 0" not in out or "opened a CUDA context" in err:
+        fail(f"a worker on its own GPU: exit {rc}, stdout {out!r}, stderr {err!r}")
+    # Workers that open device 0 themselves, whatever their GPU: the job is stopped, exit 1.
+    try:
+        rc, out, err = w.run("--sim", "dgx-h100", "run", "--grace", "1", "--gpu", "3,1", "--",
+                             w.helper, "context", "0", "60", timeout=45)
+    except subprocess.TimeoutExpired:
+        fail("workers on GPU 0 instead of 3 and 1 were not stopped (the job ran its 60 s)")
+    if rc != 1 or f"(GPU {gpus[3]['uuid']}) opened a CUDA context on GPU 0" not in err and \
+            f"(GPU {gpus[1]['uuid']}) opened a CUDA context on GPU 0" not in err:
+        fail(f"workers on GPU 0 instead of 3 and 1: exit {rc}, stderr {err!r}")
+    if "worker_helper" not in err:
+        fail(f"the refusal does not name the process's program: {err!r}")
+    print("placement: workers that open GPU 0 instead of their own are stopped (exit 1)")
+    # A grandchild whose parent has ended, on a GPU not its worker's: still the job's, stopped.
+    try:
+        rc, out, err = w.run("--sim", "dgx-h100", "run", "--grace", "1", "--gpu", "2", "--",
+                             w.helper, "context-tree", "0", "60", timeout=45)
+    except subprocess.TimeoutExpired:
+        fail("a worker's grandchild on GPU 0 was not stopped (the job ran its 60 s)")
+    if rc != 1 or f"rank 0 (GPU {gpus[2]['uuid']}) opened a CUDA context on GPU 0" not in err:
+        fail(f"a grandchild on GPU 0 whose parent ended: exit {rc}, stderr {err!r}")
+    print("placement: a worker's grandchild on a GPU not its own, its parent gone, is stopped "
+          "(exit 1)")
+
+
 def case_ctrl_break(w):
     # gpusel forwards Ctrl-C / Ctrl-Break to each worker's process group as CTRL_BREAK_EVENT
     # (GenerateConsoleCtrlEvent). Under wine without a console (ctest's pipes) no console control
@@ -461,6 +513,7 @@ CASES = {
     "sim_exec": case_sim_exec,
     "leases": case_leases,
     "ctrl_break": case_ctrl_break,
+    "placement": case_placement,
 }
 
 

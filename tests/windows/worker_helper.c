@@ -13,6 +13,12 @@
  *                                   sleeps 60 s, print "parent done", exit 0 at once
  *   worker_helper alive PID...      print "PID alive" or "PID gone" for each (exit 0)
  *   worker_helper env NAME...       print NAME=value for each (or NAME unset)
+ *   worker_helper context ORD S     open a CUDA context on device ORD of the CUDA library
+ *                                   GPUSEL_CUDA_LIBRARY names (else nvcuda.dll), the way a program
+ *                                   that picks its own device does, print "context on ORD", hold it
+ *                                   S seconds (exit 3 when the library or the device fails)
+ *   worker_helper context-tree ORD S  start a child that starts `context ORD S` and exits at once
+ *                                   (the context's process outlives its parent), then sleep S
  *   worker_helper partial-until FILE  print "\rstep 1/2" (no newline), wait until FILE exists
  *                                   (60 s at most), print "\rstep 2/2\n", exit 0
  */
@@ -73,6 +79,50 @@ static int orphan_output(void) {
   return 0;
 }
 
+typedef int (*cu_init_t)(unsigned);
+typedef int (*cu_device_get_t)(int*, int);
+typedef int (*cu_retain_t)(void**, int);
+
+static int hold_context(int ordinal, double seconds) {
+  const char* path = getenv("GPUSEL_CUDA_LIBRARY");
+  HMODULE cuda = LoadLibraryA(path != NULL && *path != '\0' ? path : "nvcuda.dll");
+  if (cuda == NULL) {
+    fprintf(stderr, "worker_helper: cannot load the CUDA library\n");
+    return 3;
+  }
+  cu_init_t init = (cu_init_t)(void*)GetProcAddress(cuda, "cuInit");
+  cu_device_get_t get = (cu_device_get_t)(void*)GetProcAddress(cuda, "cuDeviceGet");
+  cu_retain_t retain = (cu_retain_t)(void*)GetProcAddress(cuda, "cuDevicePrimaryCtxRetain");
+  int device = -1;
+  void* ctx = NULL;
+  if (init == NULL || get == NULL || retain == NULL || init(0) != 0 || get(&device, ordinal) != 0 ||
+      retain(&ctx, device) != 0) {
+    fprintf(stderr, "worker_helper: no context on device %d\n", ordinal);
+    return 3;
+  }
+  printf("context on %d\n", ordinal);
+  fflush(stdout);
+  Sleep((DWORD)(seconds * 1000));
+  return 0;
+}
+
+/* Starts this program with `args` (no handles inherited); waits for it when `wait` is set. */
+static int start_self(const char* args, int wait) {
+  wchar_t self[MAX_PATH];
+  GetModuleFileNameW(NULL, self, MAX_PATH);
+  wchar_t cmd[MAX_PATH + 128];
+  _snwprintf(cmd, sizeof cmd / sizeof cmd[0], L"\"%ls\" %hs", self, args);
+  STARTUPINFOW si;
+  PROCESS_INFORMATION pi;
+  memset(&si, 0, sizeof si);
+  si.cb = sizeof si;
+  if (!CreateProcessW(self, cmd, NULL, NULL, FALSE, 0, NULL, NULL, &si, &pi)) return 3;
+  if (wait) WaitForSingleObject(pi.hProcess, INFINITE);
+  CloseHandle(pi.hThread);
+  CloseHandle(pi.hProcess);
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc >= 3 && strcmp(argv[1], "exit") == 0) return atoi(argv[2]);
   if (argc >= 4 && strcmp(argv[1], "exit-rank") == 0) {
@@ -115,6 +165,20 @@ int main(int argc, char** argv) {
       if (h != NULL) CloseHandle(h);
       printf("%s %s\n", argv[i], alive ? "alive" : "gone");
     }
+    return 0;
+  }
+  if (argc >= 4 && strcmp(argv[1], "context") == 0)
+    return hold_context(atoi(argv[2]), atof(argv[3]));
+  if (argc >= 4 && strcmp(argv[1], "spawn-context") == 0) {
+    char args[64];
+    _snprintf(args, sizeof args, "context %d %g", atoi(argv[2]), atof(argv[3]));
+    return start_self(args, 0);
+  }
+  if (argc >= 4 && strcmp(argv[1], "context-tree") == 0) {
+    char args[64];
+    _snprintf(args, sizeof args, "spawn-context %d %g", atoi(argv[2]), atof(argv[3]));
+    if (start_self(args, 1) != 0) return 3;
+    Sleep((DWORD)(atof(argv[3]) * 1000));
     return 0;
   }
   if (argc >= 2 && strcmp(argv[1], "env") == 0) {
