@@ -219,18 +219,6 @@ void set_aside_outer_ranks(detail::LauncherView& view, std::string_view marker) 
                         view.candidates.end());
 }
 
-bool ranks_disagree(const detail::LauncherView& view) {
-  std::optional<int> first;
-  for (const detail::RankCandidate& c : view.candidates) {
-    if (view.slurm_batch_step && c.variable == "SLURM_LOCALID") continue;
-    const std::optional<int> r = detail::read_rank_number(c.value);
-    if (!r) continue;
-    if (first && *first != *r) return true;
-    first = r;
-  }
-  return false;
-}
-
 std::optional<LocalRank> choose_local_rank(const detail::LauncherView& view) {
   std::vector<const detail::RankCandidate*> counted;
   std::vector<std::string> ignored = view.ignored;

@@ -583,8 +583,4 @@ std::optional<int> parse_free_request(std::string_view value) {
   return n;
 }
 
-bool is_free_entry(std::string_view entry) noexcept {
-  return detail::starts_with_ci(entry, kFree);
-}
-
 }  // namespace gpusel::detail

@@ -291,10 +291,6 @@ GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {
 
-GpuRequest gpu_request_from_texts(const std::vector<std::string>& texts) {
-  return read_gpu_request(detail::join_entries(texts));
-}
-
 std::string canonical_entry(std::string_view entry) {
   if (is_gpu_uuid(entry))
     return std::string(kUuidHead) + std::string(entry.substr(kUuidHead.size()));

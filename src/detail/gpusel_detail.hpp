@@ -80,10 +80,6 @@ std::string gpu_example(std::string_view value);
 
 // ---- core: --gpu entries (src/core/spec.cpp, pick.cpp) -----------------------------------------
 
-// A request of these GPUs, as GpuRequest::texts or parse_gpu_request gave them (canonical texts,
-// {"free:N"} or {"all"}). Throws Error(BadInput) for anything parse_gpu_request would refuse.
-GpuRequest gpu_request_from_texts(const std::vector<std::string>& texts);
-
 // The form the driver compares: a UUID gets an upper-case "GPU-" (the rest kept as typed); an
 // index is returned as it is. Throws Error(BadInput) for anything else.
 std::string canonical_entry(std::string_view entry);
@@ -100,9 +96,6 @@ bool is_all_entry(std::string_view entry) noexcept;
 // request at all. Throws Error(BadInput) for free:0, a negative or malformed count, or free:N
 // mixed with other entries.
 std::optional<int> parse_free_request(std::string_view value);
-
-// True for the canonical entry parse_gpu_spec returns for a free request ("free:N").
-bool is_free_entry(std::string_view entry) noexcept;
 
 // Why `gpu` is not free under `limits` from NVML's usage alone (processes, memory, utilisation),
 // or "" when it is. Unknown usage counts as free.
@@ -249,9 +242,6 @@ std::optional<int> read_rank_number(std::string_view value) noexcept;
 // SLURM_STEP_TASKS_PER_NODE ("2(x3),1": two tasks on each of three nodes, then one) for node
 // `node`; nullopt when malformed or too short.
 std::optional<int> slurm_tasks_on_node(std::string_view value, int node) noexcept;
-
-// True when the view's candidates disagree about the rank, so that distances are needed.
-bool ranks_disagree(const LauncherView& view);
 
 // The local rank of the launchers that started this process. nullopt when no variable counts.
 // Where several launchers are nested (told apart by how far up each variable was set), their
