@@ -277,10 +277,20 @@ def main(argv):
                f"--update exit {rc}, baseline {'identical' if same else 'DIFFERENT'} byte for byte "
                f"(abidw's own XML differs in {differ} lines)", out)
 
+        # The base library without debug information (a Release build): the check says it cannot
+        # read the types (skipped, 77), never that the library is incompatible.
+        stripped = os.path.join(tmp, "stripped", os.path.basename(base_library))
+        os.makedirs(os.path.dirname(stripped))
+        shutil.copyfile(base_library, stripped)
+        subprocess.run(["strip", "--strip-debug", stripped], check=True)
+        rc, out = check(stripped, base_headers, baseline)
+        report("r", "the base library without debug information", rc == 77 and "no debug information" in out,
+               f"exit {rc}", out)
+
     if failures:
         print(f"check_abidiff.py gave the wrong outcome in case(s) {', '.join(failures)} (output above)")
         return 1
-    print(f"check_abidiff.py: all {len(CASES) + 3} cases as expected")
+    print(f"check_abidiff.py: all {len(CASES) + 4} cases as expected")
     return 0
 
 
