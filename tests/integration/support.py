@@ -10,6 +10,7 @@ import atexit
 import fcntl
 import json
 import os
+import re
 import shutil
 import subprocess
 import tempfile
@@ -128,6 +129,70 @@ def contexts(env):
     for g in json.loads(r.stdout)["gpus"]:
         for p in g["processes"]:
             out.setdefault(p["pid"], []).append(g["index"])
+    return out
+
+
+# CUDA runtime programs built here with the CUDA toolkit's nvcc (tests/integration/*.cu), run on the
+# simulator against its libcudart.so.13: test_sim_runtime, test_launchers_nvcc.
+BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
+NVCC = os.environ.get("GPUSEL_NVCC", "/usr/local/cuda/bin/nvcc")
+NVCC_OUT = os.path.join(BUILD, "sim-cuda-programs")
+# The sanitizer builds' doubles are instrumented: a foreign program cannot load them.
+INSTRUMENTED = "GPUSEL_TEST_PRELOAD" in os.environ or "GPUSEL_TEST_TSAN" in os.environ
+
+
+def build_cuda_program(name, runtimes=("shared",)):
+    """tests/integration/NAME.cu compiled by nvcc and linked with each CUDA runtime in `runtimes`
+    ("shared": `nvcc -cudart shared`, what the simulator runs; "static": nvcc's default) into
+    NVCC_OUT/NAME_RUNTIME; their paths, in that order. Built once per build folder and rebuilt only
+    when the source is newer (about 3 s of CPU)."""
+    source = os.path.join(SOURCE, "tests", "integration", name + ".cu")
+    os.makedirs(NVCC_OUT, exist_ok=True)
+    obj = os.path.join(NVCC_OUT, name + ".o")
+    programs = [os.path.join(NVCC_OUT, f"{name}_{runtime}") for runtime in runtimes]
+    newest = os.path.getmtime(source)
+    if not all(os.path.exists(p) and os.path.getmtime(p) >= newest for p in (obj, *programs)):
+        # Built under names of this process's own, then renamed into place: two runs at once never
+        # see a half-written program.
+        # (nvcc goes by the file's extension: the object's own name keeps ".o" at its end.)
+        tag = f".{os.getpid()}"
+        obj_tmp = obj[:-2] + tag + ".o"
+        cmds = [[NVCC, "-c", source, "-o", obj_tmp]]
+        cmds += [[NVCC, "-cudart", runtime, obj_tmp, "-o", program + tag]
+                 for runtime, program in zip(runtimes, programs)]
+        for cmd in cmds:
+            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+            if r.returncode != 0:
+                raise AssertionError(f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
+        for path in (obj, *programs):
+            os.replace(obj_tmp if path == obj else path + tag, path)
+    return programs
+
+
+def machine_with_driver(tmp, name, driver="580.65.06", cuda=13000):
+    """A copy of a bundled machine whose driver supports CUDA 13 (the toolkit's runtime needs it)."""
+    with open(os.path.join(MACHINES, name + ".toml")) as f:
+        text = f.read()
+    text = re.sub(r'^driver_version = ".*"$', f'driver_version = "{driver}"', text, flags=re.M)
+    text = re.sub(r"^cuda_driver_version = \d+$", f"cuda_driver_version = {cuda}", text, flags=re.M)
+    path = os.path.join(tmp, name + ".toml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def recorded_contexts(state):
+    """The simulator's own record of the CUDA contexts made under usage folder `state` (the
+    GPUSEL_SIM_STATE_DIR they ran with): {pid: [GPU UUID, ...]}. Each GPU's folder holds an entry
+    named by the pid of each process with a context there; an entry stays after its process ends
+    until NVML's processes are listed again, so this shows where a process that was stopped had
+    its context (the placement check lists no more once it has stopped the job)."""
+    out = {}
+    for uuid in sorted(os.listdir(state)):
+        folder = os.path.join(state, uuid)
+        for name in os.listdir(folder) if os.path.isdir(folder) else ():
+            if name.isdigit():
+                out.setdefault(int(name), []).append(uuid)
     return out
 
 

@@ -6,7 +6,8 @@ Where a program runs is judged by the simulated NVML's process lists (which GPU 
 really on), never by gpusel's report. The program, cuda_hold (tests/integration/cuda_hold.c), knows
 nothing of gpusel: it takes CUDA device 0, as most programs do, and holds its context until the
 test lets it go (support.Holding). The MPI case of the issue (`mpirun -np 2 ./job.sh`) is in
-test_launchers_run.py.
+test_launchers_run.py; the same cases with a program built by nvcc are in
+test_launchers_nvcc.py.
 """
 
 import json

@@ -6,7 +6,8 @@ each starting torchrun); torch.multiprocessing.spawn, which tells no rank; srun 
 per task; Slurm on a node of mixed GPU models; an unmodified program under a plain `gpusel run`,
 also as a grandchild or an orphan of a worker; `gpusel run` itself under srun, mpirun and torchrun.
 One throwaway Slurm of one node for the module (a job holds GPUs 0-1, so steps get GPUs from 2 up).
-Run through `launchers.py run` (exit 77 when every test was skipped).
+Run through `launchers.py run` (exit 77 when every test was skipped). test_launchers_nvcc.py runs the
+unmodified-program cases with a program built by the CUDA toolkit's nvcc.
 """
 
 import json
@@ -21,7 +22,7 @@ import unittest
 
 import launchers
 from launchers import DGX, LauncherCase, cvd_index, parse_workers, run
-from support import BIN, MACHINES, sim_env
+from support import BIN, MACHINES, recorded_contexts, sim_env
 
 SLURM = launchers.Slurm()
 HOLDER = None
@@ -285,19 +286,6 @@ class RunCheckTest(LauncherCase):
                 timeout=60)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
-    def contexts(self, state):
-        """The simulator's record of the CUDA contexts made under usage folder `state`: {pid: [UUID]}.
-        Each GPU's folder holds an entry named by the pid of each process with a context there; an
-        entry stays after its process ends until NVML's processes are listed again (the placement
-        check lists no more once it has stopped the job)."""
-        out = {}
-        for uuid in DGX:
-            folder = os.path.join(state, uuid)
-            for name in os.listdir(folder) if os.path.isdir(folder) else ():
-                if name.isdigit():
-                    out.setdefault(int(name), []).append(uuid)
-        return out
-
     def misplaced(self, line, orphaned):
         """`gpusel run --gpu 4,5 -- sh -c LINE` (an unmodified program somewhere in it takes
         cuda:LOCAL_RANK): the job is stopped as for a worker of its own, the process named, and
@@ -315,7 +303,7 @@ class RunCheckTest(LauncherCase):
         self.assertEqual(m.group(7) is not None, orphaned, r.stderr)
         self.assertIn("--set-visible job", r.stderr)
         # The program took cuda:LOCAL_RANK: the simulator saw that process's context there.
-        self.assertEqual(self.contexts(state).get(pid), [DGX[rank]], r.stderr)
+        self.assertEqual(recorded_contexts(state).get(pid), [DGX[rank]], r.stderr)
         return r
 
     def test_an_orphan_on_a_wrong_gpu_is_stopped(self):
@@ -338,7 +326,7 @@ class RunCheckTest(LauncherCase):
                       r"job's \((\S+)\) \(process pid (\d+) `[^`]*cuda_local_rank 30`, orphaned", r.stderr)
         self.assertTrue(m, r.stderr)
         self.assertEqual((m.group(1), m.group(2)), (DGX[0], f"{DGX[4]},{DGX[5]}"))
-        self.assertEqual(self.contexts(state).get(int(m.group(3))), [DGX[0]], r.stderr)
+        self.assertEqual(recorded_contexts(state).get(int(m.group(3))), [DGX[0]], r.stderr)
 
     def test_a_grandchild_on_a_wrong_gpu_is_stopped(self):
         # A child of the worker's child, still in the worker's tree.

@@ -9,6 +9,8 @@
   CUDA program (cuda_hold, which takes CUDA device 0) on the rank's GPU, judged by the simulated
   NVML's process lists; bare `gpusel bind` in the wrapper says it bound nothing beyond itself.
 
+test_launchers_nvcc.py runs these cases with a program built by the CUDA toolkit's nvcc.
+
 Run through `launchers.py run`.
 """
 

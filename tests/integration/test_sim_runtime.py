@@ -13,56 +13,20 @@ instrumented doubles). The program is compiled once per build folder (about 3 s 
 import ctypes
 import json
 import os
-import re
 import shutil
 import subprocess
 import tempfile
 import unittest
 
-from support import BIN, MACHINES, SIM_ROOT, SOURCE, Case, base_env, sim_env, uuids
+from support import (BIN, INSTRUMENTED, NVCC, Case, base_env, build_cuda_program, machine_with_driver, sim_env,
+                     uuids)
 
-BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
-NVCC = os.environ.get("GPUSEL_NVCC", "/usr/local/cuda/bin/nvcc")
-INSTRUMENTED = "GPUSEL_TEST_PRELOAD" in os.environ or "GPUSEL_TEST_TSAN" in os.environ
 LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.1")
-PROGRAM_SOURCE = os.path.join(SOURCE, "tests", "integration", "cuda_runtime_user.cu")
-OUT = os.path.join(BUILD, "sim-cuda-programs")
 
 
 def build_programs():
     """The program linked with the shared runtime and with the static one: (shared, static) paths."""
-    os.makedirs(OUT, exist_ok=True)
-    obj = os.path.join(OUT, "cuda_runtime_user.o")
-    shared = os.path.join(OUT, "cuda_runtime_user_shared")
-    static = os.path.join(OUT, "cuda_runtime_user_static")
-    newest = os.path.getmtime(PROGRAM_SOURCE)
-    if not all(os.path.exists(p) and os.path.getmtime(p) >= newest for p in (obj, shared, static)):
-        # Built under names of this process's own, then renamed into place: two runs at once never
-        # see a half-written program.
-        # (nvcc goes by the file's extension: the object's own name keeps ".o" at its end.)
-        tag = f".{os.getpid()}"
-        obj_tmp = obj[:-2] + tag + ".o"
-        for cmd in ([NVCC, "-c", PROGRAM_SOURCE, "-o", obj_tmp],
-                    [NVCC, "-cudart", "shared", obj_tmp, "-o", shared + tag],
-                    [NVCC, "-cudart", "static", obj_tmp, "-o", static + tag]):
-            r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-            if r.returncode != 0:
-                raise AssertionError(f"{' '.join(cmd)}: {r.stdout}{r.stderr}")
-        for tmp_path, path in ((obj_tmp, obj), (shared + tag, shared), (static + tag, static)):
-            os.replace(tmp_path, path)
-    return shared, static
-
-
-def machine_with_driver(tmp, name, driver="580.65.06", cuda=13000):
-    """A copy of a bundled machine whose driver supports CUDA 13 (the toolkit's runtime needs it)."""
-    with open(os.path.join(MACHINES, name + ".toml")) as f:
-        text = f.read()
-    text = re.sub(r'^driver_version = ".*"$', f'driver_version = "{driver}"', text, flags=re.M)
-    text = re.sub(r"^cuda_driver_version = \d+$", f"cuda_driver_version = {cuda}", text, flags=re.M)
-    path = os.path.join(tmp, name + ".toml")
-    with open(path, "w") as f:
-        f.write(text)
-    return path
+    return tuple(build_cuda_program("cuda_runtime_user", ("shared", "static")))
 
 
 def expected(machine, **env):
