@@ -369,14 +369,19 @@ GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {
 
-int launch_program(const LaunchOptions& options, const std::string& program) {
-  const JobPlan job = plan_job(options);
-  const std::size_t n = job.workers;
-  auto gpu_of = [&](std::size_t r) -> const std::string& {
-    return detail::gpu_of(options, job, r);
-  };
+namespace {
 
-  // Everything the children need is built before the first fork.
+// What exec needs for each rank, built before the first fork: the argument vector and each
+// rank's environment (gpusel's own, less the names it sets itself, plus the job's and the rank's).
+struct ExecPlan {
+  std::vector<std::string> args;
+  std::vector<char*> argv;
+  std::vector<std::vector<std::string>> envs;
+  std::vector<std::vector<char*>> envps;
+};
+
+void plan_exec(const LaunchOptions& options, const JobPlan& job, ExecPlan& plan) {
+  const std::size_t n = job.workers;
   const WorkerEnvironments vars = worker_environments(
       options, job,
       [](const std::string& name) -> std::optional<std::string> {
@@ -394,34 +399,24 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     if (!own) base.emplace_back(*e);
   }
   for (const auto& [name, value] : vars.job) base.push_back(name + "=" + value);
-
-  std::vector<std::vector<std::string>> envs(n, base);
-  std::vector<std::vector<char*>> envps(n);
+  plan.envs.assign(n, base);
+  plan.envps.assign(n, {});
   for (std::size_t r = 0; r < n; ++r) {
-    for (const auto& [name, value] : vars.ranks[r]) envs[r].push_back(name + "=" + value);
-    for (auto& s : envs[r]) envps[r].push_back(s.data());
-    envps[r].push_back(nullptr);
+    for (const auto& [name, value] : vars.ranks[r]) plan.envs[r].push_back(name + "=" + value);
+    for (auto& s : plan.envs[r]) plan.envps[r].push_back(s.data());
+    plan.envps[r].push_back(nullptr);
   }
-  std::vector<std::string> args = options.command;
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  plan.args = options.command;
+  for (auto& a : plan.args) plan.argv.push_back(a.data());
+  plan.argv.push_back(nullptr);
+}
 
-  const Clock::duration grace = job.grace;
-
-  Supervision sup(n);
-  std::vector<Worker>& workers = sup.workers;
-  std::vector<std::string> setup_failed(n), exec_failed(n);
-  for (std::size_t r = 0; r < n; ++r) {
-    workers[r].rank = static_cast<int>(r);
-    for (Stream& stream : workers[r].streams) stream.tagger = LineTagger(tag_prefix(r));
-    setup_failed[r] = "gpusel: rank " + std::to_string(r) +
-                      ": cannot set up the worker's descriptors or CPU affinity (errno ";
-    exec_failed[r] = "gpusel: rank " + std::to_string(r) + ": cannot run " + program + " (errno ";
-  }
-
-  // Workers are reaped by pid; a SIGCHLD that gpusel was started with ignored would reap them
-  // behind its back, so it is set to the default while they run (and for them, restored).
+// Signals as the supervision loop takes them: SIGCHLD at its default (an ignored SIGCHLD would
+// reap the workers behind gpusel's back), the forwarded signals and job control through a
+// signalfd (a signal gpusel was started with ignored, by nohup or a script's background job,
+// stays ignored for the workers too and is not forwarded), and, with reap_orphans, this process
+// as the workers' subreaper. The Supervision undoes each.
+void take_signals(const LaunchOptions& options, Supervision& sup) {
   struct sigaction chld {};
   sigaction(SIGCHLD, nullptr, &chld);
   if (chld.sa_handler == SIG_IGN) {
@@ -432,9 +427,6 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     sigaction(SIGCHLD, &dfl, nullptr);
     sup.chld_reset = true;
   }
-
-  // A signal this process was started with ignored (nohup, a background job of a script) stays
-  // ignored for the workers too, and is not forwarded.
   sigset_t mask;
   sigemptyset(&mask);
   sigaddset(&mask, SIGCHLD);
@@ -453,7 +445,6 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   sup.dev_null = open("/dev/null", O_RDONLY | O_CLOEXEC);
   if (sup.dev_null < 0)
     throw failure(std::string("cannot open /dev/null: ") + std::strerror(errno));
-
   if (options.reap_orphans) {
     prctl(PR_GET_CHILD_SUBREAPER, &sup.was_subreaper);
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) == 0) {
@@ -461,39 +452,23 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
       sup.foreign = own_children();
     }
   }
+}
 
-  const pid_t parent = getpid();
-  auto signal_workers = [&](int sig) {
-    for (Worker& w : workers) {
-      if (w.running) kill(-w.pid, sig);  // the worker's process group: the worker and its children
-    }
-  };
-  // Processes the workers left behind, now this process's children (as their subreaper), and
-  // the process groups they lead.
-  auto signal_orphans = [&](int sig) {
-    if (!sup.reaping) return;
-    for (pid_t pid : sup.orphans()) {
-      kill(pid, sig);
-      if (getpgid(pid) == pid) kill(-pid, sig);
-    }
-  };
-  auto signal_job = [&](int sig) {
-    signal_workers(sig);
-    signal_orphans(sig);
-  };
-  // Ctrl-Z: the whole job stops, then gpusel itself (as a shell's job); on SIGCONT, all go on.
-  auto stop_job = [&] {
-    signal_job(SIGSTOP);
-    sigset_t tstp;
-    sigemptyset(&tstp);
-    sigaddset(&tstp, SIGTSTP);
-    sigprocmask(SIG_UNBLOCK, &tstp, nullptr);
-    raise(SIGTSTP);  // stops here until continued (not at all in an orphaned process group)
-    sigprocmask(SIG_BLOCK, &tstp, nullptr);
-    signal_job(SIGCONT);
-  };
+// Forks and execs every worker, each the leader of a process group of its own.
+void start_workers(const LaunchOptions& options, const std::string& program, ExecPlan& exec,
+                   Supervision& sup, pid_t parent) {
+  const std::size_t n = sup.workers.size();
+  // Messages the children write after fork (no allocation there).
+  std::vector<std::string> setup_failed(n), exec_failed(n);
   for (std::size_t r = 0; r < n; ++r) {
-    Worker& w = workers[r];
+    sup.workers[r].rank = static_cast<int>(r);
+    for (Stream& stream : sup.workers[r].streams) stream.tagger = LineTagger(tag_prefix(r));
+    setup_failed[r] = "gpusel: rank " + std::to_string(r) +
+                      ": cannot set up the worker's descriptors or CPU affinity (errno ";
+    exec_failed[r] = "gpusel: rank " + std::to_string(r) + ": cannot run " + program + " (errno ";
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    Worker& w = sup.workers[r];
     if (options.tag_output) {
       for (int s = 0; s < 2; ++s) {
         int ends[2];
@@ -516,8 +491,8 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     plan.mask = &sup.old_mask;
     plan.chld = sup.chld_reset ? &sup.old_chld : nullptr;
     plan.program = program.c_str();
-    plan.argv = argv.data();
-    plan.envp = envps[r].data();
+    plan.argv = exec.argv.data();
+    plan.envp = exec.envps[r].data();
     plan.setup_failed = &setup_failed[r];
     plan.exec_failed = &exec_failed[r];
     const pid_t pid = fork();
@@ -529,208 +504,324 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     w.running = true;
     for (int& fd : sup.child_ends) close_fd(fd);
   }
-  if (options.on_started) {
-    std::vector<int> pids;
-    for (const Worker& w : workers) pids.push_back(static_cast<int>(w.pid));
-    options.on_started(pids);
-  }
+}
 
-  // Who failed first, the user's signal, and when to SIGKILL what is left (launch_core.hpp).
-  StopPolicy policy(n, grace);
-  // How long to wait for output after the end.
-  Clock::time_point drain_until{};
-  bool draining = false;
-  auto out_fd = [](int s) { return s == 0 ? 1 : 2; };
+int out_fd(int stream) {
+  return stream == 0 ? 1 : 2;
+}
+
+// The supervision of started workers until the job has ended: the loop waits for an event (a
+// signal, output, the next timer), and each step hands it to the part that decides (StopPolicy,
+// PlacementCheck in launch_core) or acts (signalling the job, reading output, reaping).
+class PosixSupervisor {
+ public:
+  PosixSupervisor(const LaunchOptions& options, const JobPlan& job, Supervision& sup, pid_t parent)
+      : options_(options),
+        job_(job),
+        sup_(sup),
+        parent_(parent),
+        policy_(job.workers, job.grace),
+        check_(options, job, Clock::now()),
+        children_left_(sup.reaping) {}
+
+  // Runs the loop to the job's end; returns the run's exit status, its summary said.
+  int run();
+
+ private:
+  struct Polled {
+    std::vector<pollfd> fds;                          // [0]: the signalfd, then output pipes
+    std::vector<std::pair<std::size_t, int>> owners;  // each pipe's rank and stream
+  };
+  Polled what_to_poll() const;
+  bool settle();  // false once the job has ended and its output is drained
+  int poll_timeout() const;
+  void on_signals();
+  void reap();
+  void read_output(const Polled& polled);
+  void look_at_placement();
+  void worker_ended(Worker& w, int status);
+  void signal_workers(int sig);
+  void signal_orphans(int sig);
+  void signal_job(int sig) {
+    signal_workers(sig);
+    signal_orphans(sig);
+  }
+  void stop_job();
+  void say(const std::string& text) const;
+  int finish();
+
+  const LaunchOptions& options_;
+  const JobPlan& job_;
+  Supervision& sup_;
+  const pid_t parent_;
+  StopPolicy policy_;  // who failed first, the user's signal, when to SIGKILL what is left
+  PlacementCheck check_;
+  // After the end: output still held by the workers' children gets 200 ms.
+  bool draining_ = false;
+  Clock::time_point drain_until_{};
   // The workers' orphans (with reap_orphans): whether any child is left, and what was stopped.
-  bool children_left = sup.reaping, orphans_stopping = false;
-  Clock::time_point orphan_kill_at{};
-  std::size_t orphans_count = 0;
-  std::vector<std::string> orphans_seen;
-  // The placement check (LaunchOptions::gpu_processes): when to look next, and what it found.
-  detail::PlacementCheck check(options, job, Clock::now());
+  bool children_left_;
+  bool orphans_stopping_ = false;
+  Clock::time_point orphan_kill_at_{};
+  std::size_t orphans_count_ = 0;
+  std::vector<std::string> orphans_seen_;
+};
+
+void PosixSupervisor::signal_workers(int sig) {
+  for (Worker& w : sup_.workers) {
+    if (w.running) kill(-w.pid, sig);  // the worker's process group: the worker and its children
+  }
+}
+
+// Processes the workers left behind, now this process's children (as their subreaper), and the
+// process groups they lead.
+void PosixSupervisor::signal_orphans(int sig) {
+  if (!sup_.reaping) return;
+  for (pid_t pid : sup_.orphans()) {
+    kill(pid, sig);
+    if (getpgid(pid) == pid) kill(-pid, sig);
+  }
+}
+
+// Ctrl-Z: the whole job stops, then gpusel itself (as a shell's job); on SIGCONT, all go on.
+void PosixSupervisor::stop_job() {
+  signal_job(SIGSTOP);
+  sigset_t tstp;
+  sigemptyset(&tstp);
+  sigaddset(&tstp, SIGTSTP);
+  sigprocmask(SIG_UNBLOCK, &tstp, nullptr);
+  raise(SIGTSTP);  // stops here until continued (not at all in an orphaned process group)
+  sigprocmask(SIG_BLOCK, &tstp, nullptr);
+  signal_job(SIGCONT);
+}
+
+void PosixSupervisor::say(const std::string& text) const {
+  if (options_.on_note) {
+    options_.on_note(text);
+  } else {
+    write_all(2, "gpusel: note: " + text + "\n");
+  }
+}
+
+void PosixSupervisor::look_at_placement() {
+  const std::string note = check_.look(
+      [&](unsigned p) {
+        const auto pid = static_cast<pid_t>(p);
+        ProcessFacts facts;
+        facts.exists = !(kill(pid, 0) != 0 && errno == ESRCH);
+        if (!facts.exists) return facts;
+        facts.member = job_member(pid, parent_, sup_, options_, job_);
+        if (facts.member) facts.description = describe_process(pid);
+        return facts;
+      },
+      Clock::now());
+  if (!note.empty()) say(note);
+  if (!check_.violation().empty() && policy_.placement_violation(check_.violation(), Clock::now()))
+    signal_job(SIGTERM);
+}
+
+void PosixSupervisor::worker_ended(Worker& w, int status) {
+  w.running = false;
+  w.status = status;
+  if (policy_.worker_ended(static_cast<std::size_t>(w.rank), exit_code(w.status) != 0,
+                           Clock::now()))
+    signal_job(SIGTERM);
+}
+
+PosixSupervisor::Polled PosixSupervisor::what_to_poll() const {
+  Polled p;
+  p.fds.push_back({sup_.sfd, POLLIN, 0});
+  for (std::size_t r = 0; r < sup_.workers.size(); ++r) {
+    for (int s = 0; s < 2; ++s) {
+      if (sup_.workers[r].streams[s].fd >= 0) {
+        p.fds.push_back({sup_.workers[r].streams[s].fd, POLLIN, 0});
+        p.owners.emplace_back(r, s);
+      }
+    }
+  }
+  return p;
+}
+
+// Once every worker has ended: processes they started that live on are stopped as the workers
+// were (SIGTERM, SIGKILL after the grace period) and waited for; then output still held by
+// their children gets a moment, no more. False when the loop is done.
+bool PosixSupervisor::settle() {
+  if (policy_.running() > 0) return true;
+  if (children_left_) {
+    if (!orphans_stopping_) {
+      for (pid_t pid : sup_.orphans()) {
+        if (orphans_seen_.size() < 4) orphans_seen_.push_back(describe_process(pid));
+        ++orphans_count_;
+      }
+      signal_orphans(SIGTERM);
+      orphans_stopping_ = true;
+      orphan_kill_at_ = Clock::now() + job_.grace;
+    } else if (Clock::now() >= orphan_kill_at_) {
+      signal_orphans(SIGKILL);  // again each time: their own orphans come to gpusel in turn
+    }
+    return true;
+  }
+  const bool output_open =
+      std::any_of(sup_.workers.begin(), sup_.workers.end(),
+                  [](const Worker& w) { return w.streams[0].fd >= 0 || w.streams[1].fd >= 0; });
+  if (!output_open) return false;
+  if (!draining_) {
+    drain_until_ = Clock::now() + std::chrono::milliseconds(200);
+    draining_ = true;
+  }
+  return Clock::now() < drain_until_;
+}
+
+// Until the next timer: the kill, the next look, the orphans' kill, the drain's end, a partial
+// line due; -1 (none) waits for an event alone.
+int PosixSupervisor::poll_timeout() const {
+  std::optional<Clock::time_point> wake;
+  auto wake_by = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
+  if (const auto kill_at = policy_.kill_at()) wake_by(*kill_at);
   // Looked at while any process of the job runs: a worker, or one the workers left behind.
-  auto checking = [&] { return check.looking() && (policy.running() > 0 || children_left); };
-  auto say = [&](const std::string& text) {
-    if (options.on_note) {
-      options.on_note(text);
+  if (check_.looking() && (policy_.running() > 0 || children_left_)) wake_by(check_.next());
+  // Past that time, each orphan's end (SIGCHLD) wakes gpusel to kill what came to it next.
+  if (orphans_stopping_ && children_left_ && Clock::now() < orphan_kill_at_)
+    wake_by(orphan_kill_at_);
+  if (draining_) wake_by(drain_until_);
+  for (const Worker& w : sup_.workers) {
+    for (const Stream& s : w.streams) {
+      if (const auto due = s.tagger.due()) wake_by(*due);
+    }
+  }
+  if (!wake) return -1;
+  const auto ms = std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count();
+  return static_cast<int>(std::clamp<long long>(ms, 0, 1 << 30));
+}
+
+void PosixSupervisor::on_signals() {
+  signalfd_siginfo info{};
+  while (read(sup_.sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+    const int sig = static_cast<int>(info.ssi_signo);
+    if (sig == SIGTSTP) {
+      stop_job();
+    } else if (sig == SIGCONT) {
+      signal_job(SIGCONT);
+    } else if (sig != SIGCHLD) {
+      // The user's signal: forwarded, and the run ends with it whatever the workers do.
+      policy_.user_signal(sig, Clock::now());
+      signal_job(sig);
     } else {
-      write_all(2, "gpusel: note: " + text + "\n");
+      reap();
     }
-  };
-  auto look_at_placement = [&] {
-    const std::string note = check.look(
-        [&](unsigned p) {
-          const auto pid = static_cast<pid_t>(p);
-          detail::ProcessFacts facts;
-          facts.exists = !(kill(pid, 0) != 0 && errno == ESRCH);
-          if (!facts.exists) return facts;
-          facts.member = job_member(pid, parent, sup, options, job);
-          if (facts.member) facts.description = describe_process(pid);
-          return facts;
-        },
-        Clock::now());
-    if (!note.empty()) say(note);
-  };
-  auto worker_ended = [&](Worker& w, int status) {
-    w.running = false;
-    w.status = status;
-    if (policy.worker_ended(static_cast<std::size_t>(w.rank), exit_code(w.status) != 0,
-                            Clock::now()))
-      signal_job(SIGTERM);
-  };
-  while (true) {
-    std::vector<pollfd> fds{{sup.sfd, POLLIN, 0}};
-    std::vector<std::pair<std::size_t, int>> owners;
-    for (std::size_t r = 0; r < n; ++r) {
-      for (int s = 0; s < 2; ++s) {
-        if (workers[r].streams[s].fd >= 0) {
-          fds.push_back({workers[r].streams[s].fd, POLLIN, 0});
-          owners.emplace_back(r, s);
-        }
-      }
+  }
+}
+
+void PosixSupervisor::reap() {
+  if (sup_.reaping) {
+    // As the subreaper: the workers, and the orphans that came to gpusel (by pid, so that
+    // children gpusel had before them stay for their owner).
+    for (Worker& w : sup_.workers) {
+      int status = 0;
+      if (w.running && waitpid(w.pid, &status, WNOHANG) == w.pid) worker_ended(w, status);
     }
-    if (policy.running() == 0 && children_left) {
-      // Every worker has ended, and processes they started live on: they are stopped as the
-      // workers were (SIGTERM, SIGKILL after the grace period), and waited for.
-      if (!orphans_stopping) {
-        for (pid_t pid : sup.orphans()) {
-          if (orphans_seen.size() < 4) orphans_seen.push_back(describe_process(pid));
-          ++orphans_count;
-        }
-        signal_orphans(SIGTERM);
-        orphans_stopping = true;
-        orphan_kill_at = Clock::now() + grace;
-      } else if (Clock::now() >= orphan_kill_at) {
-        signal_orphans(SIGKILL);  // again each time: their own orphans come to gpusel in turn
-      }
-    } else if (policy.running() == 0) {
-      // Every worker has ended; output still held by their children gets a moment, no more.
-      if (owners.empty()) break;
-      if (!draining) {
-        drain_until = Clock::now() + std::chrono::milliseconds(200);
-        draining = true;
-      }
-      if (Clock::now() >= drain_until) break;
+    for (pid_t pid : sup_.orphans()) waitpid(pid, nullptr, WNOHANG);
+    children_left_ = policy_.running() > 0 || !sup_.orphans().empty();
+    return;
+  }
+  // Only gpusel's own workers: a host program's other children are its own to reap.
+  for (Worker& w : sup_.workers) {
+    if (!w.running) continue;
+    int status = 0;
+    const pid_t got = waitpid(w.pid, &status, WNOHANG);
+    if (got == 0 || (got < 0 && errno != ECHILD)) continue;
+    // ECHILD: reaped by someone else, status unknown.
+    worker_ended(w, got == w.pid ? status : 0);
+  }
+}
+
+void PosixSupervisor::read_output(const Polled& polled) {
+  const Clock::time_point now = Clock::now();
+  for (std::size_t i = 1; i < polled.fds.size(); ++i) {
+    if (!(polled.fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+    auto [r, s] = polled.owners[i - 1];
+    Stream& stream = sup_.workers[r].streams[s];
+    char buf[65536];
+    ssize_t got = read(stream.fd, buf, sizeof buf);
+    if (got > 0) {
+      write_all(out_fd(s), stream.tagger.feed({buf, static_cast<std::size_t>(got)}, now));
+    } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
+      write_all(out_fd(s), stream.tagger.flush());
+      close_fd(stream.fd);
     }
-    std::optional<Clock::time_point> wake;
-    auto wake_by = [&](Clock::time_point t) { wake = wake ? std::min(*wake, t) : t; };
-    if (const auto kill_at = policy.kill_at()) wake_by(*kill_at);
-    if (checking()) wake_by(check.next());
-    // Past that time, each orphan's end (SIGCHLD) wakes gpusel to kill what came to it next.
-    if (orphans_stopping && children_left && Clock::now() < orphan_kill_at) wake_by(orphan_kill_at);
-    if (draining) wake_by(drain_until);
-    for (const Worker& w : workers) {
-      for (const Stream& s : w.streams) {
-        if (const auto due = s.tagger.due()) wake_by(*due);
-      }
-    }
-    int timeout = -1;
-    if (wake) {
-      auto ms = std::chrono::ceil<std::chrono::milliseconds>(*wake - Clock::now()).count();
-      timeout = static_cast<int>(std::clamp<long long>(ms, 0, 1 << 30));
-    }
-    if (poll(fds.data(), fds.size(), timeout) < 0) {
+  }
+  for (Worker& w : sup_.workers) {
+    for (int s = 0; s < 2; ++s) write_all(out_fd(s), w.streams[s].tagger.flush_due(now));
+  }
+}
+
+int PosixSupervisor::run() {
+  while (settle()) {
+    Polled polled = what_to_poll();
+    if (poll(polled.fds.data(), polled.fds.size(), poll_timeout()) < 0) {
       if (errno == EINTR) continue;
       const int e = errno;
       // The Supervision's destructor kills and reaps the workers.
       throw failure(std::string("poll: ") + std::strerror(e) + "; the workers were killed");
     }
-
-    if (fds[0].revents & POLLIN) {
-      signalfd_siginfo info{};
-      while (read(sup.sfd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
-        const int sig = static_cast<int>(info.ssi_signo);
-        if (sig == SIGTSTP) {
-          stop_job();
-          continue;
-        }
-        if (sig == SIGCONT) {
-          signal_job(SIGCONT);
-          continue;
-        }
-        if (sig != SIGCHLD) {
-          // The user's signal: forwarded, and the run ends with it whatever the workers do.
-          policy.user_signal(sig, Clock::now());
-          signal_job(sig);
-          continue;
-        }
-        if (sup.reaping) {
-          // As the subreaper: the workers, and the orphans that came to gpusel (by pid, so that
-          // children gpusel had before them stay for their owner).
-          for (Worker& w : workers) {
-            int status = 0;
-            if (w.running && waitpid(w.pid, &status, WNOHANG) == w.pid) worker_ended(w, status);
-          }
-          for (pid_t pid : sup.orphans()) waitpid(pid, nullptr, WNOHANG);
-          children_left = policy.running() > 0 || !sup.orphans().empty();
-          continue;
-        }
-        // Only gpusel's own workers: a host program's other children are its own to reap.
-        for (Worker& w : workers) {
-          if (!w.running) continue;
-          int status = 0;
-          const pid_t got = waitpid(w.pid, &status, WNOHANG);
-          if (got == 0 || (got < 0 && errno != ECHILD)) continue;
-          // ECHILD: reaped by someone else, status unknown.
-          worker_ended(w, got == w.pid ? status : 0);
-        }
-      }
-    }
-    const Clock::time_point now = Clock::now();
-    for (std::size_t i = 1; i < fds.size(); ++i) {
-      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
-      auto [r, s] = owners[i - 1];
-      Stream& stream = workers[r].streams[s];
-      char buf[65536];
-      ssize_t got = read(stream.fd, buf, sizeof buf);
-      if (got > 0) {
-        write_all(out_fd(s), stream.tagger.feed({buf, static_cast<std::size_t>(got)}, now));
-      } else if (got == 0 || (errno != EINTR && errno != EAGAIN)) {
-        write_all(out_fd(s), stream.tagger.flush());
-        close_fd(stream.fd);
-      }
-    }
-    for (Worker& w : workers) {
-      for (int s = 0; s < 2; ++s) {
-        write_all(out_fd(s), w.streams[s].tagger.flush_due(now));
-      }
-    }
-    if (checking() && Clock::now() >= check.next()) {
+    if (polled.fds[0].revents & POLLIN) on_signals();
+    read_output(polled);
+    if (check_.looking() && (policy_.running() > 0 || children_left_) &&
+        Clock::now() >= check_.next())
       look_at_placement();
-      if (!check.violation().empty() && policy.placement_violation(check.violation(), Clock::now()))
-        signal_job(SIGTERM);
-    }
-    if (policy.kill_due(Clock::now())) {
-      for (const Worker& w : workers) policy.count_killed(w.running ? 1 : 0);
+    if (policy_.kill_due(Clock::now())) {
+      for (const Worker& w : sup_.workers) policy_.count_killed(w.running ? 1 : 0);
       signal_job(SIGKILL);
     }
   }
-  if (orphans_count > 0) {
+  return finish();
+}
+
+// The words at the end: the orphans stopped, the rest of the output, the summary.
+int PosixSupervisor::finish() {
+  if (orphans_count_ > 0) {
     std::string which;
-    for (const std::string& o : orphans_seen) which += (which.empty() ? "" : ", ") + o;
-    if (orphans_count > orphans_seen.size()) which += ", ...";
-    write_all(2, "gpusel: " + std::to_string(orphans_count) + " process" +
-                     (orphans_count == 1 ? "" : "es") + " the workers left running (" + which +
-                     (orphans_count == 1 ? ") was" : ") were") +
+    for (const std::string& o : orphans_seen_) which += (which.empty() ? "" : ", ") + o;
+    if (orphans_count_ > orphans_seen_.size()) which += ", ...";
+    const bool one = orphans_count_ == 1;
+    write_all(2, "gpusel: " + std::to_string(orphans_count_) + " process" + (one ? "" : "es") +
+                     " the workers left running (" + which + (one ? ") was" : ") were") +
                      " stopped with the job; its GPUs stayed leased until " +
-                     (orphans_count == 1 ? "it" : "they") + " exited\n");
+                     (one ? "it" : "they") + " exited\n");
   }
-  for (Worker& w : workers) {
+  for (Worker& w : sup_.workers) {
     for (int s = 0; s < 2; ++s) write_all(out_fd(s), w.streams[s].tagger.flush());
   }
-
   EndWords words;
-  if (const auto bad = policy.first_failure()) {
-    words.failed_gpu = gpu_of(*bad);
-    words.failed_how = status_text(workers[*bad].status);
-    words.failed_code = exit_code(workers[*bad].status);
+  if (const auto bad = policy_.first_failure()) {
+    words.failed_gpu = gpu_of(options_, job_, *bad);
+    words.failed_how = status_text(sup_.workers[*bad].status);
+    words.failed_code = exit_code(sup_.workers[*bad].status);
   }
-  if (policy.stop_signal() != 0) words.signal = signal_name(policy.stop_signal());
+  if (policy_.stop_signal() != 0) words.signal = signal_name(policy_.stop_signal());
   words.forwarded = "it";
   words.killed_one = words.killed_several = "got SIGKILL";
-  const Summary summary = summarize(policy, words);
+  const Summary summary = summarize(policy_, words);
   write_all(2, summary.text);
   return summary.exit_code;
+}
+
+}  // namespace
+
+int launch_program(const LaunchOptions& options, const std::string& program) {
+  const JobPlan job = plan_job(options);
+  ExecPlan exec;
+  plan_exec(options, job, exec);
+  Supervision sup(job.workers);
+  take_signals(options, sup);
+  const pid_t parent = getpid();
+  start_workers(options, program, exec, sup, parent);
+  if (options.on_started) {
+    std::vector<int> pids;
+    for (const Worker& w : sup.workers) pids.push_back(static_cast<int>(w.pid));
+    options.on_started(pids);
+  }
+  return PosixSupervisor(options, job, sup, parent).run();
 }
 
 }  // namespace gpusel::detail
