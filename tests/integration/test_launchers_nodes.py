@@ -17,6 +17,7 @@ import contextlib
 import json
 import os
 import shlex
+import shutil
 import tempfile
 import time
 import unittest
@@ -93,6 +94,8 @@ def held(*args):
 
 def tearDownModule():
     SLURM.stop()
+    if WRAPPER:
+        shutil.rmtree(os.path.dirname(WRAPPER), ignore_errors=True)
 
 
 class NodesTest(LauncherCase):
@@ -169,74 +172,6 @@ class NodesTest(LauncherCase):
                 self.assertEqual((w["env"]["SLURM_STEP_GPUS"], w["rc"], w.get("context")), ("2", 1, None), json.dumps(w))
                 self.assertIn("has failed", w["stderr"])
 
-    def test_hydra_carrying_the_batch_host_s_gpus_runs_no_rank_outside_the_job(self):
-        if launchers.missing("mpiexec.hydra"):
-            self.skipTest(launchers.missing("mpiexec.hydra"))
-        # n1 keeps GPUs 0-1 busy and n2 GPU 0: the job gets 2-5 on n1 and 1-4 on n2. `-iface eth0`:
-        # the proxies reach mpiexec at n1's address (the machine's name is loopback, in every node).
-        with held("-w", "n1", "-N1", "--gres=gpu:2"), held("-w", "n2", "-N1", "--gres=gpu:1"):
-            for export in ("export CUDA_DEVICE_ORDER=PCI_BUS_ID", ":"):
-                with self.subTest(export):
-                    hydra = ["mpiexec.hydra", "-iface", "eth0", "-n", "8", "-ppn", "4", WRAPPER,
-                             *launchers.worker_cmd("--api")]
-                    state, out = SLURM.batch(
-                        "#!/bin/sh\n" + export + "\n" + shlex.join(hydra) + "\n",
-                        ["-w", "n1,n2", "-N2", "--ntasks-per-node=4", "--gres=gpu:4"], timeout=120)
-                    workers = parse_workers(out)
-                    self.assertEqual(len(workers), 8, out)
-                    n1 = sorted((w["rc"], tuple(w.get("context") or ())) for w in workers
-                                if w["env"]["GPUSEL_TEST_NODE"] == "n1")
-                    self.assertEqual(n1, [(0, (MACHINES["n1"][1][i],)) for i in range(2, 6)], out)
-                    on_n2 = [w for w in workers if w["env"]["GPUSEL_TEST_NODE"] == "n2"]
-                    self.assertEqual(len(on_n2), 4, out)
-                    for w in on_n2:
-                        self.assertEqual({w["env"]["CUDA_VISIBLE_DEVICES"], w["env"]["SLURMD_NODENAME"]},
-                                         {"2,3,4,5", "n1"}, "carried from the batch host")
-                        self.assertNotEqual(w["rc"], 0, json.dumps(w))
-                        self.assertFalse(w.get("context"), json.dumps(w))
-                        self.assertIn('from node "n1"', w["stderr"])
-                        self.assertIn('to node "n2"', w["stderr"])
-                        self.assertNotIn("PCI_BUS_ID", w["stderr"])
-                        self.assertNotIn("mixed", w["stderr"])
-
-    def test_open_mpi_carrying_the_batch_host_s_gpus_runs_no_rank_outside_the_job(self):
-        if launchers.missing("mpirun"):
-            self.skipTest(launchers.missing("mpirun"))
-        # n1 keeps GPUs 0-1 busy and n3 GPU 0: the job gets 2-5 on n1 and 1-4 on n3. Inside the job
-        # mpirun starts its daemon on each node with srun, so in that node's namespace, and the
-        # daemons reach it over the nodes' network; `-x CUDA_VISIBLE_DEVICES` gives every rank the
-        # batch host's list, while SLURMD_NODENAME stays each daemon's own. A rank that fails exits 0
-        # (its WORKER line says how it ended): mpirun would kill the others at the first failure.
-        with held("-w", "n1", "-N1", "--gres=gpu:2"), held("-w", "n3", "-N1", "--gres=gpu:1"):
-            e = SLURM.env(OMPI_MCA_oob_tcp_if_include=SLURM.netns.subnet + ".0/24")
-            state, out = SLURM.batch(
-                "#!/bin/sh\n" + shlex.join(["mpirun", "-np", "8", "--map-by", "ppr:4:node",
-                                            "-x", "CUDA_VISIBLE_DEVICES", WRAPPER, "sh", "-c", '"$@" || true', "sh",
-                                            *launchers.worker_cmd("--api")]) + "\n",
-                ["-w", "n1,n3", "-N2", "--ntasks-per-node=4", "--gres=gpu:4"], e=e, timeout=120)
-        workers = parse_workers(out)
-        self.assertEqual(len(workers), 8, out)
-        self.assertEqual(state, "COMPLETED", out)
-        # Where each rank ran (its namespace) and the GPU its context is on (the simulator's record).
-        n1 = sorted((w["rc"], tuple(w.get("context") or ())) for w in workers if w["env"]["GPUSEL_TEST_NODE"] == "n1")
-        self.assertEqual(n1, [(0, (MACHINES["n1"][1][i],)) for i in range(2, 6)], out)
-        # On n3 the carried list's entry k is nvidia-smi 2+k: local ranks 0-2 land on GPUs 2-4, which
-        # are n3's own (distinct, within the job); local rank 3 would run on GPU 5, outside it.
-        n3 = MACHINES["n3"][1]
-        on_n3 = {int(w["env"]["OMPI_COMM_WORLD_LOCAL_RANK"]): w for w in workers
-                 if w["env"]["GPUSEL_TEST_NODE"] == "n3"}
-        self.assertEqual(sorted(on_n3), [0, 1, 2, 3], out)
-        for w in on_n3.values():
-            self.assertEqual((w["env"]["CUDA_VISIBLE_DEVICES"], w["env"]["SLURMD_NODENAME"]), ("2,3,4,5", "n3"),
-                             "the batch host's list, carried by -x, in a daemon of n3")
-        got = {k: (w["rc"], w.get("context")) for k, w in on_n3.items()}
-        self.assertEqual(got, {0: (0, [n3[2]]), 1: (0, [n3[3]]), 2: (0, [n3[4]]), 3: (1, None)}, out)
-        why = on_n3[3]["stderr"]
-        self.assertIn('on node "n3" nvidia-smi GPU(s) 1,2,3,4', why)
-        self.assertIn('is not what Slurm set ("1,2,3,4")', why)
-        self.assertIn(f"would run on nvidia-smi 5 ({n3[5]})", why)
-        self.assertIn("mpirun -x CUDA_VISIBLE_DEVICES", why)
-
     def test_gpusel_run_on_each_node(self):
         # One task per node, each a gpusel run of its own over its step's two GPUs (issue 29): the
         # workers are run's, whatever srun's SLURM_LOCALID and SLURM_STEP_TASKS_PER_NODE say.
@@ -259,6 +194,88 @@ class NodesTest(LauncherCase):
         self.assertEqual(got, want, r.stdout + r.stderr)
         self.assertEqual(set(got), set(SLURM.nodes), r.stdout + r.stderr)
         self.assertEqual(len(workers), 8, r.stdout + r.stderr)
+
+
+class CarryingTest(LauncherCase):
+    """A launcher passing the batch host's CUDA_VISIBLE_DEVICES on to the other nodes, whose job
+    GPUs are other numbers: n1 keeps GPUs 0-1 busy, n2 and n3 GPU 0, for the whole class."""
+
+    @classmethod
+    def setUpClass(cls):
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(held("-w", "n1", "-N1", "--gres=gpu:2"))
+            stack.enter_context(held("-w", "n2,n3", "-N2", "--ntasks-per-node=1", "--gres=gpu:1"))
+            cls.holds = stack.pop_all()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.holds.close()
+
+    def test_hydra_carrying_the_batch_host_s_gpus_runs_no_rank_outside_the_job(self):
+        if launchers.missing("mpiexec.hydra"):
+            self.skipTest(launchers.missing("mpiexec.hydra"))
+        # The job gets GPUs 2-5 on n1 and 1-4 on n2. `-iface eth0`: the proxies reach mpiexec at n1's
+        # address (the machine's name is loopback, in every node).
+        for export in ("export CUDA_DEVICE_ORDER=PCI_BUS_ID", ":"):
+            with self.subTest(export):
+                hydra = ["mpiexec.hydra", "-iface", "eth0", "-n", "8", "-ppn", "4", WRAPPER,
+                         *launchers.worker_cmd("--api")]
+                state, out = SLURM.batch(
+                    "#!/bin/sh\n" + export + "\n" + shlex.join(hydra) + "\n",
+                    ["-w", "n1,n2", "-N2", "--ntasks-per-node=4", "--gres=gpu:4"], timeout=120)
+                workers = parse_workers(out)
+                self.assertEqual(len(workers), 8, out)
+                n1 = sorted((w["rc"], tuple(w.get("context") or ())) for w in workers
+                            if w["env"]["GPUSEL_TEST_NODE"] == "n1")
+                self.assertEqual(n1, [(0, (MACHINES["n1"][1][i],)) for i in range(2, 6)], out)
+                on_n2 = [w for w in workers if w["env"]["GPUSEL_TEST_NODE"] == "n2"]
+                self.assertEqual(len(on_n2), 4, out)
+                for w in on_n2:
+                    self.assertEqual({w["env"]["CUDA_VISIBLE_DEVICES"], w["env"]["SLURMD_NODENAME"]},
+                                     {"2,3,4,5", "n1"}, "carried from the batch host")
+                    self.assertNotEqual(w["rc"], 0, json.dumps(w))
+                    self.assertFalse(w.get("context"), json.dumps(w))
+                    self.assertIn('from node "n1"', w["stderr"])
+                    self.assertIn('to node "n2"', w["stderr"])
+                    self.assertNotIn("PCI_BUS_ID", w["stderr"])
+                    self.assertNotIn("mixed", w["stderr"])
+
+    def test_open_mpi_carrying_the_batch_host_s_gpus_runs_no_rank_outside_the_job(self):
+        if launchers.missing("mpirun"):
+            self.skipTest(launchers.missing("mpirun"))
+        # The job gets GPUs 2-5 on n1 and 1-4 on n3. Inside the job mpirun starts its daemon on each
+        # node with srun, so in that node's namespace, and the daemons reach it over the nodes'
+        # network; `-x CUDA_VISIBLE_DEVICES` gives every rank the batch host's list, while
+        # SLURMD_NODENAME stays each daemon's own. A rank that fails exits 0 (its WORKER line says
+        # how it ended): mpirun would kill the others at the first failure.
+        e = SLURM.env(OMPI_MCA_oob_tcp_if_include=SLURM.netns.subnet + ".0/24")
+        state, out = SLURM.batch(
+            "#!/bin/sh\n" + shlex.join(["mpirun", "-np", "8", "--map-by", "ppr:4:node",
+                                        "-x", "CUDA_VISIBLE_DEVICES", WRAPPER, "sh", "-c", '"$@" || true', "sh",
+                                        *launchers.worker_cmd("--api")]) + "\n",
+            ["-w", "n1,n3", "-N2", "--ntasks-per-node=4", "--gres=gpu:4"], e=e, timeout=120)
+        workers = parse_workers(out)
+        self.assertEqual(len(workers), 8, out)
+        self.assertEqual(state, "COMPLETED", out)
+        # Where each rank ran (its namespace) and the GPU its context is on (the simulator's record).
+        n1 = sorted((w["rc"], tuple(w.get("context") or ())) for w in workers if w["env"]["GPUSEL_TEST_NODE"] == "n1")
+        self.assertEqual(n1, [(0, (MACHINES["n1"][1][i],)) for i in range(2, 6)], out)
+        # On n3 the carried list's entry k is nvidia-smi 2+k: local ranks 0-2 land on GPUs 2-4, which
+        # are n3's own (distinct, within the job); local rank 3 would run on GPU 5, outside it.
+        n3 = MACHINES["n3"][1]
+        on_n3 = {int(w["env"]["OMPI_COMM_WORLD_LOCAL_RANK"]): w for w in workers
+                 if w["env"]["GPUSEL_TEST_NODE"] == "n3"}
+        self.assertEqual(sorted(on_n3), [0, 1, 2, 3], out)
+        for w in on_n3.values():
+            self.assertEqual((w["env"]["CUDA_VISIBLE_DEVICES"], w["env"]["SLURMD_NODENAME"]), ("2,3,4,5", "n3"),
+                             "the batch host's list, carried by -x, in a daemon of n3")
+        got = {k: (w["rc"], w.get("context")) for k, w in on_n3.items()}
+        self.assertEqual(got, {0: (0, [n3[2]]), 1: (0, [n3[3]]), 2: (0, [n3[4]]), 3: (1, None)}, out)
+        why = on_n3[3]["stderr"]
+        self.assertIn('on node "n3" nvidia-smi GPU(s) 1,2,3,4', why)
+        self.assertIn('is not what Slurm set ("1,2,3,4")', why)
+        self.assertIn(f"would run on nvidia-smi 5 ({n3[5]})", why)
+        self.assertIn("mpirun -x CUDA_VISIBLE_DEVICES", why)
 
 
 if __name__ == "__main__":
