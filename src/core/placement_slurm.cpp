@@ -139,11 +139,13 @@ PlacementProblem why(const Context& c, const GrantedGpus& g, const std::string& 
     return {"slurm-visible-changed",
             given_text(c) + ", but " + preset + " is not what Slurm set (\"" + slurm_set +
                 "\"): something started after Slurm changed it (an MPI wrapper or job script "
-                "that sets CUDA_VISIBLE_DEVICES from a rank, a launcher's --gpu_ids), and this "
-                "process would run on " +
+                "that sets CUDA_VISIBLE_DEVICES from a rank, a launcher's --gpu_ids, or mpirun -x "
+                "CUDA_VISIBLE_DEVICES carrying another node's list here), and this process would "
+                "run on " +
                 bound + ", which Slurm did not give it",
-            "leave CUDA_VISIBLE_DEVICES as Slurm set it (drop the wrapper's export) and let gpusel "
-            "pick each rank's GPU within it, or set it only to GPUs of " +
+            "leave CUDA_VISIBLE_DEVICES as Slurm set it (drop the wrapper's export, or mpirun's -x "
+            "CUDA_VISIBLE_DEVICES) and let gpusel pick each rank's GPU within it, or set it only "
+            "to GPUs of " +
                 c.grant.variable};
   }
   if (!homogeneous(nvml) && !pci_bus_order(c.m.cuda)) {

@@ -205,7 +205,7 @@ atexit.register(lambda: [shutil.rmtree(d, ignore_errors=True) for d in _TORCH_LO
 
 SLURM_CONF = """\
 ClusterName=gpusel
-SlurmctldHost=localhost(127.0.0.1)
+SlurmctldHost=localhost({ctld_addr})
 SlurmctldPort={ctld_port}
 SlurmdPort={slurmd_port}
 SlurmUser=root
@@ -213,8 +213,7 @@ SlurmdUser=root
 AuthType=auth/munge
 AuthInfo=socket={munge_socket}
 CredType=cred/munge
-CommunicationParameters=NoInAddrAny,NoCtldInAddrAny
-StateSaveLocation={dir}/ctld
+{communication}StateSaveLocation={dir}/ctld
 SlurmdSpoolDir={dir}/slurmd/%n
 SlurmctldPidFile={dir}/slurmctld.pid
 SlurmdPidFile={dir}/slurmd-%n.pid
@@ -241,8 +240,9 @@ InactiveLimit=0
 GresTypes=gpu
 {nodes}PartitionName=main Nodes={node_names} Default=YES MaxTime=INFINITE State=UP OverSubscribe=NO
 """
-# One node: the one slurmd listens on SlurmdPort. Several: each its own port, all on loopback.
-NODE_LINE = ("NodeName={name} NodeAddr=127.0.0.1 NodeHostname=localhost{port} CPUs=16 Boards=1 SocketsPerBoard=1 "
+# One node: the one slurmd listens on SlurmdPort. Several on loopback: each its own port. Several
+# in network namespaces: each its own address, all on SlurmdPort.
+NODE_LINE = ("NodeName={name} NodeAddr={addr} NodeHostname={host}{port} CPUs=16 Boards=1 SocketsPerBoard=1 "
              "CoresPerSocket=16 ThreadsPerCore=1 RealMemory=1000 Gres=gpu:{gpus} State=UNKNOWN\n")
 
 _RUNNING = []  # every daemon this process started and has not stopped yet
@@ -282,6 +282,107 @@ def _die_with_parent():
     _LIBC.prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
 
 
+class Netns:
+    """A network namespace per node on one bridge in this (the host's) namespace: node k of
+    `nodes` is namespace NAME-NODE (NAME = gpusel-PID), address 10.77.S.k+1/24 behind its own veth
+    pair, and the host is 10.77.S.254 on the bridge, where S is the first subnet no interface
+    here uses. Names carry this process's pid, so that a run never meets another's; whatever a
+    run killed before it could clean up (its pid gone) is removed by the next one.
+    start() raises unittest.SkipTest with the reason when namespaces cannot be made."""
+
+    PREFIX = "gpusel-"
+
+    def __init__(self, nodes):
+        self.nodes = list(nodes)
+        self.name = f"{self.PREFIX}{os.getpid()}"
+        self.link = f"gs{os.getpid()}"  # interface names: at most 15 characters
+        self.made = []  # ("netns", name) and ("link", name), to remove in reverse order
+        self.subnet = None
+
+    def namespace(self, node):
+        return f"{self.name}-{node}"
+
+    def address(self, node):
+        return f"{self.subnet}.{self.nodes.index(node) + 1}"
+
+    @property
+    def host(self):
+        return f"{self.subnet}.254"
+
+    def enter(self, node):
+        """The command prefix that runs a program in `node`'s namespace (its network only: the
+        files, processes and users stay the machine's)."""
+        return ["nsenter", f"--net=/run/netns/{self.namespace(node)}", "--"]
+
+    def start(self):
+        reason = missing("ip", "nsenter")
+        if reason:
+            raise unittest.SkipTest(reason)
+        self._remove_stale()
+        try:
+            self._make()
+        except BaseException:
+            self.stop()
+            raise
+
+    def _ip(self, *args):
+        r = subprocess.run(["ip", *args], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise unittest.SkipTest(f"cannot make the nodes' network namespaces (needs root with CAP_NET_ADMIN): "
+                                    f"ip {' '.join(args)}: {r.stderr.strip()}")
+        return r.stdout
+
+    def _make(self):
+        used = {a.split(".")[2] for a in self._ip("-o", "-4", "addr").split() if a.startswith("10.77.")}
+        free = [str(n) for n in range(256) if str(n) not in used]
+        if not free:
+            raise unittest.SkipTest("no free subnet 10.77.S.0/24 for the nodes' network namespaces")
+        self.subnet = f"10.77.{free[0]}"
+        bridge = self.link + "b"
+        self._ip("link", "add", bridge, "type", "bridge")
+        self.made.append(("link", bridge))
+        self._ip("addr", "add", f"{self.host}/24", "dev", bridge)
+        self._ip("link", "set", bridge, "up")
+        for k, node in enumerate(self.nodes):
+            ns, outside, inside = self.namespace(node), f"{self.link}v{k}", f"{self.link}p{k}"
+            self._ip("netns", "add", ns)
+            self.made.append(("netns", ns))
+            self._ip("link", "add", outside, "type", "veth", "peer", "name", inside)
+            self.made.append(("link", outside))  # its peer goes with it
+            self._ip("link", "set", inside, "netns", ns)
+            self._ip("link", "set", outside, "master", bridge, "up")
+            self._ip("-n", ns, "link", "set", inside, "name", "eth0")
+            self._ip("-n", ns, "addr", "add", f"{self.address(node)}/24", "dev", "eth0")
+            self._ip("-n", ns, "link", "set", "eth0", "up")
+            self._ip("-n", ns, "link", "set", "lo", "up")
+            self._ip("-n", ns, "route", "add", "default", "via", self.host)
+
+    def stop(self):
+        """Removes the namespaces (their veth ends go with them), then the links here; call it once
+        no process runs in them."""
+        for kind, name in reversed(self.made):
+            cmd = ["ip", "netns", "del", name] if kind == "netns" else ["ip", "link", "del", name]
+            subprocess.run(cmd, capture_output=True)
+        self.made = []
+
+    def _remove_stale(self):
+        """Namespaces and links of runs whose process is gone (or that had this pid before)."""
+        def stale(pid):
+            return pid == str(os.getpid()) or not os.path.exists(f"/proc/{pid}")
+        r = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            ns = line.split()[0] if line.split() else ""
+            parts = ns[len(self.PREFIX):].split("-", 1)
+            if ns.startswith(self.PREFIX) and len(parts) == 2 and parts[0].isdigit() and stale(parts[0]):
+                subprocess.run(["ip", "netns", "del", ns], capture_output=True)
+        r = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True)
+        for line in r.stdout.splitlines():
+            fields = line.split(":")
+            name = fields[1].strip().split("@")[0] if len(fields) > 1 else ""
+            if name.startswith("gs") and name.endswith("b") and name[2:-1].isdigit() and stale(name[2:-1]):
+                subprocess.run(["ip", "link", "del", name], capture_output=True)
+
+
 class Slurm:
     """munged, slurmctld and slurmd of a one-node cluster named localhost with 8 GPUs whose
     CUDA_VISIBLE_DEVICES numbers are 0..7; everything lives in one temporary folder.
@@ -289,14 +390,18 @@ class Slurm:
 
     GPUS = 8
 
-    def __init__(self, nodes=("localhost",), gpus=None):
+    def __init__(self, nodes=("localhost",), gpus=None, netns=False):
         """`nodes`: the node names, each a slurmd of its own on loopback (two or more make a
         cluster of several nodes on this one machine; inside a task SLURMD_NODENAME says which);
-        `gpus`: fake GPUs per node, numbered from 0 on each."""
+        `gpus`: fake GPUs per node, numbered from 0 on each; `netns`: each slurmd in a network
+        namespace of its own (Netns), reached at its own address, so that what a node starts runs
+        in that node's network (`self.netns.namespace(node)`) while slurmctld and the clients
+        stay in this one."""
         self.dir = None
         self.daemons = []
         self.nodes = list(nodes)
         self.gpus = gpus or self.GPUS
+        self.netns = Netns(self.nodes) if netns else None
 
     # -- lifecycle ---------------------------------------------------------------------------
     def start(self, timeout=20.0):
@@ -305,6 +410,10 @@ class Slurm:
             raise unittest.SkipTest(reason)
         if os.geteuid() != 0:
             raise unittest.SkipTest("a Slurm of one's own needs root (slurmd runs jobs as their user)")
+        if self.netns:
+            reason = missing("ip", "nsenter")
+            if reason:
+                raise unittest.SkipTest(reason)
         try:
             import pwd
             munge_user = pwd.getpwnam("munge")
@@ -350,12 +459,8 @@ class Slurm:
         # Slurm.
         for sub in ("ctld", "slurmd"):
             os.mkdir(os.path.join(d, sub))
-        several = len(self.nodes) > 1
-        nodes = "".join(NODE_LINE.format(name=n, gpus=self.gpus, port=f" Port={free_port()}" if several else "")
-                        for n in self.nodes)
         with open(os.path.join(d, "slurm.conf"), "w") as f:
-            f.write(SLURM_CONF.format(dir=d, ctld_port=free_port(), slurmd_port=free_port(),
-                                      munge_socket=self.munge_socket, nodes=nodes, node_names=",".join(self.nodes)))
+            f.write(self._conf())
         with open(os.path.join(d, "gres.conf"), "w") as f:
             for n in self.nodes:
                 f.write(f"NodeName={n} Name=gpu File={d}/dev-{n}/nvidia[0-{self.gpus - 1}]\n")
@@ -365,9 +470,28 @@ class Slurm:
                    os.path.join(d, "slurmctld.log"))
         for n in self.nodes:
             os.makedirs(os.path.join(d, "slurmd", n), exist_ok=True)
-            self._daemon(["slurmd", "-D", "-N", n, "-f", self.conf], "slurmd-" + n)
+            self._daemon([*(self.netns.enter(n) if self.netns else []), "slurmd", "-D", "-N", n, "-f", self.conf],
+                         "slurmd-" + n)
         self._wait(lambda: self.client(["sinfo", "-h", "-N", "-o", "%T"]).stdout.split() == ["idle"] * len(self.nodes),
                    timeout, "slurmd", os.path.join(d, f"slurmd-{self.nodes[0]}.log"))
+
+    def _conf(self):
+        """slurm.conf. On loopback, every daemon and srun bound to 127.0.0.1 (NoInAddrAny and
+        NoCtldInAddrAny bind them to the address of this machine's name, which is loopback here,
+        out of a namespace's reach); in network namespaces, each bound to every address of its
+        own namespace, slurmctld reached at the host's address on the bridge."""
+        several, ns = len(self.nodes) > 1, self.netns
+        if ns:
+            ns.start()
+            nodes = "".join(NODE_LINE.format(name=n, addr=ns.address(n), host=n, gpus=self.gpus, port="")
+                            for n in self.nodes)
+        else:
+            nodes = "".join(NODE_LINE.format(name=n, addr="127.0.0.1", host="localhost", gpus=self.gpus,
+                                             port=f" Port={free_port()}" if several else "") for n in self.nodes)
+        return SLURM_CONF.format(dir=self.dir, ctld_port=free_port(), slurmd_port=free_port(),
+                                 ctld_addr=ns.host if ns else "127.0.0.1",
+                                 communication="" if ns else "CommunicationParameters=NoInAddrAny,NoCtldInAddrAny\n",
+                                 munge_socket=self.munge_socket, nodes=nodes, node_names=",".join(self.nodes))
 
     def stop(self):
         """Cancels every job, stops slurmd, slurmctld and munged, then kills whatever the cluster
@@ -393,6 +517,8 @@ class Slurm:
                     pass
             shutil.rmtree(self.dir, ignore_errors=True)
             self.dir = None
+        if self.netns:
+            self.netns.stop()
         if self in _CLUSTERS:
             _CLUSTERS.remove(self)
 

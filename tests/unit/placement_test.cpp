@@ -141,6 +141,8 @@ TEST(Placement, AVisibleListAWrapperSetIsBlamedOnTheWrapper) {
   ASSERT_EQ(v.problems.size(), 1u);
   EXPECT_EQ(v.problems[0].id, "slurm-visible-changed");
   EXPECT_NE(v.problems[0].message.find("not what Slurm set (\"2,3\")"), std::string::npos);
+  EXPECT_NE(v.problems[0].message.find("mpirun -x CUDA_VISIBLE_DEVICES"), std::string::npos);
+  EXPECT_NE(v.problems[0].remedy.find("mpirun's -x CUDA_VISIBLE_DEVICES"), std::string::npos);
   EXPECT_EQ(v.problems[0].remedy.find("PCI_BUS_ID"), std::string::npos);
 }
 
