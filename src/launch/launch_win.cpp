@@ -300,145 +300,116 @@ detail::ProcessFacts process_facts(unsigned pid, const Workers& workers) {
   return facts;
 }
 
-int run_workers(const LaunchOptions& options, const std::string& program) {
-  const detail::JobPlan job = detail::plan_job(options);
+// The standard handles every worker gets: NUL for input, gpusel's output and error (inheritable
+// copies) unless --tag-output gives each worker pipes of its own.
+struct StdHandles {
+  win::Handle null_in, out, err;
+};
+
+// Starts rank `r` in a Job Object of its own (suspended until it is in it), with its environment
+// `env`, inheriting its standard handles and nothing else gpusel holds; with --tag-output, a
+// reader thread per stream.
+void start_worker(const LaunchOptions& options, Supervision& sup, std::size_t r,
+                  win::Environment env, const detail::WorkerEnvironments& vars,
+                  const std::wstring& exe, const std::wstring& command_line,
+                  const std::string& program, const StdHandles& std_handles) {
+  Worker& w = sup.workers[r];
+  w.rank = static_cast<int>(r);
+  const HANDLE null_in = std_handles.null_in.get();
+  for (const auto& [name, value] : vars.ranks[r]) env.set(name, value);
+  std::wstring block = env.block();
+
+  win::Handle pipe_read[2], pipe_write[2];
+  if (options.tag_output) {
+    for (int s = 0; s < 2; ++s) {
+      SECURITY_ATTRIBUTES sa{sizeof(SECURITY_ATTRIBUTES), nullptr, TRUE};
+      HANDLE rd = nullptr, wr = nullptr;
+      if (!CreatePipe(&rd, &wr, &sa, 0))
+        throw failure("cannot start worker " + std::to_string(r) +
+                      ": CreatePipe: " + win::error_text(GetLastError()));
+      pipe_read[s] = win::Handle(rd);
+      pipe_write[s] = win::Handle(wr);
+      SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
+    }
+  }
+  STARTUPINFOEXW six{};
+  six.StartupInfo.cb = sizeof six;
+  STARTUPINFOW& si = six.StartupInfo;
+  si.dwFlags = STARTF_USESTDHANDLES;
+  si.hStdInput = null_in;
+  si.hStdOutput = options.tag_output ? pipe_write[0].get() : std_handles.out.get();
+  si.hStdError = options.tag_output ? pipe_write[1].get() : std_handles.err.get();
+  // The worker inherits its own standard handles and nothing else gpusel holds
+  // (PROC_THREAD_ATTRIBUTE_HANDLE_LIST); where the list cannot be made, every inheritable handle.
+  std::vector<HANDLE> inherit;
+  for (HANDLE h : {si.hStdInput, si.hStdOutput, si.hStdError}) {
+    if (h != nullptr && std::find(inherit.begin(), inherit.end(), h) == inherit.end())
+      inherit.push_back(h);
+  }
+  SIZE_T attr_size = 0;
+  InitializeProcThreadAttributeList(nullptr, 1, 0, &attr_size);
+  std::vector<char> attr_buf(attr_size);
+  auto* attrs = reinterpret_cast<LPPROC_THREAD_ATTRIBUTE_LIST>(attr_buf.data());
+  const bool attrs_made = !inherit.empty() && attr_size > 0 &&
+                          InitializeProcThreadAttributeList(attrs, 1, 0, &attr_size);
+  struct AttrsGuard {
+    LPPROC_THREAD_ATTRIBUTE_LIST list;
+    ~AttrsGuard() {
+      if (list != nullptr) DeleteProcThreadAttributeList(list);
+    }
+  } attrs_guard{attrs_made ? attrs : nullptr};
+  const bool use_list =
+      attrs_made &&
+      UpdateProcThreadAttribute(attrs, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit.data(),
+                                inherit.size() * sizeof(HANDLE), nullptr, nullptr);
+  if (use_list) six.lpAttributeList = attrs;
+  si.cb = use_list ? sizeof six : sizeof si;
+  w.job = win::kill_on_close_job();
+  if (!w.job)
+    throw failure("cannot start worker " + std::to_string(r) +
+                  ": CreateJobObject: " + win::error_text(GetLastError()));
+  PROCESS_INFORMATION pi{};
+  std::wstring cmd = command_line;
+  if (!CreateProcessW(exe.c_str(), cmd.data(), nullptr, nullptr, TRUE,
+                      CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP |
+                          (use_list ? EXTENDED_STARTUPINFO_PRESENT : 0),
+                      block.data(), nullptr, &si, &pi)) {
+    throw failure("rank " + std::to_string(r) + ": cannot run " + program + ": " +
+                  win::error_text(GetLastError()));
+  }
+  w.process = win::Handle(pi.hProcess);
+  win::Handle thread(pi.hThread);
+  w.pid = pi.dwProcessId;
+  w.running = true;
+  if (!AssignProcessToJobObject(w.job.get(), w.process.get())) {
+    const DWORD e = GetLastError();
+    TerminateProcess(w.process.get(), 1);
+    throw failure("cannot start worker " + std::to_string(r) +
+                  ": AssignProcessToJobObject: " + win::error_text(e));
+  }
+  ResumeThread(thread.get());
+  if (options.tag_output) {
+    HANDLE outs[2] = {GetStdHandle(STD_OUTPUT_HANDLE), GetStdHandle(STD_ERROR_HANDLE)};
+    for (int s = 0; s < 2; ++s) {
+      pipe_write[s].reset();
+      w.streams[s].tagger = detail::LineTagger(detail::tag_prefix(r));
+      w.streams[s].out = outs[s];
+      HANDLE rd = pipe_read[s].get();
+      ++sup.readers_open;
+      w.readers[s] = std::thread([rd, stream = &w.streams[s], open = &sup.readers_open,
+                                  owner = std::make_shared<win::Handle>(std::move(pipe_read[s]))] {
+        read_stream(rd, *stream);
+        --*open;
+      });
+    }
+  }
+}
+
+// The supervision of started workers to the job's end, then the summary: the loop waits for an
+// event (a worker's end, Ctrl-C, the next timer) and hands each to the StopPolicy and the
+// PlacementCheck (launch_core), which decide; this file acts.
+int supervise(const LaunchOptions& options, const detail::JobPlan& job, Supervision& sup) {
   const std::size_t n = job.workers;
-  for (const auto& cpus : options.cpus) {
-    if (!cpus.empty())
-      throw failure(
-          "run: binding workers to CPUs is not supported on Windows yet; no worker was started");
-  }
-
-  win::Environment base = win::Environment::current();
-  // The user's MASTER_ADDR/MASTER_PORT, as in base (the Win32 environment), are kept.
-  const detail::WorkerEnvironments vars = detail::worker_environments(
-      options, job,
-      [&base](const std::string& name) -> std::optional<std::string> {
-        const auto it = base.vars.find(win::widen(name));
-        if (it == base.vars.end()) return std::nullopt;
-        return win::narrow(it->second.second);
-      },
-      free_port);
-  for (const std::string& name : vars.removed) base.unset(name);
-  for (const auto& [name, value] : vars.job) base.set(name, value);
-
-  std::vector<std::string> args = options.command;
-  args[0] = program;
-  std::wstring command_line = win::command_line(args);
-  const std::wstring exe = win::widen(program);
-
-  Supervision sup(n);
-  sup.wake = win::Handle(CreateEventW(nullptr, FALSE, FALSE, nullptr));
-  g_wake = sup.wake.get();
-  g_control = 0;
-  sup.handler = SetConsoleCtrlHandler(on_control, TRUE) != 0;
-
-  win::Handle null_in(CreateFileW(L"NUL", GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, nullptr,
-                                  OPEN_EXISTING, 0, nullptr));
-  if (null_in) SetHandleInformation(null_in.get(), HANDLE_FLAG_INHERIT, HANDLE_FLAG_INHERIT);
-  win::Handle std_out, std_err;
-  inheritable(GetStdHandle(STD_OUTPUT_HANDLE), std_out);
-  inheritable(GetStdHandle(STD_ERROR_HANDLE), std_err);
-
-  for (std::size_t r = 0; r < n; ++r) {
-    Worker& w = sup.workers[r];
-    w.rank = static_cast<int>(r);
-    win::Environment env = base;
-    for (const auto& [name, value] : vars.ranks[r]) env.set(name, value);
-    std::wstring block = env.block();
-
-    win::Handle pipe_read[2], pipe_write[2];
-    if (options.tag_output) {
-      for (int s = 0; s < 2; ++s) {
-        SECURITY_ATTRIBUTES sa{sizeof(SECURITY_ATTRIBUTES), nullptr, TRUE};
-        HANDLE rd = nullptr, wr = nullptr;
-        if (!CreatePipe(&rd, &wr, &sa, 0))
-          throw failure("cannot start worker " + std::to_string(r) +
-                        ": CreatePipe: " + win::error_text(GetLastError()));
-        pipe_read[s] = win::Handle(rd);
-        pipe_write[s] = win::Handle(wr);
-        SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
-      }
-    }
-    STARTUPINFOEXW six{};
-    six.StartupInfo.cb = sizeof six;
-    STARTUPINFOW& si = six.StartupInfo;
-    si.dwFlags = STARTF_USESTDHANDLES;
-    si.hStdInput = null_in.get();
-    si.hStdOutput = options.tag_output ? pipe_write[0].get() : std_out.get();
-    si.hStdError = options.tag_output ? pipe_write[1].get() : std_err.get();
-    // The worker inherits its own standard handles and nothing else gpusel holds
-    // (PROC_THREAD_ATTRIBUTE_HANDLE_LIST); where the list cannot be made, every inheritable handle.
-    std::vector<HANDLE> inherit;
-    for (HANDLE h : {si.hStdInput, si.hStdOutput, si.hStdError}) {
-      if (h != nullptr && std::find(inherit.begin(), inherit.end(), h) == inherit.end())
-        inherit.push_back(h);
-    }
-    SIZE_T attr_size = 0;
-    InitializeProcThreadAttributeList(nullptr, 1, 0, &attr_size);
-    std::vector<char> attr_buf(attr_size);
-    auto* attrs = reinterpret_cast<LPPROC_THREAD_ATTRIBUTE_LIST>(attr_buf.data());
-    const bool attrs_made = !inherit.empty() && attr_size > 0 &&
-                            InitializeProcThreadAttributeList(attrs, 1, 0, &attr_size);
-    struct AttrsGuard {
-      LPPROC_THREAD_ATTRIBUTE_LIST list;
-      ~AttrsGuard() {
-        if (list != nullptr) DeleteProcThreadAttributeList(list);
-      }
-    } attrs_guard{attrs_made ? attrs : nullptr};
-    const bool use_list =
-        attrs_made &&
-        UpdateProcThreadAttribute(attrs, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit.data(),
-                                  inherit.size() * sizeof(HANDLE), nullptr, nullptr);
-    if (use_list) six.lpAttributeList = attrs;
-    si.cb = use_list ? sizeof six : sizeof si;
-    w.job = win::kill_on_close_job();
-    if (!w.job)
-      throw failure("cannot start worker " + std::to_string(r) +
-                    ": CreateJobObject: " + win::error_text(GetLastError()));
-    PROCESS_INFORMATION pi{};
-    std::wstring cmd = command_line;
-    if (!CreateProcessW(exe.c_str(), cmd.data(), nullptr, nullptr, TRUE,
-                        CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP |
-                            (use_list ? EXTENDED_STARTUPINFO_PRESENT : 0),
-                        block.data(), nullptr, &si, &pi)) {
-      throw failure("rank " + std::to_string(r) + ": cannot run " + program + ": " +
-                    win::error_text(GetLastError()));
-    }
-    w.process = win::Handle(pi.hProcess);
-    win::Handle thread(pi.hThread);
-    w.pid = pi.dwProcessId;
-    w.running = true;
-    if (!AssignProcessToJobObject(w.job.get(), w.process.get())) {
-      const DWORD e = GetLastError();
-      TerminateProcess(w.process.get(), 1);
-      throw failure("cannot start worker " + std::to_string(r) +
-                    ": AssignProcessToJobObject: " + win::error_text(e));
-    }
-    ResumeThread(thread.get());
-    if (options.tag_output) {
-      HANDLE outs[2] = {GetStdHandle(STD_OUTPUT_HANDLE), GetStdHandle(STD_ERROR_HANDLE)};
-      for (int s = 0; s < 2; ++s) {
-        pipe_write[s].reset();
-        w.streams[s].tagger = detail::LineTagger(detail::tag_prefix(r));
-        w.streams[s].out = outs[s];
-        HANDLE rd = pipe_read[s].get();
-        ++sup.readers_open;
-        w.readers[s] =
-            std::thread([rd, stream = &w.streams[s], open = &sup.readers_open,
-                         owner = std::make_shared<win::Handle>(std::move(pipe_read[s]))] {
-              read_stream(rd, *stream);
-              --*open;
-            });
-      }
-    }
-  }
-  if (options.on_started) {
-    std::vector<int> pids;
-    for (const Worker& w : sup.workers) pids.push_back(static_cast<int>(w.pid));
-    options.on_started(pids);
-  }
-
   // Only to workers still running: the group of one that has ended may be gone, and Windows then
   // sends the event to every process on the console, gpusel included.
   auto break_workers = [&] {
@@ -542,6 +513,58 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
   const detail::Summary summary = detail::summarize(policy, words);
   emit(GetStdHandle(STD_ERROR_HANDLE), summary.text);
   return summary.exit_code;
+}
+
+int run_workers(const LaunchOptions& options, const std::string& program) {
+  const detail::JobPlan job = detail::plan_job(options);
+  const std::size_t n = job.workers;
+  for (const auto& cpus : options.cpus) {
+    if (!cpus.empty())
+      throw failure(
+          "run: binding workers to CPUs is not supported on Windows yet; no worker was started");
+  }
+
+  win::Environment base = win::Environment::current();
+  // The user's MASTER_ADDR/MASTER_PORT, as in base (the Win32 environment), are kept.
+  const detail::WorkerEnvironments vars = detail::worker_environments(
+      options, job,
+      [&base](const std::string& name) -> std::optional<std::string> {
+        const auto it = base.vars.find(win::widen(name));
+        if (it == base.vars.end()) return std::nullopt;
+        return win::narrow(it->second.second);
+      },
+      free_port);
+  for (const std::string& name : vars.removed) base.unset(name);
+  for (const auto& [name, value] : vars.job) base.set(name, value);
+
+  std::vector<std::string> args = options.command;
+  args[0] = program;
+  std::wstring command_line = win::command_line(args);
+  const std::wstring exe = win::widen(program);
+
+  Supervision sup(n);
+  sup.wake = win::Handle(CreateEventW(nullptr, FALSE, FALSE, nullptr));
+  g_wake = sup.wake.get();
+  g_control = 0;
+  sup.handler = SetConsoleCtrlHandler(on_control, TRUE) != 0;
+
+  StdHandles std_handles;
+  std_handles.null_in =
+      win::Handle(CreateFileW(L"NUL", GENERIC_READ, FILE_SHARE_READ | FILE_SHARE_WRITE, nullptr,
+                              OPEN_EXISTING, 0, nullptr));
+  if (std_handles.null_in)
+    SetHandleInformation(std_handles.null_in.get(), HANDLE_FLAG_INHERIT, HANDLE_FLAG_INHERIT);
+  inheritable(GetStdHandle(STD_OUTPUT_HANDLE), std_handles.out);
+  inheritable(GetStdHandle(STD_ERROR_HANDLE), std_handles.err);
+
+  for (std::size_t r = 0; r < n; ++r)
+    start_worker(options, sup, r, base, vars, exe, command_line, program, std_handles);
+  if (options.on_started) {
+    std::vector<int> pids;
+    for (const Worker& w : sup.workers) pids.push_back(static_cast<int>(w.pid));
+    options.on_started(pids);
+  }
+  return supervise(options, job, sup);
 }
 
 }  // namespace
