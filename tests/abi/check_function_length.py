@@ -26,7 +26,6 @@ DEBTS = {
     ("sim/cuda_attributes.cpp", "attribute_value"): 251,
     ("src/resolution/acquire.cpp", "acquire_gpus"): 212,
     ("src/bench/bandwidth.cpp", "measure_bandwidth"): 164,
-    ("tools/gpusel/bench_report.cpp", "bench_svg"): 140,
     ("src/core/visible.cpp", "model_present"): 135,
 }
 

@@ -14,6 +14,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iostream>
 #include <map>
 #include <vector>
@@ -123,129 +124,119 @@ std::string bench_csv(const nlohmann::json& results) {
   return out;
 }
 
-std::string bench_svg(const nlohmann::json& results, const std::string& subtitle) {
-  // Tests in the order they were measured; rows of each test in the order given.
-  std::vector<std::string> tests;
-  std::map<std::string, std::vector<const nlohmann::json*>> by_test;
-  for (const auto& row : results) {
-    const std::string test = row.value("test", std::string());
-    if (by_test.find(test) == by_test.end()) tests.push_back(test);
-    by_test[test].push_back(&row);
-  }
-  const int width = 900, left = 20, label_w = 200, bar_x = left + label_w, bar_w = 560;
-  const int row_h = 24, bar_h = 16, panel_head = 56, panel_gap = 16, top = 64;
-  int height = top;
-  for (const auto& t : tests) {
-    height += panel_head + row_h * static_cast<int>(by_test[t].size()) + 24 + panel_gap;
-  }
-  height += 44;  // the legend
+namespace {
 
-  std::string svg = fmt::format(
-      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
-      "{1}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n"
-      "<text x=\"{2}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">gpusel bench bw: copy "
-      "rates, GB/s (1e9 bytes per second)</text>\n"
-      "<text x=\"{2}\" y=\"46\" fill=\"#555555\">{3}</text>\n",
-      width, height, left, xml_escape(subtitle));
+// The chart's geometry, in pixels.
+struct SvgLayout {
+  int width = 900, left = 20, label_w = 200, bar_x = 220, bar_w = 560;
+  int row_h = 24, bar_h = 16, panel_head = 56, panel_gap = 16, top = 64;
+};
 
-  int y = top;
-  for (const auto& test : tests) {
-    const auto& rows = by_test[test];
-    double scale_max = 0;
-    for (const auto* r : rows) {
-      scale_max = std::max(scale_max, r->value("gbps_max", r->value("gbps", 0.0)));
-      scale_max = std::max(scale_max, r->value("gbps", 0.0));
-      if (r->contains("link_gbps"))
-        scale_max = std::max(scale_max, (*r)["link_gbps"].get<double>());
-      if (r->contains("link_max_gbps"))
-        scale_max = std::max(scale_max, (*r)["link_max_gbps"].get<double>());
-    }
-    scale_max = nice_ceiling(scale_max * 1.05);
-    auto x_of = [&](double gbps) { return bar_x + bar_w * std::max(0.0, gbps) / scale_max; };
-    svg += fmt::format("<g class=\"panel\" data-test=\"{}\">\n", xml_escape(test));
-    svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
-                       left, y + 18, xml_escape(test_caption(test)[0] ? test_caption(test) : test));
-    const int rows_top = y + panel_head - 12;
-    const int rows_bottom = rows_top + row_h * static_cast<int>(rows.size());
-    // Grid: five steps of the axis.
-    for (int k = 0; k <= 5; ++k) {
-      const double v = scale_max * k / 5;
-      const double x = x_of(v);
-      svg += fmt::format(
-          "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#dddddd\"/>\n"
-          "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\" fill=\"#777777\" "
-          "font-size=\"10\">{4:g}</text>\n",
-          x, rows_top, rows_bottom, rows_bottom + 13, v);
-    }
-    for (std::size_t i = 0; i < rows.size(); ++i) {
-      const nlohmann::json& r = *rows[i];
-      const int ry = rows_top + row_h * static_cast<int>(i);
-      const double gbps = r.value("gbps", 0.0);
-      const bool ok = r.value("verified", true);
-      const bool sum = r.value("sum", false);
-      const std::string fill = sum ? "#7b61a8" : ok ? "#4c78a8" : "#d62728";
-      const std::string idx = r.contains("index") && !r["index"].is_null() ? r["index"].dump() : "";
-      std::string title = fmt::format("{} {}: {:.1f} GB/s", gpu_label(r), test, gbps);
-      if (r.contains("gbps_min") && r.contains("gbps_max"))
-        title += fmt::format(" (min {:.1f}, max {:.1f})", r["gbps_min"].get<double>(),
-                             r["gbps_max"].get<double>());
-      if (r.contains("link_gbps"))
-        title += fmt::format("; the link carries {:.1f} GB/s", r["link_gbps"].get<double>());
-      if (!ok) title += "; FAILED: " + r.value("failure", std::string("not verified"));
-      svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left, ry + bar_h - 3,
-                         xml_escape(gpu_label(r)));
-      svg += fmt::format(
-          "<rect class=\"bar\" data-index=\"{}\" data-uuid=\"{}\" data-test=\"{}\" "
-          "data-gbps=\"{}\" x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
-          "<title>{}</title></rect>\n",
-          idx, xml_escape(r.value("uuid", std::string())), xml_escape(test), gbps, bar_x, ry,
-          x_of(gbps) - bar_x, bar_h, fill, xml_escape(title));
-      if (r.contains("gbps_min") && r.contains("gbps_max")) {
-        svg += fmt::format(
-            "<line class=\"range\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" "
-            "stroke=\"#222222\" stroke-width=\"1.5\"/>\n",
-            x_of(r["gbps_min"].get<double>()), ry + bar_h / 2, x_of(r["gbps_max"].get<double>()),
-            ry + bar_h / 2);
-      }
-      // The figure goes after the bar, or after a limit line close behind it.
-      double label_x = x_of(std::max(gbps, r.value("gbps_max", gbps)));
-      for (const char* key : {"link_gbps", "link_max_gbps"}) {
-        if (!r.contains(key)) continue;
-        const double lx = x_of(r[key].get<double>());
-        if (lx >= label_x - 2 && lx < label_x + 50) label_x = lx;
-      }
-      svg += fmt::format("<text class=\"value\" x=\"{:.1f}\" y=\"{}\">{:.1f}{}</text>\n",
-                         label_x + 6, ry + bar_h - 3, gbps, ok ? "" : " FAILED");
-      // The link's theoretical limit for this GPU, as trained now, and what it could do.
-      auto limit = [&](const char* key, const char* colour, const char* dash, const char* what,
-                       const char* label) {
-        if (!r.contains(key)) return;
-        const double v = r[key].get<double>();
-        if (i == 0) {  // named once, above the panel's first bar
-          svg += fmt::format(
-              "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" "
-              "fill=\"{}\">{} {:.1f}</text>\n",
-              x_of(v), ry - 6, colour, label, v);
-        }
-        svg += fmt::format(
-            "<line class=\"limit\" data-gbps=\"{}\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" "
-            "y2=\"{}\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"><title>{}: {:.1f} "
-            "GB/s</title></line>\n",
-            v, x_of(v), ry - 3, x_of(v), ry + bar_h + 3, colour, dash, what, v);
-      };
-      limit("link_gbps", "#e45756", "4 2", "the link's theoretical limit as trained now", "link");
-      if (r.contains("link_max_gbps") && r.contains("link_gbps") &&
-          r["link_max_gbps"].get<double>() > r["link_gbps"].get<double>()) {
-        limit("link_max_gbps", "#f58518", "1 2", "what the link could carry at full width/speed",
-              "full link");
-      }
-    }
-    svg += "</g>\n";
-    y = rows_bottom + 24 + panel_gap;
+// One bar: rank `i` of its panel at height `ry`; `x_of` maps GB/s to x.
+std::string svg_row(const nlohmann::json& r, std::size_t i, int ry, const std::string& test,
+                    const SvgLayout& g, const std::function<double(double)>& x_of) {
+  const int left = g.left, bar_x = g.bar_x, bar_h = g.bar_h;
+  std::string svg;
+  const double gbps = r.value("gbps", 0.0);
+  const bool ok = r.value("verified", true);
+  const bool sum = r.value("sum", false);
+  const std::string fill = sum ? "#7b61a8" : ok ? "#4c78a8" : "#d62728";
+  const std::string idx = r.contains("index") && !r["index"].is_null() ? r["index"].dump() : "";
+  std::string title = fmt::format("{} {}: {:.1f} GB/s", gpu_label(r), test, gbps);
+  if (r.contains("gbps_min") && r.contains("gbps_max"))
+    title += fmt::format(" (min {:.1f}, max {:.1f})", r["gbps_min"].get<double>(),
+                         r["gbps_max"].get<double>());
+  if (r.contains("link_gbps"))
+    title += fmt::format("; the link carries {:.1f} GB/s", r["link_gbps"].get<double>());
+  if (!ok) title += "; FAILED: " + r.value("failure", std::string("not verified"));
+  svg += fmt::format("<text x=\"{}\" y=\"{}\">{}</text>\n", left, ry + bar_h - 3,
+                     xml_escape(gpu_label(r)));
+  svg += fmt::format(
+      "<rect class=\"bar\" data-index=\"{}\" data-uuid=\"{}\" data-test=\"{}\" "
+      "data-gbps=\"{}\" x=\"{}\" y=\"{}\" width=\"{:.1f}\" height=\"{}\" fill=\"{}\">"
+      "<title>{}</title></rect>\n",
+      idx, xml_escape(r.value("uuid", std::string())), xml_escape(test), gbps, bar_x, ry,
+      x_of(gbps) - bar_x, bar_h, fill, xml_escape(title));
+  if (r.contains("gbps_min") && r.contains("gbps_max")) {
+    svg += fmt::format(
+        "<line class=\"range\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" y2=\"{}\" "
+        "stroke=\"#222222\" stroke-width=\"1.5\"/>\n",
+        x_of(r["gbps_min"].get<double>()), ry + bar_h / 2, x_of(r["gbps_max"].get<double>()),
+        ry + bar_h / 2);
   }
-  // Legend.
+  // The figure goes after the bar, or after a limit line close behind it.
+  double label_x = x_of(std::max(gbps, r.value("gbps_max", gbps)));
+  for (const char* key : {"link_gbps", "link_max_gbps"}) {
+    if (!r.contains(key)) continue;
+    const double lx = x_of(r[key].get<double>());
+    if (lx >= label_x - 2 && lx < label_x + 50) label_x = lx;
+  }
+  svg += fmt::format("<text class=\"value\" x=\"{:.1f}\" y=\"{}\">{:.1f}{}</text>\n", label_x + 6,
+                     ry + bar_h - 3, gbps, ok ? "" : " FAILED");
+  // The link's theoretical limit for this GPU, as trained now, and what it could do.
+  auto limit = [&](const char* key, const char* colour, const char* dash, const char* what,
+                   const char* label) {
+    if (!r.contains(key)) return;
+    const double v = r[key].get<double>();
+    if (i == 0) {  // named once, above the panel's first bar
+      svg += fmt::format(
+          "<text x=\"{:.1f}\" y=\"{}\" text-anchor=\"middle\" font-size=\"10\" "
+          "fill=\"{}\">{} {:.1f}</text>\n",
+          x_of(v), ry - 6, colour, label, v);
+    }
+    svg += fmt::format(
+        "<line class=\"limit\" data-gbps=\"{}\" x1=\"{:.1f}\" y1=\"{}\" x2=\"{:.1f}\" "
+        "y2=\"{}\" stroke=\"{}\" stroke-width=\"2\" stroke-dasharray=\"{}\"><title>{}: {:.1f} "
+        "GB/s</title></line>\n",
+        v, x_of(v), ry - 3, x_of(v), ry + bar_h + 3, colour, dash, what, v);
+  };
+  limit("link_gbps", "#e45756", "4 2", "the link's theoretical limit as trained now", "link");
+  if (r.contains("link_max_gbps") && r.contains("link_gbps") &&
+      r["link_max_gbps"].get<double>() > r["link_gbps"].get<double>()) {
+    limit("link_max_gbps", "#f58518", "1 2", "what the link could carry at full width/speed",
+          "full link");
+  }
+  return svg;
+}
+
+// One test's panel, from height `y`; returns its SVG and sets `y` below it.
+std::string svg_panel(const std::string& test, const std::vector<const nlohmann::json*>& rows,
+                      int& y, const SvgLayout& g) {
+  double scale_max = 0;
+  for (const auto* r : rows) {
+    scale_max = std::max(scale_max, r->value("gbps_max", r->value("gbps", 0.0)));
+    scale_max = std::max(scale_max, r->value("gbps", 0.0));
+    if (r->contains("link_gbps")) scale_max = std::max(scale_max, (*r)["link_gbps"].get<double>());
+    if (r->contains("link_max_gbps"))
+      scale_max = std::max(scale_max, (*r)["link_max_gbps"].get<double>());
+  }
+  scale_max = nice_ceiling(scale_max * 1.05);
+  const std::function<double(double)> x_of = [&](double gbps) {
+    return g.bar_x + g.bar_w * std::max(0.0, gbps) / scale_max;
+  };
+  std::string svg = fmt::format("<g class=\"panel\" data-test=\"{}\">\n", xml_escape(test));
+  svg += fmt::format("<text x=\"{}\" y=\"{}\" font-size=\"14\" font-weight=\"bold\">{}</text>\n",
+                     g.left, y + 18, xml_escape(test_caption(test)[0] ? test_caption(test) : test));
+  const int rows_top = y + g.panel_head - 12;
+  const int rows_bottom = rows_top + g.row_h * static_cast<int>(rows.size());
+  // Grid: five steps of the axis.
+  for (int k = 0; k <= 5; ++k) {
+    const double v = scale_max * k / 5;
+    svg += fmt::format(
+        "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#dddddd\"/>\n"
+        "<text x=\"{0:.1f}\" y=\"{3}\" text-anchor=\"middle\" fill=\"#777777\" "
+        "font-size=\"10\">{4:g}</text>\n",
+        x_of(v), rows_top, rows_bottom, rows_bottom + 13, v);
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i)
+    svg += svg_row(*rows[i], i, rows_top + g.row_h * static_cast<int>(i), test, g, x_of);
+  svg += "</g>\n";
+  y = rows_bottom + 24 + g.panel_gap;
+  return svg;
+}
+
+std::string svg_legend(int y, int left) {
+  std::string svg;
   svg += fmt::format(
       "<g class=\"legend\" font-size=\"11\">"
       "<rect x=\"{0}\" y=\"{1}\" width=\"14\" height=\"10\" fill=\"#4c78a8\"/>"
@@ -260,6 +251,38 @@ std::string bench_svg(const nlohmann::json& results, const std::string& subtitle
       "<text x=\"{2}\" y=\"{12}\">copied data did not verify</text></g>\n",
       left, y, left + 20, y + 9, left + 170, y + 5, left + 190, left + 196, left + 290, y + 10,
       left + 298, y + 18, y + 27);
+  return svg;
+}
+
+}  // namespace
+
+std::string bench_svg(const nlohmann::json& results, const std::string& subtitle) {
+  // Tests in the order they were measured; rows of each test in the order given.
+  std::vector<std::string> tests;
+  std::map<std::string, std::vector<const nlohmann::json*>> by_test;
+  for (const auto& row : results) {
+    const std::string test = row.value("test", std::string());
+    if (by_test.find(test) == by_test.end()) tests.push_back(test);
+    by_test[test].push_back(&row);
+  }
+  const SvgLayout g;
+  int height = g.top;
+  for (const auto& t : tests) {
+    height += g.panel_head + g.row_h * static_cast<int>(by_test[t].size()) + 24 + g.panel_gap;
+  }
+  height += 44;  // the legend
+  std::string svg = fmt::format(
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{0}\" height=\"{1}\" viewBox=\"0 0 {0} "
+      "{1}\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
+      "<rect width=\"{0}\" height=\"{1}\" fill=\"#ffffff\"/>\n"
+      "<text x=\"{2}\" y=\"26\" font-size=\"18\" font-weight=\"bold\">gpusel bench bw: copy "
+      "rates, GB/s (1e9 bytes per second)</text>\n"
+      "<text x=\"{2}\" y=\"46\" fill=\"#555555\">{3}</text>\n",
+      g.width, height, g.left, xml_escape(subtitle));
+  int y = g.top;
+  for (const auto& test : tests) svg += svg_panel(test, by_test[test], y, g);
+  svg += svg_legend(y, g.left);
   svg += "</svg>\n";
   return svg;
 }
