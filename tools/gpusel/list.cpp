@@ -162,29 +162,29 @@ CLI::App* setup_list(CLI::App& app, ListOptions& options) {
   return cmd;
 }
 
-// One listing, into `out_text`; returns the exit status (1, with the message on stderr, when
-// NVML is unavailable).
-static int render_list(const ListOptions& options, std::string& out_text) {
-  auto out = std::back_inserter(out_text);
-  const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});  // with usage
-  const auto simulated = simulated_machine();
-  if (!snap.available) {
-    if (simulated) {
-      print_error("cannot list GPUs: NVML is unavailable: " + sentence(snap.reason) +
-                  simulated_nvml_fault(*simulated));
-      return 1;
-    }
-    print_error("cannot list GPUs: NVML is unavailable: " + sentence(snap.reason) +
-                "To try gpusel on a machine without GPUs, use a simulated one: "
-                "`gpusel --sim dgx-h100 list` (`gpusel sim list` shows all of them).");
-    return 1;
-  }
-  const CudaEnv env = cuda_env_from_environment();
-  // Each GPU's lease, from one read of the kernel's lock table; a lease folder that cannot be used
-  // is a note, not a failure of `list`.
-  std::vector<LeaseStanding> leases(snap.gpus.size());
-  std::vector<std::string> lease_notes;
+namespace {
+
+// What one listing shows, gathered before it is written as text or JSON.
+struct Listing {
+  NvmlSnapshot snap;
+  std::optional<std::string> simulated;
+  CudaEnv env;
+  std::vector<LeaseStanding> leases;
   std::vector<WaitingJob> waiting;
+  VisibleSet vs;
+  ProbeResult probe;  // CUDA's own view under this environment (--probe)
+  std::vector<std::string> notes;
+  std::vector<Row> rows;
+  std::string order;  // CUDA_DEVICE_ORDER in effect
+};
+
+// Each GPU's lease, from one read of the kernel's lock table; a lease folder that cannot be used
+// is a note, not a failure of `list`.
+void read_leases(Listing& l, std::vector<std::string>& lease_notes) {
+  const NvmlSnapshot& snap = l.snap;
+  std::vector<LeaseStanding>& leases = l.leases;
+  std::vector<WaitingJob>& waiting = l.waiting;
+  leases.assign(snap.gpus.size(), LeaseStanding{});
   try {
     const LeaseStore store = LeaseStore::locate();
     std::vector<std::string> uuids;
@@ -197,165 +197,183 @@ static int render_list(const ListOptions& options, std::string& out_text) {
   } catch (const Error& e) {
     lease_notes.push_back(std::string("leases cannot be read: ") + e.what());
   }
-  VisibleSet vs = model_visible(snap.gpus, env);
-  ProbeResult probe;  // CUDA's own view under this environment
-  std::vector<std::string> probe_notes;
+}
+
+// --probe: CUDA's own view, and whether it matches gpusel's reading (notes).
+void probe_listing(Listing& l, std::vector<std::string>& probe_notes) {
+  const NvmlSnapshot& snap = l.snap;
+  VisibleSet& vs = l.vs;
+  ProbeResult& probe = l.probe;
+  const CudaEnv& env = l.env;
+  const std::string helper = default_probe_helper();
+  if (!vs.known) {  // CUDA's order fills in what NVML cannot tell
+    ProbeResult all = probe_cuda(helper, true);
+    if (auto order = all.ok ? detail::cuda_order_from(snap.gpus, all.devices) : std::nullopt) {
+      vs = model_visible(snap.gpus, env, &*order);
+      probe_notes.push_back("CUDA ordinals come from asking CUDA (--probe), not from NVML alone.");
+    }
+  }
+  probe = probe_cuda(helper, false);
+  if (!probe.ok) {
+    probe_notes.push_back("--probe: asking CUDA failed: " + probe.reason);
+  } else if (vs.known) {
+    std::vector<std::string> predicted;
+    for (const VisibleDevice& d : vs.devices) {
+      const GpuInfo& g = snap.gpus[static_cast<std::size_t>(d.gpu)];
+      predicted.push_back(d.mig < 0 ? g.uuid : g.migs[static_cast<std::size_t>(d.mig)].uuid);
+    }
+    std::vector<std::string> actual;
+    for (const CudaDevice& d : probe.devices) actual.push_back(d.uuid);
+    if (predicted != actual) {
+      probe_notes.push_back(
+          "--probe: CUDA's numbering DIFFERS from gpusel's reading of NVML and the "
+          "environment; trust the CUDA map, and please report this machine");
+    } else {
+      probe_notes.push_back("--probe: CUDA's numbering matches gpusel's reading.");
+    }
+  }
+}
+
+// The NVML index of the GPU a CUDA device is (on), if NVML lists it.
+std::optional<unsigned> nvml_index(const NvmlSnapshot& snap, const CudaDevice& d) {
+  for (const GpuInfo& g : snap.gpus) {
+    if (g.uuid == d.parent_uuid) return g.index;
+  }
+  return std::nullopt;
+}
+
+nlohmann::json gpu_json(const Listing& l, std::size_t g) {
+  const NvmlSnapshot& snap = l.snap;
+  const std::vector<Row>& rows = l.rows;
+  const std::vector<LeaseStanding>& leases = l.leases;
+  const GpuInfo& gpu = snap.gpus[g];
+  nlohmann::json j;
+  j["index"] = gpu.index;  // the nvidia-smi index, also under its explicit name
+  j["nvidia_smi_index"] = gpu.index;
+  j["cuda_ordinal"] = ordinal_json(rows[g].ordinal);
+  j["cuda_visibility"] = rows[g].visibility == Visibility::Visible  ? "visible"
+                         : rows[g].visibility == Visibility::Hidden ? "hidden"
+                                                                    : "unknown";
+  j["uuid"] = gpu.failed() ? nlohmann::json(nullptr) : nlohmann::json(gpu.uuid);
+  j["state"] = gpu.failed() ? (gpu.problem.code == ErrorCode::GpuLost ? "lost" : "error") : "ok";
+  j["failure"] = gpu.failed() ? nlohmann::json(gpu.failure) : nlohmann::json(nullptr);
+  j["name"] = gpu.name;
+  j["memory_total_bytes"] = gpu.total_bytes;
+  j["pci_bus_id"] = gpu.pci_bus_id;
+  j["numa_node"] = gpu.numa_node ? nlohmann::json(*gpu.numa_node) : nlohmann::json(nullptr);
+  j["compute_capability"] = gpu.cc_major < 0
+                                ? nlohmann::json(nullptr)
+                                : nlohmann::json(fmt::format("{}.{}", gpu.cc_major, gpu.cc_minor));
+  j["cpus"] = detail::format_cpu_list(gpu.cpus);
+  j["pcie_link"] =
+      gpu.pcie_generation == 0
+          ? nlohmann::json(nullptr)
+          : nlohmann::json(
+                {{"generation", gpu.pcie_generation},
+                 {"width", gpu.pcie_width},
+                 {"max_generation", gpu.pcie_max_generation},
+                 {"max_width", gpu.pcie_max_width},
+                 {"max_gbps", pcie_link_gbps(gpu.pcie_max_generation, gpu.pcie_max_width)}});
+  j["memory_used_bytes"] =
+      gpu.memory_used ? nlohmann::json(*gpu.memory_used) : nlohmann::json(nullptr);
+  j["utilization_percent"] =
+      gpu.utilization ? nlohmann::json(*gpu.utilization) : nlohmann::json(nullptr);
+  j["processes"] = nlohmann::json::array();
+  for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
+    const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
+    j["processes"].push_back(
+        {{"pid", p.pid},
+         {"used_memory_bytes", p.used_memory},
+         {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
+         {"command", who.command.empty() ? nlohmann::json(nullptr)
+                                         : nlohmann::json(detail::printable(who.command))}});
+  }
+  // The holder of a lease (null when free), and why a lease file cannot be used (null when
+  // it can). "lease": {} when the holder cannot be named (another pid namespace).
+  const LeaseStanding& lease = leases[g];
+  const std::optional<LeaseHolder>& holder = lease.holder;
+  j["lease"] = lease.state != LeaseStanding::State::Held ? nlohmann::json(nullptr)
+               : holder                                  ? nlohmann::json({{"pid", holder->pid},
+                                                                           {"user", holder->user},
+                                                                           {"command", detail::printable(holder->command)},
+                                                                           {"started", holder->started}})
+                                                         : nlohmann::json::object();
+  j["lease_problem"] = lease.state == LeaseStanding::State::Unusable ? nlohmann::json(lease.problem)
+                                                                     : nlohmann::json(nullptr);
+  j["mig_enabled"] = gpu.mig_enabled;
+  j["mig_devices"] = nlohmann::json::array();
+  for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
+    j["mig_devices"].push_back({{"uuid", gpu.migs[m].uuid},
+                                {"name", gpu.migs[m].name},
+                                {"memory_total_bytes", gpu.migs[m].total_bytes},
+                                {"gpu_instance", gpu.migs[m].gpu_instance},
+                                {"compute_instance", gpu.migs[m].compute_instance},
+                                {"cuda_ordinal", ordinal_json(rows[g].mig_ordinals[m])}});
+  }
+  return j;
+}
+
+std::string list_json(const Listing& l, const ListOptions& options) {
+  const NvmlSnapshot& snap = l.snap;
+  const auto& simulated = l.simulated;
+  const CudaEnv& env = l.env;
+  const std::string& order = l.order;
+  const std::vector<std::string>& notes = l.notes;
+  const std::vector<WaitingJob>& waiting = l.waiting;
+  const ProbeResult& probe = l.probe;
+  nlohmann::json doc;
+  doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
+  doc["driver_version"] = snap.driver_version;
+  doc["cuda_driver_version"] = cuda_version_text(snap.cuda_driver_version);
+  doc["cuda_visible_devices"] =
+      env.visible_devices ? nlohmann::json(*env.visible_devices) : nlohmann::json(nullptr);
+  doc["cuda_device_order"] = order;
+  doc["notes"] = notes;
+  // Jobs waiting for GPUs (gpusel run --wait), in the order they will be served.
+  doc["waiting"] = nlohmann::json::array();
+  for (const WaitingJob& w : waiting) {
+    doc["waiting"].push_back(
+        {{"pid", w.who && w.who->pid > 0 ? nlohmann::json(w.who->pid) : nlohmann::json(nullptr)},
+         {"user", w.who ? nlohmann::json(w.who->user) : nlohmann::json(nullptr)},
+         {"command",
+          w.who ? nlohmann::json(detail::printable(w.who->command)) : nlohmann::json(nullptr)},
+         {"request", w.what},
+         {"gpus", w.gpus}});
+  }
+  doc["gpus"] = nlohmann::json::array();
+  for (std::size_t g = 0; g < snap.gpus.size(); ++g) doc["gpus"].push_back(gpu_json(l, g));
   if (options.probe) {
-    const std::string helper = default_probe_helper();
-    if (!vs.known) {  // CUDA's order fills in what NVML cannot tell
-      ProbeResult all = probe_cuda(helper, true);
-      if (auto order = all.ok ? detail::cuda_order_from(snap.gpus, all.devices) : std::nullopt) {
-        vs = model_visible(snap.gpus, env, &*order);
-        probe_notes.push_back(
-            "CUDA ordinals come from asking CUDA (--probe), not from NVML alone.");
-      }
+    nlohmann::json p;
+    p["ok"] = probe.ok;
+    p["reason"] = probe.ok ? nlohmann::json(nullptr) : nlohmann::json(probe.reason);
+    p["devices"] = nlohmann::json::array();
+    for (const CudaDevice& d : probe.devices) {
+      auto idx = nvml_index(snap, d);
+      p["devices"].push_back(
+          {{"cuda_ordinal", d.cuda_ordinal},
+           {"uuid", d.uuid},
+           {"name", d.name},
+           {"index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)},
+           {"nvidia_smi_index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)}});
     }
-    probe = probe_cuda(helper, false);
-    if (!probe.ok) {
-      probe_notes.push_back("--probe: asking CUDA failed: " + probe.reason);
-    } else if (vs.known) {
-      std::vector<std::string> predicted;
-      for (const VisibleDevice& d : vs.devices) {
-        const GpuInfo& g = snap.gpus[static_cast<std::size_t>(d.gpu)];
-        predicted.push_back(d.mig < 0 ? g.uuid : g.migs[static_cast<std::size_t>(d.mig)].uuid);
-      }
-      std::vector<std::string> actual;
-      for (const CudaDevice& d : probe.devices) actual.push_back(d.uuid);
-      if (predicted != actual) {
-        probe_notes.push_back(
-            "--probe: CUDA's numbering DIFFERS from gpusel's reading of NVML and the "
-            "environment; trust the CUDA map, and please report this machine");
-      } else {
-        probe_notes.push_back("--probe: CUDA's numbering matches gpusel's reading.");
-      }
-    }
+    doc["probe"] = p;
   }
-  std::vector<std::string> notes;
-  const std::vector<Row> rows = place(snap, env, vs, notes);
-  notes.insert(notes.end(), probe_notes.begin(), probe_notes.end());
-  notes.insert(notes.end(), lease_notes.begin(), lease_notes.end());
-  auto nvml_index = [&](const CudaDevice& d) -> std::optional<unsigned> {
-    for (const GpuInfo& g : snap.gpus) {
-      if (g.uuid == d.parent_uuid) return g.index;
-    }
-    return std::nullopt;
-  };
-  const std::string order = detail::pci_bus_order(env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
+  // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
+  // Watched, one line per listing (JSON lines).
+  return doc.dump(options.watch ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace) +
+         "\n";
+}
 
-  if (options.json) {
-    nlohmann::json doc;
-    doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
-    doc["driver_version"] = snap.driver_version;
-    doc["cuda_driver_version"] = cuda_version_text(snap.cuda_driver_version);
-    doc["cuda_visible_devices"] =
-        env.visible_devices ? nlohmann::json(*env.visible_devices) : nlohmann::json(nullptr);
-    doc["cuda_device_order"] = order;
-    doc["notes"] = notes;
-    // Jobs waiting for GPUs (gpusel run --wait), in the order they will be served.
-    doc["waiting"] = nlohmann::json::array();
-    for (const WaitingJob& w : waiting) {
-      doc["waiting"].push_back(
-          {{"pid", w.who && w.who->pid > 0 ? nlohmann::json(w.who->pid) : nlohmann::json(nullptr)},
-           {"user", w.who ? nlohmann::json(w.who->user) : nlohmann::json(nullptr)},
-           {"command",
-            w.who ? nlohmann::json(detail::printable(w.who->command)) : nlohmann::json(nullptr)},
-           {"request", w.what},
-           {"gpus", w.gpus}});
-    }
-    doc["gpus"] = nlohmann::json::array();
-    for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
-      const GpuInfo& gpu = snap.gpus[g];
-      nlohmann::json j;
-      j["index"] = gpu.index;  // the nvidia-smi index, also under its explicit name
-      j["nvidia_smi_index"] = gpu.index;
-      j["cuda_ordinal"] = ordinal_json(rows[g].ordinal);
-      j["cuda_visibility"] = rows[g].visibility == Visibility::Visible  ? "visible"
-                             : rows[g].visibility == Visibility::Hidden ? "hidden"
-                                                                        : "unknown";
-      j["uuid"] = gpu.failed() ? nlohmann::json(nullptr) : nlohmann::json(gpu.uuid);
-      j["state"] =
-          gpu.failed() ? (gpu.problem.code == ErrorCode::GpuLost ? "lost" : "error") : "ok";
-      j["failure"] = gpu.failed() ? nlohmann::json(gpu.failure) : nlohmann::json(nullptr);
-      j["name"] = gpu.name;
-      j["memory_total_bytes"] = gpu.total_bytes;
-      j["pci_bus_id"] = gpu.pci_bus_id;
-      j["numa_node"] = gpu.numa_node ? nlohmann::json(*gpu.numa_node) : nlohmann::json(nullptr);
-      j["compute_capability"] =
-          gpu.cc_major < 0 ? nlohmann::json(nullptr)
-                           : nlohmann::json(fmt::format("{}.{}", gpu.cc_major, gpu.cc_minor));
-      j["cpus"] = detail::format_cpu_list(gpu.cpus);
-      j["pcie_link"] =
-          gpu.pcie_generation == 0
-              ? nlohmann::json(nullptr)
-              : nlohmann::json(
-                    {{"generation", gpu.pcie_generation},
-                     {"width", gpu.pcie_width},
-                     {"max_generation", gpu.pcie_max_generation},
-                     {"max_width", gpu.pcie_max_width},
-                     {"max_gbps", pcie_link_gbps(gpu.pcie_max_generation, gpu.pcie_max_width)}});
-      j["memory_used_bytes"] =
-          gpu.memory_used ? nlohmann::json(*gpu.memory_used) : nlohmann::json(nullptr);
-      j["utilization_percent"] =
-          gpu.utilization ? nlohmann::json(*gpu.utilization) : nlohmann::json(nullptr);
-      j["processes"] = nlohmann::json::array();
-      for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
-        const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
-        j["processes"].push_back(
-            {{"pid", p.pid},
-             {"used_memory_bytes", p.used_memory},
-             {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
-             {"command", who.command.empty() ? nlohmann::json(nullptr)
-                                             : nlohmann::json(detail::printable(who.command))}});
-      }
-      // The holder of a lease (null when free), and why a lease file cannot be used (null when
-      // it can). "lease": {} when the holder cannot be named (another pid namespace).
-      const LeaseStanding& lease = leases[g];
-      const std::optional<LeaseHolder>& holder = lease.holder;
-      j["lease"] = lease.state != LeaseStanding::State::Held ? nlohmann::json(nullptr)
-                   : holder                                  ? nlohmann::json({{"pid", holder->pid},
-                                                                               {"user", holder->user},
-                                                                               {"command", detail::printable(holder->command)},
-                                                                               {"started", holder->started}})
-                                                             : nlohmann::json::object();
-      j["lease_problem"] = lease.state == LeaseStanding::State::Unusable
-                               ? nlohmann::json(lease.problem)
-                               : nlohmann::json(nullptr);
-      j["mig_enabled"] = gpu.mig_enabled;
-      j["mig_devices"] = nlohmann::json::array();
-      for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
-        j["mig_devices"].push_back({{"uuid", gpu.migs[m].uuid},
-                                    {"name", gpu.migs[m].name},
-                                    {"memory_total_bytes", gpu.migs[m].total_bytes},
-                                    {"gpu_instance", gpu.migs[m].gpu_instance},
-                                    {"compute_instance", gpu.migs[m].compute_instance},
-                                    {"cuda_ordinal", ordinal_json(rows[g].mig_ordinals[m])}});
-      }
-      doc["gpus"].push_back(j);
-    }
-    if (options.probe) {
-      nlohmann::json p;
-      p["ok"] = probe.ok;
-      p["reason"] = probe.ok ? nlohmann::json(nullptr) : nlohmann::json(probe.reason);
-      p["devices"] = nlohmann::json::array();
-      for (const CudaDevice& d : probe.devices) {
-        auto idx = nvml_index(d);
-        p["devices"].push_back(
-            {{"cuda_ordinal", d.cuda_ordinal},
-             {"uuid", d.uuid},
-             {"name", d.name},
-             {"index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)},
-             {"nvidia_smi_index", idx ? nlohmann::json(*idx) : nlohmann::json(nullptr)}});
-      }
-      doc["probe"] = p;
-    }
-    // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
-    // Watched, one line per listing (JSON lines).
-    out_text +=
-        doc.dump(options.watch ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace) +
-        "\n";
-    return 0;
-  }
-
+void list_text(const Listing& l, const ListOptions& options, std::string& out_text) {
+  auto out = std::back_inserter(out_text);
+  const NvmlSnapshot& snap = l.snap;
+  const auto& simulated = l.simulated;
+  const CudaEnv& env = l.env;
+  const std::vector<Row>& rows = l.rows;
+  const std::vector<LeaseStanding>& leases = l.leases;
+  const std::vector<WaitingJob>& waiting = l.waiting;
+  const ProbeResult& probe = l.probe;
+  const std::vector<std::string>& notes = l.notes;
   if (simulated) fmt::format_to(out, "simulated machine: {}\n", *simulated);
   fmt::format_to(out, "driver {}, CUDA {}; {}; CUDA_DEVICE_ORDER{}\n",
                  snap.driver_version.empty() ? "unknown" : detail::printable(snap.driver_version),
@@ -418,13 +436,48 @@ static int render_list(const ListOptions& options, std::string& out_text) {
   if (options.probe && probe.ok) {
     fmt::format_to(out, "CUDA's own view (--probe):\n");
     for (const CudaDevice& d : probe.devices) {
-      auto idx = nvml_index(d);
+      auto idx = nvml_index(snap, d);
       fmt::format_to(out, "  CUDA {:<3} {:<40} nvidia-smi index {}  {}\n", d.cuda_ordinal,
                      detail::printable(d.uuid), idx ? std::to_string(*idx) : "?",
                      detail::printable(d.name));
     }
   }
   for (const std::string& note : notes) fmt::format_to(out, "note: {}\n", detail::printable(note));
+}
+
+}  // namespace
+
+// One listing, into `out_text`; returns the exit status (1, with the message on stderr, when
+// NVML is unavailable).
+static int render_list(const ListOptions& options, std::string& out_text) {
+  Listing l;
+  l.snap = query_nvml(NvmlQuery{true, false});  // with usage
+  l.simulated = simulated_machine();
+  if (!l.snap.available) {
+    if (l.simulated) {
+      print_error("cannot list GPUs: NVML is unavailable: " + sentence(l.snap.reason) +
+                  simulated_nvml_fault(*l.simulated));
+      return 1;
+    }
+    print_error("cannot list GPUs: NVML is unavailable: " + sentence(l.snap.reason) +
+                "To try gpusel on a machine without GPUs, use a simulated one: "
+                "`gpusel --sim dgx-h100 list` (`gpusel sim list` shows all of them).");
+    return 1;
+  }
+  l.env = cuda_env_from_environment();
+  std::vector<std::string> lease_notes, probe_notes;
+  read_leases(l, lease_notes);
+  l.vs = model_visible(l.snap.gpus, l.env);
+  if (options.probe) probe_listing(l, probe_notes);
+  l.rows = place(l.snap, l.env, l.vs, l.notes);
+  l.notes.insert(l.notes.end(), probe_notes.begin(), probe_notes.end());
+  l.notes.insert(l.notes.end(), lease_notes.begin(), lease_notes.end());
+  l.order = detail::pci_bus_order(l.env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
+  if (options.json) {
+    out_text += list_json(l, options);
+  } else {
+    list_text(l, options, out_text);
+  }
   return 0;
 }
 
