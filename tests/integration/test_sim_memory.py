@@ -18,7 +18,8 @@ import sys
 import tempfile
 import unittest
 
-from support import MACHINES, PYTHON_LOADS_LIBRARIES, SIM_ROOT, Case, for_python, machine, sim_env
+from support import (BIN, INSTRUMENTED, MACHINES, NVCC, PYTHON_LOADS_LIBRARIES, SIM_ROOT, Case, base_env,
+                     build_cuda_program, for_python, machine, machine_with_driver, sim_env)
 
 SUCCESS, OUT_OF_MEMORY = 0, 2
 CONTEXT_BYTES = 512 << 20  # each context's own reservation (sim/usage.hpp, docs/simulator.md)
@@ -371,6 +372,50 @@ print(json.dumps([links, version.value]))
         out = self.python(MAPPED, self.env("dgx-h100"))
         self.assertEqual(out["rc"], [SUCCESS] * 7)
         self.assertEqual(out["bytes"], [0x5A] * 4)
+
+
+@unittest.skipIf(INSTRUMENTED, "the doubles are built with a sanitizer; a foreign program cannot load them")
+@unittest.skipUnless(os.path.exists(NVCC), f"no CUDA toolkit ({NVCC} is absent)")
+class RuntimeProgramTest(Case):
+    """The same through a real program built with nvcc -cudart shared (cuda_memory_paths.cu)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.program = build_cuda_program("cuda_memory_paths")[0]
+        cls.tmp = tempfile.mkdtemp(prefix="gpusel-memory-")
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def run_on(self, name, *args, **env):
+        env.setdefault("GPUSEL_SIM_DEVICE_HANDLES", None)  # NVIDIA's handles equal the ordinals
+        r = subprocess.run([BIN, "--sim", machine_with_driver(self.tmp, name), "--", self.program, *map(str, args)],
+                           capture_output=True, text=True, env=base_env(**env), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        return r.stdout.split()
+
+    def test_cuda_malloc_past_free_fails(self):
+        gpu = machine("mig-a100")["gpu"][1]
+        free, total, past, whole = map(int, self.run_on("mig-a100", "mem", CUDA_VISIBLE_DEVICES=gpu["uuid"]))
+        self.assertEqual(total, size_of(gpu["memory_total"]))
+        self.assertEqual(free, total - CONTEXT_BYTES)
+        self.assertEqual([past, whole], [2, 0])  # cudaErrorMemoryAllocation, then cudaSuccess
+
+    def test_cuda_memcpy_peer_follows_the_links(self):
+        gpus = machine("dgx-h100")["gpu"]
+        can, rate = self.run_on("dgx-h100", "peer", 0, 1, CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        links = gpus[0].get("nvlinks", 18)  # the H100 SXM's 18 links when the file does not say
+        self.assertEqual(can, "1")
+        self.assertAlmostEqual(float(rate) / (links * NVLINK_GBPS_PER_LINK * NVLINK_EFFICIENCY), 1.0, delta=0.01)
+        mixed = machine("workstation-mixed")["gpu"]  # PCI order: A4000, 4090, A6000
+        can, rate = self.run_on("workstation-mixed", "peer", 1, 2, CUDA_DEVICE_ORDER="PCI_BUS_ID")
+        self.assertEqual(can, "0")
+        want = 1 / (1 / mixed[1]["pcie_d2h_gbps"] + 1 / mixed[2]["pcie_h2d_gbps"])
+        self.assertAlmostEqual(float(rate) / want, 1.0, delta=0.01)
+
+    def test_cuda_memcpy_from_mapped_pinned_memory(self):
+        self.assertEqual(self.run_on("single-l4", "mapped"), ["0", "90", "90"])
 
 
 if __name__ == "__main__":
