@@ -17,7 +17,10 @@ std::optional<int> attribute_value(const State& s, const Device& d, int a) {
   const int cc = 10 * g.cc_major + g.cc_minor;
   const bool datacenter = g.brand == "NVIDIA" || g.brand == "Tesla";
   const bool geforce = g.brand == "GeForce" || g.brand == "Titan";
-  const int l2 = static_cast<int>(std::min<std::uint64_t>(g.l2_cache_bytes, INT32_MAX));
+  // A MIG device has its GPU instance's share of the L2.
+  const std::uint64_t l2_bytes =
+      d.mig >= 0 ? g.migs[static_cast<std::size_t>(d.mig)].l2_cache_bytes : g.l2_cache_bytes;
+  const int l2 = static_cast<int>(std::min<std::uint64_t>(l2_bytes, INT32_MAX));
   switch (a) {
     case 1:
     case 2:

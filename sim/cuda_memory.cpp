@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 
 #include "copy_sample.hpp"
 #include "usage.hpp"
@@ -24,6 +25,34 @@ bool within(const std::map<const void*, std::size_t>& ranges, const void* host, 
   return p >= base && p + size <= base + it->second;
 }
 
+// Free memory on the device, device-wide: its total less this process's context and allocations
+// and what other processes hold there. Call with the mutex held.
+std::uint64_t free_memory(const Device& d) {
+  const State& s = state();
+  const std::uint64_t used =
+      d.memory_used + gpusel::sim::kContextBytes +
+      gpusel::sim::others_memory(s.loaded.machine(), gpu_of(s, d), d.mig, "libcuda.so.1");
+  return used >= d.memory_total ? 0 : d.memory_total - used;
+}
+
+// The path of a copy between two devices of this process: their link when peer access is
+// possible and enabled between their contexts, else staged through host memory.
+Link peer_link(const Device& from, const Device& to) {
+  if (&from == &to) return Link::Local;
+  if (!peer_access(from, to)) return Link::Staged;
+  auto enabled = [](const CUctx_st& ctx, const Device& other) {
+    return ctx.peers.count(const_cast<CUctx_st*>(&other.primary)) > 0;
+  };
+  bool on = enabled(from.primary, to) || enabled(to.primary, from);
+  for (CUcontext c : state().created) {
+    if (c->destroyed) continue;
+    const Device& owner = state().devices[static_cast<std::size_t>(c->device)];
+    if (&owner == &from) on = on || enabled(*c, to);
+    if (&owner == &to) on = on || enabled(*c, from);
+  }
+  return on ? Link::Peer : Link::Staged;
+}
+
 }  // namespace
 
 CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const void* src_host,
@@ -35,8 +64,26 @@ CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const vo
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
   if (bytes == 0) return CUDA_SUCCESS;
-  if (dst_dev != 0 && find_allocation(dst_dev, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  if (src_dev != 0 && find_allocation(src_dev, bytes) == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  // Pinned host memory has a device address, its own (unified addressing): a copy from or to it
+  // by that address is a copy from or to host memory.
+  if (dst_dev != 0 && find_allocation(dst_dev, bytes) == nullptr &&
+      is_pinned(reinterpret_cast<const void*>(dst_dev), bytes)) {
+    dst_host = reinterpret_cast<void*>(dst_dev);
+    dst_dev = 0;
+  }
+  if (src_dev != 0 && find_allocation(src_dev, bytes) == nullptr &&
+      is_pinned(reinterpret_cast<const void*>(src_dev), bytes)) {
+    src_host = reinterpret_cast<const void*>(src_dev);
+    src_dev = 0;
+  }
+  if (dst_dev == 0 && src_dev == 0 && dst_host != nullptr && src_host != nullptr) {
+    std::memmove(dst_host, src_host, bytes);  // host to host: no link charged
+    return CUDA_SUCCESS;
+  }
+  const Allocation* dst_alloc = dst_dev != 0 ? find_allocation(dst_dev, bytes) : nullptr;
+  const Allocation* src_alloc = src_dev != 0 ? find_allocation(src_dev, bytes) : nullptr;
+  if ((dst_dev != 0 && dst_alloc == nullptr) || (src_dev != 0 && src_alloc == nullptr))
+    return CUDA_ERROR_INVALID_VALUE;
   if ((dst_dev == 0 && dst_host == nullptr) || (src_dev == 0 && src_host == nullptr))
     return CUDA_ERROR_INVALID_VALUE;
   void* to = dst_dev != 0 ? reinterpret_cast<void*>(dst_dev) : dst_host;
@@ -60,6 +107,15 @@ CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const vo
     std::memmove(to, from, bytes);
   }
   Link link = dst_dev != 0 && src_dev != 0 ? Link::Local : (dst_dev != 0 ? Link::H2D : Link::D2H);
+  if (link == Link::Local) {
+    const Device& src_device = s.devices[static_cast<std::size_t>(src_alloc->device)];
+    const Device& dst_device = s.devices[static_cast<std::size_t>(dst_alloc->device)];
+    link = peer_link(src_device, dst_device);
+    if (link != Link::Local) {
+      account_between(*d, stream, link, src_device, dst_device, bytes);
+      return CUDA_SUCCESS;
+    }
+  }
   if (link == Link::D2H && s.loaded.machine().faults.corrupt_copies) {
     // A broken copy path; in sampled mode the flipped byte is one that was moved.
     static_cast<unsigned char*>(to)[sampled ? gpusel::sampled_middle(bytes) : bytes / 2] ^= 0x5a;
@@ -121,7 +177,8 @@ CUresult cuMemAlloc_v2(CUdeviceptr* ptr, std::size_t bytes) {
   Device* d = current_device();
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (ptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
-  if (bytes > d->memory_total - d->memory_used) return CUDA_ERROR_OUT_OF_MEMORY;
+  // Past what is free on the device (other processes' use counted) fails, as on hardware.
+  if (bytes > free_memory(*d)) return CUDA_ERROR_OUT_OF_MEMORY;
   void* p = reserve_host_memory(bytes);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   *ptr = reinterpret_cast<CUdeviceptr>(p);
@@ -193,16 +250,15 @@ CUresult cuMemHostUnregister(void* ptr) {
   return CUDA_SUCCESS;
 }
 
-// Free is what this process has not allocated, less its context's own share.
+// Free is the device's: what neither this process (its context included) nor any other holds.
 CUresult cuMemGetInfo_v2(std::size_t* free, std::size_t* total) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   std::lock_guard<std::mutex> lock(state().mutex);
   Device* d = current_device();
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (free == nullptr || total == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  const std::uint64_t used = d->memory_used + gpusel::sim::kContextBytes;
   *total = d->memory_total;
-  *free = used >= d->memory_total ? 0 : d->memory_total - used;
+  *free = free_memory(*d);
   return CUDA_SUCCESS;
 }
 
@@ -219,11 +275,20 @@ CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, std::size_t* size, CUdevicep
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
   auto it = s.allocations.upper_bound(ptr);
-  if (it == s.allocations.begin()) return CUDA_ERROR_NOT_FOUND;
-  --it;
-  if (ptr - it->first >= it->second.size) return CUDA_ERROR_NOT_FOUND;
-  if (base != nullptr) *base = it->first;
-  if (size != nullptr) *size = it->second.size;
+  if (it != s.allocations.begin() && ptr - std::prev(it)->first < std::prev(it)->second.size) {
+    --it;
+    if (base != nullptr) *base = it->first;
+    if (size != nullptr) *size = it->second.size;
+    return CUDA_SUCCESS;
+  }
+  // Pinned host memory of cuMemHostAlloc is mapped at its own address (unified addressing).
+  auto p = s.pinned.upper_bound(reinterpret_cast<const void*>(ptr));
+  if (p == s.pinned.begin()) return CUDA_ERROR_NOT_FOUND;
+  --p;
+  const auto start = reinterpret_cast<CUdeviceptr>(p->first);
+  if (ptr - start >= p->second) return CUDA_ERROR_NOT_FOUND;
+  if (base != nullptr) *base = start;
+  if (size != nullptr) *size = p->second;
   return CUDA_SUCCESS;
 }
 

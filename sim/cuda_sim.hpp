@@ -75,6 +75,7 @@ struct Device {
   CUstream_st legacy_stream;                          // stream 0
   CUmemPoolHandle_st pool;                            // the default memory pool
   double h2d_free = 0, d2h_free = 0, local_free = 0;  // when each link is next idle
+  double peer_free = 0;                               // its copies to other devices
 };
 
 struct Allocation {
@@ -149,11 +150,23 @@ const Allocation* find_allocation(CUdeviceptr ptr, std::size_t size);
 bool is_pinned(const void* host, std::size_t size);
 
 // ---- cuda_timing.cpp ----
-enum class Link { H2D, D2H, Local };
+// Local: within one device. Peer: between two devices over their NVLink or PCIe link (peer access
+// possible and enabled). Staged: between two devices through host memory (no peer access).
+enum class Link { H2D, D2H, Local, Peer, Staged };
 CUstream_st* stream_of(CUstream stream, Device& d);
 bool valid_stream(CUstream stream);
 // Queues `bytes` on a link of device d behind whatever the stream and the link already hold.
 void account(Device& d, CUstream stream, Link link, std::size_t bytes);
+// The same for a copy of `bytes` from device `from` to device `to` over `link` (Peer or Staged),
+// queued on `stream` of device d (the current context's).
+void account_between(Device& d, CUstream stream, Link link, const Device& from, const Device& to,
+                     std::size_t bytes);
+// Peer copies: the fraction of a link's theoretical rate a copy reaches (NVLink, PCIe), and the
+// link's theoretical per-direction rate in GB/s.
+inline constexpr double kNvlinkEfficiency = 0.85;
+inline constexpr double kPciePeerEfficiency = 0.80;
+double nvlink_gbps(unsigned links, unsigned version);
+double pcie_gbps(const SimGpu& g);
 
 // The special stream handles CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2): both act as
 // the legacy stream here (the simulator has one default stream per device).

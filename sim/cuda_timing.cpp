@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <iterator>
 
 namespace gpusel::sim::cuda {
 
@@ -22,28 +23,13 @@ bool valid_stream(CUstream stream) {
   return stream == nullptr || state().streams.count(stream) > 0;
 }
 
-// Queues B bytes on a link of device d behind whatever the stream and the link already hold.
+namespace {
+
+// Queues `seconds` of work on the stream behind whatever it and the link (`link_free`) hold.
 // The legacy stream also waits for, and holds back, every blocking stream of its device.
-void account(Device& d, CUstream stream, Link link, std::size_t bytes) {
+void queue(Device& d, CUstream stream, double* link_free, double seconds) {
   State& s = state();
   stream = normal_stream(stream);
-  const SimGpu& g = gpu_of(s, d);
-  double seconds = 0;
-  double* link_free = nullptr;
-  switch (link) {
-    case Link::H2D:
-      seconds = static_cast<double>(bytes) / (g.pcie_h2d_gbps * 1e9);
-      link_free = &d.h2d_free;
-      break;
-    case Link::D2H:
-      seconds = static_cast<double>(bytes) / (g.pcie_d2h_gbps * 1e9);
-      link_free = &d.d2h_free;
-      break;
-    case Link::Local:  // a device-local copy reads and writes every byte
-      seconds = 2.0 * static_cast<double>(bytes) / (g.memory_bandwidth_gbps * 1e9);
-      link_free = &d.local_free;
-      break;
-  }
   const int dev_index = static_cast<int>(&d - s.devices.data());
   CUstream_st* st = stream_of(stream, d);
   double start = std::max(st->ready, *link_free);
@@ -63,6 +49,65 @@ void account(Device& d, CUstream stream, Link link, std::size_t bytes) {
         other->ready = std::max(other->ready, end);
     }
   }
+}
+
+}  // namespace
+
+// Per link and direction: NVLink 1 20 GB/s, NVLink 2 to 4 25 GB/s, NVLink 5 50 GB/s.
+double nvlink_gbps(unsigned links, unsigned version) {
+  const double per_link = version <= 1 ? 20.0 : (version >= 5 ? 50.0 : 25.0);
+  return per_link * links;
+}
+
+// The PCIe link as trained now (generation x width, per direction after line coding), else the
+// machine file's pcie_link_gbps, else its measured host copy rates.
+double pcie_gbps(const SimGpu& g) {
+  static constexpr double kLane[] = {0, 0.25, 0.5, 0.985, 1.969, 3.938, 7.563};
+  if (g.pcie_generation > 0 && g.pcie_generation < std::size(kLane) && g.pcie_width > 0)
+    return kLane[g.pcie_generation] * g.pcie_width;
+  if (g.pcie_link_gbps > 0) return g.pcie_link_gbps;
+  return std::min(g.pcie_h2d_gbps, g.pcie_d2h_gbps) / kPciePeerEfficiency;
+}
+
+void account(Device& d, CUstream stream, Link link, std::size_t bytes) {
+  const SimGpu& g = gpu_of(state(), d);
+  const auto b = static_cast<double>(bytes);
+  switch (link) {
+    case Link::H2D:
+      queue(d, stream, &d.h2d_free, b / (g.pcie_h2d_gbps * 1e9));
+      break;
+    case Link::D2H:
+      queue(d, stream, &d.d2h_free, b / (g.pcie_d2h_gbps * 1e9));
+      break;
+    case Link::Local:  // a device-local copy reads and writes every byte
+      queue(d, stream, &d.local_free, 2.0 * b / (g.memory_bandwidth_gbps * 1e9));
+      break;
+    case Link::Peer:
+    case Link::Staged:
+      break;  // account_between
+  }
+}
+
+// Peer: NVLink (the fewer links of the two GPUs) where they share an NVLink domain, else the
+// slower PCIe link of the two, each at its efficiency. Staged: the source's device-to-host copy
+// then the destination's host-to-device copy, one after the other, at their measured rates.
+void account_between(Device& d, CUstream stream, Link link, const Device& from, const Device& to,
+                     std::size_t bytes) {
+  const State& s = state();
+  const SimGpu& a = gpu_of(s, from);
+  const SimGpu& b = gpu_of(s, to);
+  const auto n = static_cast<double>(bytes);
+  double seconds = 0;
+  if (link == Link::Staged) {
+    seconds = n / (a.pcie_d2h_gbps * 1e9) + n / (b.pcie_h2d_gbps * 1e9);
+  } else if (gpusel::sim::nvlink_between(a, b) && std::min(a.nvlinks, b.nvlinks) > 0) {
+    const double gbps =
+        nvlink_gbps(std::min(a.nvlinks, b.nvlinks), std::min(a.nvlink_version, b.nvlink_version));
+    seconds = n / (gbps * kNvlinkEfficiency * 1e9);
+  } else {
+    seconds = n / (std::min(pcie_gbps(a), pcie_gbps(b)) * kPciePeerEfficiency * 1e9);
+  }
+  queue(d, stream, &d.peer_free, seconds);
 }
 
 namespace impl {

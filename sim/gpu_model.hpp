@@ -242,32 +242,37 @@ struct ModelDefaults {
   unsigned bar1_mib;
   unsigned ecc;
   unsigned encoders, decoders;
+  // L2 cache in MiB and the PCIe link the board has (generation, lanes): what CUDA's l2CacheSize
+  // and NVML's PCIe link queries report when a machine file does not say. 0: unknown.
+  unsigned l2_mib;
+  unsigned pcie_generation, pcie_width;
 };
 
 inline constexpr ModelDefaults kModels[] = {
     {"H100 80GB HBM3", 1980, 2619, 5120, 700, 70, false, "NVIDIA", true, 18, 4, "96.00.99.00.01",
-     131072, 2, 0, 7},
+     131072, 2, 0, 7, 50, 5, 16},
     {"H100 PCIe", 1755, 1593, 5120, 350, 50, false, "NVIDIA", true, 12, 4, "96.00.30.00.01", 131072,
-     2, 0, 7},
+     2, 0, 7, 50, 5, 16},
     {"H100", 1980, 2619, 5120, 700, 70, false, "NVIDIA", true, 18, 4, "96.00.99.00.01", 131072, 2,
-     0, 7},
+     0, 7, 50, 5, 16},
     {"A100-SXM4-40GB", 1410, 1215, 5120, 400, 55, false, "NVIDIA", true, 12, 3, "92.00.45.00.03",
-     65536, 2, 0, 5},
+     65536, 2, 0, 5, 40, 4, 16},
     {"A100-SXM4-80GB", 1410, 1593, 5120, 400, 60, false, "NVIDIA", true, 12, 3, "92.00.45.00.06",
-     131072, 2, 0, 5},
+     131072, 2, 0, 5, 40, 4, 16},
     {"A100 80GB PCIe", 1410, 1512, 5120, 300, 45, false, "NVIDIA", true, 12, 3, "92.00.90.00.04",
-     131072, 2, 0, 5},
+     131072, 2, 0, 5, 40, 4, 16},
     {"A100", 1410, 1215, 5120, 250, 40, false, "NVIDIA", true, 12, 3, "92.00.25.00.08", 65536, 2, 0,
-     5},
+     5, 40, 4, 16},
     {"RTX A6000", 1800, 8001, 384, 300, 25, true, "NVIDIA RTX", true, 4, 3, "94.02.5C.00.02", 256,
-     1, 1, 2},
+     1, 1, 2, 6, 4, 16},
     {"RTX A4000", 1560, 7001, 256, 140, 12, true, "NVIDIA RTX", true, 0, 0, "94.04.3F.00.02", 256,
-     1, 1, 1},
+     1, 1, 1, 4, 4, 16},
     {"RTX 4090", 2520, 10501, 384, 450, 25, true, "GeForce", false, 0, 0, "95.02.3C.40.B8", 256, 0,
-     2, 1},
+     2, 1, 72, 4, 16},
     {"L40S", 2520, 9001, 384, 350, 35, false, "NVIDIA", true, 0, 0, "95.02.66.00.02", 65536, 2, 3,
-     3},
-    {"L4", 2040, 6251, 192, 72, 16, false, "NVIDIA", true, 0, 0, "95.04.29.00.06", 32768, 2, 2, 4},
+     3, 96, 4, 16},
+    {"L4", 2040, 6251, 192, 72, 16, false, "NVIDIA", true, 0, 0, "95.04.29.00.06", 32768, 2, 2, 4,
+     48, 4, 16},
 };
 
 // The first model whose match is in `name`; a generic one (by compute capability) otherwise.
@@ -294,7 +299,23 @@ inline ModelDefaults defaults_for(std::string_view name, int cc_major, std::uint
           wide ? 65536u : 256u,
           geforce ? 0u : 2u,
           1,
-          1};
+          1,
+          0,
+          0,
+          0};
+}
+
+// A MIG device's L2: its GPU instance owns whole memory slices (eighths of the GPU's memory on
+// A100 and H100) and the L2 that sits with them, so its share is its memory's, rounded to slices
+// (a 2g.10gb on a 40 GiB A100: 2 of 8 slices, 10 of 40 MiB).
+inline std::uint64_t mig_l2_bytes(std::uint64_t gpu_l2, std::uint64_t gpu_memory,
+                                  std::uint64_t mig_memory) {
+  constexpr std::uint64_t kSlices = 8;
+  if (gpu_memory == 0 || gpu_l2 == 0) return 0;
+  const double share = static_cast<double>(mig_memory) / static_cast<double>(gpu_memory);
+  auto slices = static_cast<std::uint64_t>(share * kSlices + 0.5);
+  slices = std::clamp<std::uint64_t>(slices, 1, kSlices);
+  return gpu_l2 / kSlices * slices;
 }
 
 }  // namespace gpusel::sim::model

@@ -19,6 +19,7 @@ struct SimMig {
   std::string name;
   std::uint64_t memory_total = 0;
   int sm_count = 0;
+  std::uint64_t l2_cache_bytes = 0;  // its share of the GPU's L2 (gpu_model.hpp's mig_l2_bytes)
 };
 
 struct SimProcess {
@@ -41,7 +42,7 @@ struct SimGpu {
   double pcie_link_gbps = 0;  // theoretical per-direction figure of the link, 0 when unknown
   unsigned pcie_generation = 0, pcie_width = 0;          // as trained now; 0: not reported
   unsigned pcie_max_generation = 0, pcie_max_width = 0;  // 0: the same as now
-  std::uint64_t l2_cache_bytes = 0;                      // 0 when unknown
+  std::uint64_t l2_cache_bytes = 0;                      // 0 when unknown (model default)
   double speed = 0;                                      // FASTEST_FIRST key, highest first
   bool speed_given = false;
   bool mig_enabled = false;

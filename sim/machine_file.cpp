@@ -166,6 +166,13 @@ void parse_sensors(const Reader& r, const toml::table& t, SimGpu& g) {
              "or \"Titan\"");
   }
   g.pcie_p2p = d.pcie_p2p;
+  // L2 and the PCIe link: the model's unless the file says (a model the table does not know has
+  // none: CUDA says 0 and NVML NOT_SUPPORTED, as before).
+  if (g.l2_cache_bytes == 0) g.l2_cache_bytes = std::uint64_t{d.l2_mib} << 20;
+  if (g.pcie_generation == 0) g.pcie_generation = d.pcie_generation;
+  if (g.pcie_width == 0) g.pcie_width = d.pcie_width;
+  if (g.pcie_max_generation == 0) g.pcie_max_generation = g.pcie_generation;
+  if (g.pcie_max_width == 0) g.pcie_max_width = g.pcie_width;
   if (t.get("pcie_p2p") != nullptr) g.pcie_p2p = r.flag(t, "pcie_p2p");
   g.vbios_version = d.vbios;
   if (const toml::node* n = t.get("vbios_version")) g.vbios_version = r.text(*n, "vbios_version");
@@ -327,6 +334,10 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
       sm.name = r.text(r.need(*mt, "name", mctx), "name");
       sm.memory_total = r.bytes(r.need(*mt, "memory_total", mctx), "memory_total");
       sm.sm_count = static_cast<int>(r.integer(r.need(*mt, "sm_count", mctx), "sm_count"));
+      sm.l2_cache_bytes =
+          mt->get("l2_cache") != nullptr
+              ? r.bytes(*mt->get("l2_cache"), "l2_cache")
+              : model::mig_l2_bytes(g.l2_cache_bytes, g.memory_total, sm.memory_total);
       g.migs.push_back(sm);
     }
   }

@@ -1529,9 +1529,16 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device, ProcessUtiliza
     const bool simulated =
         p.process.pid != 0 && std::none_of(gpu->processes.begin(), gpu->processes.end(),
                                            [&](const auto& q) { return q.pid == p.process.pid; });
-    out.push_back({p.process.pid, microseconds_now(),
-                   simulated ? gpusel::sim::kUtilizationPerProcess : 0u,
-                   simulated ? gpusel::sim::kUtilizationPerProcess / 2 : 0u, 0u, 0u});
+    // A process on a MIG device keeps its slice busy, not the whole GPU: its share of the GPU's
+    // utilisation is its slice's share of the SMs.
+    unsigned sm = simulated ? gpusel::sim::kUtilizationPerProcess : 0u;
+    for (const auto& m : gpu->migs) {
+      if (m.gpu_instance == p.gpu_instance && m.compute_instance == p.compute_instance &&
+          gpu->sm_count > 0)
+        sm = sm * static_cast<unsigned>(std::max(0, m.sm_count)) /
+             static_cast<unsigned>(gpu->sm_count);
+    }
+    out.push_back({p.process.pid, microseconds_now(), sm, simulated ? sm / 2 : 0u, 0u, 0u});
   }
   if (samples == nullptr || *count < out.size()) {
     *count = static_cast<unsigned>(out.size());

@@ -158,6 +158,10 @@ std::string static_runtime_file(const SimMachine& machine) {
 
 }  // namespace
 
+unsigned own_pid() {
+  return static_cast<unsigned>(getpid());
+}
+
 std::string usage_dir(const SimMachine& machine) {
   bool named = false;
   const std::string base = base_dir(&named);

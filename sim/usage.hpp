@@ -37,6 +37,33 @@ void note_usage(const SimMachine& machine, const std::string& uuid, std::uint64_
 std::vector<SimProcess> live_processes(const SimMachine& machine, const std::string& uuid,
                                        const char* library);
 
+// This process's id, as entries name it.
+unsigned own_pid();
+
+// Device memory other processes hold on a GPU (mig < 0) or on one of its MIG devices (an index
+// into gpu.migs): the machine file's processes (on the whole GPU only: they predate MIG) and the
+// live simulated processes other than this one (each its context's kContextBytes and its
+// allocations), a GPU's MIG devices included. The CUDA double's free memory and allocation limit
+// subtract this from the device's total, as NVML's used memory adds it up: one device-wide model.
+inline std::uint64_t others_memory(const SimMachine& machine, const SimGpu& gpu, int mig,
+                                   const char* library) {
+  std::uint64_t used = 0;
+  const unsigned self = own_pid();
+  auto add = [&](const std::string& uuid) {
+    for (const SimProcess& p : live_processes(machine, uuid, library)) {
+      if (p.pid != self) used += p.used_memory;
+    }
+  };
+  if (mig >= 0) {
+    add(gpu.migs[static_cast<std::size_t>(mig)].uuid);
+    return used;
+  }
+  for (const SimProcess& p : gpu.processes) used += p.used_memory;
+  add(gpu.uuid);
+  for (const SimMig& m : gpu.migs) add(m.uuid);
+  return used;
+}
+
 // CUDA double: a program asked for NVIDIA's private driver tables (cuGetExportTable), i.e. it runs
 // NVIDIA's own CUDA runtime (linked statically). Kept as "<unix time> <pid> <executable>" in the
 // machine's usage folder for `gpusel doctor`, which reads it with static_runtime_note ("" if none).

@@ -92,6 +92,10 @@ std::string gpu_dir(const SimMachine& machine, const std::string& uuid, const ch
 
 }  // namespace
 
+unsigned own_pid() {
+  return static_cast<unsigned>(GetCurrentProcessId());
+}
+
 std::string usage_dir(const SimMachine& machine) {
   bool named = false;
   const std::string base = base_dir(&named);
