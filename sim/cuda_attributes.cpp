@@ -8,6 +8,96 @@
 
 namespace gpusel::sim::cuda {
 
+// Attributes 88 and above (unified memory, clusters, memory pools, NUMA): split off
+// attribute_value to keep each function short.
+std::optional<int> later_attribute(const SimGpu& g, int cc, bool geforce, int l2, int a) {
+  switch (a) {
+    case 88:
+      return 0;  // PAGEABLE_MEMORY_ACCESS (needs HMM)
+    case 89:
+      return 1;  // CONCURRENT_MANAGED_ACCESS
+    case 90:
+      return 1;  // COMPUTE_PREEMPTION_SUPPORTED
+    case 91:
+      return 0;
+    case 92:
+    case 93:
+    case 94:
+      return 0;  // the _V1 stream memory operations
+    case 95:
+    case 96:
+      return 1;  // cooperative launches
+    case 97:
+      return cc >= 90 ? 232448 : cc == 80 ? 166912 : cc >= 86 ? 101376 : cc == 75 ? 65536 : 98304;
+    case 98:
+      return 0;
+    case 99:
+      return 1;  // HOST_REGISTER_SUPPORTED
+    case 100:
+    case 101:
+      return 0;
+    case 102:
+    case 103:
+      return 1;  // VMM, POSIX fd handles
+    case 104:
+    case 105:
+      return 0;  // Windows handles
+    case 106:
+      return (cc == 86 || cc == 87) ? 16 : cc == 89 ? 24 : cc == 75 ? 16 : 32;
+    case 107:
+      return cc >= 80 ? 1 : 0;  // GENERIC_COMPRESSION_SUPPORTED
+    case 108:
+      return cc >= 80 ? l2 / 4 * 3 : 0;  // MAX_PERSISTING_L2_CACHE_SIZE
+    case 109:
+      return cc >= 80 ? 134213632 : 0;  // MAX_ACCESS_POLICY_WINDOW_SIZE
+    case 110:
+      return geforce ? 0 : 1;  // GPU_DIRECT_RDMA_WITH_CUDA_VMM
+    case 111:
+      return cc >= 80 ? 1024 : 0;  // RESERVED_SHARED_MEMORY_PER_BLOCK
+    case 112:
+    case 113:
+    case 114:
+    case 115:
+      return 1;
+    case 116:
+      return geforce ? 0 : 1;  // GPU_DIRECT_RDMA_SUPPORTED
+    case 117:
+      return geforce ? 0 : 1;
+    case 118:
+      return geforce ? 0 : 100;  // writes ordered for the owner
+    case 119:
+      return 1;  // MEMPOOL handle types: POSIX fd
+    case 120:
+      return cc >= 90 ? 1 : 0;  // CLUSTER_LAUNCH
+    case 121:
+    case 122:
+    case 123:
+    case 124:
+      return 1;
+    case 125:
+      return 0;  // IPC_EVENT_SUPPORTED: the simulator has no IPC
+    case 126:
+      return cc >= 90 ? 4 : 1;  // MEM_SYNC_DOMAIN_COUNT
+    case 127:
+      return cc >= 90 ? 1 : 0;  // TENSOR_MAP_ACCESS_SUPPORTED
+    case 128:
+    case 129:
+    case 130:
+      return 0;
+    case 131:
+      return -1;  // NUMA_ID: device memory is not a NUMA node here
+    case 132:
+    case 133:
+      return 0;
+    case 134:
+      return g.numa_node;
+    case 139:
+      return static_cast<int>(g.pci_device_id);
+    default:
+      return 0;  // 135-147 (CIG, decompression, host NUMA memory features): not here
+  }
+}
+
 // Every CUdevice_attribute CUDA 13 defines: the machine file's value, else the default for the
 // GPU's model and architecture. nullopt for a number CUDA does not define.
 std::optional<int> attribute_value(const State& s, const Device& d, int a) {
@@ -179,89 +269,8 @@ std::optional<int> attribute_value(const State& s, const Device& d, int a) {
       return 0;  // HOST_NATIVE_ATOMIC_SUPPORTED
     case 87:
       return (cc == 60 || cc == 70 || cc == 80 || cc == 90) ? 2 : cc == 75 ? 32 : 64;
-    case 88:
-      return 0;  // PAGEABLE_MEMORY_ACCESS (needs HMM)
-    case 89:
-      return 1;  // CONCURRENT_MANAGED_ACCESS
-    case 90:
-      return 1;  // COMPUTE_PREEMPTION_SUPPORTED
-    case 91:
-      return 0;
-    case 92:
-    case 93:
-    case 94:
-      return 0;  // the _V1 stream memory operations
-    case 95:
-    case 96:
-      return 1;  // cooperative launches
-    case 97:
-      return cc >= 90 ? 232448 : cc == 80 ? 166912 : cc >= 86 ? 101376 : cc == 75 ? 65536 : 98304;
-    case 98:
-      return 0;
-    case 99:
-      return 1;  // HOST_REGISTER_SUPPORTED
-    case 100:
-    case 101:
-      return 0;
-    case 102:
-    case 103:
-      return 1;  // VMM, POSIX fd handles
-    case 104:
-    case 105:
-      return 0;  // Windows handles
-    case 106:
-      return (cc == 86 || cc == 87) ? 16 : cc == 89 ? 24 : cc == 75 ? 16 : 32;
-    case 107:
-      return cc >= 80 ? 1 : 0;  // GENERIC_COMPRESSION_SUPPORTED
-    case 108:
-      return cc >= 80 ? l2 / 4 * 3 : 0;  // MAX_PERSISTING_L2_CACHE_SIZE
-    case 109:
-      return cc >= 80 ? 134213632 : 0;  // MAX_ACCESS_POLICY_WINDOW_SIZE
-    case 110:
-      return geforce ? 0 : 1;  // GPU_DIRECT_RDMA_WITH_CUDA_VMM
-    case 111:
-      return cc >= 80 ? 1024 : 0;  // RESERVED_SHARED_MEMORY_PER_BLOCK
-    case 112:
-    case 113:
-    case 114:
-    case 115:
-      return 1;
-    case 116:
-      return geforce ? 0 : 1;  // GPU_DIRECT_RDMA_SUPPORTED
-    case 117:
-      return geforce ? 0 : 1;
-    case 118:
-      return geforce ? 0 : 100;  // writes ordered for the owner
-    case 119:
-      return 1;  // MEMPOOL handle types: POSIX fd
-    case 120:
-      return cc >= 90 ? 1 : 0;  // CLUSTER_LAUNCH
-    case 121:
-    case 122:
-    case 123:
-    case 124:
-      return 1;
-    case 125:
-      return 0;  // IPC_EVENT_SUPPORTED: the simulator has no IPC
-    case 126:
-      return cc >= 90 ? 4 : 1;  // MEM_SYNC_DOMAIN_COUNT
-    case 127:
-      return cc >= 90 ? 1 : 0;  // TENSOR_MAP_ACCESS_SUPPORTED
-    case 128:
-    case 129:
-    case 130:
-      return 0;
-    case 131:
-      return -1;  // NUMA_ID: device memory is not a NUMA node here
-    case 132:
-    case 133:
-      return 0;
-    case 134:
-      return g.numa_node;
-    case 139:
-      return static_cast<int>(g.pci_device_id);
     default:
-      return 0;  // 135-147 (CIG, decompression, host NUMA memory features): not here
+      return later_attribute(g, cc, geforce, l2, a);
   }
 }
 
