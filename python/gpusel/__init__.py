@@ -15,6 +15,7 @@ import argparse
 import ctypes
 import os
 import sys
+import sysconfig
 import warnings
 from typing import Sequence
 
@@ -61,11 +62,14 @@ def _candidates():
             prefix = os.path.dirname(prefix)
         yield os.path.join(prefix, "bin", _LIBRARY)
         return
-    # Installed: <prefix>/lib[/<arch>]/python3/dist-packages/gpusel -> <prefix>/lib[/<arch>]
+    # Installed: <prefix>/lib[/<arch>]/python3[.X]/dist-packages/gpusel -> <prefix>/lib[/<arch>],
+    # <arch> being Debian's multiarch folder (x86_64-linux-gnu).
+    arch = sysconfig.get_config_var("MULTIARCH") or ""
+    subs = ("", "lib") + ((arch, os.path.join("lib", arch)) if arch else ())
     d = here
     for _ in range(5):
         d = os.path.dirname(d)
-        for sub in ("", "lib"):
+        for sub in subs:
             yield os.path.join(d, sub, _LIBRARY)
     yield _LIBRARY
 

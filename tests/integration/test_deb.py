@@ -1,7 +1,8 @@
-"""The Debian package: cpack makes it from the build folder, `apt-get install ./gpusel_*.deb` installs
-it into a fresh Debian 12 (a chroot made by debootstrap), where the command, the simulator, the man
+"""The Debian packages: cpack makes them from the build folder (libgpusel1, libgpusel-dev, gpusel,
+python3-gpusel), lintian finds no error or warning in them, `apt-get install ./*.deb` installs them
+into a fresh Debian 12 (a chroot made by debootstrap), where the command, the simulator, the man
 page, the completions, the Python module and the pkg-config and CMake files are in place and work,
-and `apt-get remove --purge` leaves nothing of it behind.
+and `apt-get remove --purge` leaves nothing of them behind.
 
 Needs root (chroot, mount), cpack and debootstrap; skipped otherwise (run through `launchers.py run`,
 which exits 77 when every test was skipped). The fresh Debian 12 (minbase, with python3 and
@@ -25,7 +26,10 @@ MIRROR = os.environ.get("GPUSEL_DEBIAN_MIRROR", "http://deb.debian.org/debian")
 SOURCE = os.environ.get("GPUSEL_SOURCE_DIR", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 # What making the package and its test need beyond the build: cpack's DEB generator runs
 # dpkg-shlibdeps and, before it, `file` (without it cpack stops: "file utility is not available").
-PACKAGING_TOOLS = ("cpack", "dpkg-shlibdeps", "file", "debootstrap")
+PACKAGING_TOOLS = ("cpack", "dpkg-shlibdeps", "file", "debootstrap", "lintian")
+# The packages cpack makes (cmake/package.cmake), one per install component.
+PACKAGES = ("libgpusel1", "libgpusel-dev", "gpusel", "python3-gpusel")
+MULTIARCH = "/usr/lib/x86_64-linux-gnu"
 
 
 def missing():
@@ -96,14 +100,15 @@ class DebianPackageTest(Case):
                                 os.path.join(BUILD, "CPackConfig.cmake")], capture_output=True, text=True, timeout=600)
             if r.returncode != 0:
                 raise AssertionError("cpack failed:\n" + r.stdout + r.stderr)
-            debs = glob.glob(os.path.join(cls.tmp, "pkg", "gpusel_*.deb"))
-            if len(debs) != 1:
-                raise AssertionError(f"cpack made {debs}")
-            cls.deb = debs[0]
+            cls.debs = sorted(glob.glob(os.path.join(cls.tmp, "pkg", "*.deb")))
+            made = sorted(os.path.basename(d).split("_")[0] for d in cls.debs)
+            if made != sorted(PACKAGES):
+                raise AssertionError(f"cpack made {cls.debs}, not one package each of {PACKAGES}")
             base = base_tarball()
             os.makedirs(cls.root)
             subprocess.run(["tar", "-C", cls.root, "-xf", base], check=True)
-            shutil.copy(cls.deb, os.path.join(cls.root, "tmp"))
+            for deb in cls.debs:
+                shutil.copy(deb, os.path.join(cls.root, "tmp"))
             cls.proc = os.path.join(cls.root, "proc")
             subprocess.run(["mount", "-t", "proc", "proc", cls.proc], check=True)
         except BaseException:
@@ -124,20 +129,57 @@ class DebianPackageTest(Case):
             self.assertEqual(r.returncode, 0, f"{' '.join(command)}:\n{r.stdout}{r.stderr}")
         return r
 
+    def test_lintian_is_clean(self):
+        # What a Debian maintainer checks first: no error and no warning (lintian's own profile).
+        r = subprocess.run(["lintian", "--tag-display-limit", "0", "--fail-on", "error,warning", *self.debs],
+                           capture_output=True, text=True, timeout=600)
+        tags = [line for line in r.stdout.splitlines() if line[:2] in ("E:", "W:")]
+        self.assertEqual(tags, [], r.stdout + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+
+    def test_package_contents(self):
+        # Split as Debian splits a library; the shlibs file and the ldconfig trigger in libgpusel1.
+        def contents(package):
+            deb = [d for d in self.debs if os.path.basename(d).startswith(package + "_")][0]
+            return subprocess.run(["dpkg-deb", "--contents", deb], capture_output=True, text=True,
+                                  check=True).stdout
+        lib = [d for d in self.debs if os.path.basename(d).startswith("libgpusel1_")][0]
+        control = os.path.join(self.tmp, "control")
+        subprocess.run(["dpkg-deb", "--control", lib, control], check=True)
+        with open(os.path.join(control, "shlibs")) as f:
+            self.assertIn("libgpusel 1 libgpusel1", f.read())
+        with open(os.path.join(control, "triggers")) as f:
+            self.assertIn("ldconfig", f.read())
+        self.assertIn("." + MULTIARCH + "/libgpusel.so.1", contents("libgpusel1"))
+        self.assertNotIn("libgpusel.so ", contents("libgpusel1"))
+        self.assertIn("." + MULTIARCH + "/libgpusel.so ->", contents("libgpusel-dev"))
+        self.assertIn("./usr/lib/python3/dist-packages/gpusel/__init__.py", contents("python3-gpusel"))
+        self.assertIn("./usr/share/man/man1/gpusel.1.gz", contents("gpusel"))
+
     def test_install_use_and_remove(self):
-        deb = "/tmp/" + os.path.basename(self.deb)
-        info = self.chroot("dpkg-deb", "--field", deb, "Package", "Version", "Depends").stdout
+        debs = ["/tmp/" + os.path.basename(d) for d in self.debs]
+        info = self.chroot("dpkg-deb", "--field", [d for d in debs if "/gpusel_" in d][0], "Package", "Depends").stdout
         self.assertIn("Package: gpusel", info)
         self.assertIn("libc6", info)
         # Installed as a user would: apt resolves the Depends (all in a fresh Debian 12 already).
-        self.chroot("apt-get", "install", "-y", "--no-install-recommends", deb)
-        files = [f for f in self.chroot("dpkg", "-L", "gpusel").stdout.splitlines() if f.strip()]
-        for path in ("/usr/bin/gpusel", "/usr/lib/libgpusel.so.1", "/usr/include/gpusel/gpusel.h",
+        r = self.chroot("apt-get", "install", "-y", "--no-install-recommends", *debs)
+        # No driver here: the post-install makes no lease store (it would cover no GPU) and says so.
+        self.assertIn("no NVIDIA GPU found", r.stderr)
+        self.assertIn("gpusel setup", r.stderr)
+        self.assertFalse(os.path.exists(os.path.join(self.root, "var/lib/gpusel")))
+        files = []
+        for package in PACKAGES:
+            files += [f for f in self.chroot("dpkg", "-L", package).stdout.splitlines() if f.strip()]
+        for path in ("/usr/bin/gpusel", MULTIARCH + "/libgpusel.so.1", MULTIARCH + "/libgpusel.so",
+                     MULTIARCH + "/libgpusel.a", "/usr/include/gpusel/gpusel.h",
                      "/usr/libexec/gpusel/gpusel-probe-cuda",
                      "/usr/lib/gpusel/sim/libcuda.so.1", "/usr/lib/gpusel/sim/machines/dgx-h100.toml",
-                     "/usr/share/man/man1/gpusel.1", "/usr/share/bash-completion/completions/gpusel",
+                     "/usr/lib/gpusel/sim/no-nvml/libcuda.so.1",
+                     "/usr/share/man/man1/gpusel.1.gz", "/usr/share/bash-completion/completions/gpusel",
                      "/usr/share/zsh/vendor-completions/_gpusel", "/usr/share/fish/vendor_completions.d/gpusel.fish",
-                     "/usr/lib/pkgconfig/gpusel.pc", "/usr/lib/cmake/gpusel/gpuselConfig.cmake"):
+                     MULTIARCH + "/pkgconfig/gpusel.pc", MULTIARCH + "/cmake/gpusel/gpuselConfig.cmake",
+                     "/usr/lib/python3/dist-packages/gpusel/__init__.py",
+                     "/usr/share/doc/libgpusel1/copyright", "/usr/share/doc/gpusel/changelog.gz"):
             with self.subTest(path=path):
                 self.assertIn(path, files)
 
@@ -150,15 +192,15 @@ class DebianPackageTest(Case):
         r = self.chroot("gpusel", "--sim", "workstation-mixed", "--", "env", "CUDA_VISIBLE_DEVICES=0,2", "python3", "-c",
                         code)
         lines = r.stdout.splitlines()
-        self.assertEqual(lines[0], "/usr/lib/libgpusel.so.1")
+        self.assertEqual(lines[0], MULTIARCH + "/libgpusel.so.1")
         self.assertEqual(lines[1], uuids("workstation-mixed")[1])  # placed by asking CUDA, through the library's helper
-        # pkg-config names /usr (its own -L/usr/lib and -I/usr/include are left out as system folders).
+        # pkg-config names /usr, with no run path (the library is where the loader looks).
         flags = self.chroot("pkg-config", "--cflags", "--libs", "gpusel").stdout.split()
         self.assertIn("-lgpusel", flags)
-        self.assertIn("-Wl,-rpath,/usr/lib", flags)
+        self.assertFalse([f for f in flags if "rpath" in f], flags)
         self.assertEqual(self.chroot("pkg-config", "--variable=prefix", "gpusel").stdout.strip(), "/usr")
         # The CMake files name installed files only.
-        targets = glob.glob(os.path.join(self.root, "usr/lib/cmake/gpusel/gpuselTargets-*.cmake"))
+        targets = glob.glob(os.path.join(self.root, MULTIARCH.lstrip("/"), "cmake/gpusel/gpuselTargets-*.cmake"))
         self.assertTrue(targets)
         for t in targets:
             with open(t) as f:
@@ -169,12 +211,14 @@ class DebianPackageTest(Case):
         # No gpusel.pth anywhere: the package's module is where python3 looks already.
         self.assertEqual(glob.glob(os.path.join(self.root, "usr/local/lib/python3*/dist-packages/gpusel.pth")), [])
 
-        # Removed, nothing is left: no file of the package, nothing named gpusel outside /tmp.
-        self.chroot("apt-get", "remove", "--purge", "-y", "gpusel")
+        # Removed, nothing is left: no file of the packages, nothing named gpusel outside /tmp and
+        # /root (root's own lease store, made by the `run` above where no shared store is set up, is
+        # the user's: purging a package never touches home folders).
+        self.chroot("apt-get", "remove", "--purge", "-y", *PACKAGES)
         left = [f for f in files if os.path.isfile(os.path.join(self.root, f.lstrip("/")))]
         self.assertEqual(left, [])
         found = self.chroot("find", "/", "-xdev", "-name", "*gpusel*", "-not", "-path", "/tmp/*",
-                            "-not", "-path", "/proc/*").stdout.split()
+                            "-not", "-path", "/proc/*", "-not", "-path", "/root/.local/state/*").stdout.split()
         self.assertEqual(found, [])
 
 

@@ -1,6 +1,7 @@
 """`cmake --install` into a temporary prefix, and projects that use what it installed."""
 
 import glob
+import gzip
 import os
 import re
 import shutil
@@ -25,18 +26,8 @@ class InstallTest(Case):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="gpusel-install-")
         cls.prefix = os.path.join(cls.tmp, "prefix")
-        # The gpusel.pth goes to a user site folder of the test's own (HOME below), never to the
-        # machine's /usr/local (the install runs as root here).
-        cls.home = os.path.join(cls.tmp, "home")
-        cls.user_site = None
-        if os.path.exists("/usr/bin/python3"):
-            cls.user_site = subprocess.run(["/usr/bin/python3", "-c", "import site; print(site.getusersitepackages())"],
-                                           env={"HOME": cls.home, "PATH": "/usr/bin:/bin"}, capture_output=True,
-                                           text=True, check=True).stdout.strip()
         env = dict(os.environ)
         env.pop("DESTDIR", None)
-        if cls.user_site:
-            env["GPUSEL_PYTHON_PTH_DIR"] = cls.user_site
         cls.install_log = subprocess.run(["cmake", "--install", BUILD, "--prefix", cls.prefix], check=True,
                                          capture_output=True, text=True, env=env).stdout
 
@@ -76,7 +67,7 @@ class InstallTest(Case):
                     "lib/gpusel/sim/libnvidia-ml.so.1", "lib/gpusel/sim/libcuda.so.1",
                     "lib/gpusel/sim/machines/dgx-h100.toml", "lib/gpusel/sim/nvml-no-v2/libnvidia-ml.so.1",
                     "share/bash-completion/completions/gpusel", "share/zsh/site-functions/_gpusel",
-                    "share/fish/vendor_completions.d/gpusel.fish", "share/man/man1/gpusel.1"):
+                    "share/fish/vendor_completions.d/gpusel.fish", "share/man/man1/gpusel.1.gz"):
             self.assertTrue(os.path.exists(self.path(rel)), rel)
         self.python_dir()
         for rel in ("libgpusel.a", "cmake/gpusel/gpuselConfig.cmake", "cmake/gpusel/gpuselConfigVersion.cmake",
@@ -160,7 +151,7 @@ class InstallTest(Case):
         self.assertEqual(r.stdout.strip(), version)
         with open(os.path.join(self.libdir(), "cmake", "gpusel", "gpuselConfigVersion.cmake")) as f:
             self.assertIn(f'set(PACKAGE_VERSION "{version}")', f.read())
-        with open(self.path("share", "man", "man1", "gpusel.1")) as f:
+        with gzip.open(self.path("share", "man", "man1", "gpusel.1.gz"), "rt") as f:
             self.assertIn(f'"gpusel {version}"', f.readline())
 
     def test_installed_cli_needs_no_library_path(self):
@@ -181,24 +172,39 @@ class InstallTest(Case):
         self.assertIn(os.path.join("/usr/local", rel), path)
         self.assertIn(os.path.join("/usr", rel), path)
 
-    def test_python_finds_the_package_without_pythonpath(self):
-        # An install to a prefix python3 does not search writes a gpusel.pth where it does.
-        if not self.user_site:
-            self.skipTest("no /usr/bin/python3 (not Debian's Python)")
-        pth = os.path.join(self.user_site, "gpusel.pth")
-        self.assertTrue(os.path.isfile(pth), self.install_log)
-        with open(pth) as f:
-            self.assertEqual(f.read().strip(), self.python_dir())
+    def test_python_finds_the_package_through_the_path_the_install_names(self):
+        # An install to a prefix python3 does not search writes nothing outside it (no gpusel.pth):
+        # it names the folder to put on PYTHONPATH (docs/python.md).
+        self.assertIn(f"PYTHONPATH={self.python_dir()}", self.install_log)
         env = self.sim("dgx-h100")
-        for key in ("PYTHONPATH", "GPUSEL_LIBRARY", "LD_LIBRARY_PATH"):
+        for key in ("GPUSEL_LIBRARY", "LD_LIBRARY_PATH"):
             env.pop(key, None)
-        env["HOME"] = self.home
+        env["PYTHONPATH"] = self.python_dir()
         r = subprocess.run(["/usr/bin/python3", "-c", "import gpusel; print(gpusel.__file__); "
                             "print(gpusel.resolve_gpu_uuids(['3']))"], capture_output=True, text=True, env=env, cwd=self.tmp)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         self.assertTrue(lines[0].startswith(self.prefix), lines[0])
         self.assertEqual(lines[1], repr((uuids("dgx-h100")[3],)))
+
+    def test_pkg_config_static_consumer(self):
+        # `pkg-config --static` names what libgpusel.a needs (the C++ runtime, libm, libdl, threads):
+        # a C program links it statically and runs without libgpusel.so.1.
+        env = base_env(PKG_CONFIG_PATH=os.path.join(self.libdir(), "pkgconfig"))
+        cflags = subprocess.run(["pkg-config", "--cflags", "gpusel"], capture_output=True, text=True, env=env,
+                                check=True).stdout.split()
+        libs = subprocess.run(["pkg-config", "--static", "--libs", "gpusel"], capture_output=True, text=True, env=env,
+                              check=True).stdout.split()
+        exe = os.path.join(self.tmp, "consumer_static")
+        r = subprocess.run(["cc", os.path.join(SOURCE, "tests", "consumer", "consumer.c"), "-o", exe, *cflags,
+                            "-Wl,-Bstatic", *libs, "-Wl,-Bdynamic"], capture_output=True, text=True)
+        self.assertEqual(r.returncode, 0, f"{libs}: " + r.stderr[-3000:])
+        needed = subprocess.run(["readelf", "-d", exe], capture_output=True, text=True, check=True).stdout
+        self.assertNotIn("libgpusel", needed)
+        r = subprocess.run([exe, "0"], capture_output=True, text=True, env=self.sim("single-l4"))
+        u = uuids("single-l4")[0]
+        self.assertEqual(r.stdout.splitlines(), [f"version={project_version()} resolved=1 gpus={u}", f"0 0 {u} NVIDIA L4"],
+                         r.stderr)
 
     def test_installed_python_module(self):
         # The documented folder only: the package finds libgpusel from its own install location.
@@ -211,6 +217,63 @@ class InstallTest(Case):
         lines = r.stdout.splitlines()
         self.assertTrue(lines[0].startswith(self.prefix), lines[0])
         self.assertEqual(lines[1], repr((uuids("dgx-h100")[3],)))
+
+
+def written_files(root):
+    """Every file and link under root (not folders), as absolute paths."""
+    found = set()
+    for folder, dirs, files in os.walk(root):
+        found.update(os.path.join(folder, name) for name in files)
+        found.update(os.path.join(folder, name) for name in dirs if os.path.islink(os.path.join(folder, name)))
+    return found
+
+
+@unittest.skipUnless(os.geteuid() == 0 and shutil.which("unshare"), "needs root and unshare (a private mount namespace)")
+class ConfinedInstallTest(Case):
+    """`cmake --install` as root writes inside its prefix (or DESTDIR) only, and lists every file it
+    wrote in install_manifest.txt. Run in a private mount namespace where /usr/local is an empty
+    tmpfs, with a throwaway HOME: anything written there is outside the prefix."""
+
+    def install(self, prefix, destdir=None):
+        tmp = tempfile.mkdtemp(prefix="gpusel-confined-")
+        self.addCleanup(shutil.rmtree, tmp, True)
+        home = os.path.join(tmp, "home")
+        os.makedirs(home)
+        report = os.path.join(tmp, "outside.txt")
+        script = ('mount --make-rprivate / && mount -t tmpfs gpusel-test /usr/local && '
+                  'cmake --install "$1" --prefix "$2" && find /usr/local "$HOME" -mindepth 1 > "$3"')
+        env = dict(os.environ, HOME=home)
+        env.pop("DESTDIR", None)
+        if destdir:
+            env["DESTDIR"] = os.path.join(tmp, destdir)
+        prefix = prefix if prefix.startswith("/") else os.path.join(tmp, prefix)
+        r = subprocess.run(["unshare", "-m", "sh", "-c", script, "sh", os.path.abspath(BUILD), prefix, report],
+                           capture_output=True, text=True, env=env, timeout=300)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        with open(report) as f:
+            outside = f.read().split()
+        with open(os.path.join(BUILD, "install_manifest.txt")) as f:
+            manifest = set(f.read().split("\n")) - {""}
+        stage = env.get("DESTDIR", "")
+        manifest = {path[len(stage):] if stage and path.startswith(stage + "/") else path for path in manifest}
+        written = {path[len(stage):] for path in written_files(stage + prefix)}
+        return prefix, outside, manifest, written
+
+    def test_prefix_install_stays_in_its_prefix(self):
+        prefix, outside, manifest, written = self.install("opt-gpusel")
+        self.assertEqual(outside, [], "written outside the prefix")
+        self.assertEqual(sorted(written - manifest), [], "installed but missing from install_manifest.txt")
+        self.assertEqual(sorted(manifest - written), [], "in install_manifest.txt but not installed")
+        self.assertTrue(all(path.startswith(prefix + "/") for path in manifest))
+
+    def test_destdir_install_stays_in_destdir(self):
+        prefix, outside, manifest, written = self.install("/usr", destdir="stage")
+        self.assertEqual(outside, [], "written outside DESTDIR")
+        self.assertEqual(sorted(written - manifest), [], "installed but missing from install_manifest.txt")
+        self.assertEqual(sorted(manifest - written), [], "in install_manifest.txt but not installed")
+        # Under /usr, Debian's folders: the multiarch library folder and python3/dist-packages.
+        self.assertIn("/usr/lib/x86_64-linux-gnu/libgpusel.so.1", manifest)
+        self.assertIn("/usr/lib/python3/dist-packages/gpusel/__init__.py", manifest)
 
 
 class WheelTest(Case):

@@ -35,12 +35,19 @@ int run_setup(const SetupOptions& options) {
     uuids.push_back(g.uuid);
     for (const MigDevice& m : g.migs) uuids.push_back(m.uuid);
   }
+  // No GPU to cover (no driver yet, as when a package is installed before it): a store made now
+  // would cover no GPU and bind nothing, so none is made or changed.
+  if (uuids.empty()) {
+    const std::string why = snap.available ? std::string("NVML lists no GPU")
+                                           : "NVML is unavailable (" + snap.reason + ")";
+    print_error(
+        "no NVIDIA GPU found: " + why + "; the shared lease store " + dir +
+        " was not set up, since it would cover no GPU. Run `gpusel setup` as root " +
+        "(sudo gpusel setup) once the NVIDIA driver is installed and nvidia-smi lists the GPUs");
+    return 1;
+  }
   const StoreSetup report = set_up_shared_store(dir, uuids);
   for (const std::string& change : report.changes) fmt::print("{}\n", detail::printable(change));
-  if (!snap.available) {
-    print_warning("NVML is unavailable (" + snap.reason + "): the store holds no lease file yet; " +
-                  "run `sudo gpusel setup` again once the NVIDIA driver is installed");
-  }
   for (const std::string& problem : report.problems) print_warning(problem);
   if (!report.problems.empty()) return 1;
   fmt::print(
