@@ -41,6 +41,36 @@ void unlock_entry(HANDLE file) {
   UnlockFileEx(file, 0, 1, 0, &at);
 }
 
+// Removes the file `file` was opened on (with DELETE access), not whatever its name holds by now:
+// a process that took the same pid may have renamed its own entry into that name meanwhile.
+void remove_opened(HANDLE file) {
+  unlock_entry(file);
+  FILE_DISPOSITION_INFO disposition{};
+  disposition.DeleteFile = TRUE;
+  SetFileInformationByHandle(file, FileDispositionInfo, &disposition, sizeof disposition);
+}
+
+void remove_path(const std::wstring& path) {
+  win::Handle file(CreateFileW(path.c_str(), DELETE,
+                               FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
+                               OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr));
+  if (file) remove_opened(file.get());
+}
+
+// ".<pid>.new" left by a process that ended between making its entry and renaming it into place
+// (readers skip those names otherwise): its pid names no running process.
+bool is_stale_fresh_entry(const std::string& name) {
+  if (name.size() < 6 || name[0] != '.' || name.compare(name.size() - 4, 4, ".new") != 0)
+    return false;
+  const std::string digits = name.substr(1, name.size() - 5);
+  if (digits.empty() || digits.size() > 10 ||
+      digits.find_first_not_of("0123456789") != std::string::npos)
+    return false;
+  const auto pid = static_cast<DWORD>(std::strtoul(digits.c_str(), nullptr, 10));
+  win::Handle process(OpenProcess(SYNCHRONIZE, FALSE, pid));
+  return !process || WaitForSingleObject(process.get(), 0) == WAIT_OBJECT_0;
+}
+
 std::string machine_key(const SimMachine& machine) {
   std::uint64_t hash = 1469598103934665603ull;  // FNV-1a of the machine file's path
   for (unsigned char c : machine.path) hash = (hash ^ c) * 1099511628211ull;
@@ -151,19 +181,21 @@ std::vector<SimProcess> live_processes(const SimMachine& machine, const std::str
   if (search == INVALID_HANDLE_VALUE) return out;
   do {
     const std::string name = win::narrow(found.cFileName);
+    if (is_stale_fresh_entry(name)) {
+      remove_path(win::widen(dir + "\\" + name));
+      continue;
+    }
     if (name.empty() || name.size() > 10 ||
         name.find_first_not_of("0123456789") != std::string::npos ||
         (found.dwFileAttributes & (FILE_ATTRIBUTE_DIRECTORY | FILE_ATTRIBUTE_REPARSE_POINT)) != 0)
       continue;
     const std::wstring path = win::widen(dir + "\\" + name);
-    win::Handle file(CreateFileW(path.c_str(), GENERIC_READ,
+    win::Handle file(CreateFileW(path.c_str(), GENERIC_READ | DELETE,
                                  FILE_SHARE_READ | FILE_SHARE_WRITE | FILE_SHARE_DELETE, nullptr,
                                  OPEN_EXISTING, FILE_ATTRIBUTE_NORMAL, nullptr));
     if (!file) continue;
     if (lock_entry(file.get(), 0)) {  // nobody holds it: its process is gone
-      unlock_entry(file.get());
-      file.reset();
-      DeleteFileW(path.c_str());
+      remove_opened(file.get());
       continue;
     }
     char text[32] = {};

@@ -38,8 +38,13 @@ def functions(text):
     """(name, first line, length) of each function defined in C/C++ source `text`."""
     stack = []  # (kind, first line, signature)
     in_comment = False
+    in_macro = False  # a #define continued on this line ('\\' at the end of the last)
     signature = ""
+    resume = None  # (first line, signature) of a function whose `} catch (...) {` follows
     for number, raw in enumerate(text.split("\n"), 1):
+        if in_macro or raw.strip().startswith("#"):
+            in_macro = raw.rstrip().endswith("\\")
+            continue
         line = code_of(raw)
         if in_comment:
             if "*/" not in line:
@@ -48,17 +53,19 @@ def functions(text):
         line = re.sub(r"/\*.*?\*/", "", line)
         if "/*" in line:
             line, in_comment = line.split("/*")[0], True
-        if line.strip().startswith("#"):
-            continue
-        for ch in line:
+        for at, ch in enumerate(line):
             if ch == "{":
-                head = signature + line
+                head = signature + line[:at + 1]
                 inside = any(kind == "fn" for kind, _, _ in stack)
+                if resume is not None and not inside:
+                    stack.append(("fn", resume[0], resume[1]))
+                    resume = None
+                    continue
                 if inside:
                     kind = "block"
-                elif re.search(r'\bnamespace\b|GPUSEL_BEGIN_NAMESPACE|extern "C"', head):
+                elif re.search(r'\bnamespace\b|GPUSEL_BEGIN_NAMESPACE|extern ""', head):
                     kind = "ns"
-                elif re.search(r"\b(struct|class|enum|union)\b[^()]*$", head):
+                elif re.search(r"\b(struct|class|enum|union)\b[^()]*$", re.sub(r"alignas\([^)]*\)", "", head)):
                     kind = "type"
                 elif re.search(r"=\s*\{?\s*$", head.split("{")[0]) and ")" not in head.split("=")[-1]:
                     kind = "init"
@@ -69,12 +76,20 @@ def functions(text):
                 stack.append((kind, number, head.strip()))
             elif ch == "}" and stack:
                 kind, first, head = stack.pop()
-                if kind == "fn":
-                    found = re.findall(r"([A-Za-z_~][\w:~]*)\s*\(", head)
-                    name = found[0].split("::")[-1] if found else "?"
-                    yield name, first, number - first + 1
+                if kind != "fn":
+                    continue
+                if re.match(r"\s*catch\b", line[at + 1:]):
+                    resume = (first, head)  # a function-try-block: its handlers are the function's
+                    continue
+                found = re.findall(r"([A-Za-z_~][\w:~]*)\s*\(", head)
+                name = found[0].split("::")[-1] if found else "?"
+                yield name, first, number - first + 1
         stripped = line.strip()
-        signature = "" if not stripped or stripped.endswith((";", "{", "}")) else signature + line + " "
+        # A comment or a blank line between a signature and its brace keeps the signature.
+        if stripped.endswith((";", "{", "}")):
+            signature = ""
+        elif stripped:
+            signature += line + " "
 
 
 def check(source):
@@ -104,6 +119,14 @@ def self_test():
         "  auto l = [] { return 2; };", "  return 0;", "}", "const int table[] = {", "  1, 2};", "}"])
     got = list(functions(text))
     want = [("f", 3, 3), ("g", 8, 8)]  # from the line of its brace
+    # A comment between the signature and the brace; a function-try-block, handlers included; a
+    # macro's continued lines are not code.
+    text = "\n".join([
+        "void h()", "// why", "{", "  x();", "}",
+        "int k() try {", "  return 1;", "} catch (...) {", "  return 2;", "}",
+        "#define M(x) \\", "  do { x; } while (0)", "struct alignas(64) T {", "  int t;", "};"])
+    got += list(functions(text))
+    want += [("h", 3, 3), ("k", 6, 5)]
     if got != want:
         print(f"self-test: functions() found {got}, want {want}")
         return 1
