@@ -103,14 +103,6 @@ std::string base_dir(bool* named) {
   return "/tmp/gpusel-sim-" + std::to_string(geteuid());
 }
 
-std::string machine_key(const SimMachine& machine) {
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a of the machine file's path
-  for (unsigned char c : machine.path) hash = (hash ^ c) * 1099511628211ull;
-  char name[20];
-  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(hash));
-  return name;
-}
-
 // Opens (creating where missing) base/<machine> and, with `uuid` not empty, base/<machine>/<uuid>,
 // each level checked; -1 when any level may not be used (reported on stderr once per process,
 // naming the folder and the remedy, unless `library` is null).
@@ -126,7 +118,7 @@ int open_usage_dir(const SimMachine& machine, const std::string& uuid, const cha
     // GPUSEL_SIM_STATE_DIR is the machine's folder itself; the default base has one per machine.
     Fd b(open_level(AT_FDCWD, base, named, why));
     if (b.get() >= 0) {
-      const std::string key = machine_key(machine);
+      const std::string key = usage_machine_key(machine);
       if (!named) failed = base + "/" + key;
       Fd m(named ? Fd(b.release()) : Fd(open_level(b.get(), key, false, why)));
       if (m.get() >= 0 && uuid.empty()) {
@@ -153,7 +145,7 @@ int open_gpu_dir(const SimMachine& machine, const std::string& uuid, const char*
 
 // The note's name holds the machine's key: GPUSEL_SIM_STATE_DIR may serve several machine files.
 std::string static_runtime_file(const SimMachine& machine) {
-  return "static-runtime-" + machine_key(machine);
+  return "static-runtime-" + usage_machine_key(machine);
 }
 
 }  // namespace
@@ -165,7 +157,7 @@ unsigned own_pid() {
 std::string usage_dir(const SimMachine& machine) {
   bool named = false;
   const std::string base = base_dir(&named);
-  return named ? base : base + "/" + machine_key(machine);
+  return named ? base : base + "/" + usage_machine_key(machine);
 }
 
 void note_usage(const SimMachine& machine, const std::string& uuid, std::uint64_t bytes,

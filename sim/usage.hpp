@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,16 @@ namespace gpusel::sim {
 // GPUSEL_SIM_STATE_DIR) and shared usage is off for the process: nothing is read, written or
 // removed there.
 std::string usage_dir(const SimMachine& machine);
+
+// The name of a machine's folder below the default base: FNV-1a of the machine file's path, in
+// 16 hex digits (the same on every platform).
+inline std::string usage_machine_key(const SimMachine& machine) {
+  std::uint64_t hash = 1469598103934665603ull;
+  for (unsigned char c : machine.path) hash = (hash ^ c) * 1099511628211ull;
+  char name[20];
+  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(hash));
+  return name;
+}
 
 // The device memory a context itself takes, counted for every process that has one.
 inline constexpr std::uint64_t kContextBytes = 512ull << 20;

@@ -71,14 +71,6 @@ bool is_stale_fresh_entry(const std::string& name) {
   return !process || WaitForSingleObject(process.get(), 0) == WAIT_OBJECT_0;
 }
 
-std::string machine_key(const SimMachine& machine) {
-  std::uint64_t hash = 1469598103934665603ull;  // FNV-1a of the machine file's path
-  for (unsigned char c : machine.path) hash = (hash ^ c) * 1099511628211ull;
-  char name[20];
-  std::snprintf(name, sizeof name, "%016llx", static_cast<unsigned long long>(hash));
-  return name;
-}
-
 std::string base_dir(bool* named) {
   *named = false;
   if (auto dir = win::environment(L"GPUSEL_SIM_STATE_DIR"); dir && !dir->empty()) {
@@ -129,7 +121,7 @@ unsigned own_pid() {
 std::string usage_dir(const SimMachine& machine) {
   bool named = false;
   const std::string base = base_dir(&named);
-  return named ? base : base + "\\" + machine_key(machine);
+  return named ? base : base + "\\" + usage_machine_key(machine);
 }
 
 void note_usage(const SimMachine& machine, const std::string& uuid, std::uint64_t bytes,
