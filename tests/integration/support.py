@@ -54,6 +54,15 @@ def private_path(name):
     return os.path.join(tempfile.mkdtemp(dir=_PRIVATE), name)
 
 
+def shell_script(text):
+    """An executable /bin/sh script of `text` (job.sh) in a private folder; its path."""
+    path = private_path("job.sh")
+    with open(path, "w") as f:
+        f.write("#!/bin/sh\n" + text)
+    os.chmod(path, 0o755)
+    return path
+
+
 def base_env(**extra):
     """The environment for a child process: the test's own, scrubbed, plus `extra` (None unsets).
 

@@ -15,7 +15,7 @@ import os
 import subprocess
 import unittest
 
-from support import BIN, CUDA_HOLD, Case, Holding, contexts, private_path, sim_env, uuids
+from support import BIN, CUDA_HOLD, Case, Holding, contexts, private_path, shell_script, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 BIN_DIR = os.path.dirname(os.path.abspath(BIN))
@@ -35,15 +35,6 @@ def env(**extra):
 
 def run(cmd, e):
     return subprocess.run(cmd, capture_output=True, text=True, env=e, timeout=60, stdin=subprocess.DEVNULL)
-
-
-def script(text):
-    """A shell script of `text` in a private folder; its path."""
-    path = private_path("job.sh")
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n" + text)
-    os.chmod(path, 0o755)
-    return path
 
 
 class ExecTest(Case):
@@ -162,18 +153,18 @@ class BareBindTest(Case):
 
     def test_in_a_script_it_says_what_to_run_instead(self):
         for shell in (["sh"], ["bash"], ["bash", "-e"]):
-            r = run([*shell, script("gpusel bind --gpu 1\n")], env())
+            r = run([*shell, shell_script("gpusel bind --gpu 1\n")], env())
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn(f"CUDA ordinal 1 = {DGX[1]}", r.stdout)
             self.assertIn(self.NOTE, r.stderr)
             self.assertIn("exec gpusel bind -- PROGRAM", r.stderr)
         r = run(["bash", "-c", "gpusel bind --gpu 1; true"], env())
         self.assertIn(self.NOTE, r.stderr)
-        r = run([script("gpusel bind --gpu 1\n")], env())  # run by its #! line
+        r = run([shell_script("gpusel bind --gpu 1\n")], env())  # run by its #! line
         self.assertIn(self.NOTE, r.stderr)
 
     def test_json_stays_parseable(self):
-        r = run(["sh", script("gpusel bind --json --gpu 2\n")], env())
+        r = run(["sh", shell_script("gpusel bind --json --gpu 2\n")], env())
         self.assertEqual(r.returncode, 0, r.stderr)
         j = json.loads(r.stdout)
         self.assertEqual(set(j), JSON_KEYS)

@@ -31,7 +31,7 @@ import unittest
 import launchers
 from launchers import DGX, LauncherCase, run
 from support import (BIN, INSTRUMENTED, NVCC, Holding, build_cuda_program, contexts, machine, machine_with_driver,
-                     private_path, recorded_contexts)
+                     recorded_contexts, shell_script)
 
 PROGRAM = None  # the program, built by setUpModule
 MACHINE_FILE = None  # dgx-h100 with a CUDA 13 driver
@@ -59,15 +59,6 @@ def tearDownModule():
 def env(**extra):
     """A rank's environment (launchers.env) on the dgx-h100 with a CUDA 13 driver."""
     return launchers.env(GPUSEL_SIM_MACHINE=MACHINE_FILE, **extra)
-
-
-def wrapper(text):
-    """job.sh: `text` after a #! line, in a private folder; its path."""
-    path = private_path("job.sh")
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n" + text)
-    os.chmod(path, 0o755)
-    return path
 
 
 def printed_buses(out):
@@ -121,7 +112,7 @@ class ShellWrapperTest(NvccCase):
     JOB = 'exec gpusel bind -- {program} default "$1"\n'
 
     def test_exec_gpusel_bind_in_a_wrapper_under_gpusel_run(self):
-        job = wrapper(self.JOB.format(program=shlex.quote(PROGRAM)))
+        job = shell_script(self.JOB.format(program=shlex.quote(PROGRAM)))
         ready, on, (rc, out, err), _ = self.held([BIN, "run", "--gpu", "3,6", "--", job, "{DIR}"], env(), 2)
         self.assertEqual(rc, 0, out + err)
         self.assertEqual(sorted(on.values()), [[3], [6]], f"{on}\n{out}{err}")
@@ -130,7 +121,7 @@ class ShellWrapperTest(NvccCase):
 
     @unittest.skipIf(launchers.missing("mpirun"), launchers.missing("mpirun"))
     def test_exec_gpusel_bind_in_a_wrapper_under_mpirun(self):
-        job = wrapper(self.JOB.format(program=shlex.quote(PROGRAM)))
+        job = shell_script(self.JOB.format(program=shlex.quote(PROGRAM)))
         e = env(GPUSEL_GPUS=f"{DGX[3]},{DGX[6]}")
         ready, on, (rc, out, err), _ = self.held(launchers.mpirun_cmd(2, job, "{DIR}"), e, 2)
         self.assertEqual(rc, 0, out + err)

@@ -19,7 +19,7 @@ import unittest
 
 import launchers
 from launchers import DGX, LauncherCase, parse_workers
-from support import CUDA_HOLD, Holding, contexts, private_path
+from support import CUDA_HOLD, Holding, contexts, shell_script
 
 API = launchers.worker_cmd("--api")
 
@@ -91,15 +91,6 @@ class SetVisibleTest(LaunchCase):
                            rank=local_rank, output=out)
 
 
-def wrapper(text):
-    """job.sh: `text` after a #! line, in a private folder; its path."""
-    path = private_path("job.sh")
-    with open(path, "w") as f:
-        f.write("#!/bin/sh\n" + text)
-    os.chmod(path, 0o755)
-    return path
-
-
 @unittest.skipIf(launchers.missing("mpirun"), launchers.missing("mpirun"))
 class ShellWrapperTest(LauncherCase):
     HOLD = os.path.abspath(CUDA_HOLD)
@@ -116,7 +107,7 @@ class ShellWrapperTest(LauncherCase):
         return ready, {p: seen.get(p) for p in ready}, looked, (rc, out + err)
 
     def test_exec_gpusel_bind_puts_each_rank_s_program_on_its_gpu(self):
-        ready, on, _, (rc, out) = self.hold_under_mpirun(wrapper(f'exec gpusel bind -- {self.HOLD} "$1"\n'))
+        ready, on, _, (rc, out) = self.hold_under_mpirun(shell_script(f'exec gpusel bind -- {self.HOLD} "$1"\n'))
         self.assertEqual(rc, 0, out)
         self.assertEqual(len(ready), 2, out)
         self.assertEqual(sorted(on.values()), [[3], [6]], f"GPUs of each program's contexts: {on}\n{out}")
@@ -130,7 +121,7 @@ class ShellWrapperTest(LauncherCase):
         def second_bind():
             return launchers.run(["gpusel", "bind"], launchers.env(GPUSEL_GPU=DGX[6]))
         _, on, second, (rc, out) = self.hold_under_mpirun(
-            wrapper(f'exec gpusel bind -- {self.HOLD} "$1"\n'), second_bind)
+            shell_script(f'exec gpusel bind -- {self.HOLD} "$1"\n'), second_bind)
         self.assertEqual(rc, 0, out)
         self.assertEqual(sorted(on.values()), [[3], [6]], out)
         self.assertEqual(second.returncode, 2, second.stdout + second.stderr)
@@ -138,7 +129,7 @@ class ShellWrapperTest(LauncherCase):
 
     def test_bare_gpusel_bind_in_the_wrapper_says_what_to_run(self):
         # The wrapper the docs used to teach: bind binds itself, then the program takes device 0.
-        ready, on, _, (rc, out) = self.hold_under_mpirun(wrapper(f'gpusel bind\nexec {self.HOLD} "$1"\n'))
+        ready, on, _, (rc, out) = self.hold_under_mpirun(shell_script(f'gpusel bind\nexec {self.HOLD} "$1"\n'))
         self.assertEqual(rc, 0, out)
         self.assertEqual(sorted(on.values()), [[0], [0]], out)
         self.assertEqual(out.count("`gpusel bind` bound only its own process"), 2, out)
