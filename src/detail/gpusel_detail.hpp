@@ -372,6 +372,12 @@ std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
 // Who a process is, from /proc; fields stay empty where /proc does not tell.
 LeaseHolder process_details(int pid);
 
+// The job's workers have started (their pids): the record this process left beside its leases in
+// the shared store lists their process groups, so that another user finds the job's processes
+// after this one has ended (src/resolution/job_record.hpp). Nothing where there is no record
+// (no lease in the shared store, or Windows).
+void note_job_groups(const std::vector<int>& pids);
+
 // Whether the worker side says a bind without a claim on stderr (once per process); off where the
 // caller reports gpusel_claim_note itself (the Python module, as a warning). On by default.
 void set_stderr_warnings(bool on);

@@ -32,6 +32,7 @@
 #include "gpusel/lease.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
+#include "job_record.hpp"
 #include "lease_queue.hpp"
 #include "text.hpp"
 
@@ -237,13 +238,34 @@ std::optional<LeaseHolder> holder_of(const LockTable& table, const struct stat& 
   if (!pid || *pid <= 0) return std::nullopt;
   const std::optional<bool> open = has_open(std::to_string(*pid), st.st_dev, st.st_ino);
   if (open.value_or(false)) return detail::process_details(*pid);
-  if (!open && access(("/proc/" + std::to_string(*pid)).c_str(), F_OK) == 0) {
+  // The record the process that took the lock left in the shared store, if it is the live
+  // record of the job that holds this lease (the lock table names that process for both).
+  std::optional<detail::JobRecord> record = detail::read_job_record(dir, *pid);
+  if (record) {
+    struct stat rs {};
+    rs.st_dev = record->dev;
+    rs.st_ino = record->ino;
+    if (table.holder(rs, record->folder) != pid) record.reset();
+  }
+  struct stat proc {};
+  if (!open && stat(("/proc/" + std::to_string(*pid)).c_str(), &proc) == 0 &&
+      (!record || record->owner == proc.st_uid)) {
     return detail::process_details(*pid);  // alive, another user's: the kernel's word stands
   }
+  // The process that took the lock has ended (or its pid now belongs to another user): the
+  // processes it started hold it. This user's own are found by their descriptors; another
+  // user's by the process groups the record lists.
   if (const std::optional<int> live = oldest_holder(st.st_dev, st.st_ino)) {
     return detail::process_details(*live);
   }
-  return std::nullopt;
+  if (!record) return std::nullopt;
+  if (const std::optional<int> live = detail::oldest_in_groups(record->owner, record->groups)) {
+    return detail::process_details(*live);
+  }
+  LeaseHolder h;  // the job's processes left its groups: its user and command are still known
+  h.user = user_name(record->owner);
+  h.command = record->command;
+  return h;
 }
 
 // Why folder `dir` (its lstat in `st`) cannot hold leases that bind anyone, or "".
@@ -401,7 +423,10 @@ std::string lease_name(const std::string& uuid) {
 
 Lease& Lease::operator=(Lease&& other) noexcept {
   if (this != &other) {
-    if (fd_ >= 0) close(fd_);
+    if (fd_ >= 0) {
+      close(fd_);
+      detail::job_record_lease_released();
+    }
     fd_ = other.fd_;
     uuid_ = std::move(other.uuid_);
     other.fd_ = -1;
@@ -410,7 +435,10 @@ Lease& Lease::operator=(Lease&& other) noexcept {
 }
 
 Lease::~Lease() {
-  if (fd_ >= 0) close(fd_);  // the kernel drops the lock with the last descriptor
+  if (fd_ >= 0) {
+    close(fd_);  // the kernel drops the lock with the last descriptor
+    detail::job_record_lease_released();
+  }
 }
 
 LeaseStore LeaseStore::at(const std::string& dir) {
@@ -661,6 +689,7 @@ std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* st
   LeaseStanding& s = standing != nullptr ? *standing : local;
   const int fd = lock_file(*this, uuid, lease_name(uuid), LOCK_EX, s);
   if (fd < 0) return std::nullopt;
+  detail::job_record_lease_taken(s.path.substr(0, s.path.rfind('/')), s.shared);
   return Lease(fd, uuid);
 }
 
@@ -1419,12 +1448,14 @@ std::vector<Waiter> waiters(const LeaseStore& store, const Ticket* own) {
         continue;
       }
       // A ticket stays hidden for the moment between its writing and its rename: one of this
-      // user's that is a minute old was left by a process killed in that moment.
+      // user's that is a minute old and unlocked was left by a process killed in that moment (or
+      // is the record of a job that has ended: job_record.hpp; a live job's record is locked).
       struct stat st {};
+      int err = 0;
       if (e->d_name[1] != '\0' && std::strcmp(e->d_name, "..") != 0 &&
           fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
           st.st_uid == geteuid() && st.st_mtime + 60 < time(nullptr)) {
-        unlinkat(dirfd, e->d_name, 0);
+        remove_entry(dirfd, e->d_name, st, err);
       }
     }
     const bool others = std::any_of(names.begin(), names.end(), [&](const std::string& n) {

@@ -407,4 +407,7 @@ LeaseHolder process_details(int pid) {
   return h;
 }
 
+// Windows leases carry their holder's pid in the file itself (written_pid): no job record.
+void note_job_groups(const std::vector<int>&) {}
+
 }  // namespace gpusel::detail

@@ -7,8 +7,10 @@ and shadow bind-mounted from copies there), and gpusel runs as them through `run
 is the simulated dgx-h100. Exit 77 (skipped) when not root or when a namespace cannot be made.
 """
 
+import fcntl
 import json
 import os
+import pwd
 import shutil
 import signal
 import stat
@@ -459,6 +461,19 @@ def marker_file(name):
     return path
 
 
+def locked(path):
+    """Whether anyone holds a lock on the file at `path` (an exclusive probe is refused)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+
+
 def alive(pid):
     return proc_state(pid) not in (None, "Z")
 
@@ -524,6 +539,47 @@ class KernelHoldsTheJobTest(SharedStoreCase):
         self.assertNotEqual(lease["pid"], job.pid, "names the SIGKILLed gpusel")
         self.assertTrue(alive(lease["pid"]), lease)
         self.assertEqual(lease["user"], "alice")
+
+    def test_another_user_is_told_whose_job_holds_the_gpu(self):
+        # bob cannot read alice's descriptors: the record alice's gpusel left in the shared store
+        # (its workers' process groups) leads him to the live process of her job, and her name.
+        job, loop = self.start_loop_job("alice", 3)
+        os.kill(job.pid, signal.SIGKILL)
+        job.communicate(timeout=30)
+        r = run_as("bob", "run", "--gpu", "3", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"pid {loop} (user alice", r.stderr)
+        self.assertNotIn(f"pid {job.pid}", r.stderr, "names the SIGKILLed gpusel")
+        lease = list_json("bob")["gpus"][3]["lease"]
+        self.assertEqual((lease["pid"], lease["user"]), (loop, "alice"), lease)
+        # A record nobody holds any more is no one's word: once the loop has ended, the GPU is
+        # free, and bob's own run leaves no record behind.
+        os.kill(loop, signal.SIGKILL)
+        wait_for(lambda: not leased_by(3), "the lease to go with the loop's last process")
+        r = run_as("bob", "run", "--gpu", "3", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        left = [n for n in os.listdir("/var/lib/gpusel/leases/queue") if n.startswith(".job-")]
+        owners = {pwd.getpwuid(os.stat(f"/var/lib/gpusel/leases/queue/{n}").st_uid).pw_name for n in left}
+        self.assertNotIn("bob", owners, left)
+
+    def test_a_record_someone_else_wrote_names_no_one(self):
+        # alice's record is gone (root removed it; her job's lock stays on the unlinked file), and
+        # carol writes one under its name, naming a process group of hers, locked by her own
+        # process: the lock table names carol's process for it, not alice's SIGKILLed gpusel.
+        job, loop = self.start_loop_job("alice", 4)
+        os.kill(job.pid, signal.SIGKILL)
+        job.communicate(timeout=30)
+        record = f"/var/lib/gpusel/leases/queue/.job-{job.pid}"
+        os.unlink(record)
+        script = (f"exec 9>{record}; printf 'gpusel job record 1\\ngroups %s\\ncommand forged\\n' $$ >&9; "
+                  "flock -s 9 && exec sleep 120")
+        forger = subprocess.Popen(["runuser", "-u", "carol", "--", "sh", "-c", script], start_new_session=True)
+        self.addCleanup(lambda: (os.killpg(forger.pid, signal.SIGKILL), forger.wait()))
+        wait_for(lambda: "forged" in (read_file(record) or "") and locked(record), "carol's record")
+        r = run_as("bob", "run", "--gpu", "4", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertNotIn("carol", r.stderr)
+        self.assertNotIn("forged", r.stderr)
 
 
 class OneStoreTest(SharedStoreCase):

@@ -103,20 +103,22 @@ int run_run(const RunOptions& options) {
       return out;
     };
   }
-  if (!options.quiet) {
-    const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
-    launch.on_started = [&r, per_gpu](const std::vector<int>& pids) {
-      for (std::size_t rank = 0; rank < pids.size(); ++rank) {
-        const std::string& uuid = r.gpus[rank / per_gpu];
-        std::string index = "?";
-        for (const GpuInfo& g : r.machine) {
-          if (g.uuid == uuid) index = std::to_string(g.index);
-        }
-        print_note("rank " + std::to_string(rank) + ": pid " + std::to_string(pids[rank]) +
-                   ", GPU " + index + " (" + uuid + ")" + (per_gpu > 1 ? ", shared" : ""));
+  const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
+  launch.on_started = [&r, per_gpu, quiet = options.quiet](const std::vector<int>& pids) {
+    // Another user who finds these GPUs held after this process has ended (SIGKILLed while its
+    // workers' children run on) learns whose job holds them from the record of its groups.
+    detail::note_job_groups(pids);
+    if (quiet) return;
+    for (std::size_t rank = 0; rank < pids.size(); ++rank) {
+      const std::string& uuid = r.gpus[rank / per_gpu];
+      std::string index = "?";
+      for (const GpuInfo& g : r.machine) {
+        if (g.uuid == uuid) index = std::to_string(g.index);
       }
-    };
-  }
+      print_note("rank " + std::to_string(rank) + ": pid " + std::to_string(pids[rank]) + ", GPU " +
+                 index + " (" + uuid + ")" + (per_gpu > 1 ? ", shared" : ""));
+    }
+  };
   if (options.set_visible != "none") {
     if (!r.resolved) {
       throw failure("--set-visible " + options.set_visible +

@@ -1,0 +1,232 @@
+// The job record (job_record.hpp): written by a process that leases GPUs in the shared store,
+// read by whoever finds one of those leases held after that process has ended.
+#include "job_record.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <sstream>
+
+#include "gpusel_detail.hpp"
+
+namespace gpusel::detail {
+namespace {
+
+constexpr off_t kMaxRecordSize = 8192;
+constexpr const char* kRecordHead = "gpusel job record 1\n";
+
+struct RecordState {
+  std::mutex mutex;
+  int fd = -1;
+  std::string path;
+  int leases = 0;
+  std::vector<int> groups;
+  std::string command;
+};
+
+// Never destroyed: a lease released while the process exits still finds it.
+RecordState& state() {
+  static auto* s = new RecordState;
+  return *s;
+}
+
+std::string record_text(const RecordState& s) {
+  std::string out = kRecordHead;
+  out += "groups";
+  for (int g : s.groups) out += " " + std::to_string(g);
+  out += "\ncommand " + s.command + "\n";
+  if (out.size() > static_cast<std::size_t>(kMaxRecordSize)) out.resize(kMaxRecordSize);
+  return out;
+}
+
+void write_record(const RecordState& s) {
+  const std::string text = record_text(s);
+  if (pwrite(s.fd, text.data(), text.size(), 0) == static_cast<ssize_t>(text.size())) {
+    if (ftruncate(s.fd, static_cast<off_t>(text.size())) != 0) return;  // a longer old text stays
+  }
+}
+
+// The queue folder of store `store_dir`, when it is the shared store's own: root's, and closed
+// to others' removals by the sticky bit where others may write it. Empty otherwise.
+std::string trusted_queue(const std::string& store_dir) {
+  const std::string queue = store_dir + "/queue";
+  struct stat st {};
+  if (lstat(queue.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != 0) return "";
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) && !(st.st_mode & S_ISVTX)) return "";
+  return queue;
+}
+
+// Whether the file open as `fd` is locked by anyone: a probe for an exclusive lock fails.
+bool locked(int fd) {
+  if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
+    flock(fd, LOCK_UN);
+    return false;
+  }
+  return errno == EWOULDBLOCK;
+}
+
+// Makes this process's record in `queue`. A record of an ended process of this user under the
+// same name (the pid reused) is removed first; any other leaves this process without a record.
+void make_record(RecordState& s, const std::string& queue) {
+  const std::string path = queue + "/.job-" + std::to_string(getpid());
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // Readable by its owner alone until locked, so nobody else takes a lock on it first; the
+    // descriptor is inherited by the workers, which keep the lock while they live.
+    const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, 0600);
+    if (fd >= 0) {
+      if (flock(fd, LOCK_SH | LOCK_NB) != 0 || fchmod(fd, 0644) != 0) {
+        unlink(path.c_str());
+        close(fd);
+        return;
+      }
+      s.fd = fd;
+      s.path = path;
+      s.groups = {static_cast<int>(getpgrp())};
+      s.command = process_details(getpid()).command;
+      write_record(s);
+      return;
+    }
+    if (errno != EEXIST) return;
+    const int old = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    struct stat st {};
+    const bool stale = old >= 0 && fstat(old, &st) == 0 && S_ISREG(st.st_mode) &&
+                       st.st_uid == geteuid() && !locked(old);
+    if (old >= 0) close(old);
+    if (!stale || unlink(path.c_str()) != 0) return;
+  }
+}
+
+// Field 5 (the process group) and 22 (the start, in clock ticks after boot) of /proc/PID/stat;
+// false also for a process that has ended and not been reaped (it holds no descriptor).
+bool group_and_start(const char* pid, int& group, unsigned long long& start) {
+  const std::string path = std::string("/proc/") + pid + "/stat";
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  char buf[1024];
+  const ssize_t got = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (got <= 0) return false;
+  const std::string_view text(buf, static_cast<std::size_t>(got));
+  const std::size_t paren = text.rfind(')');
+  if (paren == std::string_view::npos || paren + 2 >= text.size()) return false;
+  std::istringstream in(std::string(text.substr(paren + 2)));
+  std::string field;
+  bool have_group = false;
+  for (int i = 3; i <= 22 && in >> field; ++i) {
+    if (i == 3 && (field == "Z" || field == "X")) return false;
+    if (i == 5) {
+      group = std::atoi(field.c_str());
+      have_group = true;
+    }
+    if (i == 22) {
+      start = std::strtoull(field.c_str(), nullptr, 10);
+      return have_group;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+void job_record_lease_taken(const std::string& store_dir, bool shared) {
+  RecordState& s = state();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  ++s.leases;
+  if (s.fd >= 0 || !shared) return;
+  if (const std::string queue = trusted_queue(store_dir); !queue.empty()) make_record(s, queue);
+}
+
+void job_record_lease_released() {
+  RecordState& s = state();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.leases > 0) --s.leases;
+  if (s.leases > 0 || s.fd < 0) return;
+  unlink(s.path.c_str());
+  close(s.fd);
+  s.fd = -1;
+  s.path.clear();
+}
+
+void note_job_groups(const std::vector<int>& pids) {
+  RecordState& s = state();
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  if (s.fd < 0) return;
+  for (int pid : pids) {
+    // Each worker leads a process group of its own (launch.cpp); what it starts stays in it
+    // unless it moves itself.
+    const int group = getpgid(pid);
+    if (group > 0 && std::find(s.groups.begin(), s.groups.end(), group) == s.groups.end()) {
+      s.groups.push_back(group);
+    }
+  }
+  write_record(s);
+}
+
+std::optional<JobRecord> read_job_record(const std::string& store_dir, int pid) {
+  const std::string queue = trusted_queue(store_dir);
+  if (queue.empty() || pid <= 0) return std::nullopt;
+  const std::string path = queue + "/.job-" + std::to_string(pid);
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
+  std::string text;
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+      st.st_size <= kMaxRecordSize && locked(fd)) {
+    text.resize(static_cast<std::size_t>(st.st_size));
+    const ssize_t got = pread(fd, text.data(), text.size(), 0);
+    text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);
+  }
+  close(fd);
+  if (text.rfind(kRecordHead, 0) != 0) return std::nullopt;
+  JobRecord r;
+  r.owner = st.st_uid;
+  r.dev = st.st_dev;
+  r.ino = st.st_ino;
+  r.folder = queue;
+  std::istringstream lines(text.substr(std::strlen(kRecordHead)));
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("groups", 0) == 0) {
+      std::istringstream words(line.substr(6));
+      for (long g = 0; words >> g;) {
+        if (g > 0 && g < (1L << 22)) r.groups.push_back(static_cast<int>(g));
+      }
+    } else if (line.rfind("command ", 0) == 0) {
+      r.command = line.substr(8);
+    }
+  }
+  return r;
+}
+
+std::optional<int> oldest_in_groups(uid_t owner, const std::vector<int>& groups) {
+  if (groups.empty()) return std::nullopt;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return std::nullopt;
+  std::optional<int> best;
+  unsigned long long best_start = 0;
+  while (const dirent* e = readdir(proc)) {
+    char* end = nullptr;
+    const long pid = std::strtol(e->d_name, &end, 10);
+    if (end == e->d_name || *end != '\0' || pid <= 0) continue;
+    struct stat st {};
+    if (fstatat(dirfd(proc), e->d_name, &st, 0) != 0 || st.st_uid != owner) continue;
+    int group = 0;
+    unsigned long long start = 0;
+    if (!group_and_start(e->d_name, group, start)) continue;
+    if (std::find(groups.begin(), groups.end(), group) == groups.end()) continue;
+    if (!best || start < best_start) {
+      best = static_cast<int>(pid);
+      best_start = start;
+    }
+  }
+  closedir(proc);
+  return best;
+}
+
+}  // namespace gpusel::detail
