@@ -318,103 +318,201 @@ std::string describe_ahead(std::vector<detail::Waiter> ahead, bool full) {
   return out;
 }
 
-}  // namespace
+// One request's looks, from the first until it has its GPUs, is refused or gives up
+// (acquire_gpus): what each look found decides the next, so the state lives here.
+class Acquirer {
+ public:
+  Acquirer(const GpuRequest& request, const CudaEnv& env, const std::string& probe_helper,
+           const AcquireOptions& options, Resolution named);
+  Acquisition run();
 
-Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
-                         const std::string& probe_helper, const AcquireOptions& options) {
-  if (options.wait_seconds && (std::isnan(*options.wait_seconds) || *options.wait_seconds < 0)) {
-    throw bad_input("--wait needs a number of seconds of 0 or more");
-  }
-  const bool free_request = request.kind == GpuRequest::Kind::Free;
-  const bool take = options.lease && !options.share;
-  Resolution named;
-  if (!free_request) {
-    named = resolve_gpus(request, env, probe_helper);
-    if (!take || !named.resolved) {
-      // Without UUIDs (no NVML) there is nothing to lease by.
-      Acquisition a;
-      a.resolution = std::move(named);
-      return a;
-    }
-  }
-  const LeaseStore store = LeaseStore::locate();
-  const int n = free_request ? request.free_count : 0;
-  std::optional<FreeLook> look;
-  if (free_request) look.emplace(n, env, probe_helper, options.limits);
-  std::vector<std::string> machine;  // the GPUs that exist here, for the queue's plan
-  if (!free_request) {
-    for (const GpuInfo& g : named.machine) machine.push_back(g.uuid);
-  }
-
-  // When to give up: never for "--wait" without a value, or a wait too long to count.
-  std::optional<Clock::time_point> deadline;
-  if (options.wait_seconds && *options.wait_seconds < kForeverSeconds) {
-    deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                  std::chrono::duration<double>(*options.wait_seconds));
-  }
-  std::optional<detail::Ticket> ticket;
-  std::string no_ticket;  // why this waiter has no place in the queue (said once)
-  std::optional<detail::ReleaseWatch> watch;
-  detail::QueueMemory memory;
-  // When this request began, as the kernel stamps files (ctime): without a ticket of its own, it
-  // waits only behind tickets made before it, not behind ones made (or moved) since.
-  timespec began{};
-  clock_gettime(CLOCK_REALTIME_COARSE, &began);
-  const long long began_ns = began.tv_sec * 1000000000LL + began.tv_nsec;
-  // Without --wait, earlier waiters that can go get one moment in all, not one per look.
-  std::optional<Clock::time_point> moment_ends;
-  bool told = false;
-  bool settle = false;  // look once more shortly after a release: the lock goes just after
-  // A direct try that failed woke this process itself (its lease file closed): the next look
-  // reads the lock table, so that a held GPU is never tried twice in a row.
-  bool tried_direct = false;
-  // Looks in a row, each woken by a notice, that found nothing: another user opening and closing
-  // lease files in a loop would otherwise buy a look with each close. After a few, looks are
-  // spaced by kSpacing (a release is then seen at most that late).
-  int fruitless = 0;
-  constexpr auto kSpacing = std::chrono::milliseconds(50);
-  Clock::time_point last_look{};
-  while (true) {
-    if (fruitless >= 3 && Clock::now() < last_look + kSpacing) {
-      std::this_thread::sleep_until(last_look + kSpacing);
-    }
-    last_look = Clock::now();
-    if (look) {
-      look->read();
-      if (machine.empty()) {
-        for (const GpuInfo& g : look->machine()) machine.push_back(g.uuid);
-      }
-    }
-    const std::vector<std::string>& wanted = free_request ? look->candidates() : named.gpus;
-    // Earlier waiters keep the free GPUs they could use (plan_queue). A look that leases nothing
-    // (resolve) is advice, not a claim: it neither queues nor waits its turn.
+ private:
+  // What the queue says before a look: who goes first, and each GPU's lease as it stands.
+  struct QueueLook {
     detail::QueuePlan plan;
     std::vector<LeaseStanding> standing;
     bool alone = true;         // nobody else waits: a failed try at a lease wakes no one
     bool nobody_ahead = true;  // no waiter came before this request
-    if (take) {
-      std::vector<detail::Waiter> queue = detail::waiters(store, ticket ? &*ticket : nullptr);
-      if (ticket &&
-          std::none_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; })) {
-        ticket.reset();  // removed by someone (root): a new one is made below, at the back
-      }
-      if (!ticket) {
-        queue.erase(
-            std::remove_if(queue.begin(), queue.end(),
-                           [&](const detail::Waiter& w) { return w.arrived_ns > began_ns; }),
-            queue.end());
-      }
-      alone =
-          std::all_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; });
-      nobody_ahead = queue.empty() || queue.front().own;
-      if (!alone) standing = store.standings(machine);
-      plan = detail::plan_queue(queue, machine, standing,
-                                look ? look->busy(options) : std::set<std::string>(), wanted,
-                                memory, Clock::now());
+  };
+
+  const std::vector<std::string>& wanted() const {
+    return free_request_ ? look_->candidates() : named_.gpus;
+  }
+  void pace();
+  QueueLook look_at_queue();
+  [[noreturn]] void refuse(const Attempt& attempt, bool held_back) const;
+  void join_queue();
+  void say_waiting(const Attempt& attempt);
+  std::chrono::milliseconds next_timeout(const Attempt& attempt, bool held_back, bool moment,
+                                         Clock::time_point now,
+                                         const detail::QueuePlan& plan) const;
+
+  const AcquireOptions& options_;
+  const bool free_request_;
+  const bool take_;
+  const int n_;
+  Resolution named_;
+  const LeaseStore store_ = LeaseStore::locate();
+  std::optional<FreeLook> look_;
+  std::vector<std::string> machine_;  // the GPUs that exist here, for the queue's plan
+  // When to give up: never for "--wait" without a value, or a wait too long to count.
+  std::optional<Clock::time_point> deadline_;
+  std::optional<detail::Ticket> ticket_;
+  std::string no_ticket_;  // why this waiter has no place in the queue (said once)
+  std::optional<detail::ReleaseWatch> watch_;
+  detail::QueueMemory memory_;
+  // When this request began, as the kernel stamps files (ctime): without a ticket of its own, it
+  // waits only behind tickets made before it, not behind ones made (or moved) since.
+  long long began_ns_ = 0;
+  // Without --wait, earlier waiters that can go get one moment in all, not one per look.
+  std::optional<Clock::time_point> moment_ends_;
+  bool told_ = false;
+  bool settle_ = false;  // look once more shortly after a release: the lock goes just after
+  // A direct try that failed woke this process itself (its lease file closed): the next look
+  // reads the lock table, so that a held GPU is never tried twice in a row.
+  bool tried_direct_ = false;
+  // Looks in a row, each woken by a notice, that found nothing: another user opening and closing
+  // lease files in a loop would otherwise buy a look with each close. After a few, looks are
+  // spaced by kSpacing (a release is then seen at most that late).
+  int fruitless_ = 0;
+  Clock::time_point last_look_{};
+  static constexpr auto kSpacing = std::chrono::milliseconds(50);
+};
+
+Acquirer::Acquirer(const GpuRequest& request, const CudaEnv& env, const std::string& probe_helper,
+                   const AcquireOptions& options, Resolution named)
+    : options_(options),
+      free_request_(request.kind == GpuRequest::Kind::Free),
+      take_(options.lease && !options.share),
+      n_(free_request_ ? request.free_count : 0),
+      named_(std::move(named)) {
+  if (free_request_) {
+    look_.emplace(n_, env, probe_helper, options.limits);
+  } else {
+    for (const GpuInfo& g : named_.machine) machine_.push_back(g.uuid);
+  }
+  if (options.wait_seconds && *options.wait_seconds < kForeverSeconds) {
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                   std::chrono::duration<double>(*options.wait_seconds));
+  }
+  timespec began{};
+  clock_gettime(CLOCK_REALTIME_COARSE, &began);
+  began_ns_ = began.tv_sec * 1000000000LL + began.tv_nsec;
+}
+
+// Spaces fruitless looks, then reads the GPUs' usage afresh for free:N.
+void Acquirer::pace() {
+  if (fruitless_ >= 3 && Clock::now() < last_look_ + kSpacing) {
+    std::this_thread::sleep_until(last_look_ + kSpacing);
+  }
+  last_look_ = Clock::now();
+  if (look_) {
+    look_->read();
+    if (machine_.empty()) {
+      for (const GpuInfo& g : look_->machine()) machine_.push_back(g.uuid);
     }
+  }
+}
+
+// Earlier waiters keep the free GPUs they could use (plan_queue). A look that leases nothing
+// (resolve) is advice, not a claim: it neither queues nor waits its turn.
+Acquirer::QueueLook Acquirer::look_at_queue() {
+  QueueLook q;
+  if (!take_) return q;
+  std::vector<detail::Waiter> queue = detail::waiters(store_, ticket_ ? &*ticket_ : nullptr);
+  if (ticket_ &&
+      std::none_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; })) {
+    ticket_.reset();  // removed by someone (root): a new one is made later, at the back
+  }
+  if (!ticket_) {
+    queue.erase(std::remove_if(queue.begin(), queue.end(),
+                               [&](const detail::Waiter& w) { return w.arrived_ns > began_ns_; }),
+                queue.end());
+  }
+  q.alone = std::all_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; });
+  q.nobody_ahead = queue.empty() || queue.front().own;
+  if (!q.alone) q.standing = store_.standings(machine_);
+  q.plan = detail::plan_queue(queue, machine_, q.standing,
+                              look_ ? look_->busy(options_) : std::set<std::string>(), wanted(),
+                              memory_, Clock::now());
+  return q;
+}
+
+// The request cannot be met now and does not wait: why, and what to do.
+void Acquirer::refuse(const Attempt& attempt, bool held_back) const {
+  std::string remedy;
+  if (held_back) {
+    remedy = "wait your turn with --wait, or pick other GPUs";
+  } else if (free_request_) {
+    remedy =
+        "wait for them with --wait, relax --min-free-memory / --max-utilization, or pick "
+        "other GPUs";
+  } else if (!attempt.unusable) {
+    remedy = "wait for them with --wait, pass --share to run beside the holder, or pick other GPUs";
+  }
+  throw failure(attempt.why_not + (remedy.empty()                 ? ""
+                                   : (free_request_ || held_back) ? "\n" + remedy
+                                                                  : "; " + remedy));
+}
+
+// A store that cannot hold a ticket (full, read-only) does not end the wait: this process waits
+// without a place, behind every ticket, and tries again at each look.
+void Acquirer::join_queue() {
+  const std::vector<std::string>& w = wanted();
+  try {
+    ticket_.emplace(store_,
+                    detail::TicketRequest{free_request_ ? n_ : static_cast<int>(w.size()), w,
+                                          free_request_ ? "free:" + std::to_string(n_)
+                                                        : "GPUs " + detail::join_entries(w)});
+  } catch (const Error& e) {
+    if (no_ticket_.empty()) no_ticket_ = e.what();
+  }
+}
+
+// One line: the reason's first line ("... 0 of the 8 GPUs here are free:", a holder).
+void Acquirer::say_waiting(const Attempt& attempt) {
+  std::string why_first = attempt.why_not.substr(0, attempt.why_not.find('\n'));
+  if (!why_first.empty() && why_first.back() == ':') why_first.pop_back();
+  options_.on_wait("waiting for " +
+                   (free_request_ ? std::to_string(n_) + " free GPU" + (n_ == 1 ? "" : "s")
+                                  : std::string("GPUs ") + detail::join_entries(named_.gpus)) +
+                   " (" + why_first + ")" +
+                   (no_ticket_.empty() ? std::string()
+                                       : "; without a place in the queue, behind every waiting "
+                                         "job, until one can be made (" +
+                                             no_ticket_ + ")"));
+  told_ = true;
+}
+
+// A release wakes this process at once. Usage that NVML reports (processes gpusel did not start)
+// changes without notice: looked at again every half second while it matters; otherwise every
+// 5 s, in case a notification was missed; and when an earlier waiter's moment to take its GPUs
+// ends. Held back, or without a place in the queue, at least every second: a waiter that can go
+// finds out well within the moment others give it.
+std::chrono::milliseconds Acquirer::next_timeout(const Attempt& attempt, bool held_back,
+                                                 bool moment, Clock::time_point now,
+                                                 const detail::QueuePlan& plan) const {
+  using std::chrono::milliseconds;
+  const auto until = [now](Clock::time_point t) {
+    return std::chrono::ceil<milliseconds>(std::max(t - now, Clock::duration::zero()));
+  };
+  auto timeout = milliseconds(settle_ ? 2 : attempt.busy ? 500 : 5000);
+  if (held_back || (!ticket_ && options_.wait_seconds)) {
+    timeout = std::min(timeout, milliseconds(1000));
+  }
+  if (moment) timeout = std::min(timeout, until(*moment_ends_));
+  if (deadline_) timeout = std::min(timeout, until(*deadline_));
+  if (plan.recheck) timeout = std::min(timeout, until(*plan.recheck) + milliseconds(1));
+  return timeout;
+}
+
+Acquisition Acquirer::run() {
+  while (true) {
+    pace();
+    QueueLook q = look_at_queue();
     const bool named_kept =
-        !free_request && std::any_of(wanted.begin(), wanted.end(), [&](const std::string& g) {
-          return plan.reserved.count(g) != 0;
+        !free_request_ && std::any_of(wanted().begin(), wanted().end(), [&](const std::string& g) {
+          return q.plan.reserved.count(g) != 0;
         });
     Attempt attempt;
     if (!named_kept) {
@@ -422,116 +520,75 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
       // and more with many locks held on the machine), just after a release or when nobody else
       // waits; never twice in a row (a failed try wakes this process too). Not with a waiter
       // ahead: a release is theirs first.
-      const bool direct = !free_request && ((settle && nobody_ahead) || alone) && !tried_direct &&
-                          plan.reserved.empty();
-      attempt = free_request
-                    ? look->attempt(store, options, take, plan.reserved, std::move(standing))
-                    : lease_named(named, store, direct, machine, standing);
-      tried_direct = direct && !attempt.got;
+      const bool direct = !free_request_ && ((settle_ && q.nobody_ahead) || q.alone) &&
+                          !tried_direct_ && q.plan.reserved.empty();
+      attempt = free_request_ ? look_->attempt(store_, options_, take_, q.plan.reserved,
+                                               std::move(q.standing))
+                              : lease_named(named_, store_, direct, machine_, q.standing);
+      tried_direct_ = direct && !attempt.got;
       if (attempt.got) {
-        if (take && !store.scope_note().empty()) {
-          attempt.got->resolution.notes.push_back(store.scope_note());
+        if (take_ && !store_.scope_note().empty()) {
+          attempt.got->resolution.notes.push_back(store_.scope_note());
         }
         return std::move(*attempt.got);
       }
     }
-    fruitless = settle ? fruitless + 1 : 0;
-    const bool held_back = !plan.blockers.empty();
-    if (held_back) attempt.why_not = describe_ahead(plan.blockers, false);  // in full when said
+    fruitless_ = settle_ ? fruitless_ + 1 : 0;
+    const bool held_back = !q.plan.blockers.empty();
+    if (held_back) attempt.why_not = describe_ahead(q.plan.blockers, false);  // in full when said
     const Clock::time_point now = Clock::now();
-    const bool timed_out = deadline && now >= *deadline;
+    const bool timed_out = deadline_ && now >= *deadline_;
     // Without --wait, a request held back only by earlier waiters that can go now gives them
     // their moment (kTakeGrace), then looks again: a forged ticket denies nobody.
-    if (!options.wait_seconds && held_back && plan.only_pending && !moment_ends) {
-      moment_ends = now + detail::kTakeGrace + std::chrono::milliseconds(100);
+    if (!options_.wait_seconds && held_back && q.plan.only_pending && !moment_ends_) {
+      moment_ends_ = now + detail::kTakeGrace + std::chrono::milliseconds(100);
     }
-    const bool moment = !options.wait_seconds && held_back && plan.only_pending && moment_ends &&
-                        now < *moment_ends;
-    if (held_back && ((!options.wait_seconds && !moment) || timed_out)) {
-      attempt.why_not = describe_ahead(plan.blockers, true);
+    const bool moment = !options_.wait_seconds && held_back && q.plan.only_pending &&
+                        moment_ends_ && now < *moment_ends_;
+    if (held_back && ((!options_.wait_seconds && !moment) || timed_out)) {
+      attempt.why_not = describe_ahead(q.plan.blockers, true);
     }
-    if ((!options.wait_seconds && !moment) || attempt.unusable) {
-      std::string remedy;
-      if (held_back) {
-        remedy = "wait your turn with --wait, or pick other GPUs";
-      } else if (free_request) {
-        remedy =
-            "wait for them with --wait, relax --min-free-memory / --max-utilization, or pick "
-            "other GPUs";
-      } else if (!attempt.unusable) {
-        remedy =
-            "wait for them with --wait, pass --share to run beside the holder, or pick "
-            "other GPUs";
-      }
-      throw failure(attempt.why_not + (remedy.empty()                ? ""
-                                       : (free_request || held_back) ? "\n" + remedy
-                                                                     : "; " + remedy));
-    }
+    if ((!options_.wait_seconds && !moment) || attempt.unusable) refuse(attempt, held_back);
     if (timed_out) {
-      throw failure("still waiting after " + detail::format_seconds(*options.wait_seconds) + ": " +
+      throw failure("still waiting after " + detail::format_seconds(*options_.wait_seconds) + ": " +
                     attempt.why_not);
     }
-    if (take && !ticket && options.wait_seconds) {
-      // A store that cannot hold a ticket (full, read-only) does not end the wait: this process
-      // waits without a place, behind every ticket, and tries again at each look.
-      try {
-        ticket.emplace(
-            store, detail::TicketRequest{free_request ? n : static_cast<int>(wanted.size()), wanted,
-                                         free_request ? "free:" + std::to_string(n)
-                                                      : "GPUs " + detail::join_entries(wanted)});
-      } catch (const Error& e) {
-        if (no_ticket.empty()) no_ticket = e.what();
-      }
-    }
-    if (!watch) {
-      watch.emplace(store);
+    if (take_ && !ticket_ && options_.wait_seconds) join_queue();
+    if (!watch_) {
+      watch_.emplace(store_);
       continue;  // look again at once, now that changes wake this process
     }
-    if (!told && options.on_wait && options.wait_seconds) {
-      // One line: the reason's first line ("... 0 of the 8 GPUs here are free:", a holder).
-      std::string why_first = attempt.why_not.substr(0, attempt.why_not.find('\n'));
-      if (!why_first.empty() && why_first.back() == ':') why_first.pop_back();
-      options.on_wait("waiting for " +
-                      (free_request ? std::to_string(n) + " free GPU" + (n == 1 ? "" : "s")
-                                    : std::string("GPUs ") + detail::join_entries(named.gpus)) +
-                      " (" + why_first + ")" +
-                      (no_ticket.empty() ? std::string()
-                                         : "; without a place in the queue, behind every waiting "
-                                           "job, until one can be made (" +
-                                               no_ticket + ")"));
-      told = true;
-    }
-    // A release wakes this process at once. Usage that NVML reports (processes gpusel did not
-    // start) changes without notice: looked at again every half second while it matters;
-    // otherwise every 5 s, in case a notification was missed; and when an earlier waiter's
-    // moment to take its GPUs ends. Held back, or without a place in the queue, at least every
-    // second: a waiter that can go finds out well within the moment others give it.
-    auto timeout = std::chrono::milliseconds(settle ? 2 : attempt.busy ? 500 : 5000);
-    if (held_back || (!ticket && options.wait_seconds)) {
-      timeout = std::min(timeout, std::chrono::milliseconds(1000));
-    }
-    if (moment) {
-      timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
-                                      std::max(*moment_ends - now, Clock::duration::zero())));
-    }
-    if (deadline) {
-      timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
-                                      std::max(*deadline - now, Clock::duration::zero())));
-    }
-    if (plan.recheck) {
-      timeout = std::min(timeout, std::chrono::ceil<std::chrono::milliseconds>(
-                                      std::max(*plan.recheck - now, Clock::duration::zero())) +
-                                      std::chrono::milliseconds(1));
-    }
+    if (!told_ && options_.on_wait && options_.wait_seconds) say_waiting(attempt);
     // A named request wakes only for its own GPUs' lease files (another waiter's try at another
     // GPU would otherwise wake it to try its own at once: two waiters could keep each other
     // busy). free:N wakes for any: a GPU it is waiting for may be one not among its candidates
     // of this look. Held back by earlier waiters, it wakes only when the nearest of them leaves
     // or ends (or at a moment's end, or each second), so a release or a departure wakes the
     // next waiter in line, not all of them.
-    watch->follow(held_back ? plan.blockers.back().path : std::string());
-    settle = watch->wait(timeout, free_request ? std::vector<std::string>{} : named.gpus);
+    watch_->follow(held_back ? q.plan.blockers.back().path : std::string());
+    settle_ = watch_->wait(next_timeout(attempt, held_back, moment, now, q.plan),
+                           free_request_ ? std::vector<std::string>{} : named_.gpus);
   }
+}
+
+}  // namespace
+
+Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
+                         const std::string& probe_helper, const AcquireOptions& options) {
+  if (options.wait_seconds && (std::isnan(*options.wait_seconds) || *options.wait_seconds < 0)) {
+    throw bad_input("--wait needs a number of seconds of 0 or more");
+  }
+  Resolution named;
+  if (request.kind != GpuRequest::Kind::Free) {
+    named = resolve_gpus(request, env, probe_helper);
+    if (!options.lease || options.share || !named.resolved) {
+      // Without UUIDs (no NVML) there is nothing to lease by.
+      Acquisition a;
+      a.resolution = std::move(named);
+      return a;
+    }
+  }
+  return Acquirer(request, env, probe_helper, options, std::move(named)).run();
 }
 
 GPUSEL_END_NAMESPACE
