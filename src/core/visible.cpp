@@ -90,6 +90,62 @@ VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
 
 namespace {
 
+// What the UUID entries of a list in `mode` are matched against: each GPU's UUID, or each MIG
+// device's; nothing for indices.
+using Candidates = std::vector<std::pair<std::string, VisibleDevice>>;
+Candidates candidates_for(const std::vector<GpuInfo>& gpus, VisibleMode mode) {
+  Candidates candidates;
+  if (mode == VisibleMode::GpuUuids) {
+    for (std::size_t g = 0; g < gpus.size(); ++g)
+      candidates.push_back({gpus[g].uuid, {static_cast<int>(g), -1}});
+  } else if (mode == VisibleMode::MigUuids) {
+    for (std::size_t g = 0; g < gpus.size(); ++g) {
+      for (std::size_t m = 0; m < gpus[g].migs.size(); ++m) {
+        candidates.push_back({gpus[g].migs[m].uuid, {static_cast<int>(g), static_cast<int>(m)}});
+      }
+    }
+  }
+  return candidates;
+}
+
+// The physical device one entry of a list in `mode` names, or nullopt when it names none.
+std::optional<VisibleDevice> device_named(const std::string& entry, VisibleMode mode,
+                                          const std::vector<GpuInfo>& gpus,
+                                          const Candidates& candidates) {
+  if (mode == VisibleMode::Indices) {
+    auto n = detail::read_driver_integer(entry);  // [DRV] strtoul-like reading
+    if (n && *n < gpus.size()) return VisibleDevice{static_cast<int>(*n), -1};
+    return std::nullopt;
+  }
+  if (mode == VisibleMode::GpuUuids) {
+    // [DRV] an entry of another kind ends the list; [DRV] blanks are not stripped
+    if (entry_kind(entry) != EntryKind::GpuUuid) return std::nullopt;
+    return match_unique(entry, candidates);
+  }
+  if (entry_kind(entry) != EntryKind::MigUuid) return std::nullopt;
+  std::optional<VisibleDevice> device = match_unique(entry, candidates);
+  if (!device) {  // [NV] the pre-R470 form MIG-GPU-<gpu uuid>/<gi>/<ci>, whole
+    for (const auto& [text, d] : candidates) {
+      const GpuInfo& g = gpus[static_cast<std::size_t>(d.gpu)];
+      const MigDevice& m = g.migs[static_cast<std::size_t>(d.mig)];
+      std::string legacy = "MIG-" + g.uuid + "/" + std::to_string(m.gpu_instance) + "/" +
+                           std::to_string(m.compute_instance);
+      if (legacy.size() == entry.size() && detail::starts_with_ci(legacy, entry)) device = d;
+    }
+  }
+  return device;
+}
+
+// Whether two entries name the same device.
+bool names_one_twice(const std::vector<VisibleDevice>& named) {
+  for (std::size_t i = 0; i < named.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (named[i] == named[j]) return true;
+    }
+  }
+  return false;
+}
+
 VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                          const std::vector<int>* cuda_order, MigRule mig_rule) {
   VisibleSet vs;
@@ -143,41 +199,10 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
     if (value.empty())
       vs.notes.push_back("CUDA_VISIBLE_DEVICES is set but empty: CUDA sees no device");
 
-    std::vector<std::pair<std::string, VisibleDevice>> candidates;
-    if (vs.mode == VisibleMode::GpuUuids) {
-      for (std::size_t g = 0; g < gpus.size(); ++g)
-        candidates.push_back({gpus[g].uuid, {static_cast<int>(g), -1}});
-    } else if (vs.mode == VisibleMode::MigUuids) {
-      for (std::size_t g = 0; g < gpus.size(); ++g) {
-        for (std::size_t m = 0; m < gpus[g].migs.size(); ++m) {
-          const MigDevice& mig = gpus[g].migs[m];
-          VisibleDevice d{static_cast<int>(g), static_cast<int>(m)};
-          candidates.push_back({mig.uuid, d});
-        }
-      }
-    }
-
+    const Candidates candidates = candidates_for(gpus, vs.mode);
     std::vector<VisibleDevice> named;  // physical device named by each valid entry
     for (const std::string& entry : vs.entries) {
-      std::optional<VisibleDevice> device;
-      if (vs.mode == VisibleMode::Indices) {
-        auto n = detail::read_driver_integer(entry);  // [DRV] strtoul-like reading
-        if (n && *n < gpus.size()) device = VisibleDevice{static_cast<int>(*n), -1};
-      } else if (vs.mode == VisibleMode::GpuUuids) {
-        // [DRV] an entry of another kind ends the list; [DRV] blanks are not stripped
-        if (entry_kind(entry) == EntryKind::GpuUuid) device = match_unique(entry, candidates);
-      } else if (entry_kind(entry) == EntryKind::MigUuid) {
-        device = match_unique(entry, candidates);
-        if (!device) {  // [NV] the pre-R470 form MIG-GPU-<gpu uuid>/<gi>/<ci>, whole
-          for (const auto& [text, d] : candidates) {
-            const GpuInfo& g = gpus[static_cast<std::size_t>(d.gpu)];
-            const MigDevice& m = g.migs[static_cast<std::size_t>(d.mig)];
-            std::string legacy = "MIG-" + g.uuid + "/" + std::to_string(m.gpu_instance) + "/" +
-                                 std::to_string(m.compute_instance);
-            if (legacy.size() == entry.size() && detail::starts_with_ci(legacy, entry)) device = d;
-          }
-        }
-      }
+      const std::optional<VisibleDevice> device = device_named(entry, vs.mode, gpus, candidates);
       if (!device) {  // [NV] the first invalid entry ends the list
         vs.invalid_entry = entry;
         break;
@@ -187,11 +212,7 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
     }
 
     // [DRV] A device named twice hides every device.
-    for (std::size_t i = 0; i < named.size() && !vs.duplicate; ++i) {
-      for (std::size_t j = 0; j < i; ++j) {
-        if (named[i] == named[j]) vs.duplicate = true;
-      }
-    }
+    vs.duplicate = names_one_twice(named);
     if (vs.duplicate) {
       vs.notes.push_back("CUDA_VISIBLE_DEVICES names one device twice: CUDA sees no device at all");
       return vs;
