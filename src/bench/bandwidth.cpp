@@ -141,19 +141,16 @@ double pcie_link_gbps(unsigned generation, unsigned width) {
   return kLane[generation] * width;
 }
 
-std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
-                                               const BandwidthObserver& observe) {
-  const CudaApi& api = cuda_initialised();
-  BandwidthNeeds::check(api, "measuring copy bandwidth");
+namespace {
+
+// The device, pinned and pageable buffers the tests asked for need; throws when one cannot be had.
+void allocate(const CudaApi& api, const BandwidthOptions& options, Memory& mem) {
   const Cuda ok{api};
   const std::uint64_t size = options.bytes;
   auto wants = [&](const char* t) {
     return std::find(options.tests.begin(), options.tests.end(), t) != options.tests.end();
   };
-  const bool pageable = wants("h2d-pageable") || wants("d2h-pageable");
   const bool second_device = wants("d2d") || wants("bidir");
-
-  Memory mem{api};
   auto alloc_device = [&](CUdeviceptr* p) {
     CUresult rc = api.cuMemAlloc(p, size);
     if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
@@ -175,123 +172,154 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
                     Problem{ErrorCode::DriverCallFailed, "cuMemHostAlloc", rc});
     }
   }
-  if (pageable) {
+  if (wants("h2d-pageable") || wants("d2h-pageable")) {
     mem.pageable = alloc_pages((size + 4095) / 4096 * 4096);
     if (mem.pageable == nullptr)
       throw failure("cannot allocate " + detail::format_bytes(size) + " of host memory");
   }
+}
+
+// Two streams and three events for the whole run, and the timing of copies queued on them.
+class CopyTimer {
+ public:
+  explicit CopyTimer(const CudaApi& api) : api_(api), ok_{api} {
+    ok_(api.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    ok_(api.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    ok_(api.cuEventCreate(&start_, 0), "cuEventCreate");
+    ok_(api.cuEventCreate(&end_, 0), "cuEventCreate");
+    ok_(api.cuEventCreate(&mid_, 0), "cuEventCreate");
+  }
+  ~CopyTimer() {
+    for (CUevent x : {start_, end_, mid_}) {
+      if (x != nullptr) api_.cuEventDestroy(x);
+    }
+    for (CUstream x : {s1, s2}) {
+      if (x != nullptr) api_.cuStreamDestroy(x);
+    }
+  }
+  CopyTimer(const CopyTimer&) = delete;
+  CopyTimer& operator=(const CopyTimer&) = delete;
+
+  void sync(CUstream s) const { ok_(api_.cuStreamSynchronize(s), "cuStreamSynchronize"); }
+
+  // Milliseconds for `copies` copies queued by `enqueue` on s1 (and s2, for bidir). At the
+  // default sizes each copy takes milliseconds, so the few microseconds of host-side queuing
+  // between the start event and the first copy stay far below 0.1% of the timed span.
+  double timed(const std::function<void()>& enqueue, bool both_streams, int copies) const {
+    ok_(api_.cuEventRecord(start_, s1), "cuEventRecord");
+    if (both_streams) ok_(api_.cuStreamWaitEvent(s2, start_, 0), "cuStreamWaitEvent");
+    for (int c = 0; c < copies; ++c) enqueue();
+    if (both_streams) {
+      ok_(api_.cuEventRecord(mid_, s2), "cuEventRecord");
+      ok_(api_.cuStreamWaitEvent(s1, mid_, 0), "cuStreamWaitEvent");
+    }
+    ok_(api_.cuEventRecord(end_, s1), "cuEventRecord");
+    ok_(api_.cuEventSynchronize(end_), "cuEventSynchronize");
+    float ms = 0;
+    ok_(api_.cuEventElapsedTime(&ms, start_, end_), "cuEventElapsedTime");
+    return static_cast<double>(ms);
+  }
 
   CUstream s1 = nullptr, s2 = nullptr;
-  ok(api.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  ok(api.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-  CUevent start = nullptr, end = nullptr, mid = nullptr;
-  ok(api.cuEventCreate(&start, 0), "cuEventCreate");
-  ok(api.cuEventCreate(&end, 0), "cuEventCreate");
-  ok(api.cuEventCreate(&mid, 0), "cuEventCreate");
-  struct Cleanup {
-    const CudaApi& api;
-    CUstream s[2];
-    CUevent e[3];
-    ~Cleanup() {
-      for (CUevent x : e) api.cuEventDestroy(x);
-      for (CUstream x : s) api.cuStreamDestroy(x);
-    }
-  } cleanup{api, {s1, s2}, {start, end, mid}};
 
-  auto sync = [&](CUstream s) { ok(api.cuStreamSynchronize(s), "cuStreamSynchronize"); };
-  // Milliseconds for `copies` copies queued by `enqueue` on s1 (and s2, for bidir). At the default
-  // sizes each copy takes milliseconds, so the few microseconds of host-side queuing between the
-  // start event and the first copy stay far below 0.1% of the timed span.
-  auto timed = [&](const std::function<void()>& enqueue, bool both_streams) {
-    ok(api.cuEventRecord(start, s1), "cuEventRecord");
-    if (both_streams) ok(api.cuStreamWaitEvent(s2, start, 0), "cuStreamWaitEvent");
-    for (int c = 0; c < options.copies; ++c) enqueue();
-    if (both_streams) {
-      ok(api.cuEventRecord(mid, s2), "cuEventRecord");
-      ok(api.cuStreamWaitEvent(s1, mid, 0), "cuStreamWaitEvent");
-    }
-    ok(api.cuEventRecord(end, s1), "cuEventRecord");
-    ok(api.cuEventSynchronize(end), "cuEventSynchronize");
-    float ms = 0;
-    ok(api.cuEventElapsedTime(&ms, start, end), "cuEventElapsedTime");
-    return static_cast<double>(ms);
-  };
+ private:
+  const CudaApi& api_;
+  const Cuda ok_;
+  CUevent start_ = nullptr, end_ = nullptr, mid_ = nullptr;
+};
 
+// One test's samples (after its warm-up copies) into `r`: each GB/s, and the first data mismatch.
+// A failed call throws, leaving in `r` the samples taken before it.
+void run_test(BandwidthResult& r, const BandwidthOptions& options, const BandwidthObserver& observe,
+              const CudaApi& api, const Memory& mem, const CopyTimer& timer) {
+  const Cuda ok{api};
+  const std::string& test = r.test;
+  const std::uint64_t size = options.bytes;
   const bool sampled = options.sampled;
-  using Clock = std::chrono::steady_clock;
+  void* host = test.find("pageable") != std::string::npos ? mem.pageable : mem.pinned[0];
+  const CUstream s1 = timer.s1, s2 = timer.s2;
+  for (int sample = -1; sample < options.samples; ++sample) {
+    const std::chrono::steady_clock::time_point began = std::chrono::steady_clock::now();
+    const bool warmup = sample < 0;  // sample -1 runs the warm-up copies, untimed and unchecked
+    const int pat = std::max(sample, 0);
+    // Each test sets up its buffers, then says what one copy is and how to check the result.
+    std::function<void()> copy;
+    std::function<std::string()> verify;
+    // Reads device memory back into `into` and checks it holds this sample's pattern.
+    auto read_back = [&](void* into, CUdeviceptr from) {
+      clear(into, size, sampled);
+      ok(api.cuMemcpyDtoHAsync(into, from, size, s1), "cuMemcpyDtoHAsync_v2");
+      timer.sync(s1);
+      return check(into, size, pat, sampled);
+    };
+    auto upload = [&](CUdeviceptr to, void* from) {
+      fill(from, size, pat, sampled);
+      ok(api.cuMemcpyHtoDAsync(to, from, size, s1), "cuMemcpyHtoDAsync_v2");
+      timer.sync(s1);
+    };
+    if (test == "h2d" || test == "h2d-pageable") {
+      fill(host, size, pat, sampled);
+      copy = [&] { ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2"); };
+      verify = [&] { return read_back(host, mem.a); };
+    } else if (test == "d2h" || test == "d2h-pageable") {
+      upload(mem.a, host);
+      clear(host, size, sampled);
+      copy = [&] { ok(api.cuMemcpyDtoHAsync(host, mem.a, size, s1), "cuMemcpyDtoHAsync_v2"); };
+      verify = [&] { return check(host, size, pat, sampled); };
+    } else if (test == "d2d") {
+      upload(mem.a, host);
+      copy = [&] { ok(api.cuMemcpyDtoDAsync(mem.b, mem.a, size, s1), "cuMemcpyDtoDAsync_v2"); };
+      verify = [&] { return read_back(host, mem.b); };
+    } else {  // bidir: host -> a on s1 while b -> host on s2
+      void* up = mem.pinned[0];
+      void* down = mem.pinned[1];
+      upload(mem.b, up);
+      clear(down, size, sampled);
+      copy = [&, up, down] {
+        ok(api.cuMemcpyHtoDAsync(mem.a, up, size, s1), "cuMemcpyHtoDAsync_v2");
+        ok(api.cuMemcpyDtoHAsync(down, mem.b, size, s2), "cuMemcpyDtoHAsync_v2");
+      };
+      verify = [&, up, down] {
+        std::string bad = check(down, size, pat, sampled);
+        return bad.empty() ? read_back(up, mem.a) : bad;
+      };
+    }
+    if (warmup) {
+      for (int c = 0; c < options.warmup; ++c) copy();
+      timer.sync(s1);
+      timer.sync(s2);
+      if (observe) observe({test, 0, options.samples, seconds_since(began), nullptr});
+      continue;
+    }
+    const double ms = timer.timed(copy, test == "bidir", options.copies);
+    const std::string bad = verify();
+    const double moved = static_cast<double>(size) * options.copies * (test == "bidir" ? 2 : 1);
+    r.gbps.push_back(ms > 0 ? moved / (ms / 1e3) / 1e9 : 0);
+    if (!bad.empty() && r.failure.empty()) {
+      r.failure = bad;
+      r.verified = false;
+    }
+    if (observe) observe({test, sample + 1, options.samples, seconds_since(began), nullptr});
+  }
+}
+
+}  // namespace
+
+std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
+                                               const BandwidthObserver& observe) {
+  const CudaApi& api = cuda_initialised();
+  BandwidthNeeds::check(api, "measuring copy bandwidth");
+  Memory mem{api};
+  allocate(api, options, mem);
+  const CopyTimer timer(api);
   std::vector<BandwidthResult> results;
   for (const std::string& test : options.tests) {
     BandwidthResult r;
     r.test = test;
-    r.bytes = size;
+    r.bytes = options.bytes;
     r.verified = true;
-    const bool is_pageable = test.find("pageable") != std::string::npos;
-    void* host = is_pageable ? mem.pageable : mem.pinned[0];
     try {
-      for (int sample = -1; sample < options.samples; ++sample) {
-        const Clock::time_point began = Clock::now();
-        const bool warmup = sample < 0;  // sample -1 runs the warm-up copies, untimed and unchecked
-        const int pat = std::max(sample, 0);
-        // Each test sets up its buffers, then says what one copy is and how to check the result.
-        std::function<void()> copy;
-        std::function<std::string()> verify;
-        // Reads device memory back into `into` and checks it holds this sample's pattern.
-        auto read_back = [&](void* into, CUdeviceptr from) {
-          clear(into, size, sampled);
-          ok(api.cuMemcpyDtoHAsync(into, from, size, s1), "cuMemcpyDtoHAsync_v2");
-          sync(s1);
-          return check(into, size, pat, sampled);
-        };
-        auto upload = [&](CUdeviceptr to, void* from) {
-          fill(from, size, pat, sampled);
-          ok(api.cuMemcpyHtoDAsync(to, from, size, s1), "cuMemcpyHtoDAsync_v2");
-          sync(s1);
-        };
-        const bool both = test == "bidir";
-        if (test == "h2d" || test == "h2d-pageable") {
-          fill(host, size, pat, sampled);
-          copy = [&] { ok(api.cuMemcpyHtoDAsync(mem.a, host, size, s1), "cuMemcpyHtoDAsync_v2"); };
-          verify = [&] { return read_back(host, mem.a); };
-        } else if (test == "d2h" || test == "d2h-pageable") {
-          upload(mem.a, host);
-          clear(host, size, sampled);
-          copy = [&] { ok(api.cuMemcpyDtoHAsync(host, mem.a, size, s1), "cuMemcpyDtoHAsync_v2"); };
-          verify = [&] { return check(host, size, pat, sampled); };
-        } else if (test == "d2d") {
-          upload(mem.a, host);
-          copy = [&] { ok(api.cuMemcpyDtoDAsync(mem.b, mem.a, size, s1), "cuMemcpyDtoDAsync_v2"); };
-          verify = [&] { return read_back(host, mem.b); };
-        } else {  // bidir: host -> a on s1 while b -> host on s2
-          void* up = mem.pinned[0];
-          void* down = mem.pinned[1];
-          upload(mem.b, up);
-          clear(down, size, sampled);
-          copy = [&, up, down] {
-            ok(api.cuMemcpyHtoDAsync(mem.a, up, size, s1), "cuMemcpyHtoDAsync_v2");
-            ok(api.cuMemcpyDtoHAsync(down, mem.b, size, s2), "cuMemcpyDtoHAsync_v2");
-          };
-          verify = [&, up, down] {
-            std::string bad = check(down, size, pat, sampled);
-            return bad.empty() ? read_back(up, mem.a) : bad;
-          };
-        }
-        if (warmup) {
-          for (int c = 0; c < options.warmup; ++c) copy();
-          sync(s1);
-          sync(s2);
-          if (observe) observe({test, 0, options.samples, seconds_since(began), nullptr});
-          continue;
-        }
-        const double ms = timed(copy, both);
-        const std::string bad = verify();
-        const double moved = static_cast<double>(size) * options.copies * (test == "bidir" ? 2 : 1);
-        r.gbps.push_back(ms > 0 ? moved / (ms / 1e3) / 1e9 : 0);
-        if (!bad.empty() && r.failure.empty()) {
-          r.failure = bad;
-          r.verified = false;
-        }
-        if (observe) observe({test, sample + 1, options.samples, seconds_since(began), nullptr});
-      }
+      run_test(r, options, observe, api, mem, timer);
     } catch (const Error& e) {
       r.failure = e.what();
       r.verified = false;
