@@ -321,7 +321,8 @@ def format_gpu_uuid(raw) -> "str | None":
 
 
 def gpu_identity(index: int) -> dict:
-    """{index, cuda_ordinal, nvidia_smi_index, name, uuid, total_bytes} of visible device `index`
+    """{index, cuda_ordinal, nvidia_smi_index, name, uuid, total_bytes, compute_capability,
+    pci_bus_id} of visible device `index`
     (a CUDA ordinal; "index" is that ordinal, as in the reference module); docs/python.md describes
     each key."""
     ident = _Identity(size=ctypes.sizeof(_Identity))
@@ -335,4 +336,6 @@ def gpu_identity(index: int) -> dict:
         "name": ident.name.decode(),
         "uuid": ident.uuid.decode(),
         "total_bytes": int(ident.total_bytes),
+        "compute_capability": None if ident.cc_major < 0 else (int(ident.cc_major), int(ident.cc_minor)),
+        "pci_bus_id": ident.pci_bus_id.decode() or None,
     }

@@ -181,7 +181,8 @@ class ModuleTest(Case):
         self.assertEqual(out["again"][0], "RuntimeError")
         # "index" is the CUDA ordinal, as in the reference module; both numberings by their names too.
         self.assertEqual(out["identity"], {"index": 2, "cuda_ordinal": 2, "nvidia_smi_index": 0,
-                                           "name": "NVIDIA RTX A4000", "uuid": MIX[0], "total_bytes": 16 << 30})
+                                           "name": "NVIDIA RTX A4000", "uuid": MIX[0], "total_bytes": 16 << 30,
+                                           "compute_capability": [8, 6], "pci_bus_id": "00000000:01:00.0"})
         self.assertEqual(out["bad_assign"][0], "ValueError")
 
     def test_probe_from_python(self):
