@@ -1,4 +1,7 @@
 // Resolution of --gpu entries to full GPU UUIDs.
+#include <algorithm>
+#include <cctype>
+
 #include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
 
@@ -28,6 +31,49 @@ std::vector<std::size_t> uuid_hits(const std::vector<GpuInfo>& gpus, const std::
     if (detail::starts_with_ci(gpus[i].uuid, prefix)) hits.push_back(i);
   }
   return hits;
+}
+
+// Edit distance (insertions, deletions, substitutions), letters compared without case.
+std::size_t edit_distance_ci(const std::string& a, const std::string& b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      const bool same = std::tolower(static_cast<unsigned char>(a[i - 1])) ==
+                        std::tolower(static_cast<unsigned char>(b[j - 1]));
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (same ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// For an entry that matches no UUID: "; did you mean GPU-... (GPU 3)?" when the UUID of exactly
+// one GPU starts within two edits of it (a typo), else "". Only said, never picked.
+std::string near_uuid_hint(const std::vector<GpuInfo>& gpus, const std::string& entry) {
+  constexpr std::size_t kMaxEdits = 2;
+  if (entry.size() < 8) return "";
+  std::size_t best = kMaxEdits + 1, count = 0, pick = 0;
+  for (std::size_t g = 0; g < gpus.size(); ++g) {
+    const std::string& uuid = gpus[g].uuid;
+    std::size_t d = kMaxEdits + 1;
+    for (std::size_t len = entry.size() - kMaxEdits; len <= entry.size() + kMaxEdits; ++len) {
+      if (len <= uuid.size()) d = std::min(d, edit_distance_ci(entry, uuid.substr(0, len)));
+    }
+    if (d < best) {
+      best = d;
+      count = 1;
+      pick = g;
+    } else if (d == best && d <= kMaxEdits) {
+      ++count;
+    }
+  }
+  if (count != 1) return "";
+  return "; did you mean " + gpus[pick].uuid + " (GPU " + std::to_string(gpus[pick].index) +
+         ")? (" + list_hint() + ")";
 }
 
 std::string list_uuids(const std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& which) {
@@ -77,9 +123,10 @@ std::size_t physical_index(const std::vector<GpuInfo>& gpus, const GpuEntry& ent
 std::size_t physical_uuid(const std::vector<GpuInfo>& gpus, const std::string& entry) {
   auto hits = uuid_hits(gpus, entry);
   if (hits.empty()) {
+    const std::string hint = near_uuid_hint(gpus, entry);
     throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-                    " matches no GPU on this machine (" + count_gpus(gpus.size()) +
-                    "); check for a typo, " + list_hint());
+                    " matches no GPU on this machine (" + count_gpus(gpus.size()) + ")" +
+                    (hint.empty() ? "; check for a typo, " + list_hint() : hint));
   }
   if (hits.size() > 1) {
     throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +

@@ -493,8 +493,8 @@ LeaseStore LeaseStore::locate() {
   s.dir_ = s.own_dir_;
   s.own_primary_ = true;
   s.scope_note_ = problem + ", so leases bind only the jobs of user " + user_name(geteuid()) +
-                  " (kept in " + s.own_dir_ +
-                  "); `sudo gpusel setup` makes a store that binds every user of this machine";
+                  (geteuid() == 0 ? "; `gpusel setup`" : "; `sudo gpusel setup`") +
+                  " makes them bind every user; GPUSEL_LEASE_DIR=" + s.own_dir_ + " silences this";
   return s;
 }
 

@@ -76,6 +76,18 @@ class ResolveTest(Case):
         self.assertEqual(self.resolve("0", "workstation-mixed", CUDA_VISIBLE_DEVICES="2"), [MIXED[0]])
         self.assertEqual(self.resolve("1,0", "workstation-mixed", CUDA_VISIBLE_DEVICES="0,1"), [MIXED[2], MIXED[1]])
 
+    def test_a_mistyped_uuid_gets_the_nearest_as_a_suggestion(self):
+        typo = DGX[0][:-1] + ("0" if DGX[0][-1] != "0" else "1")  # the last character wrong
+        for entry in (typo, DGX[0][:6] + "x" + DGX[0][7:12], DGX[0][:17] + DGX[0][18:]):
+            with self.subTest(entry=entry):
+                r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", entry)
+                self.assertFailsWith(r, 2, f'"{entry}"', "matches no GPU", f"did you mean {DGX[0]} (GPU 0)?")
+                self.assertEqual(r.stdout, "")  # suggested, never picked
+        # Nothing near: no suggestion.
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "GPU-zzzzzzzz")
+        self.assertFailsWith(r, 2, "matches no GPU", "check for a typo")
+        self.assertNotIn("did you mean", r.stderr)
+
     def test_bad_entries_exit_2(self):
         cases = [
             ("8", {}, ['"8"', "out of range", "8 GPUs", "gpusel list"]),

@@ -46,6 +46,17 @@ class MisspeltTest(Case):
                              "takes no argument", "gpusel resolve --gpu 0,1")
 
 
+class HelpTest(Case):
+    def test_flags_with_an_optional_value_show_no_braces(self):
+        for command, flag, value in (("run", "--wait", "[DURATION]"), ("resolve", "--wait", "[DURATION]"),
+                                     ("list", "--watch", "[SECONDS]")):
+            with self.subTest(command=command):
+                r = gpusel(command, "--help")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertNotIn(flag + "{", r.stdout)
+                self.assertRegex(r.stdout, re.escape(flag) + r" " + re.escape(value))
+
+
 class SimAnywhereTest(Case):
     def test_sim_after_the_command(self):
         before = gpusel("--sim", "dgx-h100", "list", "--json")

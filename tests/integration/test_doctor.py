@@ -213,6 +213,33 @@ class DoctorTest(Case):
         self.assertEqual(f["gpus"], [5])
         self.assertIn(f"pid {os.getpid()}", f["message"])
 
+    def test_one_job_leasing_several_gpus_is_one_finding(self):
+        os.makedirs(self.leases, mode=0o700)
+        gpus = machine("dgx-h100")["gpu"]
+        leases = []
+        try:
+            for index in (1, 2, 5):
+                lease = open(os.path.join(self.leases, gpus[index]["uuid"] + ".lock"), "w")
+                leases.append(lease)
+                fcntl.flock(lease, fcntl.LOCK_EX)
+            _, out = self.doctor("dgx-h100")
+        finally:
+            for lease in leases:
+                lease.close()
+        f = self.finding(out, "gpu-leased")  # once, not once per GPU
+        self.assertEqual(f["gpus"], [1, 2, 5])
+        self.assertIn("GPUs 1,2,5 are", f["message"])
+        self.assertIn(f"pid {os.getpid()}", f["message"])
+
+    @unittest.skipIf(os.path.exists("/var/lib/gpusel/leases"), "this machine has a shared lease store")
+    def test_without_a_shared_store_root_is_not_told_sudo(self):
+        home = os.path.join(self.dir, "home")
+        os.mkdir(home, 0o700)
+        _, out = self.doctor("dgx-h100", GPUSEL_LEASE_DIR=None, HOME=home, XDG_STATE_HOME=None)
+        f = self.finding(out, "leases-per-user")
+        self.assertIn("GPUSEL_LEASE_DIR=", f["message"])
+        self.assertEqual(f["remedy"], "gpusel setup" if os.geteuid() == 0 else "sudo gpusel setup")
+
     def test_cuda_link_stub(self):
         # The CUDA double answers cuInit with CUDA_ERROR_STUB_LIBRARY on a machine whose CUDA is
         # "missing", as the toolkit's stub does, when it is loaded all the same.

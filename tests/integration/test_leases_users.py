@@ -21,6 +21,7 @@ import threading
 import time
 import unittest
 
+import support
 from support import BIN, Case, SIM_ROOT, base_env, uuids
 
 DGX = uuids("dgx-h100")
@@ -40,11 +41,18 @@ def set_up_namespace():
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/var/lib"], check=True)
     if not any(p.startswith("/tmp/") for p in (here, build, os.path.realpath(SIM_ROOT))):
         subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp"], check=True)
+    reachable_build()
     etc = "/var/lib/gpusel-test-etc"
     os.makedirs(etc)
     for name in ("passwd", "group", "shadow"):
         with open(f"/etc/{name}") as f:
-            text = f.read()
+            lines = f.read().splitlines(keepends=True)
+        # The machine's own accounts of these names or ids (a real alice) are left out of the
+        # namespace's copies: the test's users are the only ones by these names.
+        ids = {str(uid) for uid in USERS.values()}
+        text = "".join(line for line in lines
+                       if line.split(":")[0] not in USERS
+                       and not (name != "shadow" and line.count(":") >= 3 and line.split(":")[2] in ids))
         for user, uid in USERS.items():
             text += {"passwd": f"{user}:x:{uid}:{uid}:gpusel test:{HOMES}/{user}:/bin/sh\n",
                      "group": f"{user}:x:{uid}:\n",
@@ -60,6 +68,34 @@ def set_up_namespace():
         os.makedirs(home)
         os.chown(home, uid, uid)
         os.chmod(home, 0o700)
+
+
+def reachable_build():
+    """Makes the build reachable by the test's users. A clone in a folder they cannot enter (/root,
+    or a home of mode 0700) is bind-mounted, from the folder below the one that shuts them out,
+    under this namespace's /var/lib, and BIN, SIM_ROOT (here and in support) and WORKER_USER point
+    there."""
+    global BIN, SIM_ROOT, WORKER_USER
+    views = {}
+
+    def reachable(path):
+        parts = path.split("/")[1:]
+        for depth in range(1, len(parts)):
+            folder = "/" + "/".join(parts[:depth])
+            if not os.stat(folder).st_mode & stat.S_IXOTH:
+                top = folder + "/" + parts[depth]
+                if top not in views:
+                    views[top] = f"/var/lib/gpusel-test-view/{len(views)}"
+                    os.makedirs(views[top])
+                    subprocess.run(["mount", "--bind", top, views[top]], check=True)
+                return views[top] + path[len(top):]
+        return path
+
+    BIN = reachable(os.path.realpath(BIN))
+    SIM_ROOT = reachable(os.path.realpath(SIM_ROOT))
+    WORKER_USER = reachable(WORKER_USER)
+    support.BIN, support.SIM_ROOT = BIN, SIM_ROOT
+    os.environ.update(GPUSEL_BIN=BIN, GPUSEL_SIM_ROOT=SIM_ROOT)
 
 
 def user_env(user, **extra):

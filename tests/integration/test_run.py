@@ -580,5 +580,45 @@ class BindCpuTest(Case):
         self.assertFailsWith(r, 1, "--bind-cpu", "(1000)", "outside this process's CPUs")
 
 
+@unittest.skipIf(os.path.exists("/var/lib/gpusel/leases"), "this machine has a shared lease store: no scope note to test")
+class ScopeNoteTest(Case):
+    """Without a shared lease store, `run` says leases bind only this user's jobs: once a day, never
+    under --quiet, naming `gpusel setup` (no sudo for root) and GPUSEL_LEASE_DIR, its off switch."""
+
+    def setUp(self):
+        self.home = tempfile.mkdtemp(prefix="gpusel-note-")
+        self.addCleanup(shutil.rmtree, self.home, True)
+        self.state = os.path.join(self.home, "state")
+        os.mkdir(self.state, 0o700)
+        self.stamp = os.path.join(self.state, "gpusel", "lease-scope-note-day")
+
+    def run_job(self, *flags):
+        r = run("dgx-h100", *flags, "--gpu", "0", "--", "true", GPUSEL_LEASE_DIR=None, HOME=self.home,
+                XDG_STATE_HOME=self.state)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return [line for line in r.stderr.splitlines() if "leases bind only" in line]
+
+    def test_quiet_never_says_it(self):
+        self.assertEqual(self.run_job("--quiet"), [])
+        # --quiet used up nothing: the next plain run still says it.
+        self.assertEqual(len(self.run_job()), 1)
+
+    def test_said_once_a_day_and_names_its_off_switch(self):
+        first = self.run_job()
+        self.assertEqual(len(first), 1)
+        note = first[0]
+        # Short: under 200 characters besides the user's own store's path.
+        self.assertLess(len(note.replace(os.path.join(self.state, "gpusel", "leases"), "")), 200, note)
+        self.assertIn("GPUSEL_LEASE_DIR=", note)
+        self.assertIn("gpusel setup", note)
+        if os.geteuid() == 0:
+            self.assertNotIn("sudo", note)
+        self.assertEqual(self.run_job(), [])
+        # A stamp from another day: said again.
+        with open(self.stamp, "w") as f:
+            f.write("2000-01-01")
+        self.assertEqual(len(self.run_job()), 1)
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -5,12 +5,17 @@ after another; with --json, one object a line."""
 import json
 import os
 import pty
+import re
 import select
+import shlex
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
+import unittest
 
-from support import BIN, Case, gpusel, sim_env
+from support import BIN, MACHINES, Case, gpusel, sim_env
 
 
 def read_until(fd, predicate, timeout=20):
@@ -119,3 +124,78 @@ class WatchPlain(Case):
                            env=sim_env("dgx-h100"), timeout=20)
         self.assertEqual(r.returncode, 1)
         self.assertIn("NVML is unavailable", r.stderr)
+
+
+def many_gpu_machine(folder, count=32):
+    """A machine file with `count` GPUs (each a copy of dgx-h100's first, with its own UUID and bus)."""
+    with open(os.path.join(MACHINES, "dgx-h100.toml")) as f:
+        text = f.read()
+    head, _, rest = text.partition("[[gpu]]")
+    gpu = "[[gpu]]" + rest.split("[[gpu]]")[0]
+    gpu = re.sub(r'uuid = "[^"]*"', "uuid = \"{uuid}\"", gpu)
+    gpu = re.sub(r'pci_bus_id = "[^"]*"', "pci_bus_id = \"{bus}\"", gpu)
+    blocks = [gpu.replace("{uuid}", f"GPU-{i:08x}-1111-4222-8333-{i:012x}").replace("{bus}", f"00000000:{i + 16:02X}:00.0")
+              for i in range(count)]
+    path = os.path.join(folder, "many.toml")
+    with open(path, "w") as f:
+        f.write(head.replace('name = "dgx-h100"', 'name = "many"') + "".join(blocks))
+    return path
+
+
+@unittest.skipUnless(shutil.which("tmux"), "tmux is not installed (scripts/install-deps installs it)")
+class WatchFitsTheTerminal(Case):
+    """`list --watch` in tmux: rows never wrap (a narrower layout below the rows' width, lines cut at
+    the edge), the title and header stay in view, and a last line says how many more rows there are."""
+
+    def screen(self, width, height):
+        folder = tempfile.mkdtemp(prefix="gpusel-watch-")
+        self.addCleanup(shutil.rmtree, folder, True)
+        machine_file = many_gpu_machine(folder)
+        env = sim_env("dgx-h100", TERM="xterm")
+        env.pop("LINES", None)
+        env.pop("COLUMNS", None)
+        script = os.path.join(folder, "watch.sh")
+        with open(script, "w") as f:
+            f.write("#!/bin/sh\n" + "".join(f"export {k}={shlex.quote(v)}\n" for k, v in env.items()) +
+                    f"exec {shlex.quote(BIN)} --sim {shlex.quote(machine_file)} list --watch 0.2\n")
+        os.chmod(script, 0o755)
+        tmux = ["tmux", "-S", os.path.join(folder, "tmux.sock"), "-f", "/dev/null"]
+        subprocess.run([*tmux, "new-session", "-d", "-x", str(width), "-y", str(height), script], check=True,
+                       env={"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": folder})
+        self.addCleanup(subprocess.run, [*tmux, "kill-server"], capture_output=True)
+        deadline = time.monotonic() + 20
+        text = ""
+        while time.monotonic() < deadline:
+            text = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
+            if "more line" in text or "UTIL" in text and text.rstrip().count("\n") >= height - 1:
+                break
+            time.sleep(0.1)
+        return text.rstrip("\n").split("\n")
+
+    def check_common(self, lines, height):
+        self.assertEqual(len(lines), height, lines)
+        self.assertTrue(lines[0].startswith("gpusel list, every 0.2 s;"), lines)
+        header = [line for line in lines if line.startswith("INDEX")]
+        self.assertEqual(len(header), 1, lines)
+        self.assertTrue(header[0].rstrip().endswith("UTIL"), header)  # the whole header on one line
+        self.assertRegex(lines[-1], r"^-- \d+ more lines below")
+        rows = [line for line in lines if re.match(r"^\d+ ", line)]
+        self.assertGreater(len(rows), 10, lines)
+        for row in rows:
+            self.assertRegex(row.rstrip(), r"%$")  # each row ends with its UTIL, unwrapped
+        return header[0], rows
+
+    def test_80_columns_narrow_layout(self):
+        lines = self.screen(80, 24)
+        header, rows = self.check_common(lines, 24)
+        self.assertNotIn("PCI BUS ID", header)
+        self.assertNotIn("NUMA", header)
+        self.assertRegex(rows[0], r"^0 +\S+ +GPU-00000000 +NVIDIA H100")
+        self.assertTrue(all(len(line) <= 80 for line in lines), lines)
+
+    def test_160_columns_full_layout(self):
+        lines = self.screen(160, 24)
+        header, rows = self.check_common(lines, 24)
+        self.assertIn("PCI BUS ID", header)
+        self.assertIn("NUMA", header)
+        self.assertIn("GPU-00000000-1111-4222-8333-000000000000", rows[0])

@@ -15,6 +15,9 @@ struct ListOptions {
   bool probe = false;
   std::string watch_text;  // --watch's value: "" not given, else seconds ("2" without a value)
   bool watch = false;      // set by run_list from watch_text
+  // The terminal's width when watched on one (0: unknown, or not a terminal): the table leaves out
+  // or shortens columns, in a fixed order, until its rows fit (docs/commands.md).
+  std::size_t columns = 0;
 };
 CLI::App* setup_list(CLI::App& app, ListOptions& options);
 int run_list(const ListOptions& options);

@@ -1,6 +1,7 @@
 // gpusel doctor: what will go wrong on this machine and in this environment before a job runs,
 // each finding with a severity and a remedy.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <ctime>
@@ -58,6 +59,14 @@ std::string index_list(const std::vector<unsigned>& indices) {
   std::vector<std::string> s;
   for (unsigned i : indices) s.push_back(std::to_string(i));
   return join(s, ",");
+}
+
+// "GPU 5 is", "GPUs 1,2,3 are" (`one`, `many`: the verb, "" for none).
+std::string gpu_list_text(const std::vector<unsigned>& indices, const std::string& one,
+                          const std::string& many) {
+  const std::string& verb = indices.size() == 1 ? one : many;
+  return (indices.size() == 1 ? "GPU " : "GPUs ") + index_list(indices) +
+         (verb.empty() ? "" : " " + verb);
 }
 
 class Doctor {
@@ -344,28 +353,46 @@ class Doctor {
       return;
     }
     if (!store->scope_note().empty()) {
-      add(Severity::Info, "leases-per-user", store->scope_note(), "sudo gpusel setup");
+      add(Severity::Info, "leases-per-user", store->scope_note(),
+          geteuid() == 0 ? "gpusel setup" : "sudo gpusel setup");
     }
     std::vector<const GpuInfo*> gpus = readable();
     std::vector<std::string> uuids;
     for (const GpuInfo* g : gpus) uuids.push_back(g->uuid);
     const std::vector<LeaseStanding> standing = store->standings(uuids);
     std::vector<unsigned> unshared;
-    for (std::size_t i = 0; i < gpus.size(); ++i) {
-      const GpuInfo* g = gpus[i];
-      const LeaseStanding& s = standing[i];
-      if (s.state == LeaseStanding::State::Held) {
-        add(Severity::Warning, "gpu-leased",
-            fmt::format("GPU {} is {}", g->index, describe_standing(s)),
-            "gpusel run and bench bw refuse it until that job ends: choose other GPUs, use "
-            "--gpu free:N, or --wait (or --share, if the GPU can hold both jobs)",
-            {g->index});
-      } else if (s.state == LeaseStanding::State::Unusable) {
-        add(Severity::Warning, "lease-unusable",
-            fmt::format("GPU {} cannot be leased: {}; free:N skips it", g->index, s.problem),
-            s.shared ? "sudo gpusel setup" : "remove the file; gpusel makes a new one", {g->index});
+    // GPUs that stand alike (one job's lease on seven GPUs) are one finding that lists them.
+    std::vector<std::pair<const LeaseStanding*, std::vector<unsigned>>> held, unusable;
+    auto group = [](auto& groups, const LeaseStanding& s, const std::string& text, unsigned index) {
+      for (auto& [first, indices] : groups) {
+        if (first->shared == s.shared &&
+            (first->state == LeaseStanding::State::Held ? describe_standing(*first)
+                                                        : first->problem) == text) {
+          indices.push_back(index);
+          return;
+        }
       }
-      if (store->shared() && !s.shared) unshared.push_back(g->index);
+      groups.push_back({&s, {index}});
+    };
+    for (std::size_t i = 0; i < gpus.size(); ++i) {
+      const LeaseStanding& s = standing[i];
+      if (s.state == LeaseStanding::State::Held)
+        group(held, s, describe_standing(s), gpus[i]->index);
+      if (s.state == LeaseStanding::State::Unusable) group(unusable, s, s.problem, gpus[i]->index);
+      if (store->shared() && !s.shared) unshared.push_back(gpus[i]->index);
+    }
+    for (const auto& [s, indices] : held) {
+      add(Severity::Warning, "gpu-leased",
+          fmt::format("{} {}", gpu_list_text(indices, "is", "are"), describe_standing(*s)),
+          "gpusel run and bench bw refuse them until that job ends: choose other GPUs, use "
+          "--gpu free:N, or --wait (or --share, if the GPUs can hold both jobs)",
+          indices);
+    }
+    for (const auto& [s, indices] : unusable) {
+      add(Severity::Warning, "lease-unusable",
+          fmt::format("{} cannot be leased: {}; free:N skips {}", gpu_list_text(indices, "", ""),
+                      s->problem, indices.size() == 1 ? "it" : "them"),
+          s->shared ? "sudo gpusel setup" : "remove the file; gpusel makes a new one", indices);
     }
     if (!unshared.empty()) {
       std::vector<std::string> numbers;

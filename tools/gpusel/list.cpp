@@ -1,6 +1,7 @@
 // gpusel list: every physical GPU with its nvidia-smi index and its CUDA ordinal here.
 #include <fmt/format.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -364,6 +365,40 @@ std::string list_json(const Listing& l, const ListOptions& options) {
          "\n";
 }
 
+// Which of the table's columns are shown: all of them unless `columns` (a terminal's width) is
+// narrower than the rows; then, in this order, until they fit: PCI BUS ID left out, NUMA left
+// out, UUIDs cut to their first 12 characters (GPU-4ba71ab7).
+struct TableLayout {
+  std::size_t name_width = 4;
+  bool pci = true, numa = true, full_uuid = true;
+
+  TableLayout(std::size_t name, std::size_t columns) : name_width(name) {
+    std::size_t width = 5 + 1 + 4 + 1 + 40 + 1 + name + 1 + 10 + 1 + 16 + 1 + 4 + 1 + 10 + 1 + 4;
+    if (columns == 0) return;
+    if (width > columns) {
+      pci = false;
+      width -= 17;
+    }
+    if (width > columns) {
+      numa = false;
+      width -= 5;
+    }
+    if (width > columns) full_uuid = false;
+  }
+  std::size_t uuid_width() const { return full_uuid ? 40 : 12; }
+  std::string uuid(const std::string& text) const {
+    return full_uuid || text.size() <= 12 ? text : text.substr(0, 12);
+  }
+  // A row: INDEX, CUDA, UUID, NAME, MEMORY, PCI BUS ID, NUMA, USED, UTIL.
+  std::string row(const std::array<std::string, 9>& c) const {
+    std::string line = fmt::format("{:<5} {:<4} {:<{}} {:<{}} {:>10}", c[0], c[1], uuid(c[2]),
+                                   uuid_width(), c[3], name_width, c[4]);
+    if (pci) line += fmt::format(" {:<16}", c[5]);
+    if (numa) line += fmt::format(" {:<4}", c[6]);
+    return line + fmt::format(" {:>10} {:>4}\n", c[7], c[8]);
+  }
+};
+
 void list_text(const Listing& l, const ListOptions& options, std::string& out_text) {
   auto out = std::back_inserter(out_text);
   const NvmlSnapshot& snap = l.snap;
@@ -387,9 +422,9 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
     for (const auto& mig : gpu.migs)
       name_width = std::max(name_width, detail::printable(mig.name).size());
   }
-  fmt::format_to(out, "{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", "INDEX",
-                 "CUDA", "UUID", "NAME", name_width, "MEMORY", "PCI BUS ID", "NUMA", "USED",
-                 "UTIL");
+  const TableLayout layout(name_width, options.columns);
+  out_text +=
+      layout.row({"INDEX", "CUDA", "UUID", "NAME", "MEMORY", "PCI BUS ID", "NUMA", "USED", "UTIL"});
   for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
     const GpuInfo& gpu = snap.gpus[g];
     if (gpu.failed()) {
@@ -397,14 +432,13 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
                      "FAILED: " + detail::printable(gpu.failure));
       continue;
     }
-    fmt::format_to(out, "{:<5} {:<4} {:<40} {:<{}} {:>10} {:<16} {:<4} {:>10} {:>4}\n", gpu.index,
-                   ordinal_text(rows[g].visibility, rows[g].ordinal), detail::printable(gpu.uuid),
-                   detail::printable(gpu.name), name_width,
-                   gpu.total_bytes ? detail::format_bytes(gpu.total_bytes) : "?",
-                   detail::printable(gpu.pci_bus_id),
-                   gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
-                   gpu.memory_used ? detail::format_bytes(*gpu.memory_used) : "?",
-                   gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?");
+    out_text += layout.row(
+        {std::to_string(gpu.index), ordinal_text(rows[g].visibility, rows[g].ordinal),
+         detail::printable(gpu.uuid), detail::printable(gpu.name),
+         gpu.total_bytes ? detail::format_bytes(gpu.total_bytes) : "?",
+         detail::printable(gpu.pci_bus_id), gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
+         gpu.memory_used ? detail::format_bytes(*gpu.memory_used) : "?",
+         gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?"});
     for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
       const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
       fmt::format_to(out, "      process {}{}{}, {}\n", p.pid,
@@ -418,13 +452,14 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
     for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
       const int ord = rows[g].mig_ordinals[m];
       fmt::format_to(out,
-                     "  MIG {:<4} {:<40} {:<{}} {:>10}  (GPU instance {}, compute instance {})\n",
+                     "  MIG {:<4} {:<{}} {:<{}} {:>10}  (GPU instance {}, compute instance {})\n",
                      ordinal_text(rows[g].visibility == Visibility::Unknown ? Visibility::Unknown
                                                                             : Visibility::Visible,
                                   ord),
-                     detail::printable(gpu.migs[m].uuid), detail::printable(gpu.migs[m].name),
-                     name_width, detail::format_bytes(gpu.migs[m].total_bytes),
-                     gpu.migs[m].gpu_instance, gpu.migs[m].compute_instance);
+                     layout.uuid(detail::printable(gpu.migs[m].uuid)), layout.uuid_width(),
+                     detail::printable(gpu.migs[m].name), name_width,
+                     detail::format_bytes(gpu.migs[m].total_bytes), gpu.migs[m].gpu_instance,
+                     gpu.migs[m].compute_instance);
     }
   }
   if (snap.gpus.empty()) fmt::format_to(out, "(no GPUs)\n");
@@ -497,7 +532,7 @@ bool stdout_is_terminal() {
 #endif
 }
 
-// The terminal's height in lines, 0 when unknown.
+// The terminal's height in lines and width in columns, 0 when unknown.
 std::size_t terminal_rows() {
 #ifdef _WIN32
   return 0;
@@ -505,6 +540,48 @@ std::size_t terminal_rows() {
   winsize ws{};
   return ioctl(1, TIOCGWINSZ, &ws) == 0 ? ws.ws_row : 0;
 #endif
+}
+std::size_t terminal_columns() {
+#ifdef _WIN32
+  return 0;
+#else
+  winsize ws{};
+  return ioctl(1, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+#endif
+}
+
+// `line` cut to `columns` (0: as it is), never inside a UTF-8 character: a line never wraps.
+std::string fit_line(const std::string& line, std::size_t columns) {
+  if (columns == 0 || line.size() <= columns) return line;
+  std::size_t end = columns;
+  while (end > 0 && (static_cast<unsigned char>(line[end]) & 0xC0) == 0x80) --end;
+  return line.substr(0, end);
+}
+
+// A watched listing as a screen: the title, then `frame`'s lines, each cut to the terminal's
+// width, and cut to its height with the last line saying how many more there are (the title and
+// the table's header stay in view: nothing scrolls).
+std::string watch_screen(const std::string& head, const std::string& frame) {
+  std::vector<std::string> lines{head, ""};
+  std::size_t start = 0;
+  while (start < frame.size()) {
+    const std::size_t end = frame.find('\n', start);
+    lines.push_back(frame.substr(start, end - start));
+    start = end == std::string::npos ? frame.size() : end + 1;
+  }
+  const std::size_t rows = terminal_rows(), columns = terminal_columns();
+  if (rows > 1 && lines.size() > rows) {
+    const std::size_t more = lines.size() - (rows - 1);
+    lines.resize(rows - 1);
+    lines.push_back(fmt::format("-- {} more line{} below: a taller terminal shows them --", more,
+                                more == 1 ? "" : "s"));
+  }
+  std::string screen = "\x1b[H";
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    screen += fit_line(lines[i], columns) + "\x1b[K";
+    if (i + 1 < lines.size()) screen += "\n";
+  }
+  return screen + "\x1b[J";
 }
 
 std::string clock_text() {
@@ -540,8 +617,10 @@ double watch_interval(const std::string& text) {
 // listing replaces the last in place (the alternate screen, the cursor sent home and each line
 // cleared as it is overwritten, so nothing flickers), cut to the terminal's height; elsewhere,
 // one listing after another, each under a line with its time (--json: one object a line).
-int watch_list(const ListOptions& options, double seconds) {
-  const bool terminal = stdout_is_terminal() && !options.json;
+int watch_list(const ListOptions& given, double seconds) {
+  const bool terminal = stdout_is_terminal() && !given.json;
+  ListOptions options = given;
+  if (terminal) options.columns = terminal_columns();
   for (int sig : {SIGINT, SIGTERM
 #ifdef SIGHUP
                   ,
@@ -561,29 +640,14 @@ int watch_list(const ListOptions& options, double seconds) {
   while (g_stop_signal.load() == 0) {
     if (!first) {
       frame.clear();
+      if (terminal) options.columns = terminal_columns();  // as it is now, after any resize
       status = render_list(options, frame);
       if (status != 0) break;
     }
     first = false;
     if (terminal) {
-      std::string screen = "\x1b[H";
-      const std::string head =
-          "gpusel list, every " + interval + " s; " + clock_text() + "; Ctrl-C to stop";
-      std::vector<std::string> lines{head, ""};
-      std::size_t start = 0;
-      while (start < frame.size()) {
-        const std::size_t end = frame.find('\n', start);
-        lines.push_back(frame.substr(start, end - start));
-        start = end == std::string::npos ? frame.size() : end + 1;
-      }
-      const std::size_t rows = terminal_rows();
-      if (rows > 0 && lines.size() > rows) lines.resize(rows);  // never scroll
-      for (std::size_t i = 0; i < lines.size(); ++i) {
-        screen += lines[i] + "\x1b[K";
-        if (i + 1 < lines.size()) screen += "\n";
-      }
-      screen += "\x1b[J";
-      write_out(screen);
+      write_out(watch_screen(
+          "gpusel list, every " + interval + " s; " + clock_text() + "; Ctrl-C to stop", frame));
     } else if (options.json) {
       write_out(frame);
     } else {

@@ -19,6 +19,29 @@ namespace {
 
 using namespace gpusel::cli;
 
+// Help as CLI11 writes it, without the value a flag takes when given alone, which CLI11 shows in
+// the flag's name (`--wait{inf}`): the description says it.
+class HelpFormatter : public CLI::Formatter {
+ public:
+  std::string make_option_name(const CLI::Option* opt, bool positional) const override {
+    return without_braces(CLI::Formatter::make_option_name(opt, positional));
+  }
+  std::string make_option_usage(const CLI::Option* opt) const override {
+    return without_braces(CLI::Formatter::make_option_usage(opt));
+  }
+
+ private:
+  static std::string without_braces(std::string text) {
+    for (std::size_t open = text.find('{'); open != std::string::npos;
+         open = text.find('{', open)) {
+      const std::size_t close = text.find('}', open);
+      if (close == std::string::npos) break;
+      text.erase(open, close - open + 1);
+    }
+    return text;
+  }
+};
+
 // The command line's parser: every subcommand, or (`only`) the one the command line names.
 struct Cli {
   CLI::App app{"gpusel: resolve --gpu lists to GPU UUIDs and bind each process to its GPU"};
@@ -45,6 +68,7 @@ struct Cli {
 
   explicit Cli(const std::string& only) {
     app.name("gpusel");
+    app.formatter(std::make_shared<HelpFormatter>());  // before the subcommands, which copy it
     app.require_subcommand(1);
     app.set_version_flag("--version", GPUSEL_VERSION_STRING);
     auto want = [&only](const char* name) { return only.empty() || only == name; };

@@ -1,5 +1,10 @@
 // gpusel run: one process per GPU, each told its GPU, supervised as one job.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cmath>
+#include <ctime>
 #include <map>
 
 #include "commands.hpp"
@@ -7,6 +12,7 @@
 #include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
+#include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolution.hpp"
@@ -14,6 +20,54 @@
 #include "interface.hpp"
 
 namespace gpusel::cli {
+
+namespace {
+
+// Whether the note kept in the stamp file `name` of `folder` (this user's state folder) is due
+// today: true the first time on each day (local time), which the stamp then records. Said when
+// the folder is not this user's alone or the stamp cannot be read or written.
+bool due_today(const std::string& folder, const char* name) {
+  struct stat st {};
+  if (lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+      (st.st_mode & (S_IWGRP | S_IWOTH))) {
+    return true;
+  }
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  char day[16] = {};
+  if (localtime_r(&now, &local) == nullptr ||
+      std::strftime(day, sizeof day, "%Y-%m-%d", &local) != 10) {
+    return true;
+  }
+  const std::string path = folder + "/" + name;
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) return true;
+  char seen[16] = {};
+  const bool said = pread(fd, seen, sizeof seen - 1, 0) == 10 && std::string(seen) == day;
+  if (!said && ftruncate(fd, 0) == 0 && pwrite(fd, day, 10, 0) != 10) {
+    // Not recorded: said again next time, which is all a failed stamp costs.
+  }
+  close(fd);
+  return !said;
+}
+
+// Notes for the job: the lease store's scope (a note that changes nothing: leases bind only this
+// user's jobs) is never said under --quiet and at most once a day, stamped in this user's state
+// folder beside its own lease store (setting GPUSEL_LEASE_DIR silences it, as does a shared store).
+void print_notes(const Resolution& r, bool quiet) {
+  for (const std::string& note : r.notes) {
+    if (note.find("GPUSEL_LEASE_DIR=") != std::string::npos) {
+      const LeaseStore store = LeaseStore::locate();
+      if (note == store.scope_note()) {
+        const std::string own = store.own_dir();
+        if (quiet || !due_today(own.substr(0, own.rfind('/')), "lease-scope-note-day")) continue;
+      }
+    }
+    print_note(note);
+  }
+}
+
+}  // namespace
 
 CLI::App* setup_run(CLI::App& app, RunOptions& options) {
   CLI::App* cmd = app.add_subcommand(
@@ -70,7 +124,7 @@ int run_run(const RunOptions& options) {
     print_warning("NVML is unavailable (" + r.reason +
                   "); workers get the UUIDs as given and match them against CUDA's own devices");
   }
-  for (const std::string& note : r.notes) print_note(note);
+  print_notes(r, options.quiet);
   LaunchOptions launch;
   launch.command = options.command;
   launch.gpus = r.gpus;
