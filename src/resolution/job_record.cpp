@@ -8,6 +8,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -20,14 +21,16 @@ namespace gpusel::detail {
 namespace {
 
 constexpr off_t kMaxRecordSize = 8192;
+constexpr std::size_t kMaxGroups = 512;  // 512 numbers and a 200-byte command fit the size
 constexpr const char* kRecordHead = "gpusel job record 1\n";
 
 struct RecordState {
   std::mutex mutex;
   int fd = -1;
+  int maker = 0;  // the process that made the record: a forked child leaves it alone
   std::string path;
   int leases = 0;
-  std::vector<int> groups;
+  std::vector<int> groups;  // the workers'
   std::string command;
 };
 
@@ -40,9 +43,10 @@ RecordState& state() {
 std::string record_text(const RecordState& s) {
   std::string out = kRecordHead;
   out += "groups";
-  for (int g : s.groups) out += " " + std::to_string(g);
+  for (std::size_t i = 0; i < s.groups.size() && i < kMaxGroups; ++i) {
+    out += " " + std::to_string(s.groups[i]);
+  }
   out += "\ncommand " + s.command + "\n";
-  if (out.size() > static_cast<std::size_t>(kMaxRecordSize)) out.resize(kMaxRecordSize);
   return out;
 }
 
@@ -72,10 +76,16 @@ bool locked(int fd) {
   return errno == EWOULDBLOCK;
 }
 
+// The name of the record of process `pid` of user `uid`: the owner's uid in the name, so that no
+// other user can take the name first.
+std::string record_name(uid_t uid, int pid) {
+  return ".job-" + std::to_string(uid) + "-" + std::to_string(pid);
+}
+
 // Makes this process's record in `queue`. A record of an ended process of this user under the
 // same name (the pid reused) is removed first; any other leaves this process without a record.
 void make_record(RecordState& s, const std::string& queue) {
-  const std::string path = queue + "/.job-" + std::to_string(getpid());
+  const std::string path = queue + "/" + record_name(geteuid(), static_cast<int>(getpid()));
   for (int attempt = 0; attempt < 2; ++attempt) {
     // Readable by its owner alone until locked, so nobody else takes a lock on it first; the
     // descriptor is inherited by the workers, which keep the lock while they live.
@@ -87,8 +97,8 @@ void make_record(RecordState& s, const std::string& queue) {
         return;
       }
       s.fd = fd;
+      s.maker = static_cast<int>(getpid());
       s.path = path;
-      s.groups = {static_cast<int>(getpgrp())};
       s.command = process_details(getpid()).command;
       write_record(s);
       return;
@@ -147,7 +157,9 @@ void job_record_lease_released() {
   RecordState& s = state();
   const std::lock_guard<std::mutex> lock(s.mutex);
   if (s.leases > 0) --s.leases;
-  if (s.leases > 0 || s.fd < 0) return;
+  // A child forked by a program that leased (its copy of a Lease released) keeps its hands off
+  // the parent's record.
+  if (s.leases > 0 || s.fd < 0 || s.maker != static_cast<int>(getpid())) return;
   unlink(s.path.c_str());
   close(s.fd);
   s.fd = -1;
@@ -157,7 +169,7 @@ void job_record_lease_released() {
 void note_job_groups(const std::vector<int>& pids) {
   RecordState& s = state();
   const std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.fd < 0) return;
+  if (s.fd < 0 || s.maker != static_cast<int>(getpid())) return;
   for (int pid : pids) {
     // Each worker leads a process group of its own (launch.cpp); what it starts stays in it
     // unless it moves itself.
@@ -169,15 +181,17 @@ void note_job_groups(const std::vector<int>& pids) {
   write_record(s);
 }
 
-std::optional<JobRecord> read_job_record(const std::string& store_dir, int pid) {
-  const std::string queue = trusted_queue(store_dir);
-  if (queue.empty() || pid <= 0) return std::nullopt;
-  const std::string path = queue + "/.job-" + std::to_string(pid);
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+namespace {
+
+// The record in `name` (opened at `dir`) when it is live and well formed: locked, a plain file
+// of one name, owned by the user its name gives.
+std::optional<JobRecord> read_record(int dir, const std::string& name, uid_t named_owner) {
+  const int fd =
+      openat(dir, name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   struct stat st {};
   std::string text;
-  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 &&
+  if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == named_owner &&
       st.st_size <= kMaxRecordSize && locked(fd)) {
     text.resize(static_cast<std::size_t>(st.st_size));
     const ssize_t got = pread(fd, text.data(), text.size(), 0);
@@ -189,19 +203,49 @@ std::optional<JobRecord> read_job_record(const std::string& store_dir, int pid) 
   r.owner = st.st_uid;
   r.dev = st.st_dev;
   r.ino = st.st_ino;
-  r.folder = queue;
   std::istringstream lines(text.substr(std::strlen(kRecordHead)));
+  const auto group = [](long g) { return g > 0 && g < (1L << 22); };
   for (std::string line; std::getline(lines, line);) {
     if (line.rfind("groups", 0) == 0) {
       std::istringstream words(line.substr(6));
-      for (long g = 0; words >> g;) {
-        if (g > 0 && g < (1L << 22)) r.groups.push_back(static_cast<int>(g));
+      for (long g = 0; words >> g && r.groups.size() < kMaxGroups;) {
+        if (group(g)) r.groups.push_back(static_cast<int>(g));
       }
     } else if (line.rfind("command ", 0) == 0) {
       r.command = line.substr(8);
     }
   }
   return r;
+}
+
+}  // namespace
+
+std::vector<JobRecord> read_job_records(const std::string& store_dir, int pid) {
+  std::vector<JobRecord> out;
+  const std::string queue = trusted_queue(store_dir);
+  if (queue.empty() || pid <= 0) return out;
+  DIR* d = opendir(queue.c_str());
+  if (d == nullptr) return out;
+  const std::string tail = "-" + std::to_string(pid);
+  while (const dirent* e = readdir(d)) {
+    // ".job-<uid>-<pid>"
+    const std::string_view name(e->d_name);
+    if (name.rfind(".job-", 0) != 0 || name.size() <= 5 + tail.size() ||
+        name.substr(name.size() - tail.size()) != tail) {
+      continue;
+    }
+    const std::string uid_text(name.substr(5, name.size() - 5 - tail.size()));
+    char* end = nullptr;
+    const unsigned long uid = std::strtoul(uid_text.c_str(), &end, 10);
+    if (uid_text.empty() || *end != '\0' || uid > 0xFFFFFFFEUL) continue;
+    if (std::optional<JobRecord> r =
+            read_record(dirfd(d), std::string(name), static_cast<uid_t>(uid))) {
+      r->folder = queue;
+      out.push_back(std::move(*r));
+    }
+  }
+  closedir(d);
+  return out;
 }
 
 std::optional<int> oldest_in_groups(uid_t owner, const std::vector<int>& groups) {

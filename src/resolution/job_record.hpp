@@ -5,10 +5,10 @@
 // ended while processes it started hold the lock through inherited descriptors (a SIGKILLed
 // `gpusel run` whose workers' children run on). The same user finds those processes by their
 // descriptors; another user cannot read them. So a process that leases GPUs in the shared store
-// leaves a record beside the queue, `queue/.job-<pid>`: its owner is the file's owner (only that
-// user can write it), it lists the process groups of the job (the workers', set when they start),
-// and it is locked through a descriptor the workers inherit, so it is live exactly while the job
-// is. /proc, readable by every user, then tells which processes of those groups still run.
+// leaves a record beside the queue, `queue/.job-<uid>-<pid>`: its owner is the file's owner (only
+// that user can write it), it lists the process groups of the job (the workers', set when they
+// start), and it is locked through a descriptor the workers inherit, so it is live exactly while
+// the job is. /proc, readable by every user, then tells which processes of those groups still run.
 #pragma once
 
 #include <sys/types.h>
@@ -28,18 +28,18 @@ void job_record_lease_released();
 
 // A job's record as another process reads it.
 struct JobRecord {
-  uid_t owner = 0;          // the file's owner
-  std::vector<int> groups;  // the job's process groups
+  uid_t owner = 0;          // the file's owner, which its name gives too
+  std::vector<int> groups;  // the process groups of the job's workers
   std::string command;      // the command line of the process that leased
   dev_t dev = 0;            // the record file itself, to ask the lock table who holds it
   ino_t ino = 0;
-  std::string folder;  // the folder it is in (for LockTable::holder)
+  std::string folder;  // the folder it is in (for LockTable)
 };
 
-// The live record left by process `pid` in the store `store_dir`, or nullopt: none, not a plain
-// file of the expected size, in a queue folder others could have changed, or not locked (its
-// job has ended).
-std::optional<JobRecord> read_job_record(const std::string& store_dir, int pid);
+// The live records left by a process `pid` in the store `store_dir`: each locked, a plain file of
+// the expected size, owned by the user its name gives, in the shared store's own queue folder.
+// More than one (another user's file named for the same pid) leaves the caller none to trust.
+std::vector<JobRecord> read_job_records(const std::string& store_dir, int pid);
 
 // The oldest process of user `owner` whose process group is one of `groups`, or nullopt.
 std::optional<int> oldest_in_groups(uid_t owner, const std::vector<int>& groups);

@@ -129,9 +129,20 @@ class LockTable {
   }
   // nullopt: nobody holds a lock on it; 0: someone the table does not name.
   std::optional<int> holder(dev_t dev, ino_t ino) const {
-    auto it = held_.find({dev, ino});
-    if (it == held_.end()) return std::nullopt;
+    auto it = held_.lower_bound({dev, ino});  // the first the table lists
+    if (it == held_.end() || it->first != std::make_pair(dev, ino)) return std::nullopt;
     return it->second;
+  }
+  // Whether process `pid` is among those the table lists as holding a lock on the file `st` in
+  // folder `dir` (several hold shared locks on one file; anyone who may read it can add one).
+  bool holds(const struct stat& st, const std::string& dir, int pid) const {
+    for (const dev_t dev : {st.st_dev, mount_device(dir).value_or(st.st_dev)}) {
+      const auto range = held_.equal_range({dev, st.st_ino});
+      for (auto it = range.first; it != range.second; ++it) {
+        if (it->second == pid) return true;
+      }
+    }
+    return false;
   }
   // The same for the file `st` in folder `dir`, also where stat() reports another device than the
   // table (an overlay whose layers are on other file systems: each layer's files get a device of
@@ -168,7 +179,7 @@ class LockTable {
                   static_cast<int>(std::strtol(pid.c_str(), nullptr, 10)));
   }
 
-  std::map<std::pair<dev_t, ino_t>, int> held_;
+  std::multimap<std::pair<dev_t, ino_t>, int> held_;
 };
 
 // Whether process `proc_entry` ("4242", "self") has the file (dev, ino) open: nullopt when its
@@ -238,15 +249,20 @@ std::optional<LeaseHolder> holder_of(const LockTable& table, const struct stat& 
   if (!pid || *pid <= 0) return std::nullopt;
   const std::optional<bool> open = has_open(std::to_string(*pid), st.st_dev, st.st_ino);
   if (open.value_or(false)) return detail::process_details(*pid);
-  // The record the process that took the lock left in the shared store, if it is the live
-  // record of the job that holds this lease (the lock table names that process for both).
-  std::optional<detail::JobRecord> record = detail::read_job_record(dir, *pid);
-  if (record) {
-    struct stat rs {};
-    rs.st_dev = record->dev;
-    rs.st_ino = record->ino;
-    if (table.holder(rs, record->folder) != pid) record.reset();
-  }
+  // The record the process that took the lock left in the shared store: trusted only when
+  // exactly one live record names that process and the lock table lists that process among the
+  // holders of its lock (a file someone else wrote, or locked, names no one).
+  std::optional<detail::JobRecord> record;
+  std::vector<detail::JobRecord> records = detail::read_job_records(dir, *pid);
+  records.erase(std::remove_if(records.begin(), records.end(),
+                               [&](const detail::JobRecord& r) {
+                                 struct stat rs {};
+                                 rs.st_dev = r.dev;
+                                 rs.st_ino = r.ino;
+                                 return !table.holds(rs, r.folder, *pid);
+                               }),
+                records.end());
+  if (records.size() == 1) record = std::move(records.front());
   struct stat proc {};
   if (!open && stat(("/proc/" + std::to_string(*pid)).c_str(), &proc) == 0 &&
       (!record || record->owner == proc.st_uid)) {
@@ -667,6 +683,7 @@ bool holds_inherited(const struct stat& st) {
 // Whether `holder` is another job rather than a process of the same launch: another user's
 // process, or a gpusel command that leases GPUs for its job (run, bench).
 bool another_job(const LeaseHolder& holder) {
+  if (holder.pid <= 0) return true;  // known only by a job's record: no process of this one
   struct stat st {};
   const std::string proc = "/proc/" + std::to_string(holder.pid);
   if (stat(proc.c_str(), &st) == 0 && st.st_uid != geteuid()) return true;
@@ -1147,7 +1164,11 @@ void clean_queue(int queue_fd, const std::string& queue, StoreSetup& report) {
     const std::string path = queue + "/" + detail::printable(name);
     switch (remove_entry(at, name.c_str(), st, err)) {
       case Removal::removed:
-        report.changes.push_back("removed " + path + (ticket_like ? " (a dead ticket)" : ""));
+        report.changes.push_back("removed " + path +
+                                 (!ticket_like ? ""
+                                  : name.rfind(".job-", 0) == 0
+                                      ? " (the record of a job that has ended)"
+                                      : " (a dead ticket)"));
         break;
       case Removal::kept:
         report.changes.push_back("left " + path + " in place (cannot remove it: " +

@@ -598,24 +598,52 @@ class KernelHoldsTheJobTest(SharedStoreCase):
         owners = {pwd.getpwuid(os.stat(f"/var/lib/gpusel/leases/queue/{n}").st_uid).pw_name for n in left}
         self.assertNotIn("bob", owners, left)
 
-    def test_a_record_someone_else_wrote_names_no_one(self):
-        # alice's record is gone (root removed it; her job's lock stays on the unlinked file), and
-        # carol writes one under its name, naming a process group of hers, locked by her own
-        # process: the lock table names carol's process for it, not alice's SIGKILLed gpusel.
+    def test_a_record_someone_else_wrote_or_locked_names_no_one(self):
+        # carol writes a record under alice's gpusel's pid with her own name (its owner) and locks
+        # it from her own process, naming a process group of hers; she also takes a shared lock
+        # on alice's record, so that the lock table may list her first for it. The lock table
+        # never lists alice's SIGKILLed gpusel for carol's file: bob is still told alice's loop.
         job, loop = self.start_loop_job("alice", 4)
         os.kill(job.pid, signal.SIGKILL)
         job.communicate(timeout=30)
-        record = f"/var/lib/gpusel/leases/queue/.job-{job.pid}"
-        os.unlink(record)
-        script = (f"exec 9>{record}; printf 'gpusel job record 1\\ngroups %s\\ncommand forged\\n' $$ >&9; "
+        queue = "/var/lib/gpusel/leases/queue"
+        real = f"{queue}/.job-{pwd.getpwnam('alice').pw_uid}-{job.pid}"
+        forged = f"{queue}/.job-{pwd.getpwnam('carol').pw_uid}-{job.pid}"
+        self.assertTrue(locked(real), os.listdir(queue))
+        script = (f"exec 8<{real}; flock -s 8; exec 9>{forged}; "
+                  "printf 'gpusel job record 1\\ngroups %s\\ncommand forged\\n' $$ >&9; "
                   "flock -s 9 && exec sleep 120")
-        forger = subprocess.Popen(["runuser", "-u", "carol", "--", "sh", "-c", script], start_new_session=True)
+        forger = subprocess.Popen(["setpriv", "--reuid=carol", "--regid=carol", "--init-groups",
+                                   "sh", "-c", script], start_new_session=True)
         self.addCleanup(lambda: (os.killpg(forger.pid, signal.SIGKILL), forger.wait()))
-        wait_for(lambda: "forged" in (read_file(record) or "") and locked(record), "carol's record")
+        wait_for(lambda: "forged" in (read_file(forged) or "") and locked(forged), "carol's record")
         r = run_as("bob", "run", "--gpu", "4", "--", "true")
         self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"pid {loop} (user alice", r.stderr)
         self.assertNotIn("carol", r.stderr)
         self.assertNotIn("forged", r.stderr)
+
+    def test_a_job_known_only_by_its_record_keeps_its_gpu(self):
+        # alice's loop leaves its worker's process group (setsid) before her gpusel is SIGKILLed:
+        # no process of the record's groups is left, so bob is told her user and command only,
+        # and that GPU is still another job's, for his run and for his program's bind alike.
+        marker = marker_file("setsid-loop")
+        script = (f'setsid sh -c "echo \\$\\$ > {marker}; while :; do sleep 0.2; done" '
+                  ">/dev/null 2>&1 & wait")
+        job = start_as("alice", "run", "--quiet", "--gpu", "5", "--", "bash", "-c", script)
+        self.procs.append(job)
+        wait_for(lambda: (read_file(marker) or "").strip() != "", "the loop")
+        loop = int(read_file(marker))
+        self.addCleanup(lambda: alive(loop) and os.kill(loop, signal.SIGKILL))
+        os.kill(job.pid, signal.SIGKILL)
+        job.communicate(timeout=30)
+        r = run_as("bob", "run", "--gpu", "5", "--", "true")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("leased by user alice, command `", r.stderr)
+        lease = list_json("bob")["gpus"][5]["lease"]
+        self.assertEqual((lease["pid"], lease["user"]), (None, "alice"), lease)
+        r = run_as("bob", "bind", "--json", GPUSEL_GPU="5")
+        self.assertNotEqual(r.returncode, 0, "bob bound the GPU alice's job holds: " + r.stdout + r.stderr)
 
 
 class OneStoreTest(SharedStoreCase):

@@ -294,11 +294,12 @@ nlohmann::json gpu_json(const Listing& l, std::size_t g) {
   const LeaseStanding& lease = leases[g];
   const std::optional<LeaseHolder>& holder = lease.holder;
   j["lease"] = lease.state != LeaseStanding::State::Held ? nlohmann::json(nullptr)
-               : holder                                  ? nlohmann::json({{"pid", holder->pid},
-                                                                           {"user", holder->user},
-                                                                           {"command", detail::printable(holder->command)},
-                                                                           {"started", holder->started}})
-                                                         : nlohmann::json::object();
+               : holder ? nlohmann::json({{"pid", holder->pid > 0 ? nlohmann::json(holder->pid)
+                                                                  : nlohmann::json(nullptr)},
+                                          {"user", holder->user},
+                                          {"command", detail::printable(holder->command)},
+                                          {"started", holder->started}})
+                        : nlohmann::json::object();
   j["lease_problem"] = lease.state == LeaseStanding::State::Unusable ? nlohmann::json(lease.problem)
                                                                      : nlohmann::json(nullptr);
   j["mig_enabled"] = gpu.mig_enabled;
