@@ -27,6 +27,15 @@ namespace gpusel::cli {
 
 namespace {
 
+// Whether this process runs as root (where a remedy needs no sudo); never on Windows.
+bool running_as_root() {
+#ifdef _WIN32
+  return false;
+#else
+  return geteuid() == 0;
+#endif
+}
+
 enum class Severity { Error, Warning, Info };
 
 const char* severity_name(Severity s) {
@@ -354,7 +363,7 @@ class Doctor {
     }
     if (!store->scope_note().empty()) {
       add(Severity::Info, "leases-per-user", store->scope_note(),
-          geteuid() == 0 ? "gpusel setup" : "sudo gpusel setup");
+          running_as_root() ? "gpusel setup" : "sudo gpusel setup");
     }
     std::vector<const GpuInfo*> gpus = readable();
     std::vector<std::string> uuids;

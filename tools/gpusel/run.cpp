@@ -1,7 +1,9 @@
 // gpusel run: one process per GPU, each told its GPU, supervised as one job.
+#ifndef _WIN32
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#endif
 
 #include <cmath>
 #include <ctime>
@@ -26,6 +28,11 @@ namespace {
 // Whether the note kept in the stamp file `name` of `folder` (this user's state folder) is due
 // today: true the first time on each day (local time), which the stamp then records. Said when
 // the folder is not this user's alone or the stamp cannot be read or written.
+#ifdef _WIN32
+bool due_today(const std::string&, const char*) {
+  return true;  // Windows leases have no per-user scope note (lease_win.cpp), so no stamp either
+}
+#else
 bool due_today(const std::string& folder, const char* name) {
   struct stat st {};
   if (lstat(folder.c_str(), &st) != 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
@@ -50,6 +57,7 @@ bool due_today(const std::string& folder, const char* name) {
   close(fd);
   return !said;
 }
+#endif
 
 // Notes for the job: the lease store's scope (a note that changes nothing: leases bind only this
 // user's jobs) is never said under --quiet and at most once a day, stamped in this user's state
