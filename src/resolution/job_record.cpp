@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <sstream>
 
@@ -248,8 +249,8 @@ std::vector<JobRecord> read_job_records(const std::string& store_dir, int pid) {
   return out;
 }
 
-std::optional<int> oldest_in_groups(uid_t owner, const std::vector<int>& groups) {
-  if (groups.empty()) return std::nullopt;
+std::optional<int> oldest_process(
+    const std::function<bool(int proc, const char* pid, int group)>& matches) {
   DIR* proc = opendir("/proc");
   if (proc == nullptr) return std::nullopt;
   std::optional<int> best;
@@ -258,12 +259,11 @@ std::optional<int> oldest_in_groups(uid_t owner, const std::vector<int>& groups)
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0' || pid <= 0) continue;
-    struct stat st {};
-    if (fstatat(dirfd(proc), e->d_name, &st, 0) != 0 || st.st_uid != owner) continue;
     int group = 0;
     unsigned long long start = 0;
-    if (!group_and_start(e->d_name, group, start)) continue;
-    if (std::find(groups.begin(), groups.end(), group) == groups.end()) continue;
+    if (!group_and_start(e->d_name, group, start) || !matches(dirfd(proc), e->d_name, group)) {
+      continue;
+    }
     if (!best || start < best_start) {
       best = static_cast<int>(pid);
       best_start = start;
@@ -271,6 +271,15 @@ std::optional<int> oldest_in_groups(uid_t owner, const std::vector<int>& groups)
   }
   closedir(proc);
   return best;
+}
+
+std::optional<int> oldest_in_groups(uid_t owner, const std::vector<int>& groups) {
+  if (groups.empty()) return std::nullopt;
+  return oldest_process([&](int proc, const char* pid, int group) {
+    struct stat st {};
+    return std::find(groups.begin(), groups.end(), group) != groups.end() &&
+           fstatat(proc, pid, &st, 0) == 0 && st.st_uid == owner;
+  });
 }
 
 }  // namespace gpusel::detail

@@ -13,6 +13,7 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -40,6 +41,12 @@ struct JobRecord {
 // the expected size, owned by the user its name gives, in the shared store's own queue folder.
 // More than one (another user's file named for the same pid) leaves the caller none to trust.
 std::vector<JobRecord> read_job_records(const std::string& store_dir, int pid);
+
+// The oldest live process (by its start) for which `matches` holds, given /proc open as `proc`,
+// the process's entry name and its process group; nullopt when none does. Processes that have
+// ended but are not yet reaped are passed over.
+std::optional<int> oldest_process(
+    const std::function<bool(int proc, const char* pid, int group)>& matches);
 
 // The oldest process of user `owner` whose process group is one of `groups`, or nullopt.
 std::optional<int> oldest_in_groups(uid_t owner, const std::vector<int>& groups);

@@ -220,23 +220,8 @@ unsigned long long start_ticks(int pid) {
 // The oldest process this user may look at that has the file (dev, ino) open: after the process
 // that took a lock has ended, the processes that inherited its descriptor hold the lock.
 std::optional<int> oldest_holder(dev_t dev, ino_t ino) {
-  DIR* proc = opendir("/proc");
-  if (proc == nullptr) return std::nullopt;
-  std::optional<int> best;
-  unsigned long long best_start = 0;
-  while (const dirent* e = readdir(proc)) {
-    char* end = nullptr;
-    const long pid = std::strtol(e->d_name, &end, 10);
-    if (end == e->d_name || *end != '\0' || pid <= 0) continue;
-    if (!has_open(e->d_name, dev, ino).value_or(false)) continue;
-    const unsigned long long started = start_ticks(static_cast<int>(pid));
-    if (!best || started < best_start) {
-      best = static_cast<int>(pid);
-      best_start = started;
-    }
-  }
-  closedir(proc);
-  return best;
+  return detail::oldest_process(
+      [&](int, const char* pid, int) { return has_open(pid, dev, ino).value_or(false); });
 }
 
 // Who holds the lock on the file `st`. The kernel's table names the process that took it; that
