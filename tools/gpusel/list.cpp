@@ -533,21 +533,14 @@ bool stdout_is_terminal() {
 #endif
 }
 
-// The terminal's height in lines and width in columns, 0 when unknown.
-std::size_t terminal_rows() {
+// The terminal's height in lines and width in columns, 0 each when unknown.
+std::pair<std::size_t, std::size_t> terminal_size() {
 #ifdef _WIN32
-  return 0;
+  return {0, 0};
 #else
   winsize ws{};
-  return ioctl(1, TIOCGWINSZ, &ws) == 0 ? ws.ws_row : 0;
-#endif
-}
-std::size_t terminal_columns() {
-#ifdef _WIN32
-  return 0;
-#else
-  winsize ws{};
-  return ioctl(1, TIOCGWINSZ, &ws) == 0 ? ws.ws_col : 0;
+  if (ioctl(1, TIOCGWINSZ, &ws) != 0) return {0, 0};
+  return {ws.ws_row, ws.ws_col};
 #endif
 }
 
@@ -570,7 +563,7 @@ std::string watch_screen(const std::string& head, const std::string& frame) {
     lines.push_back(frame.substr(start, end - start));
     start = end == std::string::npos ? frame.size() : end + 1;
   }
-  const std::size_t rows = terminal_rows(), columns = terminal_columns();
+  const auto [rows, columns] = terminal_size();
   if (rows > 1 && lines.size() > rows) {
     const std::size_t more = lines.size() - (rows - 1);
     lines.resize(rows - 1);
@@ -621,7 +614,7 @@ double watch_interval(const std::string& text) {
 int watch_list(const ListOptions& given, double seconds) {
   const bool terminal = stdout_is_terminal() && !given.json;
   ListOptions options = given;
-  if (terminal) options.columns = terminal_columns();
+  if (terminal) options.columns = terminal_size().second;
   for (int sig : {SIGINT, SIGTERM
 #ifdef SIGHUP
                   ,
@@ -641,7 +634,7 @@ int watch_list(const ListOptions& given, double seconds) {
   while (g_stop_signal.load() == 0) {
     if (!first) {
       frame.clear();
-      if (terminal) options.columns = terminal_columns();  // as it is now, after any resize
+      if (terminal) options.columns = terminal_size().second;  // as it is now, after any resize
       status = render_list(options, frame);
       if (status != 0) break;
     }
