@@ -22,7 +22,7 @@ args = parser.parse_args()
 
 gpusel = os.path.join(args.build, "bin", "gpusel")
 env = sim_environment(gpusel, "dgx-h100", dict(os.environ, PYTHONPATH=os.path.join(root, "python"),
-                                                 GPUSEL_LIBRARY=os.path.join(args.build, "lib", "libgpusel.so.1")))
+                                                 GPUSEL_LIBRARY=os.path.join(args.build, "lib", "libgpusel.so.2")))
 
 code = f"""
 import sys, time, statistics

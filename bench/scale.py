@@ -154,7 +154,7 @@ for mod in (gpusel, gpu_select):
 print(out[0] * 1e6, out[1] * 1e6)
 """
     penv = dict(env, PYTHONPATH=os.path.join(root, "python"),
-                GPUSEL_LIBRARY=os.path.join(args.build, "lib", "libgpusel.so.1"))
+                GPUSEL_LIBRARY=os.path.join(args.build, "lib", "libgpusel.so.2"))
     out = subprocess.run([sys.executable, "-c", code], env=penv, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"the Python measure failed: {out.stderr[-800:]}")

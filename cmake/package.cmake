@@ -1,6 +1,6 @@
 # `cpack` in a build folder makes Debian packages of what `cmake --install` installs, under /usr,
 # split as Debian splits a library, one package per install component (cmake/install.cmake):
-#   libgpusel1      (lib)     libgpusel.so.1 and its CUDA probe helper (/usr/libexec/gpusel)
+#   libgpusel2      (lib)     libgpusel.so.2 and its CUDA probe helper (/usr/libexec/gpusel)
 #   libgpusel-dev   (dev)     headers, libgpusel.so, libgpusel.a, the CMake and pkg-config files
 #   gpusel          (cli)     the command, the simulator and its machines, man page, completions
 #   python3-gpusel  (python)  the Python module, in /usr/lib/python3/dist-packages
@@ -40,7 +40,7 @@ This package holds the shared library and its CUDA probe helper.")
 # written here rather than by cpack: cpack 3.25 can only generate shlibs for every package (the
 # gpusel package's simulator libraries would be declared too), and for a package with a library in
 # /usr/lib it calls ldconfig from a postinst and postrm of its own, which it writes only when the
-# package brings none. libgpusel1 needs no such script: the two "none" names below do not exist,
+# package brings none. libgpusel2 needs no such script: the two "none" names below do not exist,
 # so cpack adds nothing of them (it says "missing file") and writes none.
 file(WRITE ${CMAKE_BINARY_DIR}/deb/lib/shlibs
   "libgpusel ${GPUSEL_SOVERSION} ${GPUSEL_DEB_PACKAGE_lib} (>= ${PROJECT_VERSION})\n")

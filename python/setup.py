@@ -1,9 +1,9 @@
-"""Builds the gpusel package for pip: gpusel/__init__.py with libgpusel.so.1 and its probe helper
+"""Builds the gpusel package for pip: gpusel/__init__.py with libgpusel.so.2 and its probe helper
 beside it (gpusel-probe-cuda, the program libgpusel runs to ask CUDA for its device order where
 NVML cannot tell it; the library finds it there by its own location).
 
 Where the built files come from:
-- GPUSEL_LIBRARY: the path of libgpusel.so.1 (or libgpusel.so), and GPUSEL_PROBE_HELPER the path of
+- GPUSEL_LIBRARY: the path of libgpusel.so.2 (or libgpusel.so), and GPUSEL_PROBE_HELPER the path of
   the helper (default: libexec/gpusel/gpusel-probe-cuda beside the library's lib/ folder);
 - else the source tree's build folders, the first of ../build, ../build-product that holds both.
 
@@ -40,7 +40,7 @@ def built_files():
     explicit = os.environ.get("GPUSEL_LIBRARY")
     if explicit:
         if not os.path.isfile(explicit):
-            refuse(f"GPUSEL_LIBRARY={explicit!r} is not a file; point it at the libgpusel.so.1 a build made")
+            refuse(f"GPUSEL_LIBRARY={explicit!r} is not a file; point it at the libgpusel.so.2 a build made")
         helper = os.environ.get("GPUSEL_PROBE_HELPER") or os.path.join(
             os.path.dirname(os.path.dirname(os.path.abspath(explicit))), "libexec", "gpusel", HELPER)
         if not os.path.isfile(helper):
@@ -49,11 +49,11 @@ def built_files():
         return explicit, helper
     for build in BUILDS:
         root = os.path.join(HERE, "..", build)
-        lib = os.path.join(root, "lib", "libgpusel.so.1")
+        lib = os.path.join(root, "lib", "libgpusel.so.2")
         helper = os.path.join(root, "libexec", "gpusel", HELPER)
         if os.path.isfile(lib) and os.path.isfile(helper):
             return lib, helper
-    refuse(f"the package needs a built libgpusel.so.1 and {HELPER}, and this source tree has neither "
+    refuse(f"the package needs a built libgpusel.so.2 and {HELPER}, and this source tree has neither "
            f"({', '.join('../' + b for b in BUILDS)} hold no build). Build gpusel first "
            "(scripts/quickstart, or cmake --preset product && cmake --build --preset product), "
            "or set GPUSEL_LIBRARY and GPUSEL_PROBE_HELPER to the files of a build")
@@ -84,7 +84,7 @@ class BuildWithLibrary(build_py):
         lib, helper = built_files()
         super().run()
         package = os.path.join(self.build_lib, "gpusel")
-        target = os.path.join(package, "libgpusel.so.1")
+        target = os.path.join(package, "libgpusel.so.2")
         shutil.copyfile(os.path.realpath(lib), target)
         os.chmod(target, 0o755)
         target = os.path.join(package, HELPER)

@@ -38,8 +38,7 @@ struct Acquisition {
 // picking free GPUs for free:N, and leases them when asked. Throws Error(BadInput) for a request
 // that can never be met (free:9 on 8 GPUs), Error(Failure) when GPUs are leased or busy (the
 // message lists each GPU and why) or NVML cannot tell which are free.
-GPUSEL_CXX_API Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
-                                        const std::string& probe_helper,
-                                        const AcquireOptions& options);
+Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
+                         const std::string& probe_helper, const AcquireOptions& options);
 
 GPUSEL_END_NAMESPACE

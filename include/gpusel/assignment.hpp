@@ -25,7 +25,7 @@ GPUSEL_BEGIN_NAMESPACE
 enum class AssignmentSource { Code, GpuselGpu, GpuselGpus, Launcher, Single, Default };
 
 // "code", "GPUSEL_GPU", "GPUSEL_GPUS", "launcher", "single", "default".
-GPUSEL_CXX_API const char* source_name(AssignmentSource source) noexcept;
+const char* source_name(AssignmentSource source) noexcept;
 
 // One launcher among nested ones (srun starting torchrun, mpiexec starting torchrun).
 struct LauncherLevel {
@@ -47,7 +47,7 @@ struct LocalRank {
   std::vector<LauncherLevel> levels;
   // "4 processes on this node: SLURM_LOCALID=1 of 2 x LOCAL_RANK=0 of 2" when nested; else
   // "LOCAL_WORLD_SIZE=4" (or "" when no size is known).
-  GPUSEL_CXX_API std::string describe_size() const;
+  std::string describe_size() const;
 };
 
 GPUSEL_END_NAMESPACE

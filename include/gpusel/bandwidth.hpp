@@ -52,11 +52,11 @@ using BandwidthObserver = std::function<void(const BandwidthProgress&)>;
 // Runs the tests on the current context (bind first), telling `observe` (when given) how far it
 // got. Throws Error(Failure) when memory cannot be had (the message gives the sizes); a data
 // mismatch is reported in the result, not thrown.
-GPUSEL_CXX_API std::vector<BandwidthResult> measure_bandwidth(
-    const BandwidthOptions& options, const BandwidthObserver& observe = {});
+std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
+                                               const BandwidthObserver& observe = {});
 
 // Theoretical per-direction rate of a PCIe link in decimal GB/s (after line coding); 0 when
 // unknown.
-GPUSEL_CXX_API double pcie_link_gbps(unsigned generation, unsigned width);
+double pcie_link_gbps(unsigned generation, unsigned width);
 
 GPUSEL_END_NAMESPACE

@@ -28,10 +28,10 @@ struct CudaDevice : GpuRecord {
 // What CUDA sees in this process: cuInit, then every device. Throws Error(Failure) when the
 // library is missing, is the toolkit's stub, or cuInit fails; the message says which and why.
 // Initialises CUDA in the calling process (contexts are not created).
-GPUSEL_CXX_API std::vector<CudaDevice> cuda_devices();
+std::vector<CudaDevice> cuda_devices();
 
 // The CUDA driver's version, as cuDriverGetVersion gave it when the library was loaded (once per
 // process; no cuInit): 1000 * major + 10 * minor, e.g. 12080 for 12.8. 0 when CUDA is unavailable.
-GPUSEL_CXX_API int cuda_driver_version();
+int cuda_driver_version();
 
 GPUSEL_END_NAMESPACE

@@ -46,9 +46,9 @@ struct Problem {
 
 // The stable name of a code ("cuda-link-stub"), for machine-readable output; "unknown" for a
 // value outside the enumeration.
-GPUSEL_CXX_API const char* error_code_name(ErrorCode code) noexcept;
+const char* error_code_name(ErrorCode code) noexcept;
 
-class GPUSEL_CXX_API Error : public std::runtime_error {
+class Error : public std::runtime_error {
  public:
   Error(ErrorKind kind, const std::string& message, Problem problem = {})
       : std::runtime_error(message), kind_(kind), problem_(std::move(problem)) {

@@ -1,4 +1,4 @@
-/* gpusel: the C ABI of libgpusel (libgpusel.so.1), for C, Rust, Go, Python (ctypes) and others.
+/* gpusel: the C ABI of libgpusel (libgpusel.so.2), for C, Rust, Go, Python (ctypes) and others.
  *
  * Every function returns a gpusel_status. On anything but GPUSEL_OK, gpusel_last_error() gives
  * the message for the calling thread. Strings are returned in caller-owned buffers: pass the

@@ -61,7 +61,7 @@ struct LaunchOptions {
 
 // The path execvp would run for `name`. Throws Error(BadInput) when it is not found or not an
 // executable file.
-GPUSEL_CXX_API std::string find_program(const std::string& name);
+std::string find_program(const std::string& name);
 
 // Starts one worker per entry and supervises them: signals INT, TERM, HUP and QUIT are forwarded
 // to every worker; when one fails the others get SIGTERM; either way those still running get
@@ -74,22 +74,21 @@ GPUSEL_CXX_API std::string find_program(const std::string& name);
 // every way out, the signal mask and all descriptors are restored, and workers still running are
 // killed and reaped. Throws Error(BadInput) for a grace period that is negative or not finite,
 // Error(Failure) when the workers cannot be started or supervised.
-GPUSEL_CXX_API int launch_workers(const LaunchOptions& options);
+int launch_workers(const LaunchOptions& options);
 
 // The same, running `program` (find_program's answer for options.command[0], looked up by the
 // caller beforehand, e.g. to refuse a missing program before anything else), so that PATH is
 // walked once.
-GPUSEL_CXX_API int launch_workers(const LaunchOptions& options, const std::string& program);
+int launch_workers(const LaunchOptions& options, const std::string& program);
 
 // The CPUs each rank should run on: those near its GPU (NVML's CPU affinity, else the PCI device's
 // NUMA node from sysfs), within `allowed` (this process's own affinity). With Exclusive, ranks
 // whose GPUs share CPUs split them evenly. Throws Error(Failure) when a GPU's CPUs are unknown or
 // all outside `allowed`.
-GPUSEL_CXX_API std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus,
-                                                       CpuBinding mode,
-                                                       const std::vector<int>& allowed);
+std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, CpuBinding mode,
+                                        const std::vector<int>& allowed);
 
 // This process's CPU affinity.
-GPUSEL_CXX_API std::vector<int> own_cpus();
+std::vector<int> own_cpus();
 
 GPUSEL_END_NAMESPACE

@@ -42,7 +42,7 @@ struct LeaseHolder {
 
 // "pid 4242 (user alice, command `python3 train.py`, since 2026-11-30 09:12:00)", with control
 // bytes (C0, DEL, C1) and bytes that are not UTF-8 escaped as \xNN.
-GPUSEL_CXX_API std::string describe_holder(const LeaseHolder& holder);
+std::string describe_holder(const LeaseHolder& holder);
 
 // One held lease; releasing is closing the descriptor (the destructor).
 class Lease {
@@ -50,10 +50,10 @@ class Lease {
   Lease() = default;
   Lease(int fd, std::string uuid) : fd_(fd), uuid_(std::move(uuid)) {}
   Lease(Lease&& other) noexcept : fd_(other.fd_), uuid_(std::move(other.uuid_)) { other.fd_ = -1; }
-  GPUSEL_CXX_API Lease& operator=(Lease&& other) noexcept;
+  Lease& operator=(Lease&& other) noexcept;
   Lease(const Lease&) = delete;
   Lease& operator=(const Lease&) = delete;
-  GPUSEL_CXX_API ~Lease();
+  ~Lease();
   const std::string& uuid() const noexcept { return uuid_; }
   bool held() const noexcept { return fd_ >= 0; }
 
@@ -77,7 +77,7 @@ struct LeaseStanding {
 };
 
 // "leased by pid 4242 (...)", "leased by another job" or the problem: why a GPU is not free.
-GPUSEL_CXX_API std::string describe_standing(const LeaseStanding& standing);
+std::string describe_standing(const LeaseStanding& standing);
 
 // A job waiting for GPUs (gpusel run --wait), as its place in the queue says.
 struct WaitingJob {
@@ -87,7 +87,7 @@ struct WaitingJob {
 };
 
 // "pid 4242 (user ana, command `...`) waits for free:2".
-GPUSEL_CXX_API std::string describe_waiting(const WaitingJob& job);
+std::string describe_waiting(const WaitingJob& job);
 
 // What claiming a GPU found.
 struct ClaimResult {
@@ -109,11 +109,11 @@ class LeaseStore {
   // GPUSEL_LEASE_DIR when set (it must be a folder owned by root or by this user that no one
   // else may write: else Error(Failure) naming it and the remedy), else the shared store when it
   // is set up and trustworthy, else this user's own store.
-  GPUSEL_CXX_API static LeaseStore locate();
+  static LeaseStore locate();
 
   // The store at `dir` (made when absent, if this user may), with this user's own store beside it
   // as locate() does. Throws as locate() does for a GPUSEL_LEASE_DIR.
-  GPUSEL_CXX_API static LeaseStore at(const std::string& dir);
+  static LeaseStore at(const std::string& dir);
 
   // The primary store's folder, and whether it binds every user (owned by root).
   const std::string& dir() const noexcept { return dir_; }
@@ -125,21 +125,20 @@ class LeaseStore {
   const std::string& scope_note() const noexcept { return scope_note_; }
 
   // Each GPU's standing, from one read of the kernel's lock table.
-  GPUSEL_CXX_API std::vector<LeaseStanding> standings(const std::vector<std::string>& uuids) const;
+  std::vector<LeaseStanding> standings(const std::vector<std::string>& uuids) const;
 
   // Takes the lease on `uuid` without waiting. nullopt when it is held or unusable; `standing`
   // (when given) then says which, and by whom.
-  GPUSEL_CXX_API std::optional<Lease> take(const std::string& uuid,
-                                           LeaseStanding* standing = nullptr) const;
+  std::optional<Lease> take(const std::string& uuid, LeaseStanding* standing = nullptr) const;
 
   // The jobs waiting for GPUs here, in the order they will be served.
-  GPUSEL_CXX_API std::vector<WaitingJob> waiting() const;
+  std::vector<WaitingJob> waiting() const;
 
   // Claims the GPU `uuid` for this process, which binds it: a lock on the GPU's lease file, held
   // until the last process that inherited it ends; already held when this process inherited the
   // job's locked descriptor. Exclusive, or shared when `share`. Also says whether another job (one
   // this process was not started by) holds the GPU.
-  GPUSEL_CXX_API ClaimResult claim(const std::string& uuid, bool share) const;
+  ClaimResult claim(const std::string& uuid, bool share) const;
 
  private:
   std::string dir_, own_dir_, scope_note_;
@@ -159,7 +158,6 @@ struct StoreSetup {
 // file per GPU, owned by root, mode 0444. Anything else at those names is replaced, unless a job
 // holds it (then a problem says so). Dead tickets and entries that are not tickets are removed
 // from the queue. Idempotent. Throws Error(Failure) when not run as root.
-GPUSEL_CXX_API StoreSetup set_up_shared_store(const std::string& dir,
-                                              const std::vector<std::string>& uuids);
+StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::string>& uuids);
 
 GPUSEL_END_NAMESPACE

@@ -47,6 +47,6 @@ struct NvmlQuery {
 // every GPU. NVML is initialised by the first query and stays initialised for the later ones (one
 // session per process, shut down at exit; a forked child opens its own). Never throws for a missing
 // or broken library: the snapshot says NVML is unavailable and why. Thread-safe.
-GPUSEL_CXX_API NvmlSnapshot query_nvml(const NvmlQuery& what = {});
+NvmlSnapshot query_nvml(const NvmlQuery& what = {});
 
 GPUSEL_END_NAMESPACE

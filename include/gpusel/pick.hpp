@@ -44,7 +44,7 @@ struct NvlinkEnd {
 // what it needs (nothing when fewer GPUs are free than asked for, or for free:1), asks each pair
 // at most once, and asks per GPU (nvlink_end) before it asks per pair. A source may query the
 // driver; it is used from one thread at a time.
-class GPUSEL_CXX_API TopologySource {
+class TopologySource {
  public:
   virtual ~TopologySource();
   // What NVLink `link` (0, 1, ...) of GPU `gpu` reaches.
@@ -63,9 +63,8 @@ class Topology {
   Topology() = default;
   // From an answer for every pair: `links[i][j]` over the GPU list (may be empty or short: the
   // missing pairs are unknown). Implicit, so that a table can be passed where a Topology is taken.
-  GPUSEL_CXX_API Topology(
-      std::vector<std::vector<GpuLink>> links);  // NOLINT(google-explicit-constructor)
-  GPUSEL_CXX_API explicit Topology(std::shared_ptr<TopologySource> source);
+  Topology(std::vector<std::vector<GpuLink>> links);  // NOLINT(google-explicit-constructor)
+  explicit Topology(std::shared_ptr<TopologySource> source);
   // The source a pick asks; nullptr when nothing is known.
   TopologySource* source() const noexcept { return source_.get(); }
 
@@ -97,8 +96,8 @@ struct PickResult {
 // Exact and polynomial (docs/picking.md): the topology is taken as a real machine's, where the
 // GPUs of one NVSwitch fabric are all NVLink peers and PCIe common ancestors form a tree; NVLink
 // made of direct GPU-to-GPU links (bridges, a DGX-1's hybrid cube mesh) is taken link by link.
-GPUSEL_CXX_API std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
-                                                   const std::vector<FreeCandidate>& candidates,
-                                                   const Topology& links, int n);
+std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
+                                    const std::vector<FreeCandidate>& candidates,
+                                    const Topology& links, int n);
 
 GPUSEL_END_NAMESPACE

@@ -27,12 +27,12 @@ struct ProbeResult {
 // and reads what CUDA enumerates in it. With `unfiltered`, the child runs without
 // CUDA_VISIBLE_DEVICES, so it sees every device in CUDA's own order; otherwise it inherits this
 // process's environment.
-GPUSEL_CXX_API ProbeResult probe_cuda(const std::string& helper, bool unfiltered);
+ProbeResult probe_cuda(const std::string& helper, bool unfiltered);
 
 // The probe's helper program: GPUSEL_PROBE_HELPER when set, else the gpusel-probe-cuda installed
 // with the library (gpusel-probe-cuda.exe on Windows), looked for beside the library (or the
 // program the static library is linked into), then in ../libexec/gpusel/ and ../../libexec/gpusel/
 // from there; empty when there is none (no probe: resolution refuses what only CUDA could tell).
-GPUSEL_CXX_API std::string default_probe_helper();
+std::string default_probe_helper();
 
 GPUSEL_END_NAMESPACE

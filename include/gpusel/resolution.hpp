@@ -19,12 +19,12 @@ GPUSEL_BEGIN_NAMESPACE
 // one of the preset's UUID entries. `cuda_order` is CUDA's enumeration order of the GPUs, as for
 // model_visible. Throws Error(BadInput) with a message naming the entry, the preset and the
 // remedy.
-GPUSEL_CXX_API std::vector<std::string> resolve_entries(
-    const std::vector<GpuEntry>& entries, const std::vector<GpuInfo>& gpus, const CudaEnv& env,
-    const std::vector<int>* cuda_order = nullptr);
+std::vector<std::string> resolve_entries(const std::vector<GpuEntry>& entries,
+                                         const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                                         const std::vector<int>* cuda_order = nullptr);
 
 // CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER as this process sees them.
-GPUSEL_CXX_API CudaEnv cuda_env_from_environment();
+CudaEnv cuda_env_from_environment();
 
 struct Resolution {
   bool resolved = false;      // false: entries passed on as given (UUIDs without NVML)
@@ -49,7 +49,7 @@ struct Resolution {
 // without NVML every GPU CUDA enumerates. The request is read once, by read_gpu_request.
 // Throws Error(BadInput) for an entry that cannot be resolved, Error(Failure) when indices
 // cannot be placed at all.
-GPUSEL_CXX_API Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
-                                       const std::string& probe_helper);
+Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
+                        const std::string& probe_helper);
 
 GPUSEL_END_NAMESPACE

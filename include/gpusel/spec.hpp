@@ -35,34 +35,34 @@ struct GpuRequest {
   std::vector<GpuEntry> gpus;  // Gpus: in rank order
   int free_count = 0;          // Free: N
   // The request as parse_gpu_request gives it: the entries' texts, {"free:N"} or {"all"}.
-  GPUSEL_CXX_API std::vector<std::string> texts() const;
+  std::vector<std::string> texts() const;
 };
 
 // Reads a --gpu value into a request, by the rules of parse_gpu_request (`all` alone accepted)
 // or, with `all_allowed` false, of parse_gpu_spec (a worker's own list names its GPUs). Throws
 // Error(BadInput) as they do.
-GPUSEL_CXX_API GpuRequest read_gpu_request(std::string_view value, bool all_allowed = true);
+GpuRequest read_gpu_request(std::string_view value, bool all_allowed = true);
 
 // "GPU-" in any letter case at the start.
-GPUSEL_CXX_API bool is_gpu_uuid(std::string_view entry) noexcept;
+bool is_gpu_uuid(std::string_view entry) noexcept;
 // One or more ASCII decimal digits and nothing else.
-GPUSEL_CXX_API bool is_gpu_index(std::string_view entry) noexcept;
+bool is_gpu_index(std::string_view entry) noexcept;
 
 // Splits a --gpu value on commas. Blank entries are skipped and blanks around entries ignored.
 // Throws Error(BadInput) when no entry is left, an entry is neither an index nor a UUID, indices
 // and UUIDs are mixed, or one GPU is named twice.
-GPUSEL_CXX_API std::vector<std::string> parse_gpu_spec(std::string_view value);
+std::vector<std::string> parse_gpu_spec(std::string_view value);
 
 // As parse_gpu_spec, but the value must hold exactly one entry.
-GPUSEL_CXX_API std::string parse_single_gpu(std::string_view value);
+std::string parse_single_gpu(std::string_view value);
 // The same, read once into a request of one GPU (or free:N, which parse_single_gpu passes on as
 // one entry).
-GPUSEL_CXX_API GpuRequest read_single_gpu(std::string_view value);
+GpuRequest read_single_gpu(std::string_view value);
 
 // A GPU request, as `gpusel resolve`, `run` and `bench bw`, the C ABI's gpusel_parse_gpu_spec and
 // gpusel_resolve, and Python's parse_gpu_spec take it: parse_gpu_spec's lists (free:N among
 // them), or "all" alone, returned as {"all"} (resolve_gpus expands it). A worker's own list
 // (GPUSEL_GPUS, GPUSEL_GPU) names its GPUs and is read by parse_gpu_spec, which refuses "all".
-GPUSEL_CXX_API std::vector<std::string> parse_gpu_request(std::string_view value);
+std::vector<std::string> parse_gpu_request(std::string_view value);
 
 GPUSEL_END_NAMESPACE

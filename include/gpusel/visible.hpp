@@ -99,8 +99,8 @@ struct VisibleSet {
 // CUDA or the simulator knows it; without it the order is derived from NVML alone when it can be.
 // [OPEN] A failed GPU (GpuInfo::failure) is not enumerated by CUDA: integer entries count over
 // the others, and `cuda_order` lists only the others.
-GPUSEL_CXX_API VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
-                                        const std::vector<int>* cuda_order = nullptr,
-                                        MigRule mig_rule = MigRule::R570);
+VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
+                         const std::vector<int>* cuda_order = nullptr,
+                         MigRule mig_rule = MigRule::R570);
 
 GPUSEL_END_NAMESPACE

@@ -24,7 +24,7 @@ GPUSEL_BEGIN_NAMESPACE
 // The local rank of the launcher that started this process (choose_local_rank over
 // launcher_view()); nullopt when none is set. Throws Error(BadInput) for a malformed value, or
 // for two disagreeing variables when the nearer one cannot be told.
-GPUSEL_CXX_API std::optional<LocalRank> local_rank();
+std::optional<LocalRank> local_rank();
 
 // How this process's GPU was decided.
 struct AssignmentInfo {
@@ -41,7 +41,7 @@ struct AssignmentInfo {
 // Whether this process shares its GPU with others on purpose: GPUSEL_SHARE=1 (set by gpusel run
 // --share and --ranks-per-gpu), or Slurm's --ntasks-per-gpu (SLURM_NTASKS_PER_GPU). Throws
 // Error(BadInput) for a GPUSEL_SHARE that is neither 1 nor 0.
-GPUSEL_CXX_API bool sharing_asked();
+bool sharing_asked();
 
 // A way this process's environment would put it on a wrong GPU, or on a GPU another process of
 // the same job also takes: `gpusel doctor` reports each as an error, and bind_assigned_gpu
@@ -56,17 +56,17 @@ struct PlacementProblem {
 // against the local rank and the launcher's count of ranks, a local rank that cannot be read, and
 // (given how many devices CUDA exposes here) more processes on this node than devices. Reads the
 // environment, and the ancestors' environments where several launchers' variables are set.
-GPUSEL_CXX_API std::vector<PlacementProblem> placement_problems(
+std::vector<PlacementProblem> placement_problems(
     std::optional<std::size_t> visible_devices = std::nullopt);
 
 // Publishes this process's GPU: a full or prefix UUID (a physical GPU), or an index, which is
 // then a CUDA ordinal in this process. Publishing the same GPU again is fine, also after binding;
 // a different one throws Error(BadInput) naming both.
-GPUSEL_CXX_API void set_assigned_gpu(std::string_view target);
+void set_assigned_gpu(std::string_view target);
 
 // Resolves one --gpu value (exactly one entry) as a parent would, through NVML, and publishes
 // the result; without NVML the entry is published as given.
-GPUSEL_CXX_API void assign_gpu(std::string_view value);
+void assign_gpu(std::string_view value);
 
 // Steps 2 and 3 of the rule: publishes GPUSEL_GPU, else this worker's entry of GPUSEL_GPUS chosen
 // by local_rank(). An index entry means what it means in --gpu (resolved through NVML within a
@@ -74,7 +74,7 @@ GPUSEL_CXX_API void assign_gpu(std::string_view value);
 // whether it can be bound. Returns what decided, or nullopt when neither variable is set (nothing
 // published). Throws Error(BadInput) when the rank is missing, malformed, beyond the list, or the
 // launcher's count of local ranks differs from the list's length.
-GPUSEL_CXX_API std::optional<AssignmentInfo> assign_from_environment();
+std::optional<AssignmentInfo> assign_from_environment();
 
 // Initialises CUDA, finds this process's GPU among CUDA's visible devices, retains its primary
 // context and makes it current on the calling thread (the state cudaSetDevice leaves), and
@@ -83,17 +83,17 @@ GPUSEL_CXX_API std::optional<AssignmentInfo> assign_from_environment();
 // device, and only with no launcher at all `default_ordinal`. Throws Error(BadInput) when the GPU
 // is not visible to CUDA here (the message lists what is, and CUDA_VISIBLE_DEVICES) or the
 // environment cannot tell the ranks apart, Error(Failure) when CUDA is unavailable.
-GPUSEL_CXX_API int bind_assigned_gpu(int default_ordinal = 0);
+int bind_assigned_gpu(int default_ordinal = 0);
 
 // How this process's GPU was decided; nullopt before anything is published or bound.
-GPUSEL_CXX_API std::optional<AssignmentInfo> assignment_info();
+std::optional<AssignmentInfo> assignment_info();
 
 // The CUDA ordinal this process is (or will be) bound to: known after publishing, before binding
 // (this initialises CUDA, without creating a context). nullopt when nothing is published or bound.
-GPUSEL_CXX_API std::optional<int> assigned_visible_gpu();
+std::optional<int> assigned_visible_gpu();
 
 // What a visible device is, by every name: CUDA's record of it, with its nvidia-smi index where
 // NVML knows it.
-GPUSEL_CXX_API CudaDevice gpu_identity(int cuda_ordinal);
+CudaDevice gpu_identity(int cuda_ordinal);
 
 GPUSEL_END_NAMESPACE

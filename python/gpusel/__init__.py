@@ -39,7 +39,7 @@ class _Identity(ctypes.Structure):
 # Windows: gpusel.dll, looked for only by absolute path (beside this package, else in the
 # installation's bin folder at the install's known depth), never through the DLL search path nor
 # in folders further up (C:\gpusel.dll and the like could be planted by anyone).
-_LIBRARY = "gpusel.dll" if os.name == "nt" else "libgpusel.so.1"
+_LIBRARY = "gpusel.dll" if os.name == "nt" else "libgpusel.so.2"
 
 
 def _candidates():

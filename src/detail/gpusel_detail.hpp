@@ -1,10 +1,10 @@
 // gpusel: the library's own helpers that its programs (the gpusel command, the tests, the
-// benchmarks, the simulator) use beside the public API. Not API: never installed, hidden in
-// libgpusel.so (no GPUSEL_CXX_API), reachable only through the static library and the layers'
-// objects, and free to change with any commit. Each section names the layer that defines it; a
-// layer may call only the sections of the layers it may use (the layer checks' links enforce it,
-// docs/design.md). What a program outside this tree needs belongs in include/gpusel instead,
-// marked GPUSEL_CXX_API, and then falls under docs/versioning.md.
+// benchmarks, the simulator) use beside the public API. Not API: never installed, never exported
+// (libgpusel.so exports the C ABI alone), reachable only through the static library and the
+// layers' objects, and free to change with any commit. Each section names the layer that defines
+// it; a layer may call only the sections of the layers it may use (the layer checks' links enforce
+// it, docs/design.md). What a program outside this tree needs belongs in include/gpusel instead,
+// in the static library's C++ API (docs/versioning.md).
 #pragma once
 
 #include <cstddef>

@@ -1,15 +1,14 @@
 #!/usr/bin/env python3
-"""libgpusel.so exports exactly the symbols listed in libgpusel.exports: the C ABI (gpusel_*), the
-C++ API (gpusel::vN::..., each symbol marked GPUSEL_CXX_API) and nothing internal (gpusel::detail,
-helpers, inline functions).
+"""libgpusel.so exports exactly the symbols listed in libgpusel.exports, and they are the C ABI
+alone: the functions of gpusel.h (gpusel_*) in the version node GPUSEL_N. The C++ API lives in the
+static library only, so no C++ symbol may be exported (docs/versioning.md).
 
-Usage: check_exports.py LIBRARY LIST [ARCHIVE]   fails, showing the difference, when they differ
-       check_exports.py --update LIBRARY LIST     rewrites LIST from LIBRARY (a deliberate change)
+Usage: check_exports.py LIBRARY LIST [HEADER]   fails, showing the difference, when they differ
+       check_exports.py --update LIBRARY LIST    rewrites LIST from LIBRARY (a deliberate change)
+       check_exports.py --self-test COMPILER LIBRARY LIST HEADER
 
-With ARCHIVE (libgpusel.a, the same objects), it also fails when a function or variable the
-objects define with global binding in the C++ API's namespace is not exported: a public function
-whose declaration lacks GPUSEL_CXX_API (programs linking the shared library would not find it),
-or a helper that belongs in gpusel::detail or an anonymous namespace.
+With HEADER (gpusel.h), it also fails when a function the header declares GPUSEL_API is not
+exported: a C program would compile against it and fail to link.
 """
 
 import os
@@ -18,11 +17,11 @@ import subprocess
 import sys
 
 HEADER = """\
-# Every symbol libgpusel exports (nm -D --defined-only, demangled), one a line, sorted, with the
-# version node that names its SONAME (GPUSEL_1: libgpusel.so.1). tests/abi/check_exports.py fails
-# when the library's exports differ from this list. Change it only deliberately, with
-# tests/abi/check_exports.py --update, and review the diff: a symbol removed or changed breaks
-# programs built against this SONAME (docs/versioning.md).
+# Every symbol libgpusel exports (nm -D --defined-only), one a line, sorted, with the version node
+# that names its SONAME (GPUSEL_N: libgpusel.so.N): the C functions of gpusel.h and nothing else.
+# tests/abi/check_exports.py fails when the library's exports differ from this list. Change it
+# only deliberately, with tests/abi/check_exports.py --update, and review the diff: a symbol
+# removed or changed breaks programs built against this SONAME (docs/versioning.md).
 """
 
 
@@ -37,16 +36,16 @@ def exported(library):
     return symbols
 
 
-def api_namespace_definitions(archive):
-    """Strong global definitions (functions, data) of gpusel::vN in the archive's objects."""
-    out = subprocess.run(["nm", "--defined-only", "--demangle", archive], capture_output=True, text=True,
-                         check=True).stdout
-    symbols = set()
-    for line in out.splitlines():
-        parts = line.split(None, 2)
-        if len(parts) == 3 and parts[1] in ("T", "D", "B", "R") and re.match(r"gpusel::v\d+::", parts[2]):
-            symbols.add(parts[2])
-    return symbols
+def declared_functions(header):
+    """The names of the functions HEADER declares with GPUSEL_API."""
+    with open(header) as f:
+        text = re.sub(r"/\*.*?\*/", " ", f.read(), flags=re.S)
+    return set(re.findall(r"\bGPUSEL_API\b[^;{(]*?\b(gpusel_\w+)\s*\(", text))
+
+
+def not_c_abi(symbols):
+    """Exported symbols that are not a gpusel_* C function or the version node."""
+    return sorted(s for s in symbols if not re.fullmatch(r"(gpusel_\w+@@)?GPUSEL_\d+", s))
 
 
 def listed(path):
@@ -61,15 +60,24 @@ def main(argv):
         sys.exit(__doc__)
     library, path = args[:2]
     actual = exported(library)
+    foreign = not_c_abi(actual)
+    if foreign:
+        print(f"{library} exports what is not its C ABI (gpusel_* functions of gpusel.h):")
+        for sym in foreign:
+            print(f"  {sym}")
+        print("The shared library's one binary contract is the C ABI: a C++ function or class belongs in "
+              "the static library's API (no export mark) or in gpusel::detail; a C function is named "
+              "gpusel_* and declared GPUSEL_API in gpusel.h. src/libgpusel.map.in lets out gpusel_* alone.")
+        return 1
     if len(args) == 3:
         versionless = {s.split("@")[0] for s in actual}
-        hidden = sorted(api_namespace_definitions(args[2]) - versionless)
-        if hidden:
-            print(f"{args[2]} defines in the C++ API's namespace what {library} does not export:")
-            for s in hidden:
-                print(f"  {s}")
-            print("Mark the API's declaration GPUSEL_CXX_API (gpusel/export.h), or move a helper into "
-                  "gpusel::detail (src/detail/gpusel_detail.hpp) or an anonymous namespace.")
+        missing = sorted(declared_functions(args[2]) - versionless)
+        if missing:
+            print(f"{args[2]} declares what {library} does not export:")
+            for sym in missing:
+                print(f"  {sym}")
+            print("Define each function in src/capi (a C program linking the shared library needs it), or "
+                  "remove its declaration.")
             return 1
     if update:
         with open(path, "w") as f:
@@ -85,10 +93,7 @@ def main(argv):
         print(f"  + {s}   (exported, not listed)")
     for s in sorted(expected - actual):
         print(f"  - {s}   (listed, not exported)")
-    print("An internal symbol leaking out belongs in namespace gpusel::detail, declared in "
-          "src/detail/gpusel_detail.hpp (hidden); a public one in GPUSEL_BEGIN_NAMESPACE, marked "
-          "GPUSEL_CXX_API (C++) or GPUSEL_API (C) (gpusel/export.h).\n"
-          "If the change is deliberate (new API, or an ABI change that warrants it), update the list "
+    print("If the change is deliberate (new API, or an ABI change that warrants it), update the list "
           "and review its diff in the commit:\n"
           f"  python3 tests/abi/check_exports.py --update {library} tests/abi/libgpusel.exports\n"
           "Removing or changing a listed symbol breaks programs linked against this SONAME: bump "
@@ -96,27 +101,32 @@ def main(argv):
     return 1
 
 
-def self_test(compiler, library, path, archive):
-    """The archive check finds what it must: a copy of ARCHIVE with one object more, defining an
-    unmarked gpusel::vN function, fails and names it; the archive as it is passes."""
+def self_test(compiler, library, path, header):
+    """The checks find what they must: the library as built passes; a library that exports a C++
+    function beside a gpusel_* one fails and names the C++ one; a copy of HEADER declaring a
+    function the library lacks fails and names it."""
     import io
     import contextlib
-    import shutil
     import tempfile
-    namespace = re.search(r"gpusel::(v\d+)::", "\n".join(exported(library))).group(1)
+    cases = [("the library as built", [library, path, header], 0, "exported symbols")]
     with tempfile.TemporaryDirectory() as d:
-        copy = os.path.join(d, "copy.a")
-        shutil.copy(archive, copy)
         with open(os.path.join(d, "leak.cpp"), "w") as f:
-            f.write(f"namespace gpusel {{ inline namespace {namespace} {{ int leaked_helper(int x) {{ return x + 1; }} }} }}\n")
-        subprocess.run([compiler, "-c", "-O2", "-fvisibility=hidden", "leak.cpp", "-o", "leak.o"], cwd=d, check=True)
-        subprocess.run(["ar", "rcs", copy, os.path.join(d, "leak.o")], check=True)
-        for name, lib, want_rc, want_text in (("the archive as built", archive, 0, "exported symbols"),
-                                             ("an unmarked function added", copy, 1,
-                                              f"gpusel::{namespace}::leaked_helper(int)")):
+            f.write('extern "C" __attribute__((visibility("default"))) int gpusel_fine(void) { return 0; }\n'
+                    'namespace gpusel { __attribute__((visibility("default"))) int leaked(int x) { return x; } }\n')
+        with open(os.path.join(d, "leak.map"), "w") as f:
+            f.write("GPUSEL_9 { global: *; };\n")
+        leak = os.path.join(d, "libleak.so")
+        subprocess.run([compiler, "-shared", "-fPIC", "-fvisibility=hidden", "leak.cpp", "-o", leak,
+                        "-Wl,--version-script=leak.map"], cwd=d, check=True)
+        cases.append(("a C++ function exported", [leak, path], 1, "gpusel::leaked(int)"))
+        copy = os.path.join(d, "gpusel.h")
+        with open(header) as f, open(copy, "w") as out:
+            out.write(f.read() + "\nGPUSEL_API int gpusel_never_defined(const char* text);\n")
+        cases.append(("a declared function not exported", [library, path, copy], 1, "gpusel_never_defined"))
+        for name, args, want_rc, want_text in cases:
             out = io.StringIO()
             with contextlib.redirect_stdout(out):
-                rc = main([library, path, lib])
+                rc = main(args)
             if rc != want_rc or want_text not in out.getvalue():
                 print(f"self test: {name}: exit {rc}, expected {want_rc} with {want_text!r}:\n{out.getvalue()}")
                 return 1
@@ -127,6 +137,6 @@ def self_test(compiler, library, path, archive):
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--self-test"]:
         if len(sys.argv) != 6:
-            sys.exit("usage: check_exports.py --self-test COMPILER LIBRARY LIST ARCHIVE")
+            sys.exit("usage: check_exports.py --self-test COMPILER LIBRARY LIST HEADER")
         sys.exit(self_test(*sys.argv[2:]))
     sys.exit(main(sys.argv[1:]))

@@ -31,7 +31,7 @@ import unittest
 from support import BIN, SOURCE, Case, sim_env, uuids
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.1")
+LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.2")
 MACHINE = "dgx-h100"
 DGX = uuids(MACHINE)  # nvidia-smi order; all H100, so CUDA order and PCI order agree
 SKIP = 77

@@ -1,4 +1,4 @@
-"""The Debian packages: cpack makes them from the build folder (libgpusel1, libgpusel-dev, gpusel,
+"""The Debian packages: cpack makes them from the build folder (libgpusel2, libgpusel-dev, gpusel,
 python3-gpusel), lintian finds no error or warning in them, `apt-get install ./*.deb` installs them
 into a fresh Debian 12 (a chroot made by debootstrap), where the command, the simulator, the man
 page, the completions, the Python module and the pkg-config and CMake files are in place and work,
@@ -28,7 +28,7 @@ SOURCE = os.environ.get("GPUSEL_SOURCE_DIR", os.path.join(os.path.dirname(os.pat
 # dpkg-shlibdeps and, before it, `file` (without it cpack stops: "file utility is not available").
 PACKAGING_TOOLS = ("cpack", "dpkg-shlibdeps", "file", "debootstrap", "lintian")
 # The packages cpack makes (cmake/package.cmake), one per install component.
-PACKAGES = ("libgpusel1", "libgpusel-dev", "gpusel", "python3-gpusel")
+PACKAGES = ("libgpusel2", "libgpusel-dev", "gpusel", "python3-gpusel")
 MULTIARCH = "/usr/lib/x86_64-linux-gnu"
 
 
@@ -138,20 +138,20 @@ class DebianPackageTest(Case):
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
 
     def test_package_contents(self):
-        # Split as Debian splits a library; the shlibs file and the ldconfig trigger in libgpusel1.
+        # Split as Debian splits a library; the shlibs file and the ldconfig trigger in libgpusel2.
         def contents(package):
             deb = [d for d in self.debs if os.path.basename(d).startswith(package + "_")][0]
             return subprocess.run(["dpkg-deb", "--contents", deb], capture_output=True, text=True,
                                   check=True).stdout
-        lib = [d for d in self.debs if os.path.basename(d).startswith("libgpusel1_")][0]
+        lib = [d for d in self.debs if os.path.basename(d).startswith("libgpusel2_")][0]
         control = os.path.join(self.tmp, "control")
         subprocess.run(["dpkg-deb", "--control", lib, control], check=True)
         with open(os.path.join(control, "shlibs")) as f:
-            self.assertIn("libgpusel 1 libgpusel1", f.read())
+            self.assertIn("libgpusel 2 libgpusel2", f.read())
         with open(os.path.join(control, "triggers")) as f:
             self.assertIn("ldconfig", f.read())
-        self.assertIn("." + MULTIARCH + "/libgpusel.so.1", contents("libgpusel1"))
-        self.assertNotIn("libgpusel.so ", contents("libgpusel1"))
+        self.assertIn("." + MULTIARCH + "/libgpusel.so.2", contents("libgpusel2"))
+        self.assertNotIn("libgpusel.so ", contents("libgpusel2"))
         self.assertIn("." + MULTIARCH + "/libgpusel.so ->", contents("libgpusel-dev"))
         self.assertIn("./usr/lib/python3/dist-packages/gpusel/__init__.py", contents("python3-gpusel"))
         self.assertIn("./usr/share/man/man1/gpusel.1.gz", contents("gpusel"))
@@ -170,7 +170,7 @@ class DebianPackageTest(Case):
         files = []
         for package in PACKAGES:
             files += [f for f in self.chroot("dpkg", "-L", package).stdout.splitlines() if f.strip()]
-        for path in ("/usr/bin/gpusel", MULTIARCH + "/libgpusel.so.1", MULTIARCH + "/libgpusel.so",
+        for path in ("/usr/bin/gpusel", MULTIARCH + "/libgpusel.so.2", MULTIARCH + "/libgpusel.so",
                      MULTIARCH + "/libgpusel.a", "/usr/include/gpusel/gpusel.h",
                      "/usr/libexec/gpusel/gpusel-probe-cuda",
                      "/usr/lib/gpusel/sim/libcuda.so.1", "/usr/lib/gpusel/sim/machines/dgx-h100.toml",
@@ -179,7 +179,7 @@ class DebianPackageTest(Case):
                      "/usr/share/zsh/vendor-completions/_gpusel", "/usr/share/fish/vendor_completions.d/gpusel.fish",
                      MULTIARCH + "/pkgconfig/gpusel.pc", MULTIARCH + "/cmake/gpusel/gpuselConfig.cmake",
                      "/usr/lib/python3/dist-packages/gpusel/__init__.py",
-                     "/usr/share/doc/libgpusel1/copyright", "/usr/share/doc/gpusel/changelog.gz"):
+                     "/usr/share/doc/libgpusel2/copyright", "/usr/share/doc/gpusel/changelog.gz"):
             with self.subTest(path=path):
                 self.assertIn(path, files)
 
@@ -192,7 +192,7 @@ class DebianPackageTest(Case):
         r = self.chroot("gpusel", "--sim", "workstation-mixed", "--", "env", "CUDA_VISIBLE_DEVICES=0,2", "python3", "-c",
                         code)
         lines = r.stdout.splitlines()
-        self.assertEqual(lines[0], MULTIARCH + "/libgpusel.so.1")
+        self.assertEqual(lines[0], MULTIARCH + "/libgpusel.so.2")
         self.assertEqual(lines[1], uuids("workstation-mixed")[1])  # placed by asking CUDA, through the library's helper
         # pkg-config names /usr, with no run path (the library is where the loader looks).
         flags = self.chroot("pkg-config", "--cflags", "--libs", "gpusel").stdout.split()

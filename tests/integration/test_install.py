@@ -40,9 +40,9 @@ class InstallTest(Case):
 
     def libdir(self):
         for d in ("lib", "lib64", "lib/x86_64-linux-gnu"):
-            if os.path.exists(self.path(d, "libgpusel.so.1")):
+            if os.path.exists(self.path(d, "libgpusel.so.2")):
                 return self.path(d)
-        self.fail("libgpusel.so.1 is not installed")
+        self.fail("libgpusel.so.2 is not installed")
 
     def python_dir(self):
         """Where the Python package went: lib/python3.X/dist-packages, as docs/install.md documents."""
@@ -93,6 +93,13 @@ class InstallTest(Case):
         r = subprocess.run([os.path.join(build, "consumer_cmake"), "5,1"], capture_output=True, text=True, env=env)
         u = uuids("dgx-h100")
         self.assertEqual(r.stdout.splitlines(), [f"resolved=1 gpus={u[5]},{u[1]}", "nvml gpus=8"], r.stderr)
+        # The C++ API comes from libgpusel.a; the C program uses the shared library, the one binary
+        # contract (docs/versioning.md).
+        self.assertNotIn("libgpusel", needed_libraries(os.path.join(build, "consumer_cmake")))
+        c_program = os.path.join(build, "consumer_cmake_c")
+        self.assertIn("libgpusel.so.2", needed_libraries(c_program))
+        r = subprocess.run([c_program, "5"], capture_output=True, text=True, env=env)
+        self.assertEqual(r.stdout.splitlines()[0], f"version={project_version()} resolved=1 gpus={u[5]}", r.stderr)
 
     def test_cli11_consumer(self):
         # find_package(gpusel COMPONENTS cli11) and gpusel::cli11: CLI11 comes with the target.
@@ -189,7 +196,7 @@ class InstallTest(Case):
 
     def test_pkg_config_static_consumer(self):
         # `pkg-config --static` names what libgpusel.a needs (the C++ runtime, libm, libdl, threads):
-        # a C program links it statically and runs without libgpusel.so.1.
+        # a C program links it statically and runs without libgpusel.so.2.
         env = base_env(PKG_CONFIG_PATH=os.path.join(self.libdir(), "pkgconfig"))
         cflags = subprocess.run(["pkg-config", "--cflags", "gpusel"], capture_output=True, text=True, env=env,
                                 check=True).stdout.split()
@@ -217,6 +224,12 @@ class InstallTest(Case):
         lines = r.stdout.splitlines()
         self.assertTrue(lines[0].startswith(self.prefix), lines[0])
         self.assertEqual(lines[1], repr((uuids("dgx-h100")[3],)))
+
+
+def needed_libraries(program):
+    """The NEEDED entries of PROGRAM's dynamic section."""
+    out = subprocess.run(["readelf", "-d", program], capture_output=True, text=True, check=True).stdout
+    return re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", out)
 
 
 def written_files(root):
@@ -272,7 +285,7 @@ class ConfinedInstallTest(Case):
         self.assertEqual(sorted(written - manifest), [], "installed but missing from install_manifest.txt")
         self.assertEqual(sorted(manifest - written), [], "in install_manifest.txt but not installed")
         # Under /usr, Debian's folders: the multiarch library folder and python3/dist-packages.
-        self.assertIn("/usr/lib/x86_64-linux-gnu/libgpusel.so.1", manifest)
+        self.assertIn("/usr/lib/x86_64-linux-gnu/libgpusel.so.2", manifest)
         self.assertIn("/usr/lib/python3/dist-packages/gpusel/__init__.py", manifest)
 
 
@@ -296,7 +309,7 @@ class WheelTest(Case):
                                 "--disable-pip-version-check", "--target", target, wheels[0]],
                                capture_output=True, text=True, env=base_env())
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            for rel in ("gpusel/__init__.py", "gpusel/libgpusel.so.1", "gpusel/gpusel-probe-cuda"):
+            for rel in ("gpusel/__init__.py", "gpusel/libgpusel.so.2", "gpusel/gpusel-probe-cuda"):
                 self.assertTrue(os.path.isfile(os.path.join(target, rel)), rel)
             # A mixed machine under FASTEST_FIRST with an integer preset: only CUDA can place "0",
             # through the probe helper the wheel carries.
@@ -312,7 +325,7 @@ class WheelTest(Case):
                                cwd=tmp)
             self.assertEqual(r.returncode, 0, r.stderr)
             lines = r.stdout.splitlines()
-            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.1"))
+            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.2"))
             self.assertEqual(lines[1], repr((uuids("workstation-mixed")[1],)))
 
 
@@ -339,7 +352,7 @@ class PipInstallTest(Case):
                                 "--disable-pip-version-check", "--target", target, source],
                                capture_output=True, text=True, env=base_env(GPUSEL_LIBRARY=lib))
             self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
-            self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "libgpusel.so.1")))
+            self.assertTrue(os.path.exists(os.path.join(target, "gpusel", "libgpusel.so.2")))
             env = base_env(PYTHONPATH=target, GPUSEL_LIBRARY=None, LD_LIBRARY_PATH=None)
             r = subprocess.run([python, "-c", "import gpusel; print(gpusel.library_path); "
                                 "print(gpusel.parse_gpu_spec('0, 1')); import importlib.metadata as m; "
@@ -347,7 +360,7 @@ class PipInstallTest(Case):
                                env=env, cwd=tmp)
             self.assertEqual(r.returncode, 0, r.stderr)
             lines = r.stdout.splitlines()
-            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.1"))
+            self.assertEqual(lines[0], os.path.join(target, "gpusel", "libgpusel.so.2"))
             self.assertEqual(lines[1], "('0', '1')")
             # The package's version is the library's, which is project(VERSION)'s.
             self.assertEqual(lines[2], f"{project_version()} {project_version()}")
@@ -365,7 +378,7 @@ class PipInstallTest(Case):
                                 "--disable-pip-version-check", "--target", target, os.path.join(tmp, "src", "python")],
                                capture_output=True, text=True, env=base_env(GPUSEL_LIBRARY=None, GPUSEL_PROBE_HELPER=None))
             self.assertNotEqual(r.returncode, 0, r.stdout)
-            self.assertIn("needs a built libgpusel.so.1", r.stdout + r.stderr)
+            self.assertIn("needs a built libgpusel.so.2", r.stdout + r.stderr)
             self.assertNotIn("Successfully installed", r.stdout)
             self.assertFalse(os.path.exists(os.path.join(target, "gpusel")))
 

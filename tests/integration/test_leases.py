@@ -76,7 +76,7 @@ class PickTest(LeaseCase):
         code = ("import gpusel, json; print(json.dumps([gpusel.gpu_arg('free:2'), "
                 "gpusel.resolve_gpu_uuids(['free:3'])]))")
         env = self.env(PYTHONPATH=os.path.join(SOURCE, "python"),
-                       GPUSEL_LIBRARY=os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.1"))
+                       GPUSEL_LIBRARY=os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.2"))
         r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=for_python(env),
                            timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -12,7 +12,7 @@ import unittest
 from support import BIN, PYTHON_LOADS_LIBRARIES, SOURCE, Case, for_python, gpusel, private_path, sim_env, uuids
 
 BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
-LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.1"))
+LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2"))
 HELPER = os.path.join(BUILD, "libexec", "gpusel", "gpusel-probe-cuda")
 MIX = uuids("workstation-mixed")
 
@@ -42,20 +42,20 @@ def resolve_with(library, **env):
 @unittest.skipUnless(PYTHON_LOADS_LIBRARIES, "a Python process cannot load the ThreadSanitizer build's library")
 class LibraryFindsItsHelperTest(Case):
     def test_in_the_installations_libexec(self):
-        root = layout({"lib/libgpusel.so.1": LIBRARY, "libexec/gpusel/gpusel-probe-cuda": HELPER})
-        rc, out, err = resolve_with(os.path.join(root, "lib", "libgpusel.so.1"))
+        root = layout({"lib/libgpusel.so.2": LIBRARY, "libexec/gpusel/gpusel-probe-cuda": HELPER})
+        rc, out, err = resolve_with(os.path.join(root, "lib", "libgpusel.so.2"))
         self.assertEqual(rc, 0, err)
         self.assertEqual(json.loads(out), [MIX[1]])
 
     def test_beside_the_library(self):  # a Python package's folder
-        root = layout({"libgpusel.so.1": LIBRARY, "gpusel-probe-cuda": HELPER})
-        rc, out, err = resolve_with(os.path.join(root, "libgpusel.so.1"))
+        root = layout({"libgpusel.so.2": LIBRARY, "gpusel-probe-cuda": HELPER})
+        rc, out, err = resolve_with(os.path.join(root, "libgpusel.so.2"))
         self.assertEqual(rc, 0, err)
         self.assertEqual(json.loads(out), [MIX[1]])
 
     def test_without_a_helper_the_message_says_what_to_install(self):
-        root = layout({"lib/libgpusel.so.1": LIBRARY})
-        rc, out, err = resolve_with(os.path.join(root, "lib", "libgpusel.so.1"))
+        root = layout({"lib/libgpusel.so.2": LIBRARY})
+        rc, out, err = resolve_with(os.path.join(root, "lib", "libgpusel.so.2"))
         self.assertNotEqual(rc, 0, out)
         self.assertIn("gpusel-probe-cuda", err)
         self.assertIn("GPUSEL_PROBE_HELPER", err)
@@ -63,8 +63,8 @@ class LibraryFindsItsHelperTest(Case):
         self.assertEqual(out, "")
 
     def test_probe_helper_variable_names_it(self):
-        root = layout({"lib/libgpusel.so.1": LIBRARY})
-        rc, out, err = resolve_with(os.path.join(root, "lib", "libgpusel.so.1"),
+        root = layout({"lib/libgpusel.so.2": LIBRARY})
+        rc, out, err = resolve_with(os.path.join(root, "lib", "libgpusel.so.2"),
                                     GPUSEL_PROBE_HELPER=os.path.abspath(HELPER))
         self.assertEqual(rc, 0, err)
         self.assertEqual(json.loads(out), [MIX[1]])

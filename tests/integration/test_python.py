@@ -13,7 +13,7 @@ import reference_answers
 from reference_answers import Answers
 from support import SHARED, SOURCE, Case, for_python, machine, sim_env, uuids
 
-LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.1")
+LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.2")
 DGX = uuids("dgx-h100")
 MIX = uuids("workstation-mixed")
 
@@ -210,7 +210,7 @@ print(json.dumps(out))
         self.assertEqual(out["bad"], ["ValueError", 2, "", 0])  # GPUSEL_ERROR_BAD_INPUT
 
     def test_a_relative_library_path_still_finds_the_probe_helper(self):
-        # GPUSEL_LIBRARY=build/lib/libgpusel.so.1: the library finds gpusel-probe-cuda beside it as
+        # GPUSEL_LIBRARY=build/lib/libgpusel.so.2: the library finds gpusel-probe-cuda beside it as
         # with an absolute path, so a preset that only CUDA can place still resolves.
         relative = os.path.relpath(LIBRARY)
         self.assertFalse(os.path.isabs(relative))
@@ -443,10 +443,10 @@ print(json.dumps(out))
         self.assertEqual(out["info_short"], 2)
 
     def test_library_not_found(self):
-        e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY="/nonexistent/libgpusel.so.1")
+        e = sim_env("dgx-h100", PYTHONPATH=os.path.join(SOURCE, "python"), GPUSEL_LIBRARY="/nonexistent/libgpusel.so.2")
         r = subprocess.run([sys.executable, "-c", "import gpusel"], capture_output=True, text=True, env=e)
         self.assertNotEqual(r.returncode, 0)
-        self.assertIn("ImportError: gpusel: cannot find libgpusel.so.1; set GPUSEL_LIBRARY", r.stderr)
+        self.assertIn("ImportError: gpusel: cannot find libgpusel.so.2; set GPUSEL_LIBRARY", r.stderr)
 
 
 if __name__ == "__main__":

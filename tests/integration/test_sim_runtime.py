@@ -21,7 +21,7 @@ import unittest
 from support import (BIN, INSTRUMENTED, NVCC, Case, base_env, build_cuda_program, machine_with_driver, sim_env,
                      uuids)
 
-LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.1")
+LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.2")
 
 
 def build_programs():
