@@ -14,6 +14,7 @@
 
 #include "gpu_model.hpp"
 #include "nvml_abi.hpp"
+#include "nvml_sim_types.hpp"
 #include "sim_common.hpp"
 #include "trace.hpp"
 #include "usage.hpp"
@@ -36,57 +37,6 @@ namespace {
 
 using gpusel::sim::SimGpu;
 using gpusel::sim::SimMachine;
-
-// The legacy nvmlPciInfo_t of nvmlDeviceGetPciInfo (v1): 52 bytes, busId first.
-typedef struct {
-  char busId[16];
-  unsigned int domain;
-  unsigned int bus;
-  unsigned int device;
-  unsigned int pciDeviceId;
-  unsigned int pciSubSystemId;
-  unsigned int reserved[4];
-} nvmlPciInfoLegacy_t;
-static_assert(sizeof(nvmlPciInfoLegacy_t) == 52);
-
-// nvmlProcessInfo_v1_t (nvmlDeviceGet*RunningProcesses): pid and memory only, 16 bytes.
-struct ProcessInfoV1 {
-  unsigned int pid;
-  unsigned long long usedGpuMemory;
-};
-static_assert(sizeof(ProcessInfoV1) == 16);
-
-// nvmlBAR1Memory_t.
-struct BAR1Memory {
-  unsigned long long bar1Total, bar1Free, bar1Used;
-};
-static_assert(sizeof(BAR1Memory) == 24);
-
-// nvmlDeviceAttributes_t: MIG devices only, as on real drivers.
-struct DeviceAttributes {
-  unsigned int multiprocessorCount, sharedCopyEngineCount, sharedDecoderCount, sharedEncoderCount,
-      sharedJpegCount, sharedOfaCount, gpuInstanceSliceCount, computeInstanceSliceCount;
-  unsigned long long memorySizeMB;
-};
-static_assert(sizeof(DeviceAttributes) == 40);
-
-// nvmlFieldValue_t: 40 bytes; each field answered or marked NOT_SUPPORTED in its own nvmlReturn.
-struct FieldValue {
-  unsigned int fieldId, scopeId;
-  long long timestamp, latencyUsec;
-  int valueType;
-  nvmlReturn_t nvmlReturn;
-  unsigned long long value;
-};
-static_assert(sizeof(FieldValue) == 40);
-
-// nvmlProcessUtilizationSample_t: 32 bytes; one sample per simulated process with a context.
-struct ProcessUtilizationSample {
-  unsigned int pid;
-  unsigned long long timeStamp;
-  unsigned int smUtil, memUtil, encUtil, decUtil;
-};
-static_assert(sizeof(ProcessUtilizationSample) == 32);
 
 struct gpuselNvmlDeviceBox {
   int gpu = 0;
@@ -1378,7 +1328,8 @@ nvmlReturn_t nvmlDeviceGetAccountingBufferSize(nvmlDevice_t device, unsigned int
   *size = 4000;
   return NVML_SUCCESS;
 }
-nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int, void* stats) {
+nvmlReturn_t nvmlDeviceGetAccountingStats(nvmlDevice_t device, unsigned int,
+                                          AccountingStats* stats) {
   const SimGpu* gpu;
   if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
   if (stats == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
