@@ -88,6 +88,13 @@ class ListTest(Case):
         self.assertEqual(g1["cuda_ordinal"], 3)
         self.assertFalse(g1["mig_enabled"])
         self.assertTrue(any("MIG enabled" in n for n in j["notes"]))
+        # The reordering note's example names a GPU --gpu accepts: GPU 1, not the MIG-enabled GPU 0
+        # (which --gpu 0 refuses).
+        reordered = [n for n in j["notes"] if "CUDA ordinals differ" in n]
+        self.assertEqual(len(reordered), 1, j["notes"])
+        self.assertIn("`--gpu 1` is the GPU with INDEX 1", reordered[0])
+        self.assertNotIn("--gpu 0", reordered[0])
+        self.assertEqual(gpusel("--sim", "mig-a100", "resolve", "--gpu", "1").returncode, 0)
 
     def test_nvml_faults_exit_1_with_reason(self):
         cases = {

@@ -98,16 +98,22 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
         "column); to use another GPU, change or unset CUDA_VISIBLE_DEVICES.");
   }
   if (reordered) {
+    // The example names a GPU that --gpu accepts (not one with MIG enabled, not a failed one).
+    std::string example;
+    for (std::size_t g = 0; g < rows.size() && example.empty(); ++g) {
+      if (!snap.gpus[g].mig_enabled && !snap.gpus[g].failed()) {
+        example = fmt::format(" (`--gpu {0}` is the GPU with INDEX {0})", g);
+      }
+    }
     const std::string cause = env.visible_devices ? "under " + detail::describe_preset(env)
                               : failed            ? std::string("because CUDA skips the failed GPU")
                               : !vs.pci_order     ? std::string("in CUDA's FASTEST_FIRST order")
                                                   : std::string("because MIG devices come first");
-    notes.push_back("CUDA ordinals differ from nvidia-smi indices here (" + cause +
-                    "); --gpu takes " +
-                    (env.visible_devices
-                         ? std::string("positions in the CUDA column while the preset is set")
-                         : std::string("nvidia-smi indices, so `--gpu 0` is the GPU in row 0")) +
-                    ", or UUIDs.");
+    notes.push_back(
+        "CUDA ordinals differ from nvidia-smi indices here (" + cause + "); --gpu takes " +
+        (env.visible_devices ? std::string("positions in the CUDA column while the preset is set")
+                             : "nvidia-smi indices, the INDEX column" + example) +
+        ", or UUIDs.");
   }
   return rows;
 }
