@@ -7,6 +7,10 @@
 #include <atomic>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#if !defined(_WIN32)
+#include <link.h>
+#endif
 
 #include "cuda_sim.hpp"
 #include "usage.hpp"
@@ -65,6 +69,49 @@ CUresult stream_device(CUstream stream, int* device) {
 }
 
 std::atomic<bool> export_table_reported{false};
+
+#if !defined(_WIN32)
+struct Where {
+  std::uintptr_t at = 0;
+  bool found = false;
+  std::string name;  // "" for the program itself
+};
+
+int find_object(dl_phdr_info* info, std::size_t, void* data) {
+  Where& w = *static_cast<Where*>(data);
+  for (int i = 0; i < info->dlpi_phnum; ++i) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    const std::uintptr_t start = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && w.at >= start && w.at - start < ph.p_memsz) {
+      w.found = true;
+      w.name = info->dlpi_name != nullptr ? info->dlpi_name : "";
+      return 1;
+    }
+  }
+  return 0;
+}
+#endif
+
+// The file name of the library whose code lies at `caller` when that is a library carrying
+// NVIDIA's runtime inside it (libcublas.so.13, libnccl.so.2): "" for the program itself, a
+// libcudart, or an address not found.
+std::string runtime_carrier(const void* caller) {
+#if defined(_WIN32)
+  (void)caller;
+  return "";
+#else
+  Where w;
+  w.at = reinterpret_cast<std::uintptr_t>(caller);
+  dl_iterate_phdr(find_object, &w);
+  if (!w.found || w.name.empty()) return "";
+  std::string base = w.name.substr(w.name.rfind('/') + 1);
+  if (base.rfind("libcudart", 0) == 0) return "";
+  for (char& c : base) {
+    if (static_cast<unsigned char>(c) <= ' ') c = '?';  // one word in the note doctor reads
+  }
+  return base;
+#endif
+}
 
 }  // namespace
 
@@ -493,21 +540,35 @@ CUresult cuProfilerStop(void) {
   return ready();
 }
 
-// NVIDIA's own CUDA runtime (linked statically, nvcc's default, or a libcudart loaded by path)
-// asks for the driver's private tables; the simulator has none and says so, once.
-CUresult cuGetExportTable(const void** table, const CUuuid*) {
+// NVIDIA's own CUDA runtime (linked statically, nvcc's default, or a libcudart loaded by path, or
+// carried inside a library such as cuBLAS or NCCL) asks for the driver's private tables; the
+// simulator has none and says so, once, naming the library that asked when it is not the program.
+CUresult cuGetExportTableFrom(const void** table, const CUuuid*, const void* caller) {
   if (table != nullptr) *table = nullptr;
   if (!export_table_reported.exchange(true)) {
-    gpusel::sim::report(
-        "libcuda.so.1",
-        "this program uses NVIDIA's own CUDA runtime (linked statically, nvcc's default, or a "
-        "libcudart it loads by path), which needs the driver's private interfaces "
-        "(cuGetExportTable); the simulator does not provide them. The simulator runs programs "
-        "that load libcudart dynamically by name, e.g. built with `nvcc -cudart shared`: its own "
-        "libcudart.so.11.0, .12 and .13 then answer (see docs/simulator.md)");
+    const std::string carrier = runtime_carrier(caller);
+    if (carrier.empty()) {
+      gpusel::sim::report(
+          "libcuda.so.1",
+          "this program uses NVIDIA's own CUDA runtime (linked statically, nvcc's default, or a "
+          "libcudart it loads by path), which needs the driver's private interfaces "
+          "(cuGetExportTable); the simulator does not provide them. The simulator runs programs "
+          "that load libcudart dynamically by name, e.g. built with `nvcc -cudart shared`: its "
+          "own libcudart.so.11.0, .12 and .13 then answer (see docs/simulator.md)");
+    } else {
+      gpusel::sim::report(
+          "libcuda.so.1",
+          carrier +
+              ", which this program loads, carries NVIDIA's own CUDA runtime inside it (as "
+              "cuBLAS, NCCL and cuDNN do) and asks the driver for private interfaces "
+              "(cuGetExportTable) that the simulator does not provide: its calls fail here "
+              "however the program itself is built. Test the launch set-up with a program "
+              "that makes the same CUDA runtime calls without " +
+              carrier + ", and run " + carrier + "'s work on a real GPU (see docs/simulator.md)");
+    }
     // For `gpusel doctor`, which says the same afterwards.
     const LoadedMachine& loaded = loaded_machine();
-    if (loaded.ok) gpusel::sim::note_static_runtime(loaded.machine(), "libcuda.so.1");
+    if (loaded.ok) gpusel::sim::note_static_runtime(loaded.machine(), "libcuda.so.1", carrier);
   }
   return CUDA_ERROR_NOT_SUPPORTED;
 }

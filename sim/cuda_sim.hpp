@@ -191,4 +191,6 @@ namespace gpusel::sim::cuda::impl {
 #include "cuda_exports.inc"
 #undef SIM_CU
 #undef SIM_CU_AS
+// cuGetExportTable, told the address its caller returns to.
+CUresult cuGetExportTableFrom(const void** table, const CUuuid* id, const void* caller);
 }  // namespace gpusel::sim::cuda::impl

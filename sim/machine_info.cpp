@@ -25,7 +25,9 @@ void field(std::string& out, const std::string& value) {
 // Finds the machine `spec` (a bundled name looked up in `machines_dir`, or a path; with
 // `machines_dir` NULL, `spec` is the machine file itself) and loads it. The answer is a list of
 // NUL-terminated fields: "ok", the file, the machine's name, its description, its NVML fault, its
-// CUDA fault and the last static-runtime program noted on it ("<time> <pid> <executable>" or "");
+// CUDA fault and the last static-runtime program noted on it ("<time> <pid> <carrier or ->
+// <executable>" or
+// "");
 // or "error" and the message of a machine that cannot be used; or "fatal" and what went wrong
 // otherwise. Returns the answer's size, and writes it to `buf` when `len` is enough.
 #ifdef _WIN32

@@ -231,13 +231,15 @@ std::vector<SimProcess> live_processes(const SimMachine& machine, const std::str
 
 namespace gpusel::sim {
 
-void note_static_runtime(const SimMachine& machine, const char* library) {
+void note_static_runtime(const SimMachine& machine, const char* library,
+                         const std::string& carrier) {
   Fd dir(open_usage_dir(machine, "", library));
   if (dir.get() < 0) return;
   char exe[512] = {};
   const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   const std::string text = std::to_string(static_cast<long long>(time(nullptr))) + " " +
-                           std::to_string(getpid()) + " " + (n > 0 ? exe : "?") + "\n";
+                           std::to_string(getpid()) + " " + (carrier.empty() ? "-" : carrier) +
+                           " " + (n > 0 ? exe : "?") + "\n";
   Fd fd(openat(dir.get(), static_runtime_file(machine).c_str(),
                O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0600));
   struct stat st {};

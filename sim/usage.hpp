@@ -76,9 +76,12 @@ inline std::uint64_t others_memory(const SimMachine& machine, const SimGpu& gpu,
 }
 
 // CUDA double: a program asked for NVIDIA's private driver tables (cuGetExportTable), i.e. it runs
-// NVIDIA's own CUDA runtime (linked statically). Kept as "<unix time> <pid> <executable>" in the
-// machine's usage folder for `gpusel doctor`, which reads it with static_runtime_note ("" if none).
-void note_static_runtime(const SimMachine& machine, const char* library);
+// NVIDIA's own CUDA runtime (linked statically, or inside a library such as cuBLAS: `carrier`
+// names that library, "" for the program). Kept as "<unix time> <pid> <carrier or -> <executable>"
+// in the machine's usage folder for `gpusel doctor`, which reads it with static_runtime_note ("" if
+// none).
+void note_static_runtime(const SimMachine& machine, const char* library,
+                         const std::string& carrier);
 std::string static_runtime_note(const SimMachine& machine);
 
 }  // namespace gpusel::sim

@@ -203,7 +203,7 @@ std::vector<SimProcess> live_processes(const SimMachine& machine, const std::str
 }
 
 // Not kept on Windows: the static runtime note serves Linux's `gpusel doctor`.
-void note_static_runtime(const SimMachine&, const char*) {}
+void note_static_runtime(const SimMachine&, const char*, const std::string&) {}
 
 std::string static_runtime_note(const SimMachine&) {
   return "";

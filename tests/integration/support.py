@@ -150,11 +150,11 @@ NVCC_OUT = os.path.join(BUILD, "sim-cuda-programs")
 INSTRUMENTED = "GPUSEL_TEST_PRELOAD" in os.environ or "GPUSEL_TEST_TSAN" in os.environ
 
 
-def build_cuda_program(name, runtimes=("shared",)):
+def build_cuda_program(name, runtimes=("shared",), libs=()):
     """tests/integration/NAME.cu compiled by nvcc and linked with each CUDA runtime in `runtimes`
     ("shared": `nvcc -cudart shared`, what the simulator runs; "static": nvcc's default) into
-    NVCC_OUT/NAME_RUNTIME; their paths, in that order. Built once per build folder and rebuilt only
-    when the source is newer (about 3 s of CPU)."""
+    NVCC_OUT/NAME_RUNTIME; their paths, in that order. `libs`: more to link (e.g. "-lcublas"). Built
+    once per build folder and rebuilt only when the source is newer (about 3 s of CPU)."""
     source = os.path.join(SOURCE, "tests", "integration", name + ".cu")
     os.makedirs(NVCC_OUT, exist_ok=True)
     obj = os.path.join(NVCC_OUT, name + ".o")
@@ -167,7 +167,7 @@ def build_cuda_program(name, runtimes=("shared",)):
         tag = f".{os.getpid()}"
         obj_tmp = obj[:-2] + tag + ".o"
         cmds = [[NVCC, "-c", source, "-o", obj_tmp]]
-        cmds += [[NVCC, "-cudart", runtime, obj_tmp, "-o", program + tag]
+        cmds += [[NVCC, "-cudart", runtime, obj_tmp, *libs, "-o", program + tag]
                  for runtime, program in zip(runtimes, programs)]
         for cmd in cmds:
             r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -22,6 +22,7 @@ from support import (BIN, INSTRUMENTED, NVCC, Case, base_env, build_cuda_program
                      uuids)
 
 LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.2")
+CUDA_HOME = os.path.dirname(os.path.dirname(NVCC))  # /usr/local/cuda: cuBLAS is in its lib64
 
 
 def build_programs():
@@ -152,6 +153,28 @@ class RuntimeProgramTest(Case):
         self.assertIn(os.path.basename(self.static), found[0]["message"])
         self.assertIn("nvcc -cudart shared", found[0]["remedy"])
 
+    def test_a_cublas_program_is_told_that_cublas_carries_its_own_runtime(self):
+        # cuBLAS carries NVIDIA's runtime inside libcublas: the program itself uses the simulator's
+        # libcudart (it counts the devices), and rebuilding it with -cudart shared would not help.
+        (program,) = build_cuda_program("cuda_cublas_user", ("shared",),
+                                        ("-lcublas", "-Xlinker", "-rpath=" + os.path.join(CUDA_HOME, "lib64")))
+        r = run_program(program, self.dgx)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = json.loads(r.stdout)
+        self.assertEqual((out["count_error"], out["count"]), (0, 8))
+        self.assertNotEqual(out["cublas_status"], 0)  # CUBLAS_STATUS_SUCCESS: not on the simulator
+        self.assertEqual(r.stderr.count("cuGetExportTable"), 1, r.stderr)
+        self.assertRegex(r.stderr, r"libcublas(Lt)?\.so\.\d+, which this program loads, carries NVIDIA's own CUDA")
+        self.assertNotIn("-cudart shared", r.stderr)
+        d = subprocess.run([BIN, "--sim", self.dgx, "doctor", "--json"], capture_output=True, text=True,
+                           env=base_env(), timeout=60)
+        found = [f for f in json.loads(d.stdout)["findings"] if f["id"] == "sim-static-runtime"]
+        self.assertEqual(len(found), 1, d.stdout)
+        self.assertIn(os.path.basename(program), found[0]["message"])
+        self.assertRegex(found[0]["message"], r"loads libcublas(Lt)?\.so\.\d+, which carries")
+        self.assertNotIn("-cudart shared", found[0]["remedy"])
+        self.assertIn("without libcublas", found[0]["remedy"])
+
     @unittest.skipUnless(os.path.exists(LIBRARY), "libgpusel is not built")
     def test_a_gpu_bound_with_gpusel_is_the_current_device(self):
         # gpusel's C API binds GPUSEL_GPU (nvidia-smi 3 under a preset "5,3,1": ordinal 1); the
@@ -177,6 +200,96 @@ print(json.dumps({{"status": status, "ordinal": ordinal.value, "rc": rc, "curren
         out = json.loads(r.stdout.strip().splitlines()[-1])
         self.assertEqual((out["status"], out["ordinal"], out["rc"], out["current"]), (0, 1, 0, 1), r.stderr)
         self.assertEqual(out["uuid"], dgx[3][4:].replace("-", ""))
+
+
+CARRIER_LIBRARY = r"""
+#include <dlfcn.h>
+typedef int (*export_table_fn)(const void**, const void*);
+/* What a library carrying NVIDIA's runtime does first: asks libcuda for its private tables. */
+int carrier_call(void) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  if (cuda == 0) return -1;
+  export_table_fn get = (export_table_fn)dlsym(cuda, "cuGetExportTable");
+  const void* table = 0;
+  unsigned char id[16] = {0};
+  return get != 0 ? get(&table, id) : -2;
+}
+"""
+
+CARRIER_PROGRAM = r"""
+#include <stdio.h>
+int carrier_call(void);
+int main(void) { printf("%d\n", carrier_call()); return 0; }
+"""
+
+ASKING_PROGRAM = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+typedef int (*export_table_fn)(const void**, const void*);
+int main(void) {
+  void* cuda = dlopen("libcuda.so.1", RTLD_NOW);
+  export_table_fn get = cuda != 0 ? (export_table_fn)dlsym(cuda, "cuGetExportTable") : 0;
+  const void* table = 0;
+  unsigned char id[16] = {0};
+  printf("%d\n", get != 0 ? get(&table, id) : -2);
+  return 0;
+}
+"""
+
+
+@unittest.skipIf(INSTRUMENTED, "the doubles are built with a sanitizer; a foreign program cannot load them")
+@unittest.skipUnless(shutil.which("cc"), "no C compiler")
+class RuntimeCarrierTest(Case):
+    """Who asked for the driver's private tables: the program (NVIDIA's runtime linked statically)
+    or a library it loads (cuBLAS, NCCL: their runtime is inside them). Without the toolkit: a
+    library and programs built here with cc, asking as NVIDIA's runtime does."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.tmp = tempfile.mkdtemp(prefix="gpusel-carrier-")
+        t = cls.tmp
+        for name, text in (("carrier.c", CARRIER_LIBRARY), ("main.c", CARRIER_PROGRAM), ("ask.c", ASKING_PROGRAM)):
+            with open(os.path.join(t, name), "w") as f:
+                f.write(text)
+        for cmd in (["cc", "-shared", "-fPIC", "-o", f"{t}/libfakeblas.so.7", f"{t}/carrier.c", "-ldl"],
+                    ["cc", "-o", f"{t}/uses_fakeblas", f"{t}/main.c", f"{t}/libfakeblas.so.7", f"-Wl,-rpath,{t}"],
+                    ["cc", "-o", f"{t}/asks_itself", f"{t}/ask.c", "-ldl"]):
+            subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.tmp, ignore_errors=True)
+
+    def finding(self, machine):
+        d = subprocess.run([BIN, "--sim", machine, "doctor", "--json"], capture_output=True, text=True,
+                           env=base_env(), timeout=60)
+        found = [f for f in json.loads(d.stdout)["findings"] if f["id"] == "sim-static-runtime"]
+        self.assertEqual(len(found), 1, d.stdout)
+        return found[0]
+
+    def test_a_library_that_asks_is_named_and_the_program_is_not_told_to_rebuild(self):
+        machine = machine_with_driver(self.tmp, "dgx-h100")
+        r = run_program(os.path.join(self.tmp, "uses_fakeblas"), machine)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "801")  # CUDA_ERROR_NOT_SUPPORTED
+        self.assertIn("libfakeblas.so.7, which this program loads, carries NVIDIA's own CUDA runtime", r.stderr)
+        self.assertNotIn("-cudart shared", r.stderr)
+        f = self.finding(machine)
+        self.assertIn("(" + os.path.join(self.tmp, "uses_fakeblas") + ", pid ", f["message"])
+        self.assertIn("loads libfakeblas.so.7, which carries", f["message"])
+        self.assertIn("without libfakeblas.so.7", f["remedy"])
+
+    def test_the_program_itself_asking_is_told_to_load_libcudart_by_name(self):
+        machine = machine_with_driver(self.tmp, "mig-a100")
+        r = run_program(os.path.join(self.tmp, "asks_itself"), machine)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.strip(), "801")
+        self.assertIn("this program uses NVIDIA's own CUDA runtime", r.stderr)
+        self.assertNotIn("which this program loads", r.stderr)
+        f = self.finding(machine)
+        self.assertIn("(" + os.path.join(self.tmp, "asks_itself") + ", pid ", f["message"])
+        self.assertIn("links NVIDIA's CUDA runtime statically", f["message"])
+        self.assertIn("nvcc -cudart shared", f["remedy"])
 
 
 if __name__ == "__main__":

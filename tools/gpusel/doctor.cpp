@@ -8,6 +8,8 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <string>
+#include <vector>
 
 #include "ancestry.hpp"
 #include "commands.hpp"
@@ -436,27 +438,48 @@ class Doctor {
       return;
     }
     if (!info || !info->ok || info->static_runtime.empty()) return;
-    const std::string& note = info->static_runtime;  // "<unix time> <pid> <executable>"
-    const auto first = note.find(' ');
-    const auto second = first == std::string::npos ? first : note.find(' ', first + 1);
-    const std::string pid =
-        second == std::string::npos ? "?" : note.substr(first + 1, second - first - 1);
-    const std::string exe = second == std::string::npos ? note : note.substr(second + 1);
+    // "<unix time> <pid> <carrier or -> <executable>": the carrier is the library whose own copy
+    // of NVIDIA's runtime asked (libcublas.so.13), "-" when it was the program's.
+    const std::string& note = info->static_runtime;
+    std::vector<std::string> words;
+    std::size_t at = 0;
+    while (words.size() < 3) {
+      const std::size_t space = note.find(' ', at);
+      if (space == std::string::npos) break;
+      words.push_back(note.substr(at, space - at));
+      at = space + 1;
+    }
+    const std::string exe = words.size() == 3 ? note.substr(at) : note;
+    const std::string pid = words.size() == 3 ? words[1] : "?";
+    const std::string carrier = words.size() == 3 && words[2] != "-" ? words[2] : "";
     std::string when = "?";
     try {
-      const std::time_t t = static_cast<std::time_t>(std::stoll(note.substr(0, first)));
+      const std::time_t t = static_cast<std::time_t>(std::stoll(words.empty() ? "" : words[0]));
       char text[32];
       const std::tm* tm = std::gmtime(&t);  // doctor runs on one thread here
       if (tm != nullptr && std::strftime(text, sizeof text, "%Y-%m-%d %H:%M UTC", tm) > 0)
         when = text;
     } catch (const std::exception&) {
     }
+    const std::string program = "a program run on this simulated machine (" +
+                                detail::printable(exe) + ", pid " + pid + ", " + when + ")";
+    if (!carrier.empty()) {
+      const std::string lib = detail::printable(carrier);
+      add(Severity::Warning, "sim-static-runtime",
+          program + " loads " + lib +
+              ", which carries NVIDIA's own CUDA runtime inside it (as cuBLAS, NCCL and cuDNN "
+              "do) and needs private driver interfaces the simulator does not provide: its calls "
+              "failed, however the program itself is built",
+          "test the launch set-up with a program that makes the same CUDA runtime calls "
+          "without " +
+              lib + ", and run " + lib + "'s work on a real GPU; see docs/simulator.md");
+      return;
+    }
     add(Severity::Warning, "sim-static-runtime",
-        "a program run on this simulated machine (" + detail::printable(exe) + ", pid " + pid +
-            ", " + when +
-            ") links NVIDIA's CUDA runtime statically (nvcc's default; also NCCL, cuBLAS and "
-            "runtimes bundled with frameworks), which needs private driver interfaces the "
-            "simulator does not provide: it stopped at its first CUDA call",
+        program +
+            " links NVIDIA's CUDA runtime statically (nvcc's default; also runtimes bundled with "
+            "frameworks), which needs private driver interfaces the simulator does not provide: "
+            "it stopped at its first CUDA call",
         "the simulator runs programs that load libcudart dynamically: build with `nvcc -cudart "
         "shared` (the simulator's libcudart.so.11.0, .12 and .13 then answer); see "
         "docs/simulator.md");
