@@ -68,12 +68,26 @@ def read_layers(build):
     return layers
 
 
+def in_unity_source(unity, path):
+    """Whether `unity` is a file CMake generated for a unity build (the asan, tsan and product
+    presets compile the command's sources in batches) that includes the source file `path`: its
+    compile command is then the one `path` is compiled with."""
+    if "/Unity/unity_" not in unity:
+        return False
+    try:
+        with open(unity) as f:
+            text = f.read()
+    except OSError:
+        return False
+    return any(f'#include "{p}"' in text for p in (path, os.path.realpath(path)))
+
+
 def compile_command(commands, source_dir, relative):
     """The compile command of `relative` (a file of the source tree) as a list, without -o/-c/-MF
     and their arguments, and without the file itself."""
     path = os.path.join(source_dir, relative)
     for entry in commands:
-        if os.path.realpath(entry["file"]) == os.path.realpath(path):
+        if os.path.realpath(entry["file"]) == os.path.realpath(path) or in_unity_source(entry["file"], path):
             args = entry.get("arguments") or shlex.split(entry["command"])
             out, skip = [], False
             for a in args:
@@ -81,7 +95,8 @@ def compile_command(commands, source_dir, relative):
                     skip = False
                 elif a in ("-o", "-c", "-MF", "-MT", "-MQ"):
                     skip = a != "-c"
-                elif a == "-MD" or os.path.realpath(os.path.join(entry["directory"], a)) == os.path.realpath(path):
+                elif a == "-MD" or os.path.realpath(os.path.join(entry["directory"], a)) in (
+                        os.path.realpath(path), os.path.realpath(entry["file"])):
                     pass
                 else:
                     out.append(a)
