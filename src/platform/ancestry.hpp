@@ -16,7 +16,7 @@ std::optional<std::map<std::string, std::string>> initial_environment(int pid);
 // The parent of process `pid`; 0 when unknown.
 int parent_of(int pid);
 
-// This process's id.
+// This process's id (asked of the kernel once per process: a child made by fork() asks again).
 int current_pid();
 
 }  // namespace gpusel::detail

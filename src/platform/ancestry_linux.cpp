@@ -1,7 +1,9 @@
 // Process ancestry on Linux, from /proc.
 #include <fcntl.h>
+#include <pthread.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -67,8 +69,27 @@ int parent_of(int pid) {
   return ppid;
 }
 
+namespace {
+
+// This process's id, once asked (0 until then): NVML's session checks ask on every call to tell a
+// forked child from its parent, a system call each (25,000 of them for a `list` of 1,024 GPUs).
+// A child made by fork() starts with 0 again (the handler below, which fork runs in the child);
+// one made otherwise (vfork, a raw clone) runs no gpusel code before it execs.
+std::atomic<int> known_pid{0};
+
+void forget_pid() {
+  known_pid.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace
+
 int current_pid() {
-  return static_cast<int>(getpid());
+  int pid = known_pid.load(std::memory_order_relaxed);
+  if (pid != 0) return pid;
+  static const bool registered = pthread_atfork(nullptr, nullptr, forget_pid) == 0;
+  pid = static_cast<int>(getpid());
+  if (registered) known_pid.store(pid, std::memory_order_relaxed);
+  return pid;
 }
 
 }  // namespace gpusel::detail

@@ -128,10 +128,13 @@ chown -h $VICTIM /tmp/gpusel-sim-$VUID /tmp/gpusel-sim-$VUID/$KEY
         result = self.run_isolated("""
 runuser -u $VICTIM -- env -u GPUSEL_SIM_STATE_DIR -u XDG_RUNTIME_DIR $BIN --sim $MACHINE list > /tmp/out 2> /tmp/err && rc=0 || rc=$?
 echo "rc=$rc"; cat /tmp/err
+# A GPU's folder is made by the first process with a context there (bind's), not by a look.
+runuser -u $VICTIM -- env -u GPUSEL_SIM_STATE_DIR -u XDG_RUNTIME_DIR $BIN --sim $MACHINE bind --gpu 0 > /tmp/out 2> /tmp/err && rc=0 || rc=$?
+echo "rc=$rc"; cat /tmp/err
 stat -c '%U %a' /tmp/gpusel-sim-$VUID /tmp/gpusel-sim-$VUID/$KEY /tmp/gpusel-sim-$VUID/$KEY/$UUID
 """)
         self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
-        self.assertIn("rc=0", result.stdout)
+        self.assertEqual(result.stdout.count("rc=0"), 2, result.stdout)
         self.assertEqual(result.stdout.count(f"{VICTIM} 700"), 3, result.stdout)
         self.assertNotIn("gpusel-sim (", result.stdout)
 

@@ -1,0 +1,99 @@
+"""System calls at 1,024 simulated GPUs (issue 34): `gpusel list` and `resolve --gpu free:4` make
+fewer than 2,000 (`strace -f -c`; they made 70,000 and 95,000 when the simulator opened every
+GPU's usage folder per query and gpusel asked the kernel its own pid per NVML call), and do not
+call getpid per GPU. Counted, never timed; skipped without strace. bench/syscalls.py prints the
+same counts beside 8 GPUs'."""
+
+import os
+import shutil
+import subprocess
+import unittest
+
+from support import BIN, CUDA_HOLD, Case, Holding, base_env, contexts, private_path
+
+GPUS = 1024
+LIMIT = 2000
+
+
+def h100_machine(count):
+    """bench/simenv.py's generated machine: `count` H100s, 8 per NVLink domain."""
+    lines = [f'name = "h100-{count}"', 'driver_version = "570.124.06"', "cuda_driver_version = 12080", ""]
+    for i in range(count):
+        node = i // 4
+        lines += ["[[gpu]]",
+                  f'uuid = "GPU-{0x5ca1e000 + i:08x}-{i % 65536:04x}-4000-8000-{i * 7919:012x}"',
+                  'name = "NVIDIA H100 80GB HBM3"',
+                  f'pci_bus_id = "{i // 128:08X}:{0x10 + i % 128:02X}:00.0"',
+                  'memory_total = "80GiB"', 'compute_capability = "9.0"', "sm_count = 132",
+                  f"numa_node = {node}", f'cpus = "{node * 4}-{node * 4 + 3}"',
+                  "pcie_h2d_gbps = 55.2", "pcie_d2h_gbps = 55.6", "memory_bandwidth_gbps = 2950.0",
+                  f"nvlink_domain = {i // 8}", f"pcie_switch = {i // 2}", ""]
+    return "\n".join(lines)
+
+
+def strace_calls(cmd, env):
+    """{syscall: calls} of one run under `strace -f -c`, and the total."""
+    out = private_path("strace.txt")
+    r = subprocess.run(["strace", "-f", "-c", "-o", out, *cmd], env=env, capture_output=True, text=True,
+                       timeout=300)
+    if r.returncode != 0:
+        raise AssertionError(f"{cmd} exited {r.returncode} under strace: {r.stderr[-2000:]}")
+    calls, total = {}, None
+    with open(out) as f:
+        for line in f:
+            fields = line.split()
+            if len(fields) < 5 or not fields[0][0].isdigit():
+                continue
+            if fields[-1] == "total":
+                total = int(fields[3])
+            else:
+                calls[fields[-1]] = int(fields[3])
+    return calls, total
+
+
+@unittest.skipUnless(shutil.which("strace"), "needs strace")
+class SyscallsTest(Case):
+    @classmethod
+    def setUpClass(cls):
+        # strace needs ptrace, which a container may refuse.
+        probe = subprocess.run(["strace", "-f", "-c", "-o", os.devnull, "true"], capture_output=True)
+        if probe.returncode != 0:
+            raise unittest.SkipTest("strace cannot trace here: " + probe.stderr.decode()[-200:])
+        cls.machine = private_path(f"h100-{GPUS}.toml")
+        with open(cls.machine, "w") as f:
+            f.write(h100_machine(GPUS))
+
+    def env(self):
+        out = subprocess.run([BIN, "sim", "env", self.machine], capture_output=True, text=True, check=True,
+                             env=base_env()).stdout
+        extra = {"GPUSEL_LEASE_DIR": private_path("leases"), "GPUSEL_SIM_STATE_DIR": private_path("sim-state")}
+        for line in out.splitlines():
+            if line.startswith("export "):
+                key, _, value = line[len("export "):].partition("=")
+                extra[key] = value.strip("'")
+        return base_env(**extra)
+
+    def check(self, env, what):
+        for args in (["list"], ["resolve", "--gpu", "free:4"]):
+            with self.subTest(command=args, state=what):
+                subprocess.run([BIN, *args], env=env, check=True, capture_output=True, timeout=300)  # folders made
+                calls, total = strace_calls([BIN, *args], env)
+                self.assertIsNotNone(total)
+                top = sorted(calls.items(), key=lambda kv: -kv[1])[:8]
+                self.assertLess(total, LIMIT, f"{' '.join(args)} at {GPUS} GPUs ({what}): {top}")
+                self.assertLess(calls.get("getpid", 0), 8, f"getpid per call is back: {top}")
+
+    def test_idle_machine(self):
+        self.check(self.env(), "idle")
+
+    @unittest.skipUnless(os.path.exists(CUDA_HOLD), "needs the tests' cuda_hold")
+    def test_a_gpu_in_use(self):
+        env = self.env()
+        with Holding([CUDA_HOLD, "{DIR}"], dict(env, CUDA_VISIBLE_DEVICES="0")) as h:
+            self.assertEqual(len(h.ready), 1, "cuda_hold did not take its context")
+            self.assertEqual(contexts(env), {next(iter(h.ready)): [0]})  # the usage entry is read
+            self.check(env, "a context on GPU 0")
+
+
+if __name__ == "__main__":
+    unittest.main()
