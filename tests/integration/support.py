@@ -29,7 +29,7 @@ MACHINES = os.path.join(SOURCE, "sim", "machines")
 # Variables a test must not inherit from whoever runs it.
 _SCRUB = ("CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "GPUSEL_SIM_MACHINE", "GPUSEL_NVML_LIBRARY",
           "GPUSEL_CUDA_LIBRARY", "LOCAL_RANK", "SLURM_LOCALID", "GPUSEL_GPUS", "GPUSEL_GPU", "GPUSEL_LEASE_DIR",
-          "GPUSEL_SIM_STATE_DIR")
+          "GPUSEL_SIM_STATE_DIR", "GPUSEL_SIM_SAVED")
 
 
 # False under the ThreadSanitizer build: a Python process cannot load the instrumented libgpusel or

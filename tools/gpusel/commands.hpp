@@ -37,6 +37,7 @@ struct SimOptions {
   CLI::App* env = nullptr;
   CLI::App* exec = nullptr;
   std::string machine;
+  bool undo = false;  // sim env --undo
   std::vector<std::string> command;
 };
 CLI::App* setup_sim(CLI::App& app, SimOptions& options);

@@ -6,6 +6,8 @@
 #include <unistd.h>
 #endif
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -160,15 +162,127 @@ SimSetup sim_setup(const std::string& machine) {
     dir = root + "/no-cuda";
   }
   setup.machine_name = m->name;
+  // On a simulated machine already: this one replaces it, so the loader's path is built on what
+  // it was before the first (the first machine's folder would otherwise stay on it, its
+  // libraries found where this machine's folder lacks one).
+  std::optional<std::vector<SavedVariable>> saved = sim_saved();
+  std::optional<std::string> old = env_value(kSimSearchPath);
+  if (saved) {
+    for (const SavedVariable& v : *saved) {
+      if (v.name == kSimSearchPath) old = v.value;
+    }
+  }
   std::string path = dir;
-  if (auto old = env_value(kSimSearchPath); old && !old->empty()) path += kPathSeparator + *old;
+  if (old && !old->empty()) path += kPathSeparator + *old;
   setup.env[kSimSearchPath] = path;
   setup.env["GPUSEL_SIM_MACHINE"] = setup.machine_path;
   // gpusel loads the libraries by these paths, so a missing one stays missing even on a machine
   // that has the real driver installed.
   setup.env["GPUSEL_NVML_LIBRARY"] = dir + "/" + kSimNvml;
   setup.env["GPUSEL_CUDA_LIBRARY"] = dir + "/" + kSimCuda;
+  // What each variable was: kept from the first `sim env` when there was one, the values now for
+  // any it did not save.
+  std::vector<SavedVariable> before = saved.value_or(std::vector<SavedVariable>{});
+  for (const auto& [key, value] : setup.env) {
+    const bool known = std::any_of(before.begin(), before.end(),
+                                   [&key](const SavedVariable& v) { return v.name == key; });
+    if (!known) before.push_back({key, env_value(key.c_str())});
+  }
+  setup.env[kSimSaved] = encode_sim_saved(before);
   return setup;
+}
+
+namespace {
+
+bool is_name(const std::string& text) {
+  if (text.empty() || (std::isdigit(static_cast<unsigned char>(text.front())) != 0)) return false;
+  return std::all_of(text.begin(), text.end(), [](char c) {
+    return c == '_' || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  });
+}
+
+int hex_digit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
+}  // namespace
+
+std::string encode_sim_saved(const std::vector<SavedVariable>& saved) {
+  static constexpr char kHex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const SavedVariable& v : saved) {
+    if (!out.empty()) out += ' ';
+    out += v.name;
+    if (!v.value) continue;
+    out += '=';
+    for (char c : *v.value) {
+      const auto u = static_cast<unsigned char>(c);
+      if (c == '%' || c == ' ' || u < 0x20 || u == 0x7f) {
+        out += '%';
+        out += kHex[u >> 4];
+        out += kHex[u & 0xf];
+      } else {
+        out += c;
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<std::vector<SavedVariable>> sim_saved() {
+  const std::optional<std::string> text = env_value(kSimSaved);
+  if (!text) return std::nullopt;
+  auto bad = [&text](const std::string& why) {
+    return bad_input(std::string(kSimSaved) + "=" + detail::quote_value(*text) + ": " + why +
+                     "; it holds what `gpusel sim env` replaced, for `gpusel sim env --undo`, and "
+                     "was changed since: open a new shell, or run `unset " +
+                     kSimSaved + " GPUSEL_SIM_MACHINE GPUSEL_NVML_LIBRARY GPUSEL_CUDA_LIBRARY` " +
+                     "and take the simulator's folder out of " + kSimSearchPath + " yourself");
+  };
+  std::vector<SavedVariable> out;
+  std::size_t start = 0;
+  while (start <= text->size()) {
+    std::size_t end = text->find(' ', start);
+    if (end == std::string::npos) end = text->size();
+    const std::string entry = text->substr(start, end - start);
+    start = end + 1;
+    const std::size_t equals = entry.find('=');
+    SavedVariable v;
+    v.name = entry.substr(0, equals);
+    if (!is_name(v.name)) {
+      throw bad(entry.empty() ? std::string("an empty entry (entries are NAME or NAME=VALUE, one "
+                                            "space apart)")
+                              : detail::quote_value(v.name) + " is not a variable's name");
+    }
+    if (std::any_of(out.begin(), out.end(),
+                    [&v](const SavedVariable& o) { return o.name == v.name; })) {
+      throw bad(v.name + " is saved twice");
+    }
+    if (equals != std::string::npos) {
+      std::string value;
+      for (std::size_t i = equals + 1; i < entry.size(); ++i) {
+        if (entry[i] != '%') {
+          value += entry[i];
+          continue;
+        }
+        const int high = i + 2 < entry.size() ? hex_digit(entry[i + 1]) : -1;
+        const int low = i + 2 < entry.size() ? hex_digit(entry[i + 2]) : -1;
+        if (high < 0 || low < 0 || (high == 0 && low == 0)) {
+          throw bad(v.name +
+                    "'s value has a % not followed by two hex digits (of a byte other "
+                    "than 0)");
+        }
+        value += static_cast<char>(high * 16 + low);
+        i += 2;
+      }
+      v.value = std::move(value);
+    }
+    out.push_back(std::move(v));
+  }
+  return out;
 }
 
 void apply_sim(const SimSetup& setup) {

@@ -66,8 +66,31 @@ struct SimSetup {
 };
 
 // Finds and checks a machine (bundled name or path). Throws Error(BadInput) naming the file,
-// line and key of a bad machine file.
+// line and key of a bad machine file. Besides the simulator's variables, env holds
+// GPUSEL_SIM_SAVED: what those variables were before, for `gpusel sim env --undo`. When it is set
+// already (a shell on a simulated machine), the new machine replaces that one: the loader's path
+// is built on the saved value, not on one that holds the first machine's folder, and the saved
+// values stay those from before the first.
 SimSetup sim_setup(const std::string& machine);
+
+// The variable that holds what `gpusel sim env` replaced.
+inline constexpr const char* kSimSaved = "GPUSEL_SIM_SAVED";
+
+// One variable as it was before `gpusel sim env`: its value, or nullopt when it was unset.
+struct SavedVariable {
+  std::string name;
+  std::optional<std::string> value;
+};
+
+// GPUSEL_SIM_SAVED's text for `saved`: entries separated by spaces, NAME for a variable that was
+// unset, NAME=VALUE for one that was set (VALUE may be empty), with %, space and control
+// characters in VALUE written %XX (hex). One line, no quotes: `env` shows it as it is.
+std::string encode_sim_saved(const std::vector<SavedVariable>& saved);
+
+// What GPUSEL_SIM_SAVED holds; nullopt when it is unset (no shell put on a simulated machine by
+// `gpusel sim env`). Throws Error(BadInput) naming the variable and its value when it is not
+// what encode_sim_saved writes.
+std::optional<std::vector<SavedVariable>> sim_saved();
 
 // Why --sim cannot work: the simulator's libraries are not in `root`.
 std::string missing_simulator(const std::string& root);

@@ -1,10 +1,13 @@
 // gpusel internal-interface: the man page, the completions and the synopsis, from the CLI11 tree.
 #include "interface.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <utility>
+#include <vector>
 
 #include "args.hpp"
 #include "gpusel/error.hpp"
@@ -43,6 +46,7 @@ struct Opt {
   std::string description;
   std::string kind;  // completion_kind()
   std::vector<std::string> choices;
+  std::vector<std::string> excludes;  // the options it cannot go with, by name
 };
 
 struct Cmd {
@@ -79,6 +83,10 @@ Opt describe(const CLI::Option* o) {
   d.description = o->get_description();
   d.kind = completion_kind(o);
   d.choices = completion_choices(o);
+  for (const CLI::Option* x : o->get_excludes()) {
+    d.excludes.push_back(x->get_positional() ? x->get_name(true, false)
+                                             : "--" + x->get_lnames().front());
+  }
   return d;
 }
 
@@ -142,12 +150,36 @@ std::vector<std::string> synopsis_lines(const std::vector<Cmd>& all, std::size_t
   for (const Cmd& c : all) {
     if (!c.path.empty() && c.path.front() == "sim") cmds.push_back(c);
   }
-  std::vector<std::string> lines;
+  // A flag that excludes an optional positional is another form of the command, on a line of
+  // its own (`sim env MACHINE`, `sim env --undo`); the positional is then required in the first.
+  std::vector<std::pair<Cmd, std::string>> forms;  // the command, and its head
   for (const Cmd& c : cmds) {
     if (!c.subcommands.empty()) continue;
     std::string head = "gpusel ";
     if (c.path.front() != "sim") head += "[--sim MACHINE] ";
     head += c.key();
+    Cmd main = c;
+    std::vector<Cmd> others;
+    for (const Opt& f : c.options) {
+      if (f.positional || !f.value.empty()) continue;
+      for (Opt& p : main.options) {
+        if (!p.positional || p.required) continue;
+        if (std::find(f.excludes.begin(), f.excludes.end(), p.name) == f.excludes.end()) continue;
+        p.required = true;
+        Cmd other = c;
+        other.options = {f};
+        other.options.front().required = true;
+        others.push_back(std::move(other));
+      }
+    }
+    for (const Cmd& o : others) {
+      std::erase_if(main.options, [&o](const Opt& x) { return x.name == o.options.front().name; });
+    }
+    forms.emplace_back(std::move(main), head);
+    for (Cmd& o : others) forms.emplace_back(std::move(o), head);
+  }
+  std::vector<std::string> lines;
+  for (const auto& [c, head] : forms) {
     std::vector<std::string> tokens;
     for (const Opt& o : c.options) {
       if (o.positional) continue;

@@ -10,6 +10,9 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -27,6 +30,38 @@ bool one_printable_line(const std::string& text) {
     const auto u = static_cast<unsigned char>(c);
     return u < 0x20 || u == 0x7f;
   });
+}
+
+// `sim env --undo`: the settings that put every variable `sim env` set back as GPUSEL_SIM_SAVED
+// says it was. Nothing on stdout when there is nothing to undo, so that `eval` does nothing.
+int run_sim_undo() {
+  const std::optional<std::vector<SavedVariable>> saved = sim_saved();
+  if (!saved) {
+    std::string message =
+        "sim env --undo: no simulated machine to leave: " + std::string(kSimSaved) +
+        " is not set (`eval \"$(gpusel sim env MACHINE)\"` sets it, to undo)";
+    if (const auto machine = env_value("GPUSEL_SIM_MACHINE"); machine && !machine->empty()) {
+      message += "; GPUSEL_SIM_MACHINE=" + detail::quote_value(*machine) +
+                 " was set some other way (by hand, or by an older gpusel): open a new shell, or "
+                 "run `unset GPUSEL_SIM_MACHINE GPUSEL_NVML_LIBRARY GPUSEL_CUDA_LIBRARY` and take "
+                 "the simulator's folder out of " +
+                 std::string(kSimSearchPath) + " yourself";
+    } else {
+      message += "; this shell is not on a simulated machine, so there is nothing to undo";
+    }
+    throw bad_input(message);
+  }
+  std::string out = "# gpusel: leave the simulated machine";
+  if (const auto machine = simulated_machine(); machine && one_printable_line(*machine))
+    out += " " + *machine;
+  out += ": eval \"$(gpusel sim env --undo)\"\n";
+  for (const SavedVariable& v : *saved) {
+    out += v.value ? "export " + v.name + "=" + detail::shell_quote(*v.value) + "\n"
+                   : "unset " + v.name + "\n";
+  }
+  out += "unset " + std::string(kSimSaved) + "\n";
+  std::cout << out;
+  return 0;
 }
 
 }  // namespace
@@ -51,8 +86,15 @@ CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
   options.list = cmd->add_subcommand("list", "the bundled machines, one line each");
   options.env = cmd->add_subcommand(
       "env", "print the shell settings that put programs on a simulated machine");
-  options.env->add_option("MACHINE", options.machine, "a bundled machine's name or a machine file")
-      ->required();
+  CLI::Option* machine = options.env->add_option(
+      "MACHINE", options.machine,
+      "a bundled machine's name or a machine file (a shell on a simulated machine already moves "
+      "to this one)");
+  options.env
+      ->add_flag("--undo", options.undo,
+                 "print the shell settings that leave the simulated machine, each variable sim env "
+                 "set back to what it was before (unset if it was unset)")
+      ->excludes(machine);
   options.exec = cmd->add_subcommand(
       "exec",
       "run a command on a simulated machine: gpusel sim exec MACHINE -- COMMAND [ARGS...] (the "
@@ -66,7 +108,14 @@ CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
 
 int run_sim(const SimOptions& options) {
   if (options.exec->parsed()) return run_sim_exec(options.machine, options.command);
+  if (options.env->parsed() && options.undo) return run_sim_undo();
   if (options.env->parsed()) {
+    if (options.machine.empty()) {
+      throw bad_input(
+          "sim env: no machine given; give a bundled machine's name or a machine file, as in: "
+          "eval \"$(gpusel sim env dgx-h100)\" (`gpusel sim list` shows every machine), or "
+          "--undo to leave the simulated machine");
+    }
     // Everything printed is read by `eval`: each value is one single-quoted word, and the
     // comment line holds no line break (load_machine refuses names with control characters).
     SimSetup setup = sim_setup(options.machine);
@@ -74,7 +123,8 @@ int run_sim(const SimOptions& options) {
         one_printable_line(options.machine) ? detail::shell_quote(options.machine) : "MACHINE";
     std::cout << "# gpusel simulated machine "
               << (one_printable_line(setup.machine_name) ? setup.machine_name : "(unnamed)")
-              << ": eval \"$(gpusel sim env " << argument << ")\"\n";
+              << ": eval \"$(gpusel sim env " << argument
+              << ")\"; leave it: eval \"$(gpusel sim env --undo)\"\n";
     for (const auto& [key, value] : setup.env)
       std::cout << "export " << key << "=" << detail::shell_quote(value) << "\n";
     return 0;
