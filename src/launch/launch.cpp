@@ -109,9 +109,7 @@ std::vector<pid_t> own_children() {
 
 // "pid 4242 `sleep 100`": a process, for a message.
 std::string describe_process(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::string args((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  if (args.size() > 80) args.resize(80);
+  std::string args = detail::process_file(static_cast<int>(pid), "cmdline", 80).value_or("");
   while (!args.empty() && args.back() == '\0') args.pop_back();
   std::replace(args.begin(), args.end(), '\0', ' ');
   std::string out = "pid " + std::to_string(pid);

@@ -4,6 +4,7 @@
 // (ancestry_win.cpp): disagreeing rank variables are then refused, never guessed between.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <optional>
 #include <string>
@@ -12,6 +13,10 @@ namespace gpusel::detail {
 
 // The environment process `pid` started with; nullopt when it cannot be read.
 std::optional<std::map<std::string, std::string>> initial_environment(int pid);
+
+// The file `name` of process `pid` in /proc ("cmdline"), whole up to `limit` bytes; nullopt when it
+// cannot be read (the process has ended, or is another user's; always on Windows).
+std::optional<std::string> process_file(int pid, const char* name, std::size_t limit = 1u << 20);
 
 // The parent of process `pid`; 0 when unknown.
 int parent_of(int pid);

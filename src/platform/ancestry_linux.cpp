@@ -19,14 +19,15 @@ std::optional<std::string> env_value(const char* name) {
   return v == nullptr ? std::nullopt : std::optional<std::string>(v);
 }
 
-// A process's environment at its start, from /proc; nullopt when it cannot be read.
-std::optional<std::map<std::string, std::string>> initial_environment(int pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/environ";
+// The file NAME of process `pid` in /proc, whole (at most `limit` bytes); nullopt when it cannot be
+// read. Read with read(2), never an iostream: a process that ends between the open and the read
+// makes read fail with ESRCH, which libstdc++'s stream buffer throws as an exception.
+std::optional<std::string> process_file(int pid, const char* name, std::size_t limit) {
+  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   std::string text;
   char buf[16384];
-  constexpr std::size_t kMax = 4u << 20;
   for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -34,9 +35,20 @@ std::optional<std::map<std::string, std::string>> initial_environment(int pid) {
       return std::nullopt;
     }
     text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() > kMax) break;
+    if (text.size() >= limit) {
+      text.resize(limit);
+      break;
+    }
   }
   close(fd);
+  return text;
+}
+
+// A process's environment at its start, from /proc; nullopt when it cannot be read.
+std::optional<std::map<std::string, std::string>> initial_environment(int pid) {
+  const std::optional<std::string> read = process_file(pid, "environ", 4u << 20);
+  if (!read) return std::nullopt;
+  const std::string& text = *read;
   std::map<std::string, std::string> env;
   std::size_t start = 0;
   while (start < text.size()) {

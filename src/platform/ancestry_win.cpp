@@ -17,6 +17,10 @@ std::optional<std::map<std::string, std::string>> initial_environment(int) {
   return std::nullopt;
 }
 
+std::optional<std::string> process_file(int, const char*, std::size_t) {
+  return std::nullopt;
+}
+
 int parent_of(int) {
   return 0;
 }

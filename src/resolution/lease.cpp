@@ -1689,8 +1689,7 @@ LeaseHolder process_details(int pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
   struct stat st {};
   if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
-  std::ifstream cmdline(proc + "/cmdline", std::ios::binary);
-  std::string args((std::istreambuf_iterator<char>(cmdline)), std::istreambuf_iterator<char>());
+  std::string args = process_file(pid, "cmdline").value_or("");
   while (!args.empty() && args.back() == '\0') args.pop_back();
   // The command line as a shell would take it back: a word with blanks or the shell's own
   // characters in single quotes (`sh -c 'sleep 5'`, not `sh -c sleep 5`). Raw otherwise:
