@@ -389,10 +389,10 @@ std::vector<SimProcess> live_processes(const SimMachine& machine, const std::str
   }
   auto it = view->gpus.find(uuid);
   if (it == view->gpus.end()) return out;
-  auto& entries = it->second.entries;
-  for (auto e = entries.begin(); e != entries.end();) {
+  auto& seen = it->second.entries;
+  for (auto e = seen.begin(); e != seen.end();) {
     if (entry_gone(it->second.dir.get(), e->name, e->fd.get(), e->dev, e->ino)) {
-      e = entries.erase(e);
+      e = seen.erase(e);
       continue;
     }
     char text[32] = {};
