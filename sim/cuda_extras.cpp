@@ -373,14 +373,14 @@ CUresult cuMemPoolTrimTo(CUmemoryPool pool, std::size_t) {
 
 // Libraries and kernels hold device code, which the simulator cannot run: loading one is
 // unsupported (as cuModuleLoad is), so no library or kernel handle exists.
-CUresult cuLibraryLoadData(CUlibrary* library, const void* code, void*, void*, unsigned int, void*,
-                           void*, unsigned int) {
+CUresult cuLibraryLoadData(CUlibrary* library, const void* code, int*, void**, unsigned int, int*,
+                           void**, unsigned int) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   if (library == nullptr || code == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_ERROR_NOT_SUPPORTED;
 }
-CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* path, void*, void*, unsigned int,
-                               void*, void*, unsigned int) {
+CUresult cuLibraryLoadFromFile(CUlibrary* library, const char* path, int*, void**, unsigned int,
+                               int*, void**, unsigned int) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   if (library == nullptr || path == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_ERROR_NOT_SUPPORTED;
@@ -446,14 +446,16 @@ CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int* blocks, CUfunction fn,
                                                      std::size_t shared) {
   return cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(blocks, fn, size, shared, 0);
 }
-CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int* grid, int* block, CUfunction, void*,
-                                                   std::size_t, int, unsigned int) {
+CUresult cuOccupancyMaxPotentialBlockSizeWithFlags(int* grid, int* block, CUfunction,
+                                                   CUoccupancyB2DSize, std::size_t, int,
+                                                   unsigned int) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   if (grid == nullptr || block == nullptr) return CUDA_ERROR_INVALID_VALUE;
   return CUDA_ERROR_INVALID_HANDLE;
 }
-CUresult cuOccupancyMaxPotentialBlockSize(int* grid, int* block, CUfunction fn, void* to_shared,
-                                          std::size_t shared, int limit) {
+CUresult cuOccupancyMaxPotentialBlockSize(int* grid, int* block, CUfunction fn,
+                                          CUoccupancyB2DSize to_shared, std::size_t shared,
+                                          int limit) {
   return cuOccupancyMaxPotentialBlockSizeWithFlags(grid, block, fn, to_shared, shared, limit, 0);
 }
 CUresult cuOccupancyAvailableDynamicSMemPerBlock(std::size_t* bytes, CUfunction, int blocks,

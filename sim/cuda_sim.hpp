@@ -55,6 +55,8 @@ struct CUmemPoolHandle_st {
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 typedef struct CUlib_st* CUlibrary;
 typedef struct CUkern_st* CUkernel;
+// cuOccupancyMaxPotentialBlockSize's callback: the dynamic shared memory a block size needs.
+typedef std::size_t (*CUoccupancyB2DSize)(int block_size);
 struct CUevent_st {
   bool recorded = false;
   double time = 0;

@@ -1171,15 +1171,17 @@ CUDART_API unsigned __cudaPushCallConfiguration(Dim3 grid, Dim3 block, std::size
   return 0;
 }
 
+// `stream` is where to store the stream: nvcc's code passes a cudaStream_t's address, which
+// host_runtime.h declares as void*.
 CUDART_API cudaError_t __cudaPopCallConfiguration(Dim3* grid, Dim3* block, std::size_t* shared,
-                                                  void** stream) {
+                                                  void* stream) {
   if (configurations.empty()) return fail(cudaErrorMissingConfiguration);
   const CallConfiguration c = configurations.back();
   configurations.pop_back();
   if (grid != nullptr) *grid = c.grid;
   if (block != nullptr) *block = c.block;
   if (shared != nullptr) *shared = c.shared;
-  if (stream != nullptr) *stream = c.stream;
+  if (stream != nullptr) *static_cast<void**>(stream) = c.stream;
   return cudaSuccess;
 }
 
@@ -1192,12 +1194,11 @@ CUDART_API cudaError_t __cudaGetKernel(void** kernel, const void* function) {
   return cudaSuccess;
 }
 
-CUDART_API cudaError_t __cudaLaunchKernel(const void* kernel, Dim3, Dim3, void**, std::size_t,
-                                          void*) {
+CUDART_API cudaError_t __cudaLaunchKernel(void* kernel, Dim3, Dim3, void**, std::size_t, void*) {
   return launch(kernel);
 }
 
-CUDART_API cudaError_t __cudaLaunchKernel_ptsz(const void* kernel, Dim3, Dim3, void**, std::size_t,
+CUDART_API cudaError_t __cudaLaunchKernel_ptsz(void* kernel, Dim3, Dim3, void**, std::size_t,
                                                void*) {
   return launch(kernel);
 }

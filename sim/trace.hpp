@@ -97,6 +97,8 @@ void arg(std::string& out, const T& value, bool done) {
       out += "->";
       quote(out, value);
     }
+  } else if constexpr (std::is_pointer_v<T> && std::is_function_v<std::remove_pointer_t<T>>) {
+    pointer(out, reinterpret_cast<const void*>(value));  // a callback
   } else if constexpr (std::is_pointer_v<T>) {
     using P = std::remove_cv_t<std::remove_pointer_t<T>>;
     pointer(out, static_cast<const void*>(value));
