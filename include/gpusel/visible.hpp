@@ -52,7 +52,7 @@ struct GpuInfo : GpuRecord {
   // The same as data: ErrorCode::GpuLost for a GPU fallen off the bus, else the NVML call that
   // failed and what it returned (None while the GPU is readable).
   Problem problem;
-  bool failed() const noexcept { return !failure.empty(); }
+  bool failed() const noexcept { return static_cast<bool>(problem); }
   // Usage, read only when asked for (query_nvml's `usage`); nullopt: not read or not reported.
   std::optional<std::uint64_t> memory_used;
   std::optional<unsigned> utilization;  // percent

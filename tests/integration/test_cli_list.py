@@ -1,5 +1,6 @@
 """`gpusel list` on the simulated machines."""
 
+import json
 import unittest
 
 from support import Case, gpusel, gpusel_json, machine, uuids
@@ -121,6 +122,27 @@ class ListTest(Case):
         self.assertEqual(got, [(0, "ok", lost[0]["uuid"], 0), (1, "ok", lost[1]["uuid"], 1), (2, "lost", None, None),
                                (3, "ok", lost[3]["uuid"], 2)])
         self.assertIn("GPU is lost", j["gpus"][2]["failure"])
+        # The failure as data, beside the words: the library's code, the NVML call and its result.
+        self.assertEqual(j["gpus"][2]["problem"],
+                         {"code": "gpu-lost", "call": "nvmlDeviceGetHandleByIndex_v2", "result": 15})
+        self.assertEqual([g["problem"] for g in j["gpus"] if g["index"] != 2], [None] * 3)
+
+    def test_nvml_faults_under_json_carry_the_code(self):
+        # --json: stdout holds one error object (code, call, result, exit status, message), so that a
+        # script that parses stdout learns what failed; stderr says it in words, as without --json.
+        cases = {
+            "nvml-missing": ("library-not-loaded", None, None),
+            "nvml-no-v2": ("library-incomplete", None, None),
+            "nvml-init-fails": ("driver-call-failed", "nvmlInit_v2", 9),  # NVML_ERROR_DRIVER_NOT_LOADED
+        }
+        for name, (code, call, result) in cases.items():
+            with self.subTest(machine=name):
+                r = gpusel("--sim", name, "list", "--json")
+                self.assertFailsWith(r, 1, "NVML is unavailable")
+                e = json.loads(r.stdout)["error"]
+                self.assertEqual((e["code"], e["call"], e["result"], e["exit_code"]), (code, call, result, 1))
+                self.assertIn("NVML is unavailable", e["message"])
+                self.assertEqual(gpusel("--sim", name, "list").stdout, "")
 
     def test_without_nvml_at_all(self):
         r = gpusel("list", GPUSEL_NVML_LIBRARY="/nonexistent/libnvidia-ml.so.1")

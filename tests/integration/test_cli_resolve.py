@@ -1,6 +1,7 @@
 """`gpusel resolve` on the simulated machines, including every NVML fault."""
 
 import collections
+import json
 import os
 import re
 import tempfile
@@ -31,6 +32,20 @@ class ResolveTest(Case):
     def test_json(self):
         j = gpusel_json("--sim", "dgx-h100", "resolve", "--gpu", "1,2", "--json")
         self.assertEqual(j, {"resolved": True, "through_cuda": False, "notes": [], "gpus": [DGX[1], DGX[2]]})
+
+    def test_json_failure_carries_the_code(self):
+        # Bad input under --json: exit 2, the message on stderr, and on stdout an error object with
+        # the code a script can test; without --json, stdout stays empty.
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "9", "--json")
+        self.assertFailsWith(r, 2, '--gpu entry "9" is out of range')
+        e = json.loads(r.stdout)["error"]
+        self.assertEqual((e["code"], e["call"], e["result"], e["exit_code"]), ("bad-input", None, None, 2))
+        self.assertIn('--gpu entry "9" is out of range', e["message"])
+        self.assertEqual(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "9").stdout, "")
+        # The same through the whole parser (--sim after the command).
+        r = gpusel("resolve", "--sim", "dgx-h100", "--json", "--gpu", "GPU-zz")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["error"]["code"], "bad-input")
 
     def test_preset_renumbering_is_said_once(self):
         r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "2,3", CUDA_VISIBLE_DEVICES="4,5,6,7")

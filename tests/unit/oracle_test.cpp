@@ -44,6 +44,8 @@ std::vector<gpusel::GpuInfo> model_gpus(const SimMachine& m) {
     info.pci_bus_id = g.pci_bus_id;
     if (g.lost) {
       info.failure = "lost: GPU is lost";
+      info.problem =
+          gpusel::Problem{gpusel::ErrorCode::GpuLost, "nvmlDeviceGetHandleByIndex_v2", 15};
     } else {
       info.uuid = g.uuid;
       info.cc_major = g.cc_major;

@@ -92,6 +92,7 @@ TEST(Placement, ALostGpuIsNeverReplacedByItsNeighbour) {
   // second device is nvidia-smi 3.
   auto gpus = test::four_same();
   gpus[2].failure = "GPU is lost";
+  gpus[2].problem = Problem{ErrorCode::GpuLost, "nvmlDeviceGetHandleByIndex_v2", 15};
   gpus[2].uuid.clear();
   PlacementModel m = on(gpus, {1, 3});
   m.cuda.visible_devices = "1,2";

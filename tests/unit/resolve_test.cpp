@@ -139,6 +139,7 @@ TEST(Resolve, FailedGpusKeepTheirIndexAndAreRefused) {
   auto gpus = four_same();
   gpus[2].uuid.clear();
   gpus[2].failure = "lost: nvmlDeviceGetHandleByIndex_v2 failed: NVML error 15 (GPU is lost)";
+  gpus[2].problem = Problem{ErrorCode::GpuLost, "nvmlDeviceGetHandleByIndex_v2", 15};
   // nvidia-smi indices keep their meaning around the failed GPU.
   EXPECT_EQ(resolve("3,1", gpus), (Uuids{gpus[3].uuid, gpus[1].uuid}));
   expect_error({"\"2\"", "GPU 2", "lost", "pick another GPU"}, "2", gpus);

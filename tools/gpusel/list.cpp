@@ -29,6 +29,7 @@
 #include "gpusel/probe.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
+#include "problem_json.hpp"
 #include "sim_machine.hpp"
 
 namespace gpusel::cli {
@@ -264,6 +265,7 @@ nlohmann::json gpu_json(const Listing& l, std::size_t g) {
   j["uuid"] = gpu.failed() ? nlohmann::json(nullptr) : nlohmann::json(gpu.uuid);
   j["state"] = gpu.failed() ? (gpu.problem.code == ErrorCode::GpuLost ? "lost" : "error") : "ok";
   j["failure"] = gpu.failed() ? nlohmann::json(gpu.failure) : nlohmann::json(nullptr);
+  j["problem"] = problem_json(gpu.problem);  // the failure as data: code, call, result
   j["name"] = gpu.name;
   j["memory_total_bytes"] = gpu.total_bytes;
   j["pci_bus_id"] = gpu.pci_bus_id;
@@ -496,15 +498,13 @@ static int render_list(const ListOptions& options, std::string& out_text) {
   l.snap = query_nvml(NvmlQuery{true, false});  // with usage
   l.simulated = simulated_machine();
   if (!l.snap.available) {
-    if (l.simulated) {
-      print_error("cannot list GPUs: NVML is unavailable: " + sentence(l.snap.reason) +
-                  simulated_nvml_fault(*l.simulated));
-      return 1;
-    }
-    print_error("cannot list GPUs: NVML is unavailable: " + sentence(l.snap.reason) +
-                "To try gpusel on a machine without GPUs, use a simulated one: "
-                "`gpusel --sim dgx-h100 list` (`gpusel sim list` shows all of them).");
-    return 1;
+    const std::string message =
+        "cannot list GPUs: NVML is unavailable: " + sentence(l.snap.reason) +
+        (l.simulated ? simulated_nvml_fault(*l.simulated)
+                     : "To try gpusel on a machine without GPUs, use a simulated one: "
+                       "`gpusel --sim dgx-h100 list` (`gpusel sim list` shows all of them).");
+    // --json: the failure on stdout too, with its code (a watched listing keeps its screen).
+    return report_failure(gpusel::failure(message, l.snap.problem), options.json && !options.watch);
   }
   l.env = cuda_env_from_environment();
   std::vector<std::string> lease_notes, probe_notes;

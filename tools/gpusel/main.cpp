@@ -14,6 +14,7 @@
 #include "gpusel/version.h"
 #include "gpusel_detail.hpp"
 #include "interface.hpp"
+#include "problem_json.hpp"
 
 namespace {
 
@@ -106,14 +107,17 @@ struct Cli {
       if (parsed(doctor)) return run_doctor(doctor_options);
       if (parsed(setup)) return run_setup(setup_options);
       if (parsed(interface)) return run_interface(app, interface_options);
-    } catch (const gpusel::Error& e) {
-      print_error(e.what());
-      return e.exit_code();
     } catch (const std::exception& e) {
-      print_error(e.what());
-      return 1;
+      return report_failure(e, json_output());
     }
     return 1;
+  }
+
+  // Whether the parsed command was asked for --json: a failure is then reported on stdout too.
+  bool json_output() const {
+    return (parsed(list) && list_options.json) || (parsed(resolve) && resolve_options.json) ||
+           (parsed(bind) && bind_options.json) || (parsed(bench) && bench_options.json) ||
+           (parsed(doctor) && doctor_options.json);
   }
 };
 
@@ -229,12 +233,8 @@ int run_plain_resolve(const PlainResolve& p) {
   try {
     if (!p.sim.empty()) apply_sim(sim_setup(p.sim));
     return run_resolve(p.options);
-  } catch (const gpusel::Error& e) {
-    print_error(e.what());
-    return e.exit_code();
   } catch (const std::exception& e) {
-    print_error(e.what());
-    return 1;
+    return report_failure(e, p.options.json);
   }
 }
 
