@@ -52,9 +52,11 @@ endif()
 # holds links to the libraries beside it, installed as the links the build tree has (see
 # CMakeLists.txt), so that every one is in install_manifest.txt.
 if(NOT WIN32)
+  # libnvidia-ml.so, the development name (CMakeLists.txt), beside the simulated NVML.
+  install(FILES ${GPUSEL_SIM_DIR}/libnvidia-ml.so DESTINATION ${GPUSEL_SIM_INSTALL_DIR} COMPONENT cli)
   foreach(folder no-nvml no-cuda nvml-no-v2)
     set(links "")
-    foreach(lib libcuda.so.1 libnvidia-ml.so.1 libcudart.so.11.0 libcudart.so.12 libcudart.so.13)
+    foreach(lib libcuda.so.1 libnvidia-ml.so.1 libnvidia-ml.so libcudart.so.11.0 libcudart.so.12 libcudart.so.13)
       if(IS_SYMLINK ${GPUSEL_SIM_DIR}/${folder}/${lib})
         list(APPEND links ${GPUSEL_SIM_DIR}/${folder}/${lib})
       endif()

@@ -36,6 +36,7 @@ struct SimOptions {
   CLI::App* list = nullptr;
   CLI::App* env = nullptr;
   CLI::App* exec = nullptr;
+  CLI::App* shell = nullptr;
   std::string machine;
   bool undo = false;  // sim env --undo
   std::vector<std::string> command;
@@ -44,6 +45,9 @@ CLI::App* setup_sim(CLI::App& app, SimOptions& options);
 int run_sim(const SimOptions& options);
 // Replaces gpusel with `command` on the simulated machine (`gpusel sim exec`, `gpusel --sim X --`).
 int run_sim_exec(const std::string& machine, const std::vector<std::string>& command);
+// `gpusel sim shell MACHINE [-- COMMAND]`: COMMAND (else $SHELL) on the machine, in a private mount
+// namespace that also has the machine's /dev/nvidia* files and /proc/driver/nvidia* entries.
+int run_sim_shell(const std::string& machine, const std::vector<std::string>& command);
 
 struct BindOptions {
   std::string gpu;

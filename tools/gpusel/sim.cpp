@@ -103,11 +103,22 @@ CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
       ->required();
   options.exec->add_option("COMMAND", options.command, "the program and its arguments (after --)")
       ->required();
+  options.shell = cmd->add_subcommand(
+      "shell",
+      "a shell on a simulated machine that also has its device files (/dev/nvidia*) and the "
+      "driver's /proc/driver/nvidia* entries, in a private mount namespace: gpusel sim shell "
+      "MACHINE [-- COMMAND [ARGS...]] (Linux)");
+  options.shell
+      ->add_option("MACHINE", options.machine, "a bundled machine's name or a machine file")
+      ->required();
+  options.shell->add_option("COMMAND", options.command,
+                            "the program and its arguments (after --); default: $SHELL");
   return cmd;
 }
 
 int run_sim(const SimOptions& options) {
   if (options.exec->parsed()) return run_sim_exec(options.machine, options.command);
+  if (options.shell->parsed()) return run_sim_shell(options.machine, options.command);
   if (options.env->parsed() && options.undo) return run_sim_undo();
   if (options.env->parsed()) {
     if (options.machine.empty()) {
