@@ -28,6 +28,22 @@
 
 namespace gpusel::detail {
 
+// ---- core: AMD's visibility variables (src/core/amd_visible.cpp, docs/amd.md) ------------------
+
+// What doctor says of ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES together,
+// on a machine whose AMD GPUs gpusel does not read: each GPU an entry of ROCR_VISIBLE_DEVICES names
+// is taken to exist. Nothing when neither AMD variable is set. Both HIP rule sets are tried (ROCm
+// 5.2 and 6.2), and a difference is reported.
+struct AmdVisibilityNote {
+  enum class Kind { NoDevice, Aborts, VersionDependent, Dropped } kind;
+  std::string id;       // stable, for doctor's --json
+  std::string message;  // the composition, in words
+  std::string remedy;
+};
+std::vector<AmdVisibilityNote> explain_amd_visibility(const std::optional<std::string>& rocr,
+                                                      const std::optional<std::string>& hip,
+                                                      const std::optional<std::string>& cuda);
+
 // ---- core: text (src/core/text.cpp, spec.cpp, resolve.cpp) -------------------------------------
 
 // Quotes a value for a message: "value" with control characters escaped.

@@ -141,6 +141,24 @@ class DoctorTest(Case):
         _, out = self.doctor("mig-a100", CUDA_VISIBLE_DEVICES=machine("mig-a100")["gpu"][0]["mig"][0]["uuid"])
         self.assertIn("visible-mig", self.ids(out, "info"))
 
+    def test_amd_visibility_compositions(self):
+        # Slurm's default on an AMD node sets ROCR_ and CUDA_VISIBLE_DEVICES to the same numbers:
+        # HIP counts the second within ROCr's result, so HIP programs find no GPU (docs/amd.md).
+        r, out = self.doctor("dgx-h100", ROCR_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="1")
+        f = self.finding(out, "amd-composition-hides-all")
+        self.assertEqual(f["severity"], "error")
+        self.assertIn('ROCR_VISIBLE_DEVICES="1"', f["message"])
+        self.assertIn("Slurm sets both", f["message"])
+        self.assertIn("unset CUDA_VISIBLE_DEVICES", f["remedy"])
+        self.assertEqual(r.returncode, 1)
+        _, out = self.doctor("dgx-h100", ROCR_VISIBLE_DEVICES="0,,1")
+        self.assertEqual(self.finding(out, "amd-rocr-empty-entry")["severity"], "error")
+        _, out = self.doctor("dgx-h100", HIP_VISIBLE_DEVICES="")
+        self.assertEqual(self.finding(out, "amd-hip-version-dependent")["severity"], "warning")
+        # ROCR_VISIBLE_DEVICES alone, or one that HIP's numbers fit, is fine.
+        r, out = self.doctor("dgx-h100", ROCR_VISIBLE_DEVICES="2,3", CUDA_VISIBLE_DEVICES="0,1")
+        self.assertEqual([i for i in self.ids(out) if i.startswith("amd-")], [])
+
     def test_slurm_step_without_visible_devices(self):
         _, out = self.doctor("dgx-h100", SLURM_JOB_ID="4242", SLURM_STEP_ID="0")
         f = self.finding(out, "slurm-unfenced")

@@ -102,6 +102,7 @@ class Doctor {
     if (snap.available && probe.ok) check_agreement();
     if (snap.available) check_usage();
     check_slurm();
+    check_amd_visibility();
     check_assignment();
     check_simulated_runtime();
   }
@@ -494,6 +495,19 @@ class Doctor {
                     detail::printable(*job)),
         "request GPUs with --gres=gpu:N (or --gpus) so that Slurm sets CUDA_VISIBLE_DEVICES; ask "
         "the administrators to set ConstrainDevices=yes in cgroup.conf");
+  }
+
+  // AMD's visibility variables: ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES or
+  // CUDA_VISIBLE_DEVICES counted within ROCr's result (docs/amd.md), a composition that can leave
+  // HIP programs no GPU (Slurm sets two of them to the same numbers).
+  void check_amd_visibility() {
+    for (const detail::AmdVisibilityNote& n : detail::explain_amd_visibility(
+             env_value("ROCR_VISIBLE_DEVICES"), env_value("HIP_VISIBLE_DEVICES"),
+             env_value("CUDA_VISIBLE_DEVICES"))) {
+      const bool fatal = n.kind == detail::AmdVisibilityNote::Kind::NoDevice ||
+                         n.kind == detail::AmdVisibilityNote::Kind::Aborts;
+      add(fatal ? Severity::Error : Severity::Warning, n.id, n.message, n.remedy);
+    }
   }
 
   // The placement of a worker started in this environment: the very analysis bind runs
