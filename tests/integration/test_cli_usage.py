@@ -380,7 +380,7 @@ class CompletionTest(Case):
 
     def test_commands_and_options(self):
         self.assertEqual(self.complete("re"), ["resolve"])
-        self.assertEqual(self.complete("sim", ""), ["list", "env", "exec", "--help"])
+        self.assertEqual(self.complete("sim", ""), ["list", "env", "exec", "shell", "--help"])
         self.assertIn("--format", self.complete("resolve", "--f"))
         self.assertEqual(self.complete("resolve", "--format", ""), ["lines", "csv", "env"])
         self.assertIn("dgx-h100", self.complete("sim", "exec", ""))

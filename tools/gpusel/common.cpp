@@ -175,6 +175,19 @@ SimSetup sim_setup(const std::string& machine) {
   std::string path = dir;
   if (old && !old->empty()) path += kPathSeparator + *old;
   setup.env[kSimSearchPath] = path;
+#ifndef _WIN32
+  // The simulator's nvidia-smi first on PATH (built beside the libraries, in bin/), on PATH as it
+  // was before the first machine.
+  if (fs::is_directory(root + "/bin")) {
+    std::optional<std::string> old_path = env_value("PATH");
+    if (saved) {
+      for (const SavedVariable& v : *saved) {
+        if (v.name == "PATH") old_path = v.value;
+      }
+    }
+    setup.env["PATH"] = root + "/bin" + (old_path && !old_path->empty() ? ":" + *old_path : "");
+  }
+#endif
   setup.env["GPUSEL_SIM_MACHINE"] = setup.machine_path;
   // gpusel loads the libraries by these paths, so a missing one stays missing even on a machine
   // that has the real driver installed.

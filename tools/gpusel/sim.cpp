@@ -74,8 +74,8 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
                     " -- python3 prog.py");
   }
   const SimSetup setup = sim_setup(machine);
+  apply_sim(setup);  // first: its PATH finds the simulator's nvidia-smi
   const std::string program = program_path("sim exec", command.front());
-  apply_sim(setup);
   exec_program("sim exec", program, command);
 }
 #endif

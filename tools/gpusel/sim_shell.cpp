@@ -228,8 +228,8 @@ int run_sim_shell(const std::string& machine, const std::vector<std::string>& co
     const char* shell = std::getenv("SHELL");
     argv.push_back(shell != nullptr && *shell != '\0' ? shell : "/bin/sh");
   }
+  apply_sim(setup);  // first: its PATH finds the simulator's nvidia-smi
   const std::string program = program_path("sim shell", argv.front());
-  apply_sim(setup);
   const NvmlSnapshot snap = query_nvml(NvmlQuery{});
   if (!snap.available) {
     throw gpusel::failure("sim shell " + machine + ": the simulated NVML does not answer (" +
