@@ -43,6 +43,10 @@ install(TARGETS gpusel_sim_nvml gpusel_sim_cuda gpusel_sim_machines LIBRARY DEST
 install(TARGETS gpusel_sim_nvml_no_v2 LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/nvml-no-v2 COMPONENT cli)
 install(DIRECTORY sim/machines/ DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/machines COMPONENT cli
   FILES_MATCHING PATTERN "*.toml")
+if(GPUSEL_SIM_SMI_TARGETS)
+  # The simulator's nvidia-smi, in bin/ beside the libraries (`gpusel sim env` puts it on PATH).
+  install(TARGETS ${GPUSEL_SIM_SMI_TARGETS} RUNTIME DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/bin COMPONENT cli)
+endif()
 if(GPUSEL_SIM_CUDART_TARGETS)
   # The simulated CUDA runtime, beside the driver double.
   install(TARGETS ${GPUSEL_SIM_CUDART_TARGETS} LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR} COMPONENT cli)

@@ -1629,6 +1629,29 @@ NVML_SIM_API const char* nvmlErrorString(nvmlReturn_t result) {
   return text;
 }
 
+// NVIDIA's own nvidia-smi asks its NVML for the driver's private tables first and stops with a
+// version mismatch when they are missing. The simulator has none of them: it says once, on stderr,
+// which program answers in its place, then refuses as NVIDIA's library would on a mismatch.
+NVML_SIM_API nvmlReturn_t nvmlInternalGetExportTable(const void** table, const void* id) {
+  static std::once_flag said;
+  std::call_once(said, [] {
+    const std::string folder = gpusel::sim::platform::folder_of(gpusel::sim::platform::library_file(
+        reinterpret_cast<const void*>(&nvmlInternalGetExportTable)));
+    gpusel::sim::report("libnvidia-ml.so.1",
+                        "this program asked for NVML's private tables (nvmlInternalGetExportTable), "
+                        "as NVIDIA's own nvidia-smi does; the simulator has none, so it cannot run "
+                        "here. The simulator's nvidia-smi answers the forms launch scripts use: " +
+                            folder + "/bin/nvidia-smi, first on PATH under `gpusel sim env` and "
+                                     "`gpusel sim exec MACHINE -- nvidia-smi ...` "
+                                     "(docs/simulator.md)");
+  });
+  if (table != nullptr) *table = nullptr;
+  if (gpusel::sim::trace::on())
+    gpusel::sim::trace::call("libnvidia-ml.so.1", "nvmlInternalGetExportTable",
+                             NVML_ERROR_NOT_SUPPORTED, "Not Supported", false, table, id);
+  return NVML_ERROR_NOT_SUPPORTED;
+}
+
 // Each exported function of nvml.def has exactly the prototype gpusel's loader expects.
 #define GPUSEL_NVML(name, required, ret, params) \
   static_assert(std::is_same_v<decltype(&::name), ret(*) params>, #name " prototype");

@@ -133,9 +133,12 @@ struct Gpu {
   std::vector<Process> processes;
 };
 
+// An NVML getter's answer for one device: the value, or nullopt when NVML does not give it.
 template <typename T>
-std::optional<T> opt(nvmlReturn_t rc, T value) {
-  return rc == NVML_SUCCESS ? std::optional<T>(value) : std::nullopt;
+std::optional<T> get(nvmlReturn_t (*fn)(nvmlDevice_t, T*), nvmlDevice_t d) {
+  T value{};
+  if (call(fn, d, &value) != NVML_SUCCESS) return std::nullopt;
+  return value;
 }
 
 std::string text_of(nvmlReturn_t (*fn)(nvmlDevice_t, char*, unsigned), nvmlDevice_t d) {
@@ -157,8 +160,7 @@ void read_migs(Gpu& g) {
     m.name = text_of(nvml.nvmlDeviceGetName, m.handle);
     call(nvml.nvmlDeviceGetGpuInstanceId, m.handle, &m.gi);
     call(nvml.nvmlDeviceGetComputeInstanceId, m.handle, &m.ci);
-    nvmlMemory_t mem{};
-    m.memory = opt(call(nvml.nvmlDeviceGetMemoryInfo, m.handle, &mem), mem);
+    m.memory = get<nvmlMemory_t>(nvml.nvmlDeviceGetMemoryInfo, m.handle);
     g.migs.push_back(m);
   }
 }
@@ -191,22 +193,20 @@ Gpu read_gpu(unsigned index) {
   g.uuid = text_of(nvml.nvmlDeviceGetUUID, g.handle);
   g.name = text_of(nvml.nvmlDeviceGetName, g.handle);
   if (call(nvml.nvmlDeviceGetPciInfo_v3, g.handle, &g.pci) == NVML_SUCCESS) g.bus = g.pci.busId;
-  nvmlMemory_t mem{};
-  g.memory = opt(call(nvml.nvmlDeviceGetMemoryInfo, g.handle, &mem), mem);
-  nvmlUtilization_t u{};
-  g.util = opt(call(nvml.nvmlDeviceGetUtilizationRates, g.handle, &u), u);
-  unsigned v = 0;
+  g.memory = get<nvmlMemory_t>(nvml.nvmlDeviceGetMemoryInfo, g.handle);
+  g.util = get<nvmlUtilization_t>(nvml.nvmlDeviceGetUtilizationRates, g.handle);
+  if (unsigned t = 0; call(nvml.nvmlDeviceGetTemperature, g.handle, 0, &t) == NVML_SUCCESS)
+    g.temperature = t;
+  g.power_mw = get<unsigned>(nvml.nvmlDeviceGetPowerUsage, g.handle);
+  g.limit_mw = get<unsigned>(nvml.nvmlDeviceGetEnforcedPowerLimit, g.handle);
+  g.fan = get<unsigned>(nvml.nvmlDeviceGetFanSpeed, g.handle);
+  g.persistence = get<unsigned>(nvml.nvmlDeviceGetPersistenceMode, g.handle);
+  g.minor = get<unsigned>(nvml.nvmlDeviceGetMinorNumber, g.handle);
+  g.link_gen = get<unsigned>(nvml.nvmlDeviceGetCurrPcieLinkGeneration, g.handle);
+  g.link_width = get<unsigned>(nvml.nvmlDeviceGetCurrPcieLinkWidth, g.handle);
+  g.pstate = get<int>(nvml.nvmlDeviceGetPerformanceState, g.handle);
+  g.compute_mode = get<int>(nvml.nvmlDeviceGetComputeMode, g.handle);
   int i = 0, j = 0;
-  g.temperature = opt(call(nvml.nvmlDeviceGetTemperature, g.handle, 0, &v), v);
-  g.power_mw = opt(call(nvml.nvmlDeviceGetPowerUsage, g.handle, &v), v);
-  g.limit_mw = opt(call(nvml.nvmlDeviceGetEnforcedPowerLimit, g.handle, &v), v);
-  g.fan = opt(call(nvml.nvmlDeviceGetFanSpeed, g.handle, &v), v);
-  g.persistence = opt(call(nvml.nvmlDeviceGetPersistenceMode, g.handle, &v), v);
-  g.minor = opt(call(nvml.nvmlDeviceGetMinorNumber, g.handle, &v), v);
-  g.link_gen = opt(call(nvml.nvmlDeviceGetCurrPcieLinkGeneration, g.handle, &v), v);
-  g.link_width = opt(call(nvml.nvmlDeviceGetCurrPcieLinkWidth, g.handle, &v), v);
-  g.pstate = opt(call(nvml.nvmlDeviceGetPerformanceState, g.handle, &i), i);
-  g.compute_mode = opt(call(nvml.nvmlDeviceGetComputeMode, g.handle, &i), i);
   if (call(nvml.nvmlDeviceGetCudaComputeCapability, g.handle, &i, &j) == NVML_SUCCESS) {
     g.cc_major = i;
     g.cc_minor = j;
@@ -792,16 +792,31 @@ std::string ranges(const std::vector<unsigned long>& words) {
   return out.empty() ? "N/A" : out;
 }
 
-std::string link_between(const Gpu& a, const Gpu& b) {
+// NVLinks of `g` that end at `peer`'s bus (`peer` null: those that end at no GPU of `gpus`, an
+// NVSwitch's).
+unsigned nvlinks(const Gpu& g, const Gpu* peer, const std::vector<Gpu>& gpus) {
   unsigned links = 0;
   for (unsigned l = 0; l < kNvLinkMax; ++l) {
     int active = 0;
     nvmlPciInfo_t remote{};
-    if (call(nvml.nvmlDeviceGetNvLinkState, a.handle, l, &active) == NVML_SUCCESS && active != 0 &&
-        call(nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2, a.handle, l, &remote) == NVML_SUCCESS &&
-        b.bus == remote.busId)
+    if (call(nvml.nvmlDeviceGetNvLinkState, g.handle, l, &active) != NVML_SUCCESS || active == 0 ||
+        call(nvml.nvmlDeviceGetNvLinkRemotePciInfo_v2, g.handle, l, &remote) != NVML_SUCCESS)
+      continue;
+    const std::string bus = remote.busId;
+    if (peer != nullptr
+            ? bus == peer->bus
+            : std::none_of(gpus.begin(), gpus.end(), [&](const Gpu& o) { return o.bus == bus; }))
       ++links;
   }
+  return links;
+}
+
+// The matrix's entry for a and b: NV# over direct NVLinks, or over NVSwitches both reach (as
+// NVIDIA's tool shows an NVSwitch system: the links each GPU has), else where their PCIe paths
+// meet.
+std::string link_between(const Gpu& a, const Gpu& b, const std::vector<Gpu>& gpus) {
+  unsigned links = nvlinks(a, &b, gpus);
+  if (links == 0) links = std::min(nvlinks(a, nullptr, gpus), nvlinks(b, nullptr, gpus));
   if (links > 0) return "NV" + std::to_string(links);
   int level = 0;
   if (call(nvml.nvmlDeviceGetTopologyCommonAncestor, a.handle, b.handle, &level) != NVML_SUCCESS)
@@ -828,7 +843,8 @@ int smi_topology(const std::vector<Gpu>& gpus) {
   std::printf("CPU Affinity\tNUMA Affinity\tGPU NUMA ID\n");
   for (const Gpu& a : gpus) {
     std::printf("GPU%u\t", a.index);
-    for (const Gpu& b : gpus) std::printf("%s\t", &a == &b ? " X " : link_between(a, b).c_str());
+    for (const Gpu& b : gpus)
+      std::printf("%s\t", &a == &b ? " X " : link_between(a, b, gpus).c_str());
     std::vector<unsigned long> cpus(16), nodes(4);
     const std::string cpu =
         call(nvml.nvmlDeviceGetCpuAffinity, a.handle, 16u, cpus.data()) == NVML_SUCCESS

@@ -176,16 +176,20 @@ SimSetup sim_setup(const std::string& machine) {
   if (old && !old->empty()) path += kPathSeparator + *old;
   setup.env[kSimSearchPath] = path;
 #ifndef _WIN32
-  // The simulator's nvidia-smi first on PATH (built beside the libraries, in bin/), on PATH as it
-  // was before the first machine.
+  // The simulator's nvidia-smi first on PATH (built beside the libraries, in bin/): PATH as it is
+  // now (what the shell added since an earlier `sim env` kept), without that folder, after it.
   if (fs::is_directory(root + "/bin")) {
-    std::optional<std::string> old_path = env_value("PATH");
-    if (saved) {
-      for (const SavedVariable& v : *saved) {
-        if (v.name == "PATH") old_path = v.value;
-      }
+    std::string path_now;
+    const std::string bin = root + "/bin";
+    const std::string current = env_value("PATH").value_or("");
+    for (std::size_t start = 0; !current.empty() && start <= current.size();) {
+      std::size_t colon = current.find(':', start);
+      if (colon == std::string::npos) colon = current.size();
+      const std::string entry = current.substr(start, colon - start);
+      if (entry != bin) path_now += ":" + entry;  // an empty entry (the current folder) kept
+      start = colon + 1;
     }
-    setup.env["PATH"] = root + "/bin" + (old_path && !old_path->empty() ? ":" + *old_path : "");
+    setup.env["PATH"] = bin + path_now;
   }
 #endif
   setup.env["GPUSEL_SIM_MACHINE"] = setup.machine_path;
