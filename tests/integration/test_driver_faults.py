@@ -70,6 +70,18 @@ class HostileDriverTest(Case):
         self.assertEqual(r.returncode, 0, f"stdout={r.stdout!r} stderr={r.stderr!r}")
         return json.loads(r.raw_stdout.decode("utf-8"))  # strict: invalid UTF-8 fails here
 
+    def assertNothingResolved(self, r, args, code=None):
+        """A failed command printed no GPU: nothing on stdout, or under --json only the error object
+        (with `code`, when given)."""
+        if "--json" not in args:
+            self.assertEqual(r.stdout, "")
+            return
+        out = json.loads(r.raw_stdout.decode("utf-8"))
+        self.assertEqual(list(out), ["error"], r.stdout)
+        self.assertEqual(out["error"]["exit_code"], r.returncode)
+        if code is not None:
+            self.assertEqual(out["error"]["code"], code, r.stdout)
+
     # ---- 1. absurd NVML counts -----------------------------------------------------------------
 
     def test_absurd_nvml_device_count_is_refused(self):
@@ -78,13 +90,13 @@ class HostileDriverTest(Case):
                 for args in (("list",), ("list", "--json")):
                     r = self.run_gpusel(*args, fault=fault)
                     self.assertFailed(r, 1, "nvmlDeviceGetCount_v2", value)
-                    self.assertEqual(r.stdout, "")
+                    self.assertNothingResolved(r, args, "driver-broken")
 
     def test_absurd_mig_device_count_is_refused(self):
         for args in (("list",), ("list", "--json")):
             r = self.run_gpusel(*args, fault="nvml_mig_count")
             self.assertFailed(r, 1, "nvmlDeviceGetMaxMigDeviceCount", "4294967295")
-            self.assertEqual(r.stdout, "")
+            self.assertNothingResolved(r, args, "driver-broken")
 
     # ---- 2. an absurd CUDA device count --------------------------------------------------------
 
@@ -213,7 +225,7 @@ class HostileDriverTest(Case):
                     self.assertNotIn("AddressSanitizer", r.stderr)
                     if r.returncode != 0:
                         self.assertTrue(r.stderr.startswith("gpusel: "), r.stderr)
-                        self.assertEqual(r.stdout, "")
+                        self.assertNothingResolved(r, extra)
                         continue
                     if extra:
                         gpus = json.loads(r.stdout)["gpus"]
