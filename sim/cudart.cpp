@@ -73,8 +73,9 @@ struct Memcpy2D {
 };
 
 // A __device__ (or __constant__) variable of the program, registered by its host shadow's
-// address: its size and, per device, its device memory (made on first use there, from the host
-// shadow's bytes, as a module load initialises it).
+// address: its size and, per device, its device memory (made on first use there, holding the host
+// shadow's bytes: the initialiser nvcc compiles into the device image is not read, since the
+// simulator reads no device code, and nvcc leaves the shadow zeroed).
 struct Symbol {
   std::size_t size = 0;
   std::string name;
@@ -1177,7 +1178,7 @@ cudaError_t symbol_memory(const void* shadow, CUdeviceptr* at, std::size_t* size
   if (mem == symbol.memory.end()) {
     CUdeviceptr p = 0;
     if (CUresult rc = rt().cu.cuMemAlloc_v2(&p, symbol.size); rc != 0) return from_driver(rc);
-    // A module load's initialisation, not a copy a program queued: no simulated time.
+    // A module load's initialisation, not a copy the program queued: no simulated time.
     std::memcpy(reinterpret_cast<void*>(p), shadow, symbol.size);
     mem = symbol.memory.emplace(device, p).first;
   }
