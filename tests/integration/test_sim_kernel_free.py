@@ -2,13 +2,15 @@
 and memsets with the data moved, host functions and stream callbacks in stream order, prefetches
 and advice on managed memory, host allocation flags, IPC handles and pool attributes, from a C
 program (tests/integration/cuda_kernel_free.c: no CUDA toolkit needed). The CUDA runtime's side
-is in test_sim_runtime.py (nvcc-built); NVML's MIG instance queries are in test_sim_nvml.py."""
+is in test_sim_runtime.py (nvcc-built). And NVML's supported clocks, which Slurm reads per GPU."""
 
+import json
 import os
 import subprocess
+import sys
 import unittest
 
-from support import Case, sim_env
+from support import PYTHON_LOADS_LIBRARIES, Case, for_python, sim_env
 
 KERNEL_FREE = os.environ.get("GPUSEL_CUDA_KERNEL_FREE", "build/bin/cuda_kernel_free")
 
@@ -85,6 +87,44 @@ class KernelFreeDriverTest(Case):
     def test_cu_get_proc_address(self):
         # cuMemcpy2D is cuMemcpy2D_v2 (CUDA 3.2 on); cuMemPrefetchAsync the legacy one before 12.2.
         self.assertEqual(self.values("proc"), [0, 0, 0, 0, 1, 1, 1, 1])
+
+
+CLOCKS = r'''
+import ctypes, json, os
+nvml = ctypes.CDLL(os.path.join(os.environ["GPUSEL_SIM_ROOT"], "libnvidia-ml.so.1"))
+nvml.nvmlInit_v2()
+out = {}
+for index in (0, 1):
+    dev = ctypes.c_void_p()
+    nvml.nvmlDeviceGetHandleByIndex_v2(index, ctypes.byref(dev))
+    n = ctypes.c_uint(0)
+    first = nvml.nvmlDeviceGetSupportedMemoryClocks(dev, ctypes.byref(n), None)
+    mem = (ctypes.c_uint * n.value)()
+    rc = nvml.nvmlDeviceGetSupportedMemoryClocks(dev, ctypes.byref(n), mem)
+    g = ctypes.c_uint(0)
+    gfirst = nvml.nvmlDeviceGetSupportedGraphicsClocks(dev, mem[0], ctypes.byref(g), None)
+    clocks = (ctypes.c_uint * g.value)()
+    grc = nvml.nvmlDeviceGetSupportedGraphicsClocks(dev, mem[0], ctypes.byref(g), clocks)
+    other = nvml.nvmlDeviceGetSupportedGraphicsClocks(dev, mem[0] + 1, ctypes.byref(g), clocks)
+    out[index] = [first, rc, list(mem), gfirst, grc, g.value, clocks[0], clocks[g.value - 1], other]
+print(json.dumps(out))
+'''
+
+
+@unittest.skipUnless(PYTHON_LOADS_LIBRARIES, "a Python child cannot load the doubles in this build")
+class SupportedClocksTest(Case):
+    def test_memory_and_graphics_clocks(self):
+        r = subprocess.run([sys.executable, "-c", CLOCKS], capture_output=True, text=True,
+                           env=for_python(sim_env("mig-a100")), timeout=60)
+        self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+        out = json.loads(r.stdout)
+        # An A100 (MIG mode or not): one memory clock; the graphics clocks from 1410 MHz down to
+        # 210 in 15 MHz steps (81); asked with no room, NVML_ERROR_INSUFFICIENT_SIZE (7) and the
+        # count; another memory clock, NVML_ERROR_NOT_FOUND (6).
+        for index in ("0", "1"):
+            first, rc, mem, gfirst, grc, count, top, bottom, other = out[index]
+            self.assertEqual([first, rc, len(mem), gfirst, grc, other], [7, 0, 1, 7, 0, 6])
+            self.assertEqual([count, top, bottom], [81, 1410, 210])
 
 
 if __name__ == "__main__":
