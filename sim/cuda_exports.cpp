@@ -209,6 +209,22 @@ const Since kSince[] = {
     {"cuProfilerStart", 4000},
     {"cuProfilerStop", 4000},
     {"cuGetExportTable", 3000},
+    {"cuMemcpy2D_v2", 3020},
+    {"cuMemcpy2DAsync_v2", 3020},
+    {"cuMemcpy2DUnaligned_v2", 3020},
+    {"cuMemsetD2D8_v2", 3020},
+    {"cuMemsetD2D16_v2", 3020},
+    {"cuMemsetD2D32_v2", 3020},
+    {"cuMemsetD2D8Async", 3020},
+    {"cuMemsetD2D16Async", 3020},
+    {"cuMemsetD2D32Async", 3020},
+    {"cuMemHostGetFlags", 2030},
+    {"cuStreamAddCallback", 5000},
+    {"cuMemPrefetchAsync", 8000},
+    {"cuMemAdvise", 8000},
+    {"cuMemPrefetchAsync_v2", 12020},
+    {"cuMemAdvise_v2", 12020},
+    {"cuLaunchHostFunc", 10000},
 };
 
 int since(const char* symbol) {

@@ -240,6 +240,11 @@ CUresult cuPointerGetAttributes(unsigned int count, int* attributes, void** data
     void* out = data[i];
     if (out == nullptr) continue;
     const int a = attributes[i];
+    if (a == 10 && known) {  // IS_LEGACY_CUDA_IPC_CAPABLE: device memory (cuIpcGetMemHandle)
+      std::lock_guard<std::mutex> lock(state().mutex);
+      *static_cast<int*>(out) = find_allocation(ptr, 1) != nullptr ? 1 : 0;
+      continue;
+    }
     if (known && (a == 1 || a == 2 || a == 3 || a == 4 || a == 9)) {
       if (a == 4 && cuPointerGetAttribute(out, 2, ptr) == CUDA_SUCCESS &&
           *static_cast<unsigned*>(out) == 2u) {
@@ -323,7 +328,8 @@ CUresult cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice dev) {
   return cuDeviceGetDefaultMemPool(pool, dev);
 }
 
-// Pool attributes: the release threshold is kept; the rest read as an empty pool.
+// Pool attributes: the reuse flags and the release threshold are kept as set; the memory figures
+// read as an empty pool.
 CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attribute, void* value) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   if (value == nullptr || pool == nullptr) return CUDA_ERROR_INVALID_VALUE;
@@ -335,7 +341,7 @@ CUresult cuMemPoolGetAttribute(CUmemoryPool pool, int attribute, void* value) {
     case 1:  // REUSE_FOLLOW_EVENT_DEPENDENCIES
     case 2:  // REUSE_ALLOW_OPPORTUNISTIC
     case 3:  // REUSE_ALLOW_INTERNAL_DEPENDENCIES
-      *static_cast<int*>(value) = 1;
+      *static_cast<int*>(value) = pool->reuse[attribute - 1];
       return CUDA_SUCCESS;
     case 4:  // RELEASE_THRESHOLD
       *static_cast<std::uint64_t*>(value) = pool->release_threshold;
@@ -357,9 +363,22 @@ CUresult cuMemPoolSetAttribute(CUmemoryPool pool, int attribute, void* value) {
   std::lock_guard<std::mutex> lock(state().mutex);
   bool known = false;
   for (Device& d : state().devices) known = known || &d.pool == pool;
-  if (!known || attribute < 1 || attribute > 8) return CUDA_ERROR_INVALID_VALUE;
-  if (attribute == 4) pool->release_threshold = *static_cast<std::uint64_t*>(value);
-  return CUDA_SUCCESS;
+  if (!known) return CUDA_ERROR_INVALID_VALUE;
+  switch (attribute) {
+    case 1:  // the REUSE_* flags, kept as set
+    case 2:
+    case 3:
+      pool->reuse[attribute - 1] = *static_cast<int*>(value) != 0 ? 1 : 0;
+      return CUDA_SUCCESS;
+    case 4:  // RELEASE_THRESHOLD
+      pool->release_threshold = *static_cast<std::uint64_t*>(value);
+      return CUDA_SUCCESS;
+    case 6:  // RESERVED_MEM_HIGH and USED_MEM_HIGH: only a reset (0) may be set
+    case 8:
+      return *static_cast<std::uint64_t*>(value) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    default:  // RESERVED_MEM_CURRENT and USED_MEM_CURRENT are read-only
+      return CUDA_ERROR_INVALID_VALUE;
+  }
 }
 
 CUresult cuMemPoolTrimTo(CUmemoryPool pool, std::size_t) {

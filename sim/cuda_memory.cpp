@@ -202,7 +202,7 @@ CUresult cuMemFree_v2(CUdeviceptr ptr) {
   return CUDA_SUCCESS;
 }
 
-CUresult cuMemHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
+CUresult cuMemHostAlloc(void** ptr, std::size_t bytes, unsigned int flags) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   if (ptr == nullptr || bytes == 0) return CUDA_ERROR_INVALID_VALUE;
   State& s = state();
@@ -211,6 +211,7 @@ CUresult cuMemHostAlloc(void** ptr, std::size_t bytes, unsigned int) {
   void* p = reserve_host_memory(bytes);
   if (p == nullptr) return CUDA_ERROR_OUT_OF_MEMORY;
   s.pinned[p] = bytes;
+  s.pinned_flags[p] = flags;
   *ptr = p;
   return CUDA_SUCCESS;
 }
@@ -227,6 +228,7 @@ CUresult cuMemFreeHost(void* ptr) {
   if (it == s.pinned.end()) return CUDA_ERROR_INVALID_VALUE;
   release_host_memory(ptr, it->second);
   s.pinned.erase(it);
+  s.pinned_flags.erase(ptr);
   return CUDA_SUCCESS;
 }
 
@@ -267,7 +269,12 @@ CUresult cuMemAllocManaged(CUdeviceptr* ptr, std::size_t bytes, unsigned int fla
     if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
     return CUDA_ERROR_INVALID_VALUE;
   }
-  return cuMemAlloc_v2(ptr, bytes);
+  const CUresult rc = cuMemAlloc_v2(ptr, bytes);
+  if (rc == CUDA_SUCCESS) {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    state().allocations[*ptr].managed = true;
+  }
+  return rc;
 }
 
 CUresult cuMemGetAddressRange_v2(CUdeviceptr* base, std::size_t* size, CUdeviceptr ptr) {
@@ -373,19 +380,38 @@ CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr ptr) {
     case 9:  // DEVICE_ORDINAL
       *static_cast<int*>(data) = dev;
       break;
+    case 10:  // IS_LEGACY_CUDA_IPC_CAPABLE: device memory (cuIpcGetMemHandle)
+      *static_cast<int*>(data) = host ? 0 : 1;
+      break;
     default:
       return CUDA_ERROR_INVALID_VALUE;
   }
   return CUDA_SUCCESS;
 }
 
-// Interprocess memory and events: device memory here is the process's own, so the simulator
-// says "not supported" (and CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED is 0).
+// Interprocess memory: a handle names an allocation (its base, size and device, and this
+// process); opening one is not supported, since device memory here is the process's own (and
+// CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED is 0).
 CUresult cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr ptr) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(state().mutex);
-  if (handle == nullptr || find_allocation(ptr, 1) == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return CUDA_ERROR_NOT_SUPPORTED;
+  State& s = state();
+  std::lock_guard<std::mutex> lock(s.mutex);
+  const Allocation* a = find_allocation(ptr, 1);
+  if (handle == nullptr || a == nullptr) return CUDA_ERROR_INVALID_VALUE;
+  auto it = std::prev(s.allocations.upper_bound(ptr));
+  *handle = CUipcMemHandle{};
+  struct {
+    char magic[16];
+    std::uint64_t pid, base, size;
+    std::int32_t device;
+  } named{{'g', 'p', 'u', 's', 'e', 'l', '-', 's', 'i', 'm', ' ', 'i', 'p', 'c'},
+          std::uint64_t{gpusel::sim::own_pid()},
+          it->first,
+          it->second.size,
+          it->second.device};
+  static_assert(sizeof named <= sizeof handle->reserved);
+  std::memcpy(handle->reserved, &named, sizeof named);
+  return CUDA_SUCCESS;
 }
 
 CUresult cuIpcOpenMemHandle_v2(CUdeviceptr* ptr, CUipcMemHandle, unsigned int flags) {

@@ -8,6 +8,9 @@
 //   cuda_errors.cpp      result names and descriptions (src/driver/cuda_errors.def)
 //   cuda_extras.cpp      calls real programs make beyond gpusel's needs (unified and peer copies,
 //                        stream getters, pools, libraries, occupancy, cuGetExportTable)
+//   cuda_kernel_free.cpp calls that need no kernel: 2D copies and memsets, host functions and
+//                        stream callbacks, managed-memory prefetches and advice, host flags, IPC
+//                        handles
 //   cuda_exports.cpp     the exported, traced entry points and cuGetProcAddress's table
 //   host_memory_posix.cpp  the one platform-specific piece: reserving host address space
 #pragma once
@@ -43,6 +46,54 @@ typedef struct {
 typedef struct {
   char reserved[64];
 } CUipcEventHandle;
+// cuMemcpy2D's parameters (cuda.h's CUDA_MEMCPY2D, and the 32-bit CUDA_MEMCPY2D_v1 of the
+// unversioned legacy cuMemcpy2D); no CUarray can exist here (arrays are not modelled).
+typedef struct CUarray_st* CUarray;
+typedef struct CUDA_MEMCPY2D_st {
+  std::size_t srcXInBytes;
+  std::size_t srcY;
+  int srcMemoryType;  // CUmemorytype: 1 host, 2 device, 3 array, 4 unified
+  const void* srcHost;
+  CUdeviceptr srcDevice;
+  CUarray srcArray;
+  std::size_t srcPitch;
+  std::size_t dstXInBytes;
+  std::size_t dstY;
+  int dstMemoryType;
+  void* dstHost;
+  CUdeviceptr dstDevice;
+  CUarray dstArray;
+  std::size_t dstPitch;
+  std::size_t WidthInBytes;
+  std::size_t Height;
+} CUDA_MEMCPY2D;
+typedef struct CUDA_MEMCPY2D_v1_st {
+  unsigned int srcXInBytes;
+  unsigned int srcY;
+  int srcMemoryType;
+  const void* srcHost;
+  unsigned int srcDevice;
+  CUarray srcArray;
+  unsigned int srcPitch;
+  unsigned int dstXInBytes;
+  unsigned int dstY;
+  int dstMemoryType;
+  void* dstHost;
+  unsigned int dstDevice;
+  CUarray dstArray;
+  unsigned int dstPitch;
+  unsigned int WidthInBytes;
+  unsigned int Height;
+} CUDA_MEMCPY2D_v1;
+// cuMemPrefetchAsync_v2's and cuMemAdvise_v2's location: a CUmemLocationType and an id (a device
+// ordinal for CU_MEM_LOCATION_TYPE_DEVICE).
+typedef struct CUmemLocation_st {
+  int type;
+  int id;
+} CUmemLocation;
+// cuLaunchHostFunc's and cuStreamAddCallback's host functions.
+typedef void (*CUhostFn)(void* data);
+typedef void (*CUstreamCallback)(CUstream stream, CUresult status, void* data);
 struct CUstream_st {
   int device = 0;
   bool non_blocking = false;
@@ -51,6 +102,7 @@ struct CUstream_st {
 };
 struct CUmemPoolHandle_st {
   std::uint64_t release_threshold = 0;  // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, kept as set
+  int reuse[3] = {1, 1, 1};             // CU_MEMPOOL_ATTR_REUSE_* (attributes 1-3), kept as set
 };
 typedef struct CUmemPoolHandle_st* CUmemoryPool;
 typedef struct CUlib_st* CUlibrary;
@@ -83,6 +135,7 @@ struct Device {
 struct Allocation {
   std::size_t size = 0;
   int device = 0;
+  bool managed = false;  // cuMemAllocManaged's
 };
 
 struct State {
@@ -98,6 +151,7 @@ struct State {
                                 // and the streams' times change under the mutex
   std::map<CUdeviceptr, Allocation> allocations;  // device memory, by base address
   std::map<const void*, std::size_t> pinned;      // cuMemHostAlloc'd memory, by base address
+  std::map<const void*, unsigned> pinned_flags;   // cuMemHostAlloc's flags, by base address
   std::map<const void*, std::size_t> registered;  // cuMemHostRegister'd memory (the caller's)
   std::set<CUstream> streams;
   std::set<CUevent> events;

@@ -55,6 +55,33 @@ typedef void* CUcontext;
 typedef void* CUstream;
 typedef void* CUevent;
 
+// The driver's CUDA_MEMCPY2D (memory types: 1 host, 2 device, 4 unified).
+struct Memcpy2D {
+  std::size_t srcXInBytes, srcY;
+  int srcMemoryType;
+  const void* srcHost;
+  CUdeviceptr srcDevice;
+  void* srcArray;
+  std::size_t srcPitch;
+  std::size_t dstXInBytes, dstY;
+  int dstMemoryType;
+  void* dstHost;
+  CUdeviceptr dstDevice;
+  void* dstArray;
+  std::size_t dstPitch;
+  std::size_t WidthInBytes, Height;
+};
+
+// A __device__ (or __constant__) variable of the program, registered by its host shadow's
+// address: its size and, per device, its device memory (made on first use there, holding the host
+// shadow's bytes: the initialiser nvcc compiles into the device image is not read, since the
+// simulator reads no device code, and nvcc leaves the shadow zeroed).
+struct Symbol {
+  std::size_t size = 0;
+  std::string name;
+  std::map<int, CUdeviceptr> memory;  // by device ordinal
+};
+
 // The driver functions the runtime calls, looked up once in libcuda.so.1.
 #define GPUSEL_DRIVER_FUNCTIONS(X)                                                              \
   X(cuInit, (unsigned))                                                                         \
@@ -127,7 +154,21 @@ typedef void* CUevent;
   X(cuEventSynchronize, (CUevent))                                                              \
   X(cuEventElapsedTime, (float*, CUevent, CUevent))                                             \
   X(cuEventDestroy_v2, (CUevent))                                                               \
-  X(cuGetProcAddress_v2, (const char*, void**, int, unsigned long long, int*))
+  X(cuGetProcAddress_v2, (const char*, void**, int, unsigned long long, int*))                  \
+  X(cuMemcpy2D_v2, (const Memcpy2D*))                                                           \
+  X(cuMemcpy2DAsync_v2, (const Memcpy2D*, CUstream))                                            \
+  X(cuMemsetD2D8_v2, (CUdeviceptr, std::size_t, unsigned char, std::size_t, std::size_t))       \
+  X(cuMemsetD2D8Async,                                                                          \
+    (CUdeviceptr, std::size_t, unsigned char, std::size_t, std::size_t, CUstream))              \
+  X(cuLaunchHostFunc, (CUstream, HostFn, void*))                                                \
+  X(cuStreamAddCallback, (CUstream, StreamCallback, void*, unsigned))                           \
+  X(cuMemPrefetchAsync_v2, (CUdeviceptr, std::size_t, MemLocation, unsigned, CUstream))         \
+  X(cuMemAdvise_v2, (CUdeviceptr, std::size_t, int, MemLocation))                               \
+  X(cuMemHostGetFlags, (unsigned*, void*))                                                      \
+  X(cuIpcGetMemHandle, (IpcMemHandle*, CUdeviceptr))                                            \
+  X(cuMemPoolGetAttribute, (void*, int, void*))                                                 \
+  X(cuMemPoolSetAttribute, (void*, int, void*))                                                 \
+  X(cuStreamGetId, (CUstream, unsigned long long*))
 
 struct Driver {
 #define GPUSEL_DRIVER_FIELD(name, params) CUresult(*name) params = nullptr;
@@ -145,6 +186,7 @@ struct Runtime {
   std::vector<bool> retained;     // the runtime holds a reference on the device's primary context
   std::vector<unsigned> device_flags;
   std::map<const void*, std::string> functions;  // registered host stubs -> device names
+  std::map<const void*, Symbol> symbols;         // registered variables, by host shadow
 };
 
 Runtime& rt() {
@@ -726,6 +768,7 @@ CUDART_API cudaError_t cudaDeviceReset(void) {
   {
     std::lock_guard<std::mutex> lock(rt().mutex);
     rt().retained[static_cast<std::size_t>(device)] = false;
+    for (auto& [shadow, symbol] : rt().symbols) symbol.memory.erase(device);  // freed with it
   }
   return from_driver(rt().cu.cuDevicePrimaryCtxReset_v2(handle(device)));
 }
@@ -1072,6 +1115,259 @@ CUDART_API cudaError_t cudaEventDestroy(void* event) {
   return from_driver(rt().cu.cuEventDestroy_v2(event));
 }
 
+// ---- calls that need no kernel: 2D copies and memsets, symbols, host functions, managed memory
+// hints, pools, IPC handles, host flags ---------------------------------------------------------
+
+namespace {
+
+constexpr int kMemoryHost = 1, kMemoryDevice = 2, kMemoryUnified = 4;
+
+cudaError_t copy_2d(void* dst, std::size_t dpitch, const void* src, std::size_t spitch,
+                    std::size_t width, std::size_t height, int kind, void* stream, bool async) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  int src_type = 0, dst_type = 0;
+  switch (kind) {
+    case kHostToHost:
+      src_type = dst_type = kMemoryHost;
+      break;
+    case kHostToDevice:
+      src_type = kMemoryHost;
+      dst_type = kMemoryDevice;
+      break;
+    case kDeviceToHost:
+      src_type = kMemoryDevice;
+      dst_type = kMemoryHost;
+      break;
+    case kDeviceToDevice:
+      src_type = dst_type = kMemoryDevice;
+      break;
+    case kDefault:
+      src_type = dst_type = kMemoryUnified;
+      break;
+    default:
+      return fail(cudaErrorInvalidMemcpyDirection);
+  }
+  if (width > dpitch || width > spitch) return fail(cudaErrorInvalidPitchValue);
+  if (width == 0 || height == 0) return cudaSuccess;
+  Memcpy2D p{};
+  p.srcMemoryType = src_type;
+  p.srcHost = src;
+  p.srcDevice = reinterpret_cast<CUdeviceptr>(src);
+  p.srcPitch = spitch;
+  p.dstMemoryType = dst_type;
+  p.dstHost = dst;
+  p.dstDevice = reinterpret_cast<CUdeviceptr>(dst);
+  p.dstPitch = dpitch;
+  p.WidthInBytes = width;
+  p.Height = height;
+  const Driver& cu = rt().cu;
+  return from_driver(async ? cu.cuMemcpy2DAsync_v2(&p, driver_stream(stream))
+                           : cu.cuMemcpy2D_v2(&p));
+}
+
+// The device memory of a registered variable on the current device (made there on first use,
+// holding the host shadow's bytes) and its size.
+cudaError_t symbol_memory(const void* shadow, CUdeviceptr* at, std::size_t* size) {
+  int device = 0;
+  if (cudaError_t e = ensure_context(&device); e != cudaSuccess) return fail(e);
+  std::lock_guard<std::mutex> lock(rt().mutex);
+  auto it = rt().symbols.find(shadow);
+  if (shadow == nullptr || it == rt().symbols.end()) return fail(cudaErrorInvalidSymbol);
+  Symbol& symbol = it->second;
+  auto mem = symbol.memory.find(device);
+  if (mem == symbol.memory.end()) {
+    CUdeviceptr p = 0;
+    if (CUresult rc = rt().cu.cuMemAlloc_v2(&p, symbol.size); rc != 0) return from_driver(rc);
+    // A module load's initialisation, not a copy the program queued: no simulated time.
+    std::memcpy(reinterpret_cast<void*>(p), shadow, symbol.size);
+    mem = symbol.memory.emplace(device, p).first;
+  }
+  *at = mem->second;
+  if (size != nullptr) *size = symbol.size;
+  return cudaSuccess;
+}
+
+// cudaMemcpyToSymbol and cudaMemcpyFromSymbol (to: true for the first), count bytes at offset.
+cudaError_t symbol_copy(bool to, void* other, const void* shadow, std::size_t count,
+                        std::size_t offset, int kind, void* stream, bool async) {
+  const bool direction_ok =
+      kind == kDeviceToDevice || kind == kDefault || kind == (to ? kHostToDevice : kDeviceToHost);
+  if (!direction_ok) return fail(cudaErrorInvalidMemcpyDirection);
+  CUdeviceptr at = 0;
+  std::size_t size = 0;
+  if (cudaError_t e = symbol_memory(shadow, &at, &size); e != cudaSuccess) return e;
+  if (offset > size || count > size - offset) return fail(cudaErrorInvalidValue);
+  void* symbol = reinterpret_cast<void*>(at + offset);
+  return to ? memcpy_any(symbol, other, count, kind, stream, async)
+            : memcpy_any(other, symbol, count, kind, stream, async);
+}
+
+// A cudaMemPrefetchAsync or cudaMemAdvise location: a device ordinal, the host, a NUMA node.
+cudaError_t check_location(const MemLocation& where) {
+  if (where.type == 1 && !valid_ordinal(where.id)) return fail(cudaErrorInvalidDevice);
+  return cudaSuccess;
+}
+
+#if GPUSEL_CUDART_MAJOR < 13
+// CUDA 11 and 12 name the destination by ordinal, cudaCpuDeviceId (-1) for the host.
+MemLocation location_of(int device) {
+  return device == -1 ? MemLocation{2, 0} : MemLocation{1, device};
+}
+#endif
+
+cudaError_t prefetch(const void* ptr, std::size_t count, MemLocation where, unsigned flags,
+                     void* stream) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  if (cudaError_t e = check_location(where); e != cudaSuccess) return e;
+  return from_driver(rt().cu.cuMemPrefetchAsync_v2(reinterpret_cast<CUdeviceptr>(ptr), count, where,
+                                                   flags, driver_stream(stream)));
+}
+
+cudaError_t advise(const void* ptr, std::size_t count, int advice, MemLocation where) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  if (advice >= 3 && advice != 4) {  // a location matters: preferred location, accessed by
+    if (cudaError_t e = check_location(where); e != cudaSuccess) return e;
+  }
+  return from_driver(
+      rt().cu.cuMemAdvise_v2(reinterpret_cast<CUdeviceptr>(ptr), count, advice, where));
+}
+
+}  // namespace
+
+CUDART_API cudaError_t cudaMemcpy2D(void* dst, std::size_t dpitch, const void* src,
+                                    std::size_t spitch, std::size_t width, std::size_t height,
+                                    int kind) {
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind, nullptr, false);
+}
+
+CUDART_API cudaError_t cudaMemcpy2DAsync(void* dst, std::size_t dpitch, const void* src,
+                                         std::size_t spitch, std::size_t width, std::size_t height,
+                                         int kind, void* stream) {
+  return copy_2d(dst, dpitch, src, spitch, width, height, kind, stream, true);
+}
+
+CUDART_API cudaError_t cudaMemset2D(void* ptr, std::size_t pitch, int value, std::size_t width,
+                                    std::size_t height) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuMemsetD2D8_v2(reinterpret_cast<CUdeviceptr>(ptr), pitch,
+                                             static_cast<unsigned char>(value), width, height));
+}
+
+CUDART_API cudaError_t cudaMemset2DAsync(void* ptr, std::size_t pitch, int value, std::size_t width,
+                                         std::size_t height, void* stream) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuMemsetD2D8Async(reinterpret_cast<CUdeviceptr>(ptr), pitch,
+                                               static_cast<unsigned char>(value), width, height,
+                                               driver_stream(stream)));
+}
+
+CUDART_API cudaError_t cudaMemcpyToSymbol(const void* symbol, const void* src, std::size_t count,
+                                          std::size_t offset, int kind) {
+  return symbol_copy(true, const_cast<void*>(src), symbol, count, offset, kind, nullptr, false);
+}
+
+CUDART_API cudaError_t cudaMemcpyFromSymbol(void* dst, const void* symbol, std::size_t count,
+                                            std::size_t offset, int kind) {
+  return symbol_copy(false, dst, symbol, count, offset, kind, nullptr, false);
+}
+
+CUDART_API cudaError_t cudaMemcpyToSymbolAsync(const void* symbol, const void* src,
+                                               std::size_t count, std::size_t offset, int kind,
+                                               void* stream) {
+  return symbol_copy(true, const_cast<void*>(src), symbol, count, offset, kind, stream, true);
+}
+
+CUDART_API cudaError_t cudaMemcpyFromSymbolAsync(void* dst, const void* symbol, std::size_t count,
+                                                 std::size_t offset, int kind, void* stream) {
+  return symbol_copy(false, dst, symbol, count, offset, kind, stream, true);
+}
+
+CUDART_API cudaError_t cudaGetSymbolAddress(void** ptr, const void* symbol) {
+  if (ptr == nullptr) return fail(cudaErrorInvalidValue);
+  CUdeviceptr at = 0;
+  if (cudaError_t e = symbol_memory(symbol, &at, nullptr); e != cudaSuccess) return e;
+  *ptr = reinterpret_cast<void*>(at);
+  return cudaSuccess;
+}
+
+CUDART_API cudaError_t cudaGetSymbolSize(std::size_t* size, const void* symbol) {
+  if (size == nullptr) return fail(cudaErrorInvalidValue);
+  if (cudaError_t e = init(); e != cudaSuccess) return fail(e);
+  std::lock_guard<std::mutex> lock(rt().mutex);
+  auto it = rt().symbols.find(symbol);
+  if (symbol == nullptr || it == rt().symbols.end()) return fail(cudaErrorInvalidSymbol);
+  *size = it->second.size;
+  return cudaSuccess;
+}
+
+// Host functions and callbacks run on the calling thread once the stream's earlier work is done,
+// before the call returns (the simulated driver's choice: sim/cuda_kernel_free.cpp).
+CUDART_API cudaError_t cudaLaunchHostFunc(void* stream, HostFn fn, void* data) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuLaunchHostFunc(driver_stream(stream), fn, data));
+}
+
+CUDART_API cudaError_t cudaStreamAddCallback(void* stream, StreamCallback callback, void* data,
+                                             unsigned int flags) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuStreamAddCallback(driver_stream(stream), callback, data, flags));
+}
+
+#if GPUSEL_CUDART_MAJOR >= 13
+CUDART_API cudaError_t cudaMemPrefetchAsync(const void* ptr, std::size_t count,
+                                            MemLocation location, unsigned int flags,
+                                            void* stream) {
+  return prefetch(ptr, count, location, flags, stream);
+}
+CUDART_API cudaError_t cudaMemAdvise(const void* ptr, std::size_t count, int advice,
+                                     MemLocation location) {
+  return advise(ptr, count, advice, location);
+}
+CUDART_API cudaError_t cudaMemPrefetchAsync_ptsz(const void* ptr, std::size_t count,
+                                                 MemLocation location, unsigned int flags,
+                                                 void* stream) {
+  return prefetch(ptr, count, location, flags, stream);
+}
+#else
+CUDART_API cudaError_t cudaMemPrefetchAsync(const void* ptr, std::size_t count, int device,
+                                            void* stream) {
+  return prefetch(ptr, count, location_of(device), 0, stream);
+}
+CUDART_API cudaError_t cudaMemAdvise(const void* ptr, std::size_t count, int advice, int device) {
+  return advise(ptr, count, advice, location_of(device));
+}
+CUDART_API cudaError_t cudaMemPrefetchAsync_ptsz(const void* ptr, std::size_t count, int device,
+                                                 void* stream) {
+  return prefetch(ptr, count, location_of(device), 0, stream);
+}
+#endif
+
+CUDART_API cudaError_t cudaMemPoolSetAttribute(void* pool, int attribute, void* value) {
+  if (cudaError_t e = init(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuMemPoolSetAttribute(pool, attribute, value));
+}
+
+CUDART_API cudaError_t cudaMemPoolGetAttribute(void* pool, int attribute, void* value) {
+  if (cudaError_t e = init(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuMemPoolGetAttribute(pool, attribute, value));
+}
+
+CUDART_API cudaError_t cudaStreamGetId(void* stream, unsigned long long* id) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuStreamGetId(driver_stream(stream), id));
+}
+
+// A handle naming a device allocation; opening one (cudaIpcOpenMemHandle) is not supported.
+CUDART_API cudaError_t cudaIpcGetMemHandle(IpcMemHandle* handle, void* ptr) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuIpcGetMemHandle(handle, reinterpret_cast<CUdeviceptr>(ptr)));
+}
+
+CUDART_API cudaError_t cudaHostGetFlags(unsigned int* flags, void* host) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuMemHostGetFlags(flags, host));
+}
+
 // ---- driver entry points, channel descriptions, profiling ------------------------------------
 
 CUDART_API cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** fn,
@@ -1156,7 +1452,13 @@ CUDART_API void __cudaRegisterFunction(void**, const char* host_function, char*,
   rt().functions[host_function] = device_name != nullptr ? device_name : "(unnamed)";
 }
 
-CUDART_API void __cudaRegisterVar(void**, char*, char*, const char*, int, std::size_t, int, int) {}
+CUDART_API void __cudaRegisterVar(void**, char* shadow, char*, const char* name, int,
+                                  std::size_t size, int, int) {
+  std::lock_guard<std::mutex> lock(rt().mutex);
+  Symbol& symbol = rt().symbols[shadow];
+  symbol.size = size;
+  symbol.name = name != nullptr ? name : "(unnamed)";
+}
 CUDART_API void __cudaRegisterManagedVar(void**, void**, char*, const char*, int, std::size_t, int,
                                          int) {}
 CUDART_API void __cudaRegisterHostVar(void**, const char*, char*, std::size_t) {}
@@ -1319,6 +1621,52 @@ CUDART_API cudaError_t cudaLaunchCooperativeKernel_ptsz(const void* function, Di
 CUDART_API cudaError_t cudaLaunchKernelExC_ptsz(const void* config, const void* function,
                                                 void** args) {
   return cudaLaunchKernelExC(config, function, args);
+}
+
+CUDART_API cudaError_t cudaMemcpy2D_ptds(void* dst, std::size_t dpitch, const void* src,
+                                         std::size_t spitch, std::size_t width, std::size_t height,
+                                         int kind) {
+  return cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind);
+}
+CUDART_API cudaError_t cudaMemcpy2DAsync_ptsz(void* dst, std::size_t dpitch, const void* src,
+                                              std::size_t spitch, std::size_t width,
+                                              std::size_t height, int kind, void* stream) {
+  return cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, stream);
+}
+CUDART_API cudaError_t cudaMemset2D_ptds(void* ptr, std::size_t pitch, int value, std::size_t width,
+                                         std::size_t height) {
+  return cudaMemset2D(ptr, pitch, value, width, height);
+}
+CUDART_API cudaError_t cudaMemset2DAsync_ptsz(void* ptr, std::size_t pitch, int value,
+                                              std::size_t width, std::size_t height, void* stream) {
+  return cudaMemset2DAsync(ptr, pitch, value, width, height, stream);
+}
+CUDART_API cudaError_t cudaMemcpyToSymbol_ptds(const void* symbol, const void* src, std::size_t n,
+                                               std::size_t offset, int kind) {
+  return cudaMemcpyToSymbol(symbol, src, n, offset, kind);
+}
+CUDART_API cudaError_t cudaMemcpyFromSymbol_ptds(void* dst, const void* symbol, std::size_t n,
+                                                 std::size_t offset, int kind) {
+  return cudaMemcpyFromSymbol(dst, symbol, n, offset, kind);
+}
+CUDART_API cudaError_t cudaMemcpyToSymbolAsync_ptsz(const void* symbol, const void* src,
+                                                    std::size_t n, std::size_t offset, int kind,
+                                                    void* stream) {
+  return cudaMemcpyToSymbolAsync(symbol, src, n, offset, kind, stream);
+}
+CUDART_API cudaError_t cudaMemcpyFromSymbolAsync_ptsz(void* dst, const void* symbol, std::size_t n,
+                                                      std::size_t offset, int kind, void* stream) {
+  return cudaMemcpyFromSymbolAsync(dst, symbol, n, offset, kind, stream);
+}
+CUDART_API cudaError_t cudaLaunchHostFunc_ptsz(void* stream, HostFn fn, void* data) {
+  return cudaLaunchHostFunc(stream, fn, data);
+}
+CUDART_API cudaError_t cudaStreamAddCallback_ptsz(void* stream, StreamCallback callback, void* data,
+                                                  unsigned int flags) {
+  return cudaStreamAddCallback(stream, callback, data, flags);
+}
+CUDART_API cudaError_t cudaStreamGetId_ptsz(void* stream, unsigned long long* id) {
+  return cudaStreamGetId(stream, id);
 }
 
 // ---- everything else: not modelled ------------------------------------------------------------

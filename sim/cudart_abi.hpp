@@ -245,4 +245,21 @@ struct PointerAttributes {
 };
 inline constexpr std::size_t kPointerAttributes12Size = offsetof(PointerAttributes, reserved);
 
+// cudaMemLocation (CUDA 13's cudaMemPrefetchAsync and cudaMemAdvise take it by value): a
+// cudaMemLocationType (1 device, 2 host, 3 host NUMA node, 4 the thread's host NUMA node) and an
+// id (a device ordinal, a NUMA node).
+struct MemLocation {
+  int type;
+  int id;
+};
+
+// cudaIpcMemHandle_t: 64 opaque bytes.
+struct IpcMemHandle {
+  char reserved[64];
+};
+
+// cudaHostFn_t and cudaStreamCallback_t (a cudaStream_t, a cudaError_t, the user's data).
+typedef void (*HostFn)(void* data);
+typedef void (*StreamCallback)(void* stream, cudaError_t status, void* data);
+
 }  // namespace gpusel::sim::cudart

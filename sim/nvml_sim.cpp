@@ -945,6 +945,45 @@ nvmlReturn_t nvmlDeviceGetMaxClockInfo(nvmlDevice_t device, int type, unsigned i
   return max_clock(*gpu, type, mhz);
 }
 
+// The clocks the GPU supports: its one memory clock, and for it the graphics clocks from the
+// maximum down to 210 MHz in 15 MHz steps (an A100's 81, 1410 to 210). A list too short for them
+// all is NVML_ERROR_INSUFFICIENT_SIZE, with the count needed.
+namespace {
+nvmlReturn_t clock_list(unsigned top, unsigned step, unsigned bottom, unsigned* count,
+                        unsigned* mhz) {
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const unsigned need = step == 0 || top < bottom ? 1 : (top - bottom) / step + 1;
+  if (*count < need || mhz == nullptr) {
+    *count = need;
+    return NVML_ERROR_INSUFFICIENT_SIZE;
+  }
+  for (unsigned i = 0; i < need; ++i) mhz[i] = top - i * step;
+  *count = need;
+  return NVML_SUCCESS;
+}
+}  // namespace
+
+nvmlReturn_t nvmlDeviceGetSupportedMemoryClocks(nvmlDevice_t device, unsigned int* count,
+                                                unsigned int* mhz) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  unsigned memory = 0;
+  if (nvmlReturn_t rc = max_clock(*gpu, 2, &memory); rc != NVML_SUCCESS) return rc;
+  return clock_list(memory, 0, memory, count, mhz);
+}
+
+nvmlReturn_t nvmlDeviceGetSupportedGraphicsClocks(nvmlDevice_t device, unsigned int memory_mhz,
+                                                  unsigned int* count, unsigned int* mhz) {
+  const SimGpu* gpu;
+  if (nvmlReturn_t rc = check_whole(device, &gpu); rc != NVML_SUCCESS) return rc;
+  unsigned memory = 0, graphics = 0;
+  if (nvmlReturn_t rc = max_clock(*gpu, 2, &memory); rc != NVML_SUCCESS) return rc;
+  if (nvmlReturn_t rc = max_clock(*gpu, 0, &graphics); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (memory_mhz != memory) return NVML_ERROR_NOT_FOUND;
+  return clock_list(graphics, 15, std::min(210u, graphics), count, mhz);
+}
+
 nvmlReturn_t nvmlDeviceGetApplicationsClock(nvmlDevice_t device, int type, unsigned int* mhz) {
   return nvmlDeviceGetMaxClockInfo(device, type, mhz);
 }

@@ -145,6 +145,13 @@ namespace ours {
 DRIVER_STRUCTS = [  # (NVIDIA's, the simulator's, fields)
     ("CUipcMemHandle", "CUipcMemHandle", ["reserved"]),
     ("CUipcEventHandle", "CUipcEventHandle", ["reserved"]),
+    ("CUDA_MEMCPY2D", "CUDA_MEMCPY2D", ["srcXInBytes", "srcY", "srcMemoryType", "srcHost", "srcDevice", "srcArray",
+                                       "srcPitch", "dstXInBytes", "dstY", "dstMemoryType", "dstHost", "dstDevice",
+                                       "dstArray", "dstPitch", "WidthInBytes", "Height"]),
+    ("CUDA_MEMCPY2D_v1", "CUDA_MEMCPY2D_v1", ["srcXInBytes", "srcY", "srcMemoryType", "srcHost", "srcDevice",
+                                             "srcArray", "srcPitch", "dstXInBytes", "dstY", "dstMemoryType", "dstHost",
+                                             "dstDevice", "dstArray", "dstPitch", "WidthInBytes", "Height"]),
+    ("CUmemLocation", "CUmemLocation", ["type", "id"]),
 ]
 
 RUNTIME_PRELUDE = "".join(f"#include <{h}>\n" for h in STD) + r'''
@@ -170,6 +177,8 @@ RUNTIME_STRUCTS = [
     ("cudaChannelFormatDesc", "ChannelFormatDesc", None),
     ("cudaPointerAttributes", "PointerAttributes", None),
     ("cudaDeviceProp", "DeviceProp13", None),
+    ("cudaMemLocation", "MemLocation", None),
+    ("cudaIpcMemHandle_t", "IpcMemHandle", None),
 ]
 
 

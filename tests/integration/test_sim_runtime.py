@@ -294,3 +294,54 @@ class RuntimeCarrierTest(Case):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+@unittest.skipIf(INSTRUMENTED, "the doubles are built with a sanitizer; a foreign program cannot load them")
+@unittest.skipUnless(os.path.exists(NVCC), f"no CUDA toolkit ({NVCC} is absent)")
+class KernelFreeProgramTest(Case):
+    """The runtime's calls that need no kernel (issue 32), from tests/integration/cuda_kernel_free.cu."""
+
+    @classmethod
+    def setUpClass(cls):
+        (program,) = build_cuda_program("cuda_kernel_free")
+        tmp = tempfile.mkdtemp(prefix="gpusel-kernel-free-")
+        try:
+            r = run_program(program, machine_with_driver(tmp, "dgx-h100"))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if r.returncode != 0:
+            raise AssertionError(r.stdout + r.stderr)
+        cls.out = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()}
+
+    def test_2d_copies_and_memsets(self):
+        # Host -> pitched device -> pitched device (a stream) -> host at pitch 32 (cudaMemcpyDefault):
+        # the rows arrive and the padding stays; a pitch under the width, a bad direction.
+        self.assertEqual(self.out["memcpy2d"], ["0", "0", "0", "0", "1", "1", "12", "21", "512"])
+        # 3 bytes of 2 rows set to 0x7f, then 2 bytes of 2 rows one byte in to 0x22 (on a stream).
+        self.assertEqual(self.out["memset2d"], ["0", "0", "7f", "22", "22", "2c", "22", "1"])
+
+    def test_device_symbols(self):
+        # __device__ int counter = 41: the simulator reads no device image, so a variable starts as
+        # its host shadow does (zero; docs/simulator.md); written, read back, 4 bytes, a 64-float
+        # table of 256 bytes, its address reads the same value.
+        self.assertEqual(self.out["symbols"], ["0", "0", "0", "0", "7", "0", "4", "0", "256", "0", "7", "0"])
+        # An async copy at an offset and back; past the end (cudaErrorInvalidValue), the wrong
+        # direction (cudaErrorInvalidMemcpyDirection), not a symbol (cudaErrorInvalidSymbol).
+        self.assertEqual(self.out["symbols_more"][2:], ["0", "1", "2.5", "3.5", "1", "21", "13"])
+
+    def test_host_functions_in_stream_order(self):
+        self.assertEqual(self.out["hostfn"], ["0", "0", "0", "0", "0", "1", "1"])
+        # host function, callback (status cudaSuccess), the legacy stream's host function; the
+        # first saw the bytes the copy before it moved.
+        self.assertEqual(self.out["hostfn_order"], ["3", "1", "2", "3", "3c"])
+
+    def test_managed_pools_streams_ipc_flags(self):
+        # To device 0, to the host, to device 64 (cudaErrorInvalidDevice), of cudaMalloc memory
+        # (cudaErrorInvalidValue); advice of a preferred location.
+        self.assertEqual(self.out["prefetch"], ["0", "0", "101", "1", "0"])
+        self.assertEqual(self.out["pool"], ["0", "0", "0", "0", str(1 << 30), "0"])
+        self.assertEqual(self.out["stream_id"], ["0", "0", "1"])
+        # A handle for device memory, none for host memory; opening one is not supported; the
+        # flags cudaHostAlloc was given (mapped | portable).
+        self.assertEqual(self.out["ipc_flags"], ["0", "1", "801", "0", "3"])
+        self.assertEqual(self.out["launch"], ["801"])  # a kernel still does not run

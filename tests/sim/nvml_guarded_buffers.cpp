@@ -410,6 +410,21 @@ void add_lists(Table& t) {
       return list<nvmlDevice_t>(
           [&](unsigned* n, nvmlDevice_t* d) { return f(tg.device, level, n, d); }, false, a);
     });
+  t.add("nvmlDeviceGetSupportedMemoryClocks", [](const Target& tg, Arena& a) {
+    auto f = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*)>(
+        tg, "nvmlDeviceGetSupportedMemoryClocks");
+    return list<unsigned>([&](unsigned* n, unsigned* c) { return f(tg.device, n, c); }, true, a);
+  });
+  t.add("nvmlDeviceGetSupportedGraphicsClocks", [](const Target& tg, Arena& a) {
+    auto memory = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned*, unsigned*)>(
+        tg, "nvmlDeviceGetSupportedMemoryClocks");
+    auto f = symbol<nvmlReturn_t (*)(nvmlDevice_t, unsigned, unsigned*, unsigned*)>(
+        tg, "nvmlDeviceGetSupportedGraphicsClocks");
+    unsigned one = 1, mhz = 0;
+    if (int rc = memory(tg.device, &one, &mhz); rc != NVML_SUCCESS) return rc;
+    return list<unsigned>([&](unsigned* n, unsigned* c) { return f(tg.device, mhz, n, c); }, true,
+                          a);
+  });
   t.add("nvmlSystemGetTopologyGpuSet", [](const Target& tg, Arena& a) {
     auto f = symbol<nvmlReturn_t (*)(unsigned, unsigned*, nvmlDevice_t*)>(
         tg, "nvmlSystemGetTopologyGpuSet");
