@@ -144,17 +144,25 @@ class DoctorTest(Case):
     def test_amd_visibility_compositions(self):
         # Slurm's default on an AMD node sets ROCR_ and CUDA_VISIBLE_DEVICES to the same numbers:
         # HIP counts the second within ROCr's result, so HIP programs find no GPU (docs/amd.md).
-        r, out = self.doctor("dgx-h100", ROCR_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="1")
+        # On a machine without NVIDIA GPUs (an AMD node, as far as gpusel can tell) it is an error...
+        r, out = self.doctor("nvml-missing", ROCR_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="1")
         f = self.finding(out, "amd-composition-hides-all")
         self.assertEqual(f["severity"], "error")
         self.assertIn('ROCR_VISIBLE_DEVICES="1"', f["message"])
         self.assertIn("Slurm sets both", f["message"])
         self.assertIn("unset CUDA_VISIBLE_DEVICES", f["remedy"])
         self.assertEqual(r.returncode, 1)
-        _, out = self.doctor("dgx-h100", ROCR_VISIBLE_DEVICES="0,,1")
+        _, out = self.doctor("nvml-missing", ROCR_VISIBLE_DEVICES="0,,1")
         self.assertEqual(self.finding(out, "amd-rocr-empty-entry")["severity"], "error")
-        _, out = self.doctor("dgx-h100", HIP_VISIBLE_DEVICES="")
+        _, out = self.doctor("nvml-missing", HIP_VISIBLE_DEVICES="")
         self.assertEqual(self.finding(out, "amd-hip-version-dependent")["severity"], "warning")
+        # ...where NVML shows NVIDIA GPUs (Slurm sets ROCR_VISIBLE_DEVICES on NVIDIA nodes too) it is
+        # a note, and doctor's verdict does not change.
+        r, out = self.doctor("dgx-h100", ROCR_VISIBLE_DEVICES="2", CUDA_VISIBLE_DEVICES="2")
+        f = self.finding(out, "amd-composition-hides-all")
+        self.assertEqual(f["severity"], "info")
+        self.assertIn("CUDA programs here are unaffected", f["message"])
+        self.assertEqual(r.returncode, 0)
         # ROCR_VISIBLE_DEVICES alone, or one that HIP's numbers fit, is fine.
         r, out = self.doctor("dgx-h100", ROCR_VISIBLE_DEVICES="2,3", CUDA_VISIBLE_DEVICES="0,1")
         self.assertEqual([i for i in self.ids(out) if i.startswith("amd-")], [])

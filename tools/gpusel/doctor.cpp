@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <ctime>
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -500,13 +501,28 @@ class Doctor {
   // AMD's visibility variables: ROCR_VISIBLE_DEVICES, then HIP_VISIBLE_DEVICES or
   // CUDA_VISIBLE_DEVICES counted within ROCr's result (docs/amd.md), a composition that can leave
   // HIP programs no GPU (Slurm sets two of them to the same numbers).
+  //
+  // Slurm sets ROCR_VISIBLE_DEVICES beside CUDA_VISIBLE_DEVICES on every node, NVIDIA ones too:
+  // where NVML shows NVIDIA GPUs and the machine has no AMD driver (/dev/kfd), CUDA programs are
+  // unaffected, so the finding is a note; else an error or a warning.
   void check_amd_visibility() {
+    std::error_code ec;
+    const bool amd_driver = std::filesystem::exists("/dev/kfd", ec);
+    const bool nvidia_only = snap.available && !snap.gpus.empty() && !amd_driver;
     for (const detail::AmdVisibilityNote& n : detail::explain_amd_visibility(
              env_value("ROCR_VISIBLE_DEVICES"), env_value("HIP_VISIBLE_DEVICES"),
              env_value("CUDA_VISIBLE_DEVICES"))) {
       const bool fatal = n.kind == detail::AmdVisibilityNote::Kind::NoDevice ||
                          n.kind == detail::AmdVisibilityNote::Kind::Aborts;
-      add(fatal ? Severity::Error : Severity::Warning, n.id, n.message, n.remedy);
+      if (nvidia_only) {
+        add(Severity::Info, n.id,
+            "for HIP programs on an AMD node (this machine has NVIDIA GPUs and no AMD driver, so "
+            "CUDA programs here are unaffected): " +
+                n.message,
+            n.remedy);
+      } else {
+        add(fatal ? Severity::Error : Severity::Warning, n.id, n.message, n.remedy);
+      }
     }
   }
 
