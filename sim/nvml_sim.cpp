@@ -1676,13 +1676,15 @@ NVML_SIM_API nvmlReturn_t nvmlInternalGetExportTable(const void** table, const v
   std::call_once(said, [] {
     const std::string folder = gpusel::sim::platform::folder_of(gpusel::sim::platform::library_file(
         reinterpret_cast<const void*>(&nvmlInternalGetExportTable)));
-    gpusel::sim::report("libnvidia-ml.so.1",
-                        "this program asked for NVML's private tables (nvmlInternalGetExportTable), "
-                        "as NVIDIA's own nvidia-smi does; the simulator has none, so it cannot run "
-                        "here. The simulator's nvidia-smi answers the forms launch scripts use: " +
-                            folder + "/bin/nvidia-smi, first on PATH under `gpusel sim env` and "
-                                     "`gpusel sim exec MACHINE -- nvidia-smi ...` "
-                                     "(docs/simulator.md)");
+    gpusel::sim::report(
+        "libnvidia-ml.so.1",
+        "this program asked for NVML's private tables (nvmlInternalGetExportTable), "
+        "as NVIDIA's own nvidia-smi does; the simulator has none, so it cannot run "
+        "here. The simulator's nvidia-smi answers the forms launch scripts use: " +
+            folder +
+            "/bin/nvidia-smi, first on PATH under `gpusel sim env` and "
+            "`gpusel sim exec MACHINE -- nvidia-smi ...` "
+            "(docs/simulator.md)");
   });
   if (table != nullptr) *table = nullptr;
   if (gpusel::sim::trace::on())
