@@ -60,8 +60,10 @@ def torchrun_wrapped(n, port_from, worker=WORKER):
     variable `port_from` (each outer task its own torchrun)."""
     cmd = launchers.torchrun_cmd(n, "PLACEHOLDER")
     port = next(a for a in cmd if a.startswith("127.0.0.1:"))
-    base = int(port.split(":")[1])
-    cmd = [f"127.0.0.1:$(({base} + ${port_from} * 7))" if a == port else a for a in cmd]
+    # A port of its own for each outer task (0-7), each found free: an offset from one free port
+    # could land on a port in use (seen once: "Address already in use", the job failed).
+    ports = " ".join(str(launchers.free_port()) for _ in range(8))
+    cmd = [f"127.0.0.1:$(echo {ports} | cut -d' ' -f$((${port_from} + 1)))" if a == port else a for a in cmd]
     text = " ".join(a if a.startswith("127.0.0.1:$") else shlex.quote(a) for a in cmd[:-1])
     return f"{text} {worker}"
 
