@@ -26,11 +26,11 @@ message, on any drift.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
+from mutation_test import run_mutations
 from nvml_header_common import SAME_ABI, fetch
 
 # gpusel::abi's constants and the nvml.h expression each must equal.
@@ -75,34 +75,12 @@ MUTATIONS = [
 
 
 def self_test(cxx, source, include):
-    """The check passes on a copy of src/driver and fails on each mutation of it."""
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        driver = os.path.join(source, "src", "driver")
-        copy = os.path.join(tmp, "src", "driver")
-        for i, mutation in enumerate([None] + MUTATIONS):
-            shutil.rmtree(copy, ignore_errors=True)
-            shutil.copytree(driver, copy)
-            if mutation is not None:
-                name, old, new = mutation
-                path = os.path.join(copy, name)
-                with open(path) as f:
-                    text = f.read()
-                if old not in text:
-                    failures.append(f"mutation {i}: {old!r} is no longer in {name}; update MUTATIONS")
-                    continue
-                with open(path, "w") as f:
-                    f.write(text.replace(old, new, 1))
-            rc = check(cxx, tmp, include, quiet=True)
-            if mutation is None and rc != 0:
-                failures.append("the unchanged copy fails the check")
-            elif mutation is not None and rc != 1:
-                failures.append(f"mutation {i} ({mutation[0]}: {mutation[1]!r} -> {mutation[2]!r}) passes the check")
-    for line in failures:
-        print(line)
-    if not failures:
-        print(f"the check passes on src/driver and fails on each of {len(MUTATIONS)} drifts")
-    return 1 if failures else 0
+    """The check passes on a copy of src/driver and fails on each mutation of it (MUTATIONS name
+    files in src/driver)."""
+    driver = os.path.join("src", "driver")
+    mutations = [(os.path.join(driver, name), old, new) for name, old, new in MUTATIONS]
+    return run_mutations(source, (driver,), mutations, lambda tree, _: check(cxx, tree, include, quiet=True),
+                         "src/driver")
 
 
 def main(argv):

@@ -32,10 +32,11 @@ compiler's message, on any drift.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
+
+from mutation_test import run_mutations
 
 # Exports no header of the CUDA 13 toolkit declares, and why.
 ABSENT = {
@@ -364,33 +365,11 @@ MUTATIONS = [
 
 
 def self_test(cxx, source, include):
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, mutation in enumerate([None] + MUTATIONS):
-            for folder in ("sim", os.path.join("src", "driver")):
-                shutil.rmtree(os.path.join(tmp, folder), ignore_errors=True)
-                shutil.copytree(os.path.join(source, folder), os.path.join(tmp, folder),
-                                ignore=shutil.ignore_patterns("machines"))
-            if mutation is not None:
-                name, old, new = mutation
-                path = os.path.join(tmp, name)
-                text = read(path)
-                if old not in text:
-                    failures.append(f"mutation {i}: {old!r} is no longer in {name}; update MUTATIONS")
-                    continue
-                with open(path, "w") as f:
-                    f.write(text.replace(old, new, 1))
-            only = None if mutation is None else "runtime" if "cudart" in mutation[0] else "driver"
-            rc = check(cxx, tmp, include, quiet=True, only=only)
-            if mutation is None and rc != 0:
-                failures.append("the unchanged copy fails the check")
-            elif mutation is not None and rc != 1:
-                failures.append(f"mutation {i} ({mutation[0]}: {mutation[1]!r} -> {mutation[2]!r}) passes the check")
-    for line in failures:
-        print(line)
-    if not failures:
-        print(f"the check passes on sim/ and src/driver and fails on each of {len(MUTATIONS)} drifts")
-    return 1 if failures else 0
+    def one(tree, mutation):
+        only = None if mutation is None else "runtime" if "cudart" in mutation[0] else "driver"
+        return check(cxx, tree, include, quiet=True, only=only)
+
+    return run_mutations(source, ("sim", os.path.join("src", "driver")), MUTATIONS, one, "sim/ and src/driver")
 
 
 def main(argv):

@@ -22,11 +22,11 @@ fetchable (offline); 1, with the compiler's message, on any drift.
 
 import os
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
 
+from mutation_test import run_mutations
 from nvml_header_common import SAME_ABI, fetch
 
 # Exports Debian 12's nvml.h (NVML API 11, driver 525) does not declare, and why.
@@ -256,32 +256,8 @@ MUTATIONS = [
 
 def self_test(cxx, source, include):
     """The check passes on a copy of the sources and fails on each mutation of it."""
-    failures = []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, mutation in enumerate([None] + MUTATIONS):
-            for folder in ("sim", os.path.join("src", "driver")):
-                shutil.rmtree(os.path.join(tmp, folder), ignore_errors=True)
-                shutil.copytree(os.path.join(source, folder), os.path.join(tmp, folder),
-                                ignore=shutil.ignore_patterns("machines"))
-            if mutation is not None:
-                name, old, new = mutation
-                path = os.path.join(tmp, name)
-                text = read(path)
-                if old not in text:
-                    failures.append(f"mutation {i}: {old!r} is no longer in {name}; update MUTATIONS")
-                    continue
-                with open(path, "w") as f:
-                    f.write(text.replace(old, new, 1))
-            rc = check(cxx, tmp, include, quiet=True)
-            if mutation is None and rc != 0:
-                failures.append("the unchanged copy fails the check")
-            elif mutation is not None and rc != 1:
-                failures.append(f"mutation {i} ({mutation[0]}: {mutation[1]!r} -> {mutation[2]!r}) passes the check")
-    for line in failures:
-        print(line)
-    if not failures:
-        print(f"the check passes on sim/ and src/driver and fails on each of {len(MUTATIONS)} drifts")
-    return 1 if failures else 0
+    return run_mutations(source, ("sim", os.path.join("src", "driver")), MUTATIONS,
+                         lambda tree, _: check(cxx, tree, include, quiet=True), "sim/ and src/driver")
 
 
 def main(argv):
