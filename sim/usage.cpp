@@ -83,13 +83,19 @@ std::string refuse_reason(int fd) {
 
 // mkdir + open one level below `parent` (AT_FDCWD: an absolute path) without following a link,
 // then the checks above. Sets `why` and returns -1 when the folder may not be used.
+// A reader removes a GPU's folder it finds empty (look()): one that goes between the mkdir and the
+// open here is made again.
 int open_level(int parent, const std::string& name, bool follow, std::string& why) {
-  if (mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
-    why = std::string("cannot be created (") + std::strerror(errno) + ")";
-    return -1;
+  Fd fd;
+  for (int attempt = 0; attempt < 8 && fd.get() < 0; ++attempt) {
+    if (mkdirat(parent, name.c_str(), 0700) != 0 && errno != EEXIST) {
+      why = std::string("cannot be created (") + std::strerror(errno) + ")";
+      return -1;
+    }
+    fd = Fd(openat(parent, name.c_str(),
+                   O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW)));
+    if (fd.get() < 0 && errno != ENOENT) break;
   }
-  Fd fd(
-      openat(parent, name.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | (follow ? 0 : O_NOFOLLOW)));
   if (fd.get() < 0) {
     why = errno == ELOOP || errno == ENOTDIR
               ? std::string("is a symbolic link or not a folder")
