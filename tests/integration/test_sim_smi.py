@@ -6,12 +6,14 @@ the build folder with a private apt configuration) stopping with the simulator's
 import csv
 import io
 import os
+import json
 import re
 import subprocess
+import sys
 import unittest
 
-from support import (CUDA_HOLD, INSTRUMENTED, SOURCE, Case, Holding, base_env, gpusel, gpusel_json, machine,
-                     sim_env)
+from support import (CUDA_HOLD, INSTRUMENTED, PYTHON_LOADS_LIBRARIES, SOURCE, Case, Holding, base_env, for_python,
+                     gpusel, gpusel_json, machine, sim_env)
 
 BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
 EXTRAS = os.path.join(BUILD, "extras")
@@ -32,6 +34,78 @@ def ok(name, *args, env=None):
 
 def rows(text):
     return [[c.strip() for c in row] for row in csv.reader(io.StringIO(text))]
+
+
+# What NVML itself answers for each GPU, read in a child on the machine (libnvidia-ml.so.1 by name,
+# as nvidia-smi loads it): the values --query-gpu must show. NOT_SUPPORTED and the like: None.
+NVML_PROBE = r'''
+import ctypes, json
+lib = ctypes.CDLL("libnvidia-ml.so.1")
+assert lib.nvmlInit_v2() == 0
+def value(fn, h, kind=ctypes.c_uint, *before):
+    v = kind()
+    return v.value if getattr(lib, fn)(h, *before, ctypes.byref(v)) == 0 else None
+class Util(ctypes.Structure):
+    _fields_ = [("gpu", ctypes.c_uint), ("memory", ctypes.c_uint)]
+class Memory(ctypes.Structure):
+    _fields_ = [("total", ctypes.c_ulonglong), ("free", ctypes.c_ulonglong), ("used", ctypes.c_ulonglong)]
+class Pci(ctypes.Structure):
+    _fields_ = [("legacy", ctypes.c_char * 16), ("domain", ctypes.c_uint), ("bus", ctypes.c_uint),
+                ("device", ctypes.c_uint), ("device_id", ctypes.c_uint), ("subsystem", ctypes.c_uint),
+                ("bus_id", ctypes.c_char * 32)]
+buf = ctypes.create_string_buffer(96)
+out = {"driver": lib.nvmlSystemGetDriverVersion(buf, 96) == 0 and buf.value.decode(), "gpus": []}
+count = ctypes.c_uint()
+lib.nvmlDeviceGetCount_v2(ctypes.byref(count))
+for i in range(count.value):
+    h = ctypes.c_void_p()
+    lib.nvmlDeviceGetHandleByIndex_v2(i, ctypes.byref(h))
+    u, m, pci = Util(), Memory(), Pci()
+    cur, pend = ctypes.c_int(), ctypes.c_int()
+    ecc = lib.nvmlDeviceGetEccMode(h, ctypes.byref(cur), ctypes.byref(pend)) == 0
+    temp = ctypes.c_uint()
+    lib.nvmlDeviceGetPciInfo_v3(h, ctypes.byref(pci))
+    out["gpus"].append({
+        "util": [u.gpu, u.memory] if lib.nvmlDeviceGetUtilizationRates(h, ctypes.byref(u)) == 0 else None,
+        "free": m.free if lib.nvmlDeviceGetMemoryInfo(h, ctypes.byref(m)) == 0 else None,
+        "temperature": temp.value if lib.nvmlDeviceGetTemperature(h, 0, ctypes.byref(temp)) == 0 else None,
+        "power": value("nvmlDeviceGetPowerUsage", h), "limit": value("nvmlDeviceGetEnforcedPowerLimit", h),
+        "fan": value("nvmlDeviceGetFanSpeed", h), "pstate": value("nvmlDeviceGetPerformanceState", h, ctypes.c_int),
+        "persistence": value("nvmlDeviceGetPersistenceMode", h),
+        "gen": value("nvmlDeviceGetCurrPcieLinkGeneration", h), "width": value("nvmlDeviceGetCurrPcieLinkWidth", h),
+        "minor": value("nvmlDeviceGetMinorNumber", h), "display": value("nvmlDeviceGetDisplayActive", h, ctypes.c_int),
+        "compute_mode": value("nvmlDeviceGetComputeMode", h, ctypes.c_int), "ecc": cur.value if ecc else None,
+        "vbios": lib.nvmlDeviceGetVbiosVersion(h, buf, 96) == 0 and buf.value.decode(), "device_id": pci.device_id,
+    })
+print(json.dumps(out))
+'''
+
+
+def nvml_answers(name):
+    r = subprocess.run([sys.executable, "-c", NVML_PROBE], capture_output=True, text=True,
+                       env=for_python(sim_env(name)), timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(f"NVML probe on {name}: {r.stderr}")
+    return json.loads(r.stdout)
+
+
+def expected_row(nvml, g):
+    """The --query-gpu row (nounits) of FIELDS below for one GPU of nvml_answers()."""
+    na = "[N/A]"
+    opt = lambda v, f=str: na if v is None else f(v)
+    on = lambda v: na if v is None else ("Enabled" if v else "Disabled")
+    return [nvml["driver"], opt(g["util"] and g["util"][0]), opt(g["util"] and g["util"][1]),
+            opt(g["temperature"]), opt(g["power"], lambda mw: f"{mw / 1000:.2f}"),
+            opt(g["limit"], lambda mw: f"{mw / 1000:.2f}"), opt(g["fan"]), opt(g["pstate"], lambda p: f"P{p}"),
+            on(g["persistence"]), opt(g["gen"]), opt(g["width"]), opt(g["minor"]), opt(g["free"], lambda b: str(b >> 20)),
+            on(g["ecc"]), on(g["display"]),
+            opt(g["compute_mode"], lambda m: {0: "Default", 2: "Prohibited", 3: "Exclusive_Process"}[m]),
+            g["vbios"] or na, f"0x{g['device_id']:08X}"]
+
+
+FIELDS = ("driver_version,utilization.gpu,utilization.memory,temperature.gpu,power.draw,power.limit,fan.speed,"
+          "pstate,persistence_mode,pcie.link.gen.current,pcie.link.width.current,minor_number,memory.free,"
+          "ecc.mode.current,display_active,compute_mode,vbios_version,pci.device_id")
 
 
 class SimSmiTest(Case):
@@ -78,6 +152,74 @@ class SimSmiTest(Case):
         picked = rows(ok("dgx-h100", "--query-gpu=index", "--format=csv,noheader", "-i",
                          f"5,{dgx[2]['uuid'][:12]},{dgx[7]['pci_bus_id']}"))
         self.assertEqual(picked, [["5"], ["2"], ["7"]])
+
+    @unittest.skipUnless(PYTHON_LOADS_LIBRARIES, "Python cannot load the doubles in this build")
+    def test_query_gpu_fields_are_nvmls(self):
+        # Every other field, as NVML answers it for each GPU (an argument-order slip or a field read
+        # from the wrong getter shows), on three machines.
+        for name in ("dgx-h100", "mig-a100", "workstation-mixed"):
+            nvml = nvml_answers(name)
+            got = rows(ok(name, f"--query-gpu={FIELDS}", "--format=csv,noheader,nounits"))
+            with self.subTest(machine=name):
+                self.assertEqual(got, [expected_row(nvml, g) for g in nvml["gpus"]])
+        # The machines differ where the fields should: GeForce without ECC, MIG without utilisation.
+        mixed = {r[0]: r[1] for r in rows(ok("workstation-mixed", "--query-gpu=name,ecc.mode.current",
+                                             "--format=csv,noheader"))}
+        self.assertEqual(mixed["NVIDIA GeForce RTX 4090"], "[N/A]")
+        self.assertEqual(mixed["NVIDIA RTX A4000"], "Disabled")
+        mig = rows(ok("mig-a100", "--query-gpu=utilization.gpu,mig.mode.current", "--format=csv,noheader"))
+        self.assertEqual(mig, [["[N/A]", "Enabled"], ["0 %", "Disabled"]])
+
+    def test_csv_header_and_units(self):
+        fields = "index,memory.total,utilization.gpu,power.draw,temperature.gpu"
+        header = ["index", "memory.total [MiB]", "utilization.gpu [%]", "power.draw [W]", "temperature.gpu"]
+        for fmt, with_header, units in (("csv", True, True), ("csv,noheader", False, True),
+                                        ("csv,nounits", True, False), ("csv,noheader,nounits", False, False),
+                                        ("nounits,csv", True, False)):
+            with self.subTest(format=fmt):
+                got = rows(ok("dgx-h100", f"--query-gpu={fields}", f"--format={fmt}", "-i", "0"))
+                self.assertEqual(got[0] if with_header else None, header if with_header else None)
+                row = got[1] if with_header else got[0]
+                self.assertEqual(len(got), 2 if with_header else 1)
+                self.assertEqual(row[:3], ["0", "81920 MiB", "0 %"] if units else ["0", "81920", "0"])
+                self.assertRegex(row[3], r"^\d+\.\d\d W$" if units else r"^\d+\.\d\d$")
+                self.assertRegex(row[4], r"^\d+$")
+        # Spaces after the commas (as scripts write them), and the aliases keep the name asked for.
+        got = rows(ok("dgx-h100", "--query-gpu=index, gpu_name, gpu_uuid", "--format=csv", "-i", "1"))
+        self.assertEqual(got, [["index", "gpu_name", "gpu_uuid"],
+                               ["1", "NVIDIA H100 80GB HBM3", machine("dgx-h100")["gpu"][1]["uuid"]]])
+        # Nothing running: a header alone, or nothing at all.
+        self.assertEqual(ok("dgx-h100", "--query-compute-apps=pid,used_memory", "--format=csv"),
+                         "pid, used_gpu_memory [MiB]\n")
+        self.assertEqual(ok("dgx-h100", "--query-compute-apps=pid", "--format=csv,noheader"), "")
+
+    def test_id_selects_in_every_form(self):
+        dgx = machine("dgx-h100")["gpu"]
+        for args in (["-i", "4"], ["--id=4"], ["--id", "4"], ["-i", dgx[4]["uuid"]], ["-i", dgx[4]["pci_bus_id"]],
+                     ["-i", dgx[4]["pci_bus_id"][4:]]):
+            with self.subTest(args=args):
+                self.assertEqual(ok("dgx-h100", "-L", *args), f"GPU 4: NVIDIA H100 80GB HBM3 (UUID: {dgx[4]['uuid']})\n")
+        table = ok("dgx-h100", "--id=2")
+        self.assertIn(dgx[2]["pci_bus_id"], table)
+        self.assertNotIn(dgx[3]["pci_bus_id"], table)
+        q = ok("dgx-h100", "-q", "--id=6")
+        self.assertEqual(re.findall(r"^GPU (\S+)$", q, re.M), [dgx[6]["pci_bus_id"]])
+        self.assertRegex(q, rf"GPU UUID +: {dgx[6]['uuid']}\n")
+        mig = machine("mig-a100")["gpu"]
+        self.assertEqual(ok("mig-a100", "-L", "-i", "1"), f"GPU 1: NVIDIA A100-SXM4-40GB (UUID: {mig[1]['uuid']})\n")
+        self.assertIn("No MIG-enabled devices found.", smi("mig-a100", "mig", "-lgi", "-i", "1").stdout)
+
+    def test_help_and_version(self):
+        r = smi("dgx-h100", "-h")
+        self.assertEqual(r.returncode, 0)
+        for form in ("-L", "-q", "--query-gpu=", "--query-compute-apps=", "--format=csv", "topo -m", "mig -lgi",
+                     "--version", "-i ID"):
+            self.assertIn(form, r.stdout)
+        self.assertEqual(smi("dgx-h100", "--help").stdout, r.stdout)
+        for name in ("dgx-h100", "workstation-mixed"):
+            version = ok(name, "--version")
+            self.assertRegex(version, rf"DRIVER version +: {re.escape(machine(name)['driver_version'])}\n")
+            self.assertRegex(version, r"CUDA Version +: 12\.8\n")
 
     def test_a_live_process_shows(self):
         # A simulated process with a context (and its reservation) on GPU 3: memory.used, the process list, the table.
