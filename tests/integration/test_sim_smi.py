@@ -97,7 +97,8 @@ def expected_row(nvml, g):
     return [nvml["driver"], opt(g["util"] and g["util"][0]), opt(g["util"] and g["util"][1]),
             opt(g["temperature"]), opt(g["power"], lambda mw: f"{mw / 1000:.2f}"),
             opt(g["limit"], lambda mw: f"{mw / 1000:.2f}"), opt(g["fan"]), opt(g["pstate"], lambda p: f"P{p}"),
-            on(g["persistence"]), opt(g["gen"]), opt(g["width"]), opt(g["minor"]), opt(g["free"], lambda b: str(b >> 20)),
+            on(g["persistence"]), opt(g["gen"]), opt(g["width"]), opt(g["minor"]),
+            opt(g["free"], lambda b: str(b >> 20)),
             on(g["ecc"]), on(g["display"]),
             opt(g["compute_mode"], lambda m: {0: "Default", 2: "Prohibited", 3: "Exclusive_Process"}[m]),
             g["vbios"] or na, f"0x{g['device_id']:08X}"]
@@ -198,7 +199,8 @@ class SimSmiTest(Case):
         for args in (["-i", "4"], ["--id=4"], ["--id", "4"], ["-i", dgx[4]["uuid"]], ["-i", dgx[4]["pci_bus_id"]],
                      ["-i", dgx[4]["pci_bus_id"][4:]]):
             with self.subTest(args=args):
-                self.assertEqual(ok("dgx-h100", "-L", *args), f"GPU 4: NVIDIA H100 80GB HBM3 (UUID: {dgx[4]['uuid']})\n")
+                self.assertEqual(ok("dgx-h100", "-L", *args),
+                                 f"GPU 4: NVIDIA H100 80GB HBM3 (UUID: {dgx[4]['uuid']})\n")
         table = ok("dgx-h100", "--id=2")
         self.assertIn(dgx[2]["pci_bus_id"], table)
         self.assertNotIn(dgx[3]["pci_bus_id"], table)
@@ -236,11 +238,51 @@ class SimSmiTest(Case):
             apps = rows(ok("dgx-h100", "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv"))
             self.assertEqual(apps[0], ["pid", "used_gpu_memory [MiB]", "gpu_uuid"])
             self.assertIn([str(pid), f"{int(used[3][1])} MiB", listed[3]["uuid"]], apps[1:])
+            # Its name as NVML gives it (the first word of its command line), in the CSV and -q.
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                program = f.read().split(b"\0")[0].decode()
+            apps = rows(ok("dgx-h100", "--query-compute-apps=pid,process_name,used_memory,gpu_bus_id",
+                           "--format=csv,noheader,nounits"))
+            self.assertEqual(apps, [[str(pid), program, used[3][1], listed[3]["pci_bus_id"]]])
+            self.assertEqual(rows(ok("dgx-h100", "--query-compute-apps=pid", "--format=csv", "-i", "2")), [["pid"]])
+            q = ok("dgx-h100", "-q", "-i", "3")
+            self.assertRegex(q, rf"Process ID +: {pid}\n +Type +: C\n +Name +: {re.escape(program)}\n"
+                                rf" +Used GPU Memory +: {used[3][1]} MiB\n")
+            # Its context counts in GPU 3's utilisation (40% a process, docs/simulator.md) and nowhere else.
+            util = rows(ok("dgx-h100", "--query-gpu=utilization.gpu", "--format=csv,noheader,nounits"))
+            self.assertEqual([int(u[0]) for u in util], [40 if i == 3 else 0 for i in range(8)])
             table = ok("dgx-h100")
             self.assertRegex(table, rf"\|\s+3\s+N/A\s+N/A\s+{pid}\s+C\s+")
             self.assertIn(f"{int(used[3][1])}MiB /  81920MiB", table)
             self.assertNotIn("No running processes found", table)
         self.assertIn("No running processes found", ok("dgx-h100"))
+
+    def test_a_process_on_a_mig_device(self):
+        # A context on GPU 0's second MIG device (GPU instance 4): booked to that slice, its memory the
+        # parent GPU's used memory, listed with the parent's UUID and its instance ids.
+        mig = machine("mig-a100")["gpu"][0]
+        slice_ = mig["mig"][1]
+        env = sim_env("mig-a100", CUDA_VISIBLE_DEVICES=slice_["uuid"])
+        with Holding([CUDA_HOLD, "{DIR}"], env) as h:
+            if len(h.ready) != 1:
+                self.fail(f"cuda_hold did not start: {h.finish()}")
+            pid = next(iter(h.ready))
+            listed = gpusel_json("--sim", "mig-a100", "list", "--json")["gpus"]
+            used = rows(ok("mig-a100", "--query-gpu=index,memory.used", "--format=csv,noheader,nounits"))
+            self.assertEqual([int(r[1]) for r in used], [g["memory_used_bytes"] >> 20 for g in listed])
+            self.assertGreater(int(used[0][1]), 0)
+            self.assertEqual(used[1][1], "0")
+            apps = rows(ok("mig-a100", "--query-compute-apps=pid,used_memory,gpu_uuid", "--format=csv,noheader"))
+            self.assertEqual(apps, [[str(pid), f"{used[0][1]} MiB", mig["uuid"]]])
+            table = ok("mig-a100")
+            self.assertRegex(table, rf"\|\s+0\s+4\s+0\s+{pid}\s+C\s+")
+            # The MIG devices section: that slice's memory in use, the others' none.
+            slices = re.findall(r"^\|\s+0\s+(\d+)\s+0\s+(\d+)\s+\|\s+(\d+)MiB / (\d+)MiB", table, re.M)
+            self.assertEqual([(int(gi), int(dev)) for gi, dev, _, _ in slices], [(3, 0), (4, 1), (5, 2)])
+            self.assertEqual([int(u) > 0 for _, _, u, _ in slices], [False, True, False])
+            self.assertEqual([int(t) for _, _, _, t in slices], [9984] * 3)
+            q = ok("mig-a100", "-q", "-i", "0")
+            self.assertRegex(q, rf"GPU instance ID +: 4\n +Compute instance ID +: 0\n +Process ID +: {pid}\n")
 
     def test_table_and_details(self):
         table = ok("workstation-mixed")
@@ -258,6 +300,35 @@ class SimSmiTest(Case):
         self.assertIn(machine("mig-a100")["gpu"][1]["uuid"], full)
         version = ok("dgx-h100", "--version")
         self.assertRegex(version, r"DRIVER version +: 570\.124\.06")
+        # Every -d section on every machine: the bus ids, the totals, only the sections asked for.
+        for name in ("dgx-h100", "mig-a100", "workstation-mixed"):
+            listed = gpusel_json("--sim", name, "list", "--json")["gpus"]
+            with self.subTest(machine=name):
+                pci = ok(name, "-q", "-d", "PCI,MEMORY")
+                self.assertEqual(re.findall(r"Bus Id +: (\S+)", pci), [g["pci_bus_id"] for g in listed])
+                self.assertEqual(re.findall(r"FB Memory Usage\n +Total +: (\d+) MiB", pci),
+                                 [str(g["memory_total_bytes"] >> 20) for g in listed])
+                self.assertNotIn("Utilization", pci)
+                other = ok(name, "-q", "-d", "utilization,ECC,TEMPERATURE,POWER,COMPUTE")
+                self.assertEqual(other.count("GPU Current Temp"), len(listed))
+                self.assertEqual(other.count("Compute Mode"), len(listed))
+                self.assertEqual(len(re.findall(r"ECC Mode\n +Current +: (Enabled|Disabled|N/A)", other)), len(listed))
+                self.assertNotIn("FB Memory Usage", other)
+                self.assertEqual(re.findall(r"Power Draw +: (\S+ W|N/A)", other),
+                                 [r[0] + " W" if r[0] != "[N/A]" else "N/A" for r in
+                                  rows(ok(name, "--query-gpu=power.draw", "--format=csv,noheader,nounits"))])
+        # The table: the ECC column as the boards have it (on: a count; off; none on GeForce), Disp.A.
+        ecc = re.findall(r"^\|\s+\d+\s+NVIDIA (.+?)\s+On\s+\|\s+\S+\s+(On|Off)\s+\|\s+(\S+)\s+\|", table, re.M)
+        self.assertEqual(ecc, [("RTX A4000", "Off", "Off"), ("GeForce RTX 4090", "Off", "N/A"),
+                               ("RTX A6000", "Off", "Off")])
+        self.assertRegex(ok("dgx-h100", "-i", "0"), r"00000000:18:00\.0 Off \|\s+0 \|")
+        # MIG: the table lists the slices under the GPUs, with GI ids and memory totals; -q too.
+        mig_table = ok("mig-a100")
+        self.assertIn("| MIG devices:", mig_table)
+        self.assertNotIn("| MIG devices:", ok("dgx-h100"))
+        self.assertRegex(full, r"MIG Devices\n +MIG Device\n +Index +: 0\n +GPU Instance ID +: 3\n")
+        self.assertEqual(re.findall(r"MIG Device UUID +: (\S+)", full),
+                         [m["uuid"] for m in machine("mig-a100")["gpu"][0]["mig"]])
 
     def test_topology_and_mig(self):
         topo = ok("dgx-h100", "topo", "-m").splitlines()
@@ -283,11 +354,18 @@ class SimSmiTest(Case):
                             (["--query-gpu=index,flux"], "--format=csv"),
                             (["--query-gpu=index,flux", "--format=csv"], '"flux"'),
                             (["--query-gpu=index", "--format=xml"], '"xml"'),
-                            (["-d", "MEMORY"], "-d goes with -q")):
+                            (["-d", "MEMORY"], "-d goes with -q"),
+                            (["-q", "-d", "CLOCK"], "-d CLOCK"),
+                            (["--query-compute-apps=pid,vram", "--format=csv"], '"vram"'),
+                            (["--query-gpu=index", "--format=csv,json"], '"json"'),
+                            (["topo"], '"topo"'),
+                            (["-i"], "-i needs a value"),
+                            (["-pm", "1"], '"-pm"')):
             r = smi("dgx-h100", *args)
             with self.subTest(args=args):
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertIn(piece, r.stderr)
+                self.assertIn("This stand-in answers: -L, the default table", r.stderr)  # what it supports
                 self.assertEqual(r.stdout, "")
         r = smi("dgx-h100", "-L", "-i", "9")
         self.assertEqual(r.returncode, 6)
