@@ -140,7 +140,8 @@ struct Process {
 struct Gpu {
   unsigned index = 0;
   nvmlDevice_t handle = nullptr;
-  std::string uuid, name, bus;  // bus: "00000000:18:00.0"
+  nvmlReturn_t handle_result = NVML_SUCCESS;  // not SUCCESS: NVML gives no handle (a lost GPU)
+  std::string uuid, name, bus;                // bus: "00000000:18:00.0"
   nvmlPciInfo_t pci{};
   std::optional<nvmlMemory_t> memory;
   std::optional<nvmlUtilization_t> util;
@@ -213,7 +214,8 @@ void read_processes(Gpu& g) {
 Gpu read_gpu(unsigned index) {
   Gpu g;
   g.index = index;
-  if (nvml.nvmlDeviceGetHandleByIndex_v2(index, &g.handle) != NVML_SUCCESS) return g;
+  g.handle_result = nvml.nvmlDeviceGetHandleByIndex_v2(index, &g.handle);
+  if (g.handle_result != NVML_SUCCESS) return g;
   g.uuid = text_of(nvml.nvmlDeviceGetUUID, g.handle);
   g.name = text_of(nvml.nvmlDeviceGetName, g.handle);
   if (call(nvml.nvmlDeviceGetPciInfo_v3, g.handle, &g.pci) == NVML_SUCCESS) g.bus = g.pci.busId;
@@ -256,6 +258,27 @@ Gpu read_gpu(unsigned index) {
   read_migs(g);
   read_processes(g);
   return g;
+}
+
+// The GPUs NVML counts (the CSV's count and -q's Attached GPUs: all of them, whatever -i picks).
+unsigned attached() {
+  unsigned count = 0;
+  return nvml.nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS ? count : 0;
+}
+
+// GPUs NVML gives no handle for (a GPU fallen off the bus): one line each on stderr, left out of
+// what is printed; the first one's NVML code, to exit with (as NVIDIA's tool does), or 0.
+int leave_out_unreachable(std::vector<Gpu>& gpus) {
+  int code = 0;
+  for (const Gpu& g : gpus) {
+    if (g.handle_result == NVML_SUCCESS) continue;
+    const char* why = nvml.nvmlErrorString != nullptr ? nvml.nvmlErrorString(g.handle_result) : "";
+    std::fprintf(stderr, "Unable to determine the device handle for GPU %u: %s (NVML error %d)\n",
+                 g.index, why, g.handle_result);
+    if (code == 0) code = g.handle_result;
+  }
+  std::erase_if(gpus, [](const Gpu& g) { return g.handle_result != NVML_SUCCESS; });
+  return code;
 }
 
 std::vector<Gpu> read_all() {
@@ -566,7 +589,7 @@ int smi_query(const std::vector<Gpu>& gpus, const std::string& fields, const std
   }
   for (const Gpu& g : gpus) {
     for (std::size_t i = 0; i < names.size(); ++i) {
-      Value v = names[i] == "count" ? Value{std::to_string(gpus.size()), ""} : defs[i]->value(g);
+      Value v = names[i] == "count" ? Value{std::to_string(attached()), ""} : defs[i]->value(g);
       std::printf("%s%s", i ? ", " : "", show(v, fmt.units).c_str());
     }
     std::printf("\n");
@@ -950,9 +973,7 @@ int smi_details(const std::vector<Gpu>& gpus, const std::string& sections) {
   line(0, "Driver Version", driver_version());
   line(0, "CUDA Version", cuda_version());
   std::printf("\n");
-  unsigned all = 0;
-  nvml.nvmlDeviceGetCount_v2(&all);
-  line(0, "Attached GPUs", std::to_string(all));
+  line(0, "Attached GPUs", std::to_string(attached()));
   for (const Gpu& g : gpus) details_gpu(g, wanted);
   std::printf("\n");
   return 0;
@@ -1247,12 +1268,23 @@ int main(int argc, char** argv) {
   }
   load_nvml();
   if (args.form == "version") return smi_version();
-  const std::vector<Gpu> gpus = select(read_all(), args.ids);
-  if (args.form == "list") return smi_list(gpus);
-  if (args.form == "query-gpu") return smi_query(gpus, args.fields, args.format);
-  if (args.form == "query-apps") return smi_query_apps(gpus, args.fields, args.format);
-  if (args.form == "details") return smi_details(gpus, args.display);
-  if (args.form == "topo") return smi_topology(gpus);
-  if (args.form == "mig") return smi_mig_instances(gpus);
-  return smi_table(gpus);
+  std::vector<Gpu> gpus = select(read_all(), args.ids);
+  const int unreachable = leave_out_unreachable(gpus);
+  int rc = 0;
+  if (args.form == "list") {
+    rc = smi_list(gpus);
+  } else if (args.form == "query-gpu") {
+    rc = smi_query(gpus, args.fields, args.format);
+  } else if (args.form == "query-apps") {
+    rc = smi_query_apps(gpus, args.fields, args.format);
+  } else if (args.form == "details") {
+    rc = smi_details(gpus, args.display);
+  } else if (args.form == "topo") {
+    rc = smi_topology(gpus);
+  } else if (args.form == "mig") {
+    rc = smi_mig_instances(gpus);
+  } else {
+    rc = smi_table(gpus);
+  }
+  return rc != 0 ? rc : unreachable;
 }

@@ -153,6 +153,9 @@ class SimSmiTest(Case):
         picked = rows(ok("dgx-h100", "--query-gpu=index", "--format=csv,noheader", "-i",
                          f"5,{dgx[2]['uuid'][:12]},{dgx[7]['pci_bus_id']}"))
         self.assertEqual(picked, [["5"], ["2"], ["7"]])
+        # count is every GPU of the machine, whatever -i picks.
+        self.assertEqual(rows(ok("dgx-h100", "--query-gpu=index,count", "--format=csv,noheader", "-i", "3")),
+                         [["3", "8"]])
 
     @unittest.skipUnless(PYTHON_LOADS_LIBRARIES, "Python cannot load the doubles in this build")
     def test_query_gpu_fields_are_nvmls(self):
@@ -370,6 +373,18 @@ class SimSmiTest(Case):
         r = smi("dgx-h100", "-L", "-i", "9")
         self.assertEqual(r.returncode, 6)
         self.assertIn("-i 9", r.stderr)
+        # A GPU NVML gives no handle for (fallen off the bus): a line on stderr, the others printed,
+        # NVML's code (GPU_IS_LOST, 15) as the exit status; -i leaving it out: exit 0.
+        lost = gpusel_json("--sim", "lost-gpu", "list", "--json")["gpus"]
+        self.assertEqual([g["state"] == "ok" for g in lost], [True, True, False, True])
+        r = smi("lost-gpu", "-L")
+        self.assertEqual(r.returncode, 15, r.stderr)
+        self.assertEqual(r.stdout, "".join(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n"
+                                           for g in lost if g["state"] == "ok"))
+        self.assertEqual(r.stderr, "Unable to determine the device handle for GPU 2: GPU is lost (NVML error 15)\n")
+        r = smi("lost-gpu", "--query-gpu=index,count", "--format=csv,noheader")
+        self.assertEqual((r.returncode, rows(r.stdout)), (15, [["0", "4"], ["1", "4"], ["3", "4"]]))
+        self.assertEqual(smi("lost-gpu", "-L", "-i", "0,3").returncode, 0)
         r = smi("nvml-missing", "-L")
         self.assertEqual(r.returncode, 9)
         self.assertIn("cannot talk to the NVIDIA driver", r.stderr)
