@@ -19,6 +19,15 @@
 
 namespace {
 
+// NVML's nvmlBAR1Memory_t and nvmlDeviceAttributes_t (nvml.h's layouts).
+struct Bar1Memory {
+  unsigned long long total, free, used;
+};
+struct DeviceAttributes {
+  unsigned multiprocessors, copy_engines, decoders, encoders, jpegs, ofas, gi_slices, ci_slices;
+  unsigned long long memory_mb;
+};
+
 // ---- NVML, loaded by name ----------------------------------------------------------------------
 // Each function this program calls: name, return type, parameters.
 #define SMI_NVML_FUNCTIONS(X)                                                                    \
@@ -58,6 +67,13 @@ namespace {
   X(nvmlDeviceGetNvLinkState, nvmlReturn_t, (nvmlDevice_t, unsigned, int*))                      \
   X(nvmlDeviceGetNvLinkRemotePciInfo_v2, nvmlReturn_t, (nvmlDevice_t, unsigned, nvmlPciInfo_t*)) \
   X(nvmlDeviceGetCpuAffinity, nvmlReturn_t, (nvmlDevice_t, unsigned, unsigned long*))            \
+  X(nvmlDeviceGetDisplayMode, nvmlReturn_t, (nvmlDevice_t, int*))                                \
+  X(nvmlDeviceGetDisplayActive, nvmlReturn_t, (nvmlDevice_t, int*))                              \
+  X(nvmlDeviceGetEccMode, nvmlReturn_t, (nvmlDevice_t, int*, int*))                              \
+  X(nvmlDeviceGetTotalEccErrors, nvmlReturn_t, (nvmlDevice_t, int, int, unsigned long long*))    \
+  X(nvmlDeviceGetVbiosVersion, nvmlReturn_t, (nvmlDevice_t, char*, unsigned))                    \
+  X(nvmlDeviceGetBAR1MemoryInfo, nvmlReturn_t, (nvmlDevice_t, Bar1Memory*))                      \
+  X(nvmlDeviceGetAttributes_v2, nvmlReturn_t, (nvmlDevice_t, DeviceAttributes*))                 \
   X(nvmlDeviceGetMemoryAffinity, nvmlReturn_t, (nvmlDevice_t, unsigned, unsigned long*, unsigned))
 
 struct Nvml {
@@ -111,6 +127,8 @@ struct Mig {
   std::string uuid, name;
   unsigned gi = 0, ci = 0;
   std::optional<nvmlMemory_t> memory;
+  std::optional<Bar1Memory> bar1;
+  std::optional<DeviceAttributes> attributes;
 };
 
 struct Process {
@@ -122,13 +140,18 @@ struct Process {
 struct Gpu {
   unsigned index = 0;
   nvmlDevice_t handle = nullptr;
-  std::string uuid, name, bus;  // bus: "00000000:18:00.0"
+  nvmlReturn_t handle_result = NVML_SUCCESS;  // not SUCCESS: NVML gives no handle (a lost GPU)
+  std::string uuid, name, bus;                // bus: "00000000:18:00.0"
   nvmlPciInfo_t pci{};
   std::optional<nvmlMemory_t> memory;
   std::optional<nvmlUtilization_t> util;
   std::optional<unsigned> temperature, power_mw, limit_mw, fan, persistence, minor;
   std::optional<unsigned> mig_current, mig_pending, link_gen, link_width;
   std::optional<int> pstate, compute_mode, cc_major, cc_minor;
+  std::optional<int> display_mode, display_active, ecc_current, ecc_pending;
+  std::optional<unsigned long long> ecc_uncorrected;  // volatile, since the driver loaded
+  std::optional<Bar1Memory> bar1;
+  std::string vbios;
   std::vector<Mig> migs;
   std::vector<Process> processes;
 };
@@ -161,6 +184,8 @@ void read_migs(Gpu& g) {
     call(nvml.nvmlDeviceGetGpuInstanceId, m.handle, &m.gi);
     call(nvml.nvmlDeviceGetComputeInstanceId, m.handle, &m.ci);
     m.memory = get<nvmlMemory_t>(nvml.nvmlDeviceGetMemoryInfo, m.handle);
+    m.bar1 = get<Bar1Memory>(nvml.nvmlDeviceGetBAR1MemoryInfo, m.handle);
+    m.attributes = get<DeviceAttributes>(nvml.nvmlDeviceGetAttributes_v2, m.handle);
     g.migs.push_back(m);
   }
 }
@@ -189,7 +214,8 @@ void read_processes(Gpu& g) {
 Gpu read_gpu(unsigned index) {
   Gpu g;
   g.index = index;
-  if (nvml.nvmlDeviceGetHandleByIndex_v2(index, &g.handle) != NVML_SUCCESS) return g;
+  g.handle_result = nvml.nvmlDeviceGetHandleByIndex_v2(index, &g.handle);
+  if (g.handle_result != NVML_SUCCESS) return g;
   g.uuid = text_of(nvml.nvmlDeviceGetUUID, g.handle);
   g.name = text_of(nvml.nvmlDeviceGetName, g.handle);
   if (call(nvml.nvmlDeviceGetPciInfo_v3, g.handle, &g.pci) == NVML_SUCCESS) g.bus = g.pci.busId;
@@ -211,6 +237,19 @@ Gpu read_gpu(unsigned index) {
     g.cc_major = i;
     g.cc_minor = j;
   }
+  g.display_mode = get<int>(nvml.nvmlDeviceGetDisplayMode, g.handle);
+  g.display_active = get<int>(nvml.nvmlDeviceGetDisplayActive, g.handle);
+  g.bar1 = get<Bar1Memory>(nvml.nvmlDeviceGetBAR1MemoryInfo, g.handle);
+  g.vbios = text_of(nvml.nvmlDeviceGetVbiosVersion, g.handle);
+  if (int ecc = 0, ecc_next = 0;
+      call(nvml.nvmlDeviceGetEccMode, g.handle, &ecc, &ecc_next) == NVML_SUCCESS) {
+    g.ecc_current = ecc;
+    g.ecc_pending = ecc_next;
+    // NVML_MEMORY_ERROR_TYPE_UNCORRECTED (1), NVML_VOLATILE_ECC (0)
+    unsigned long long errors = 0;
+    if (call(nvml.nvmlDeviceGetTotalEccErrors, g.handle, 1, 0, &errors) == NVML_SUCCESS)
+      g.ecc_uncorrected = errors;
+  }
   unsigned current = 0, pending = 0;
   if (call(nvml.nvmlDeviceGetMigMode, g.handle, &current, &pending) == NVML_SUCCESS) {
     g.mig_current = current;
@@ -219,6 +258,27 @@ Gpu read_gpu(unsigned index) {
   read_migs(g);
   read_processes(g);
   return g;
+}
+
+// The GPUs NVML counts (the CSV's count and -q's Attached GPUs: all of them, whatever -i picks).
+unsigned attached() {
+  unsigned count = 0;
+  return nvml.nvmlDeviceGetCount_v2(&count) == NVML_SUCCESS ? count : 0;
+}
+
+// GPUs NVML gives no handle for (a GPU fallen off the bus): one line each on stderr, left out of
+// what is printed; the first one's NVML code, to exit with (as NVIDIA's tool does), or 0.
+int leave_out_unreachable(std::vector<Gpu>& gpus) {
+  int code = 0;
+  for (const Gpu& g : gpus) {
+    if (g.handle_result == NVML_SUCCESS) continue;
+    const char* why = nvml.nvmlErrorString != nullptr ? nvml.nvmlErrorString(g.handle_result) : "";
+    std::fprintf(stderr, "Unable to determine the device handle for GPU %u: %s (NVML error %d)\n",
+                 g.index, why, g.handle_result);
+    if (code == 0) code = g.handle_result;
+  }
+  std::erase_if(gpus, [](const Gpu& g) { return g.handle_result != NVML_SUCCESS; });
+  return code;
 }
 
 std::vector<Gpu> read_all() {
@@ -262,7 +322,7 @@ unsigned long long mib(unsigned long long bytes) {
 [[noreturn]] void bad_input(const std::string& message) {
   std::fprintf(stderr,
                "nvidia-smi (gpusel simulator): %s. This stand-in answers: -L, the default table, "
-               "-q [-d MEMORY|UTILIZATION|TEMPERATURE|POWER|PCI|COMPUTE], -i ID, "
+               "-q [-d MEMORY|UTILIZATION|ECC|TEMPERATURE|POWER|PCI|COMPUTE], -i ID, "
                "--query-gpu=FIELDS and --query-compute-apps=FIELDS with --format=csv[,noheader]"
                "[,nounits], topo -m, mig -lgi, --version (docs/simulator.md).\n",
                message.c_str());
@@ -352,6 +412,33 @@ std::string watts(unsigned mw) {
   return buf;
 }
 
+template <typename T>
+Value enabled(const std::optional<T>& v) {
+  return {v ? std::optional<std::string>(*v ? "Enabled" : "Disabled") : std::nullopt, ""};
+}
+
+Value hex(unsigned value, int digits) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%0*X", digits, value);
+  return {buf, ""};
+}
+
+// NVML's compute modes as the CSV and -q write them.
+const char* compute_mode_name(int mode) {
+  switch (mode) {
+    case 0:
+      return "Default";
+    case 1:
+      return "Exclusive_Thread";
+    case 2:
+      return "Prohibited";
+    case 3:
+      return "Exclusive_Process";
+    default:
+      return "Unknown";
+  }
+}
+
 using GpuField = std::function<Value(const Gpu&)>;
 
 // Each --query-gpu field: its names (the first is the header's) and the header's unit.
@@ -437,22 +524,31 @@ const std::vector<FieldDef>& gpu_fields() {
                                  : std::nullopt,
                       ""};
        }},
-      {{"mig.mode.current"},
+      {{"mig.mode.current"}, "", [](const Gpu& g) { return enabled(g.mig_current); }},
+      {{"mig.mode.pending"}, "", [](const Gpu& g) { return enabled(g.mig_pending); }},
+      {{"persistence_mode"}, "", [](const Gpu& g) { return enabled(g.persistence); }},
+      {{"display_mode"}, "", [](const Gpu& g) { return enabled(g.display_mode); }},
+      {{"display_active"}, "", [](const Gpu& g) { return enabled(g.display_active); }},
+      {{"ecc.mode.current"}, "", [](const Gpu& g) { return enabled(g.ecc_current); }},
+      {{"ecc.mode.pending"}, "", [](const Gpu& g) { return enabled(g.ecc_pending); }},
+      {{"compute_mode"},
        "",
        [](const Gpu& g) {
-         return Value{g.mig_current
-                          ? std::optional<std::string>(*g.mig_current ? "Enabled" : "Disabled")
+         return Value{g.compute_mode
+                          ? std::optional<std::string>(compute_mode_name(*g.compute_mode))
                           : std::nullopt,
                       ""};
        }},
-      {{"persistence_mode"},
+      {{"vbios_version"},
        "",
        [](const Gpu& g) {
-         return Value{g.persistence
-                          ? std::optional<std::string>(*g.persistence ? "Enabled" : "Disabled")
-                          : std::nullopt,
-                      ""};
+         return Value{g.vbios.empty() ? std::nullopt : std::optional(g.vbios), ""};
        }},
+      {{"pci.domain"}, "", [](const Gpu& g) { return hex(g.pci.domain, 4); }},
+      {{"pci.bus"}, "", [](const Gpu& g) { return hex(g.pci.bus, 2); }},
+      {{"pci.device"}, "", [](const Gpu& g) { return hex(g.pci.device, 2); }},
+      {{"pci.device_id"}, "", [](const Gpu& g) { return hex(g.pci.pciDeviceId, 8); }},
+      {{"pci.sub_device_id"}, "", [](const Gpu& g) { return hex(g.pci.pciSubSystemId, 8); }},
       {{"pcie.link.gen.current"}, "", [](const Gpu& g) { return num(g.link_gen); }},
       {{"pcie.link.width.current"}, "", [](const Gpu& g) { return num(g.link_width); }},
       {{"minor_number"}, "", [](const Gpu& g) { return num(g.minor); }},
@@ -493,7 +589,7 @@ int smi_query(const std::vector<Gpu>& gpus, const std::string& fields, const std
   }
   for (const Gpu& g : gpus) {
     for (std::size_t i = 0; i < names.size(); ++i) {
-      Value v = names[i] == "count" ? Value{std::to_string(gpus.size()), ""} : defs[i]->value(g);
+      Value v = names[i] == "count" ? Value{std::to_string(attached()), ""} : defs[i]->value(g);
       std::printf("%s%s", i ? ", " : "", show(v, fmt.units).c_str());
     }
     std::printf("\n");
@@ -554,12 +650,19 @@ std::string na_or(const std::optional<unsigned>& v, const char* suffix) {
   return v ? std::to_string(*v) + suffix : "N/A";
 }
 
+// The table's "Volatile Uncorr. ECC": the count with ECC on, Off, or N/A on a board without it.
+std::string ecc_column(const Gpu& g) {
+  if (!g.ecc_current) return "N/A";
+  if (*g.ecc_current == 0) return "Off";
+  return g.ecc_uncorrected ? std::to_string(*g.ecc_uncorrected) : "N/A";
+}
+
 void table_gpu(const Gpu& g) {
   const std::string persistence = g.persistence ? (*g.persistence ? "On" : "Off") : "N/A";
+  const char* display = !g.display_active ? "N/A" : *g.display_active ? "On" : "Off";
   std::string name = g.name.size() > 28 ? g.name.substr(0, 25) + "..." : g.name;
-  std::printf("| %3u  %-28s %4s  | %18s Off |", g.index, name.c_str(), persistence.c_str(),
-              g.bus.c_str());
-  std::printf("                    0 |\n");
+  std::printf("| %3u  %-28s %4s  | %18s %3s | %20s |\n", g.index, name.c_str(), persistence.c_str(),
+              g.bus.c_str(), display, ecc_column(g).c_str());
   const std::string fan = g.fan ? std::to_string(*g.fan) + "%" : "N/A";
   const std::string temp = na_or(g.temperature, "C");
   const std::string perf = g.pstate ? "P" + std::to_string(*g.pstate) : "N/A";
@@ -580,6 +683,60 @@ void table_gpu(const Gpu& g) {
   std::printf(
       "+-----------------------------------------+------------------------+----------------------+"
       "\n");
+}
+
+// The MIG devices of GPUs in MIG mode, as the summary table shows them under the GPUs.
+void table_migs(const std::vector<Gpu>& gpus) {
+  if (std::all_of(gpus.begin(), gpus.end(), [](const Gpu& g) { return g.migs.empty(); })) return;
+  const char* rule =
+      "+------------------+----------------------------------+-----------+-----------------------+"
+      "\n";
+  std::printf(
+      "\n+-----------------------------------------------------------------------------------------"
+      "+\n");
+  std::printf(
+      "| MIG devices:                                                                            "
+      "|\n");
+  std::printf("%s", rule);
+  std::printf(
+      "| GPU  GI  CI  MIG |                     Memory-Usage |        Vol|        Shared         "
+      "|\n");
+  std::printf(
+      "|      ID  ID  Dev |                       BAR1-Usage | SM     Unc| CE ENC  DEC  OFA  JPG "
+      "|\n");
+  std::printf(
+      "|                  |                                  |        ECC|                       "
+      "|\n");
+  std::printf(
+      "|==================+==================================+===========+=======================|"
+      "\n");
+  auto usage = [](bool known, unsigned long long used, unsigned long long total) {
+    return known ? std::make_pair(std::to_string(mib(used)) + "MiB",
+                                  std::to_string(mib(total)) + "MiB")
+                 : std::make_pair(std::string("N/A"), std::string("N/A"));
+  };
+  for (const Gpu& g : gpus) {
+    for (std::size_t i = 0; i < g.migs.size(); ++i) {
+      const Mig& m = g.migs[i];
+      const auto [used, total] = usage(m.memory.has_value(), m.memory ? m.memory->used : 0,
+                                       m.memory ? m.memory->total : 0);
+      const auto [bar1_used, bar1_total] =
+          usage(m.bar1.has_value(), m.bar1 ? m.bar1->used : 0, m.bar1 ? m.bar1->total : 0);
+      const std::string ecc = ecc_column(g);
+      std::printf("| %2u %4u %3u %3zu  | %18s / %-12s|", g.index, m.gi, m.ci, i, used.c_str(),
+                  total.c_str());
+      if (m.attributes) {
+        const DeviceAttributes& a = *m.attributes;
+        std::printf("%3u %6s | %2u %3u %4u %4u %4u |\n", a.multiprocessors, ecc.c_str(),
+                    a.copy_engines, a.encoders, a.decoders, a.ofas, a.jpegs);
+      } else {
+        std::printf("N/A %6s |                   N/A |\n", ecc.c_str());
+      }
+      std::printf("|                  | %20s / %-10s|           |                       |\n",
+                  bar1_used.c_str(), bar1_total.c_str());
+      std::printf("%s", rule);
+    }
+  }
 }
 
 void table_processes(const std::vector<Gpu>& gpus) {
@@ -647,6 +804,7 @@ int smi_table(const std::vector<Gpu>& gpus) {
       "|=========================================+========================+======================|"
       "\n");
   for (const Gpu& g : gpus) table_gpu(g);
+  table_migs(gpus);
   table_processes(gpus);
   return 0;
 }
@@ -667,53 +825,121 @@ std::string mem_text(unsigned long long bytes) {
   return std::to_string(mib(bytes)) + " MiB";
 }
 
+const char* on_off(const std::optional<int>& v) {
+  return !v ? "N/A" : *v ? "Enabled" : "Disabled";
+}
+
+void usage_lines(int depth, const char* title, bool known, unsigned long long total,
+                 unsigned long long used, unsigned long long free) {
+  heading(depth, title);
+  line(depth + 1, "Total", known ? mem_text(total) : "N/A");
+  line(depth + 1, "Used", known ? mem_text(used) : "N/A");
+  line(depth + 1, "Free", known ? mem_text(free) : "N/A");
+}
+
+// -q's "MIG Devices": each one's ids, shared engines and memory.
+void details_migs(const Gpu& g) {
+  if (g.migs.empty()) {
+    line(1, "MIG Devices", "None");
+    return;
+  }
+  heading(1, "MIG Devices");
+  for (std::size_t i = 0; i < g.migs.size(); ++i) {
+    const Mig& m = g.migs[i];
+    heading(2, "MIG Device");
+    line(3, "Index", std::to_string(i));
+    line(3, "GPU Instance ID", std::to_string(m.gi));
+    line(3, "Compute Instance ID", std::to_string(m.ci));
+    line(3, "MIG Device UUID", m.uuid);
+    if (m.attributes) {
+      heading(3, "Device Attributes");
+      heading(4, "Shared");
+      line(5, "Multiprocessor count", std::to_string(m.attributes->multiprocessors));
+      line(5, "Copy Engine count", std::to_string(m.attributes->copy_engines));
+      line(5, "Encoder count", std::to_string(m.attributes->encoders));
+      line(5, "Decoder count", std::to_string(m.attributes->decoders));
+      line(5, "OFA count", std::to_string(m.attributes->ofas));
+      line(5, "JPG count", std::to_string(m.attributes->jpegs));
+    }
+    const nvmlMemory_t mem = m.memory.value_or(nvmlMemory_t{});
+    usage_lines(3, "FB Memory Usage", m.memory.has_value(), mem.total, mem.used, mem.free);
+    const Bar1Memory bar1 = m.bar1.value_or(Bar1Memory{});
+    usage_lines(3, "BAR1 Memory Usage", m.bar1.has_value(), bar1.total, bar1.used, bar1.free);
+  }
+}
+
+void details_identity(const Gpu& g) {
+  line(1, "Product Name", g.name);
+  line(1, "Display Mode", on_off(g.display_mode));
+  line(1, "Display Active", on_off(g.display_active));
+  line(1, "Persistence Mode", g.persistence ? (*g.persistence ? "Enabled" : "Disabled") : "N/A");
+  heading(1, "MIG Mode");
+  line(2, "Current", g.mig_current ? (*g.mig_current ? "Enabled" : "Disabled") : "N/A");
+  line(2, "Pending", g.mig_pending ? (*g.mig_pending ? "Enabled" : "Disabled") : "N/A");
+  details_migs(g);
+  line(1, "GPU UUID", g.uuid);
+  line(1, "Minor Number", g.minor ? std::to_string(*g.minor) : "N/A");
+  line(1, "VBIOS Version", g.vbios.empty() ? "N/A" : g.vbios);
+}
+
+void details_pci(const Gpu& g) {
+  heading(1, "PCI");
+  line(2, "Bus", *hex(g.pci.bus, 2).text);
+  line(2, "Device", *hex(g.pci.device, 2).text);
+  line(2, "Domain", *hex(g.pci.domain, 4).text);
+  line(2, "Device Id", *hex(g.pci.pciDeviceId, 8).text);
+  line(2, "Bus Id", g.bus);
+  line(2, "Sub System Id", *hex(g.pci.pciSubSystemId, 8).text);
+  heading(2, "GPU Link Info");
+  heading(3, "PCIe Generation");
+  line(4, "Current", na_or(g.link_gen, ""));
+  heading(3, "Link Width");
+  line(4, "Current", g.link_width ? std::to_string(*g.link_width) + "x" : "N/A");
+}
+
+void details_processes(const Gpu& g) {
+  if (g.processes.empty()) {
+    line(1, "Processes", "None");
+    return;
+  }
+  heading(1, "Processes");
+  for (const Process& p : g.processes) {
+    line(2, "GPU instance ID", p.gi ? std::to_string(*p.gi) : "N/A");
+    line(2, "Compute instance ID", p.ci ? std::to_string(*p.ci) : "N/A");
+    line(2, "Process ID", std::to_string(p.pid));
+    line(3, "Type", "C");
+    line(3, "Name", process_name(p.pid));
+    line(3, "Used GPU Memory", mem_text(p.used));
+  }
+}
+
 void details_gpu(const Gpu& g, const std::vector<std::string>& wanted) {
   auto want = [&](const char* s) {
     return wanted.empty() || std::find(wanted.begin(), wanted.end(), s) != wanted.end();
   };
   std::printf("\nGPU %s\n", g.bus.c_str());
-  if (wanted.empty()) {
-    line(1, "Product Name", g.name);
-    line(1, "GPU UUID", g.uuid);
-    line(1, "Minor Number", g.minor ? std::to_string(*g.minor) : "N/A");
-    line(1, "Persistence Mode", g.persistence ? (*g.persistence ? "Enabled" : "Disabled") : "N/A");
-    heading(1, "MIG Mode");
-    line(2, "Current", g.mig_current ? (*g.mig_current ? "Enabled" : "Disabled") : "N/A");
-    line(2, "Pending", g.mig_pending ? (*g.mig_pending ? "Enabled" : "Disabled") : "N/A");
-  }
-  if (want("PCI")) {
-    char hex[16];
-    heading(1, "PCI");
-    std::snprintf(hex, sizeof hex, "0x%02X", g.pci.bus);
-    line(2, "Bus", hex);
-    std::snprintf(hex, sizeof hex, "0x%02X", g.pci.device);
-    line(2, "Device", hex);
-    std::snprintf(hex, sizeof hex, "0x%04X", g.pci.domain);
-    line(2, "Domain", hex);
-    line(2, "Bus Id", g.bus);
-    heading(2, "GPU Link Info");
-    heading(3, "PCIe Generation");
-    line(4, "Current", na_or(g.link_gen, ""));
-    heading(3, "Link Width");
-    line(4, "Current", g.link_width ? std::to_string(*g.link_width) + "x" : "N/A");
-  }
+  if (wanted.empty()) details_identity(g);
+  if (want("PCI")) details_pci(g);
   if (want("MEMORY")) {
-    heading(1, "FB Memory Usage");
-    line(2, "Total", g.memory ? mem_text(g.memory->total) : "N/A");
-    line(2, "Used", g.memory ? mem_text(g.memory->used) : "N/A");
-    line(2, "Free", g.memory ? mem_text(g.memory->free) : "N/A");
+    const nvmlMemory_t mem = g.memory.value_or(nvmlMemory_t{});
+    usage_lines(1, "FB Memory Usage", g.memory.has_value(), mem.total, mem.used, mem.free);
+    const Bar1Memory bar1 = g.bar1.value_or(Bar1Memory{});
+    usage_lines(1, "BAR1 Memory Usage", g.bar1.has_value(), bar1.total, bar1.used, bar1.free);
   }
-  if (want("COMPUTE")) {
-    const char* mode = !g.compute_mode        ? "N/A"
-                       : *g.compute_mode == 3 ? "Exclusive_Process"
-                       : *g.compute_mode == 2 ? "Prohibited"
-                                              : "Default";
-    line(1, "Compute Mode", mode);
-  }
+  if (want("COMPUTE"))
+    line(1, "Compute Mode", g.compute_mode ? compute_mode_name(*g.compute_mode) : "N/A");
   if (want("UTILIZATION")) {
     heading(1, "Utilization");
     line(2, "Gpu", g.util ? std::to_string(g.util->gpu) + " %" : "N/A");
     line(2, "Memory", g.util ? std::to_string(g.util->memory) + " %" : "N/A");
+  }
+  if (want("ECC")) {
+    heading(1, "ECC Mode");
+    line(2, "Current", on_off(g.ecc_current));
+    line(2, "Pending", on_off(g.ecc_pending));
+    heading(1, "ECC Errors");
+    heading(2, "Volatile");
+    line(3, "DRAM Uncorrectable", g.ecc_uncorrected ? std::to_string(*g.ecc_uncorrected) : "N/A");
   }
   if (want("TEMPERATURE")) {
     heading(1, "Temperature");
@@ -724,30 +950,18 @@ void details_gpu(const Gpu& g, const std::vector<std::string>& wanted) {
     line(2, "Power Draw", g.power_mw ? watts(*g.power_mw) + " W" : "N/A");
     line(2, "Current Power Limit", g.limit_mw ? watts(*g.limit_mw) + " W" : "N/A");
   }
-  if (wanted.empty()) {
-    if (g.processes.empty()) {
-      line(1, "Processes", "None");
-    } else {
-      heading(1, "Processes");
-      for (const Process& p : g.processes) {
-        line(2, "Process ID", std::to_string(p.pid));
-        line(3, "Type", "C");
-        line(3, "Name", process_name(p.pid));
-        line(3, "Used GPU Memory", mem_text(p.used));
-      }
-    }
-  }
+  if (wanted.empty()) details_processes(g);
 }
 
 int smi_details(const std::vector<Gpu>& gpus, const std::string& sections) {
   std::vector<std::string> wanted;
   for (std::string s : split_fields(sections)) {
     for (char& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
-    static const std::vector<std::string> known = {"MEMORY", "UTILIZATION", "TEMPERATURE",
+    static const std::vector<std::string> known = {"MEMORY", "UTILIZATION", "ECC",    "TEMPERATURE",
                                                    "POWER",  "PCI",         "COMPUTE"};
     if (std::find(known.begin(), known.end(), s) == known.end())
       bad_input("-d " + s +
-                ": this stand-in shows MEMORY, UTILIZATION, TEMPERATURE, POWER, PCI "
+                ": this stand-in shows MEMORY, UTILIZATION, ECC, TEMPERATURE, POWER, PCI "
                 "and COMPUTE");
     wanted.push_back(s);
   }
@@ -759,9 +973,7 @@ int smi_details(const std::vector<Gpu>& gpus, const std::string& sections) {
   line(0, "Driver Version", driver_version());
   line(0, "CUDA Version", cuda_version());
   std::printf("\n");
-  unsigned all = 0;
-  nvml.nvmlDeviceGetCount_v2(&all);
-  line(0, "Attached GPUs", std::to_string(all));
+  line(0, "Attached GPUs", std::to_string(attached()));
   for (const Gpu& g : gpus) details_gpu(g, wanted);
   std::printf("\n");
   return 0;
@@ -949,9 +1161,8 @@ void usage() {
       "GPUs, read through NVML. Forms:\n"
       "  nvidia-smi                         the summary table\n"
       "  nvidia-smi -L                      one line per GPU and MIG device\n"
-      "  nvidia-smi -q [-d SECTION,...]     details (MEMORY, UTILIZATION, TEMPERATURE, POWER, "
-      "PCI,\n"
-      "                                     COMPUTE)\n"
+      "  nvidia-smi -q [-d SECTION,...]     details (MEMORY, UTILIZATION, ECC, TEMPERATURE,\n"
+      "                                     POWER, PCI, COMPUTE)\n"
       "  nvidia-smi --query-gpu=FIELDS --format=csv[,noheader][,nounits]\n"
       "  nvidia-smi --query-compute-apps=FIELDS --format=csv[,noheader][,nounits]\n"
       "  nvidia-smi topo -m                 the connection matrix\n"
@@ -1057,12 +1268,23 @@ int main(int argc, char** argv) {
   }
   load_nvml();
   if (args.form == "version") return smi_version();
-  const std::vector<Gpu> gpus = select(read_all(), args.ids);
-  if (args.form == "list") return smi_list(gpus);
-  if (args.form == "query-gpu") return smi_query(gpus, args.fields, args.format);
-  if (args.form == "query-apps") return smi_query_apps(gpus, args.fields, args.format);
-  if (args.form == "details") return smi_details(gpus, args.display);
-  if (args.form == "topo") return smi_topology(gpus);
-  if (args.form == "mig") return smi_mig_instances(gpus);
-  return smi_table(gpus);
+  std::vector<Gpu> gpus = select(read_all(), args.ids);
+  const int unreachable = leave_out_unreachable(gpus);
+  int rc = 0;
+  if (args.form == "list") {
+    rc = smi_list(gpus);
+  } else if (args.form == "query-gpu") {
+    rc = smi_query(gpus, args.fields, args.format);
+  } else if (args.form == "query-apps") {
+    rc = smi_query_apps(gpus, args.fields, args.format);
+  } else if (args.form == "details") {
+    rc = smi_details(gpus, args.display);
+  } else if (args.form == "topo") {
+    rc = smi_topology(gpus);
+  } else if (args.form == "mig") {
+    rc = smi_mig_instances(gpus);
+  } else {
+    rc = smi_table(gpus);
+  }
+  return rc != 0 ? rc : unreachable;
 }

@@ -1,7 +1,8 @@
 """Leaving a simulated machine: `eval "$(gpusel sim env --undo)"` puts the shell's environment back
 exactly as it was before `eval "$(gpusel sim env MACHINE)"`, in a real bash (and dash when there is
 one): LD_LIBRARY_PATH unset, set, set to empty, values with spaces, quotes, `$(...)` and line breaks,
-`sim env` twice; and `--undo` with nothing to undo is exit 2 with nothing on stdout."""
+`sim env` twice; PATH (the simulator's bin/ first, where its nvidia-smi is, and back exactly as it
+was); and `--undo` with nothing to undo is exit 2 with nothing on stdout."""
 
 import os
 import shutil
@@ -72,9 +73,12 @@ class UndoTest(Case):
             with self.subTest(shell=shell):
                 before, on, after = self.round_trip(machines, shell, **variables)
                 self.assertTrue(on["LD_LIBRARY_PATH"].startswith(sim_dir()), on["LD_LIBRARY_PATH"])
+                self.assertEqual(on["PATH"].split(":")[0], sim_dir("bin"))
+                self.assertEqual(on["PATH"].split(":").count(sim_dir("bin")), 1, on["PATH"])
                 self.assertIn("GPUSEL_SIM_MACHINE", on)
                 self.assertEqual(after, before)
                 self.assertNotIn(sim_dir(), after.get("LD_LIBRARY_PATH", ""))
+                self.assertEqual(after["PATH"], before["PATH"])
         return before, on, after
 
     def test_library_path_unset(self):
@@ -119,6 +123,52 @@ class UndoTest(Case):
         r = gpusel("--sim", "cuda-missing", "--", "sh", "-c", 'printf %s "$LD_LIBRARY_PATH"', **on)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, sim_dir("no-cuda") + ":/opt/x/lib")
+
+    def test_path(self):
+        # The simulator's bin/ first, the rest as it was; back exactly, odd entries included (an
+        # empty entry, the current folder, kept; a space, a quote, `$(...)`, a line break).
+        for path in ("/usr/local/bin:/usr/bin:/bin", "/usr/bin:/bin:", ":/usr/bin:/bin",
+                     WEIRD + ":/usr/bin:/bin", "/usr/bin::/bin"):
+            with self.subTest(path=path):
+                before, on, after = self.check(PATH=path)
+                self.assertEqual(before["PATH"], path)
+                self.assertEqual(on["PATH"], sim_dir("bin") + ":" + path)
+                self.assertEqual(after["PATH"], path)
+        # Twice (another machine): bin/ once, still first; one undo.
+        _, on, after = self.check(("dgx-h100", "mig-a100", "cuda-missing"), PATH="/usr/bin:/bin")
+        self.assertEqual(on["PATH"], sim_dir("bin") + ":/usr/bin:/bin")
+        self.assertEqual(after["PATH"], "/usr/bin:/bin")
+
+    def test_path_changed_on_the_machine(self):
+        # A folder the shell put on PATH while on a machine stays when it moves to another machine
+        # (sim env builds on PATH as it is, without its own bin/), and --undo returns PATH to before
+        # the first sim env, as for every variable it set.
+        script = r"""
+g=$1
+eval "$("$g" sim env dgx-h100)"
+PATH=/opt/mine/bin:$PATH
+eval "$("$g" sim env single-l4)"
+printf '%s\n' "$PATH"
+eval "$("$g" sim env --undo)"
+printf '%s\n' "$PATH"
+"""
+        for shell in shells():
+            with self.subTest(shell=shell):
+                env = base_env(PATH="/usr/bin:/bin")
+                env.pop("GPUSEL_SIM_SAVED", None)
+                r = subprocess.run([shell, "-c", script, shell, os.path.abspath(BIN)], env=env,
+                                   capture_output=True, text=True, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout.splitlines(),
+                                 [sim_dir("bin") + ":/opt/mine/bin:/usr/bin:/bin", "/usr/bin:/bin"])
+
+    def test_sim_exec_path(self):
+        # sim exec / --sim: bin/ first on the program's PATH, and its nvidia-smi is the one found.
+        r = gpusel("--sim", "dgx-h100", "--", "sh", "-c", 'printf "%s\\n" "$PATH"; command -v nvidia-smi',
+                   PATH="/usr/bin:/bin")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(),
+                         [sim_dir("bin") + ":/usr/bin:/bin", os.path.join(sim_dir("bin"), "nvidia-smi")])
 
     def test_undo_with_nothing_to_undo(self):
         r = gpusel("sim", "env", "--undo", GPUSEL_SIM_SAVED=None)
