@@ -63,6 +63,30 @@ def shell_script(text):
     return path
 
 
+def account_files(folder, users, homes):
+    """Copies of /etc/passwd, group and shadow in `folder`, with `users` (name: id) added and the
+    machine's own accounts of those names or ids left out, for a test to bind-mount over /etc in a
+    private mount namespace: its users exist there only, and the machine's account files are never
+    written (useradd would). Returns {name: path of its copy}."""
+    ids = {str(uid) for uid in users.values()}
+    paths = {}
+    for name in ("passwd", "group", "shadow"):
+        with open(f"/etc/{name}") as f:
+            lines = f.read().splitlines(keepends=True)
+        text = "".join(line for line in lines
+                       if line.split(":")[0] not in users
+                       and not (name != "shadow" and line.count(":") >= 3 and line.split(":")[2] in ids))
+        for user, uid in users.items():
+            text += {"passwd": f"{user}:x:{uid}:{uid}:gpusel test:{homes}/{user}:/bin/sh\n",
+                     "group": f"{user}:x:{uid}:\n",
+                     "shadow": f"{user}:!:19000:0:99999:7:::\n"}[name]
+        paths[name] = os.path.join(folder, name)
+        with open(paths[name], "w") as f:
+            f.write(text)
+        os.chmod(paths[name], 0o644 if name != "shadow" else 0o640)
+    return paths
+
+
 def base_env(**extra):
     """The environment for a child process: the test's own, scrubbed, plus `extra` (None unsets).
 

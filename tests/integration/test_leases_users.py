@@ -44,23 +44,8 @@ def set_up_namespace():
     reachable_build()
     etc = "/var/lib/gpusel-test-etc"
     os.makedirs(etc)
-    for name in ("passwd", "group", "shadow"):
-        with open(f"/etc/{name}") as f:
-            lines = f.read().splitlines(keepends=True)
-        # The machine's own accounts of these names or ids (a real alice) are left out of the
-        # namespace's copies: the test's users are the only ones by these names.
-        ids = {str(uid) for uid in USERS.values()}
-        text = "".join(line for line in lines
-                       if line.split(":")[0] not in USERS
-                       and not (name != "shadow" and line.count(":") >= 3 and line.split(":")[2] in ids))
-        for user, uid in USERS.items():
-            text += {"passwd": f"{user}:x:{uid}:{uid}:gpusel test:{HOMES}/{user}:/bin/sh\n",
-                     "group": f"{user}:x:{uid}:\n",
-                     "shadow": f"{user}:!:19000:0:99999:7:::\n"}[name]
-        with open(f"{etc}/{name}", "w") as f:
-            f.write(text)
-        os.chmod(f"{etc}/{name}", 0o644 if name != "shadow" else 0o640)
-        subprocess.run(["mount", "--bind", f"{etc}/{name}", f"/etc/{name}"], check=True)
+    for name, path in support.account_files(etc, USERS, HOMES).items():
+        subprocess.run(["mount", "--bind", path, f"/etc/{name}"], check=True)
     os.makedirs(HOMES)
     os.chmod(HOMES, 0o755)
     for user, uid in USERS.items():
@@ -169,8 +154,16 @@ def wait_for(predicate, what, seconds=20):
 
 
 def stop(proc):
+    """Ends a job started by start_as as its user would: SIGTERM, which gpusel passes to every
+    worker's process group, and SIGKILL only if it has not ended 30 s later. (SIGKILL alone ends
+    gpusel but not what its workers started, which keeps the job's pipes open: a worker
+    `sh -c "sleep 120"` held the test for two minutes.)"""
     if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGKILL)
+        os.killpg(proc.pid, signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
     proc.communicate()
 
 

@@ -2,9 +2,10 @@
 
 Another user who creates the default folder first (/tmp/gpusel-sim-UID), or puts a symbolic link
 in it, must never make a victim's plain `gpusel list` follow the link or remove anything outside
-it. Run as root: two ordinary users are made with useradd where missing, the victim's commands run
-with `runuser -u`, and everything happens inside `unshare -m` with a fresh tmpfs on /tmp, so the
-machine's real /tmp is untouched. Skipped when not root or without those tools.
+it. Run as root: everything happens inside `unshare -m`, with two ordinary users that exist only
+there (copies of the account files bind-mounted over /etc's) and a fresh tmpfs on /tmp, so the
+machine's real accounts and /tmp are untouched; the victim's commands run with `runuser -u`.
+Skipped when not root or without those tools.
 """
 
 import os
@@ -14,9 +15,11 @@ import subprocess
 import tempfile
 import unittest
 
+import support
 from support import BIN, MACHINES, SIM_ROOT, Case, base_env
 
 VICTIM, ATTACKER = "gpuselsimvictim", "gpuselsimattacker"
+USERS = {VICTIM: 4201, ATTACKER: 4202}  # in the namespace only
 UUID = "GPU-4ba71ab7-ac05-04a5-6cc6-be1805fdf179"  # dgx-h100's nvidia-smi 0
 
 
@@ -25,12 +28,6 @@ def fnv1a(text):
     for c in text.encode():
         h = ((h ^ c) * 1099511628211) % (1 << 64)
     return f"{h:016x}"
-
-
-def ensure_user(name):
-    if subprocess.run(["id", "-u", name], capture_output=True).returncode != 0:
-        subprocess.run(["useradd", "--no-create-home", "--shell", "/usr/sbin/nologin", name], check=True)
-    return int(subprocess.run(["id", "-u", name], capture_output=True, text=True, check=True).stdout)
 
 
 def readable_by_others(path):
@@ -43,17 +40,22 @@ def readable_by_others(path):
     return True
 
 
-@unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0, "needs root (useradd, runuser, unshare)")
-@unittest.skipUnless(all(shutil.which(t) for t in ("useradd", "runuser", "unshare", "mount")),
-                     "needs useradd, runuser, unshare and mount")
+@unittest.skipUnless(hasattr(os, "geteuid") and os.geteuid() == 0, "needs root (runuser, unshare, mount)")
+@unittest.skipUnless(all(shutil.which(t) for t in ("runuser", "unshare", "mount")),
+                     "needs runuser, unshare and mount")
 class StateDirTest(Case):
     @classmethod
     def setUpClass(cls):
         if not readable_by_others(BIN):
             raise unittest.SkipTest(f"{BIN} cannot be run by another user (a folder above it is private)")
-        cls.victim = ensure_user(VICTIM)
-        cls.attacker = ensure_user(ATTACKER)
+        cls.victim, cls.attacker = USERS[VICTIM], USERS[ATTACKER]
+        cls.accounts = tempfile.mkdtemp(prefix="gpusel-accounts-")
+        cls.account_files = support.account_files(cls.accounts, USERS, "/nonexistent")
         cls.machine = os.path.abspath(os.path.join(MACHINES, "dgx-h100.toml"))
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.accounts, ignore_errors=True)
 
     def run_isolated(self, script, **env):
         """`script` (sh) inside a private mount namespace with a fresh tmpfs on /tmp. A build or
@@ -65,7 +67,9 @@ class StateDirTest(Case):
                        for i, t in enumerate(trees))
         back = "".join(f"mkdir -p {shlex.quote(t)}; mount --bind /mnt/keep{i} {shlex.quote(t)}\n"
                        for i, t in enumerate(trees))
-        full = ("set -e\n" + ("mount -t tmpfs tmpfs /mnt\n" + keep if trees else "") +
+        accounts = "".join(f"mount --bind {shlex.quote(path)} /etc/{name}\n"
+                           for name, path in self.account_files.items())
+        full = ("set -e\n" + accounts + ("mount -t tmpfs tmpfs /mnt\n" + keep if trees else "") +
                 "mount -t tmpfs -o mode=1777 tmpfs /tmp\n" + back + script)
         environment = base_env(GPUSEL_SIM_STATE_DIR=None, XDG_RUNTIME_DIR=None, **env)
         environment.update(VICTIM=VICTIM, ATTACKER=ATTACKER, BIN=os.path.abspath(BIN), MACHINE=self.machine,
