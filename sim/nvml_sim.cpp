@@ -1,6 +1,7 @@
 // The simulated libnvidia-ml.so.1: NVML's C entry points over a machine file.
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -45,10 +46,105 @@ struct gpuselNvmlDeviceBox {
 
 constexpr unsigned kMigSlots = 7;
 
+// A MIG GPU instance and a compute instance, as the handles nvmlGpuInstance_t and
+// nvmlComputeInstance_t point at.
+struct gpuselNvmlGpuInstanceBox {
+  int gpu = 0;
+  int gi = 0;  // its place in State::instances[gpu]
+};
+struct gpuselNvmlComputeInstanceBox {
+  int gpu = 0;
+  int mig = 0;  // the MIG device slot it is: one compute instance per MIG device
+};
+
+// NVIDIA's GPU instance profiles of A100 and H100 (7 compute slices, memory in eighths). `index` is
+// nvml.h's NVML_GPU_INSTANCE_PROFILE_<n>_SLICE (and NVML_COMPUTE_INSTANCE_PROFILE_<n>_SLICE, the
+// compute instance profile's id too); `id` is the GPU instance profile's id on the device (what
+// nvmlGpuInstanceProfileInfo_t.id holds and nvidia-smi shows: another number).
+struct MigProfile {
+  unsigned index;
+  unsigned slices;         // compute slices ("2g" -> 2)
+  unsigned id;             // GPU instance profile id
+  unsigned memory_slices;  // its placement's size
+  unsigned max_instances;  // at most this many on one GPU
+};
+constexpr MigProfile kMigProfiles[] = {{0x0, 1, 19, 1, 7},
+                                       {0x1, 2, 14, 2, 3},
+                                       {0x2, 3, 9, 4, 2},
+                                       {0x3, 4, 5, 4, 1},
+                                       {0x4, 7, 0, 8, 1}};
+constexpr unsigned kMemorySlices = 8;
+constexpr unsigned kComputeSlices = 7;
+
+const MigProfile* profile_where(unsigned MigProfile::*field, unsigned value) {
+  for (const MigProfile& p : kMigProfiles)
+    if (p.*field == value) return &p;
+  return nullptr;
+}
+
+// A GPU instance of the machine file: the MIG devices with one gpu_instance id, its profile from
+// their name's slice count, placed after the instances before it in file order.
+struct GpuInstanceModel {
+  unsigned id = 0;
+  const MigProfile* profile = nullptr;
+  GpuInstancePlacement placement{};
+  std::vector<int> migs;                                // its MIG device slots, in file order
+  std::vector<ComputeInstancePlacement> ci_placements;  // theirs, in compute slices
+  std::vector<const MigProfile*> ci_profiles;           // theirs
+};
+
+// The count before `unit` in a MIG profile name ("MIG 1c.2g.10gb": 'c' -> 1, 'g' -> 2), else 0.
+unsigned profile_count(const std::string& name, char unit) {
+  const std::size_t at = name.rfind("MIG ");
+  std::size_t i = at == std::string::npos ? 0 : at + 4;
+  while (i < name.size()) {
+    std::size_t end = i;
+    while (end < name.size() && name[end] >= '0' && name[end] <= '9') ++end;
+    if (end > i && end < name.size() && name[end] == unit && end - i < 4)
+      return static_cast<unsigned>(std::stoul(name.substr(i, end - i)));
+    i = name.find('.', i);
+    if (i == std::string::npos) break;
+    ++i;
+  }
+  return 0;
+}
+
+// The GPU instances of one GPU (none without MIG). A MIG device whose name gives no profile of
+// kMigProfiles is left out of them.
+std::vector<GpuInstanceModel> gpu_instances(const SimGpu& gpu) {
+  std::vector<GpuInstanceModel> out;
+  if (!gpu.mig_enabled) return out;
+  unsigned start = 0;
+  for (std::size_t m = 0; m < gpu.migs.size() && m < kMigSlots; ++m) {
+    const auto& mig = gpu.migs[m];
+    auto gi = std::find_if(out.begin(), out.end(),
+                           [&](const GpuInstanceModel& g) { return g.id == mig.gpu_instance; });
+    if (gi == out.end()) {
+      const MigProfile* p = profile_where(&MigProfile::slices, profile_count(mig.name, 'g'));
+      if (p == nullptr) continue;
+      out.push_back({mig.gpu_instance, p, {start, p->memory_slices}, {}, {}, {}});
+      start += p->memory_slices;
+      gi = out.end() - 1;
+    }
+    const unsigned c = profile_count(mig.name, 'c');
+    const MigProfile* cp = profile_where(&MigProfile::slices, c == 0 ? gi->profile->slices : c);
+    if (cp == nullptr || cp->slices > gi->profile->slices) continue;
+    unsigned ci_start = 0;
+    for (const auto& placed : gi->ci_placements) ci_start += placed.size;
+    gi->migs.push_back(static_cast<int>(m));
+    gi->ci_placements.push_back({ci_start, cp->slices});
+    gi->ci_profiles.push_back(cp);
+  }
+  return out;
+}
+
 struct State {
   gpusel::sim::LoadedMachine loaded;
   std::vector<gpuselNvmlDeviceBox> gpu_handles;
-  std::vector<gpuselNvmlDeviceBox> mig_handles;  // kMigSlots per GPU
+  std::vector<gpuselNvmlDeviceBox> mig_handles;          // kMigSlots per GPU
+  std::vector<std::vector<GpuInstanceModel>> instances;  // per GPU
+  std::vector<gpuselNvmlGpuInstanceBox> gi_handles;      // kMigSlots per GPU
+  std::vector<gpuselNvmlComputeInstanceBox> ci_handles;  // kMigSlots per GPU, as MIG slots
   // Look-ups in constant time, so that a client asking about every pair of GPUs makes a
   // quadratic number of steps, not a cubic one.
   std::unordered_map<std::string, gpuselNvmlDeviceBox> by_uuid;  // GPU and MIG device UUIDs
@@ -76,7 +172,12 @@ void index_machine(State& st) {
   for (int g = 0; g < n; ++g) {
     const SimGpu& gpu = gpus[static_cast<std::size_t>(g)];
     st.gpu_handles.push_back({g, -1});
-    for (unsigned m = 0; m < kMigSlots; ++m) st.mig_handles.push_back({g, static_cast<int>(m)});
+    for (unsigned m = 0; m < kMigSlots; ++m) {
+      st.mig_handles.push_back({g, static_cast<int>(m)});
+      st.gi_handles.push_back({g, static_cast<int>(m)});
+      st.ci_handles.push_back({g, static_cast<int>(m)});
+    }
+    st.instances.push_back(gpu_instances(gpu));
     st.by_uuid.emplace(gpu.uuid, gpuselNvmlDeviceBox{g, -1});
     // MIG UUIDs: the first GPU's wins if a file repeats one, as a search in PCI order finds.
     for (std::size_t m = 0; m < gpu.migs.size() && m < kMigSlots; ++m)
@@ -119,19 +220,21 @@ bool initialised() {
 
 // A handle this library gave out, else nullptr (never dereference an unknown pointer): the
 // handles are the elements of two arrays, so a handle's address says which, if any, it is.
+template <typename Box>
+const Box* element_at(const std::vector<Box>& v, const void* handle) {
+  const auto address = reinterpret_cast<std::uintptr_t>(handle);
+  const auto first = reinterpret_cast<std::uintptr_t>(v.data());
+  if (v.empty() || address < first) return nullptr;
+  const std::uintptr_t offset = address - first;
+  if (offset % sizeof(Box) != 0) return nullptr;
+  const std::size_t i = offset / sizeof(Box);
+  return i < v.size() ? &v[i] : nullptr;
+}
+
 const gpuselNvmlDeviceBox* lookup(nvmlDevice_t device) {
   State& s = state();
-  const auto address = reinterpret_cast<std::uintptr_t>(device);
-  auto in = [&](const std::vector<gpuselNvmlDeviceBox>& v) -> const gpuselNvmlDeviceBox* {
-    const auto first = reinterpret_cast<std::uintptr_t>(v.data());
-    if (v.empty() || address < first) return nullptr;
-    const std::uintptr_t offset = address - first;
-    if (offset % sizeof(gpuselNvmlDeviceBox) != 0) return nullptr;
-    const std::size_t i = offset / sizeof(gpuselNvmlDeviceBox);
-    return i < v.size() ? &v[i] : nullptr;
-  };
-  const gpuselNvmlDeviceBox* box = in(s.gpu_handles);
-  return box != nullptr ? box : in(s.mig_handles);
+  const gpuselNvmlDeviceBox* box = element_at(s.gpu_handles, device);
+  return box != nullptr ? box : element_at(s.mig_handles, device);
 }
 
 // Common checks: initialised, a known handle, a GPU still on the bus.
@@ -1621,6 +1724,410 @@ nvmlReturn_t nvmlDeviceGetEncoderStats(nvmlDevice_t device, unsigned int* sessio
     return NVML_ERROR_INVALID_ARGUMENT;
   if (gpu->encoders == 0) return NVML_ERROR_NOT_SUPPORTED;
   *sessions = *fps = *latency = 0;
+  return NVML_SUCCESS;
+}
+
+// ---- MIG GPU and compute instances ----------------------------------------------------------
+// What the machine file's MIG devices make: GPU instances (one per gpu_instance id, profiles by
+// their slice count, placed in file order) and under each its compute instances (one per MIG
+// device). Read only: nothing creates or destroys an instance.
+
+namespace {
+
+// NVML's profile indexes (NVML_GPU_INSTANCE_PROFILE_*, NVML_COMPUTE_INSTANCE_PROFILE_*) are small
+// numbers; an index past this is no profile at all (INVALID_ARGUMENT), one below it that the
+// simulator does not model (the 6- and 8-slice, media-engine and graphics ones) NOT_SUPPORTED.
+constexpr unsigned kProfileIndexLimit = 32;
+
+// A GPU handle that may have GPU instances: initialised, known, not lost and not a MIG device.
+nvmlReturn_t check_mig_parent(nvmlDevice_t device, const SimGpu** gpu, int* index) {
+  const gpuselNvmlDeviceBox* box;
+  if (nvmlReturn_t rc = check(device, &box, gpu); rc != NVML_SUCCESS) return rc;
+  if (box->mig >= 0) return NVML_ERROR_INVALID_ARGUMENT;
+  *index = box->gpu;
+  return NVML_SUCCESS;
+}
+
+nvmlGpuInstance_t gi_handle(int gpu, std::size_t gi) {
+  return reinterpret_cast<nvmlGpuInstance_t>(
+      &state().gi_handles[static_cast<std::size_t>(gpu) * kMigSlots + gi]);
+}
+nvmlComputeInstance_t ci_handle(int gpu, int mig) {
+  return reinterpret_cast<nvmlComputeInstance_t>(
+      &state()
+           .ci_handles[static_cast<std::size_t>(gpu) * kMigSlots + static_cast<std::size_t>(mig)]);
+}
+
+// The GPU instance a handle is, with its GPU's index.
+nvmlReturn_t check_gi(nvmlGpuInstance_t handle, const GpuInstanceModel** gi, int* gpu) {
+  if (!initialised()) return NVML_ERROR_UNINITIALIZED;
+  State& s = state();
+  const gpuselNvmlGpuInstanceBox* box = element_at(s.gi_handles, handle);
+  if (box == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const auto& list = s.instances[static_cast<std::size_t>(box->gpu)];
+  if (static_cast<std::size_t>(box->gi) >= list.size()) return NVML_ERROR_INVALID_ARGUMENT;
+  if (s.loaded.machine().gpus[static_cast<std::size_t>(box->gpu)].lost)
+    return NVML_ERROR_GPU_IS_LOST;
+  *gi = &list[static_cast<std::size_t>(box->gi)];
+  *gpu = box->gpu;
+  return NVML_SUCCESS;
+}
+
+// The compute instance a handle is: its GPU instance and its place there.
+nvmlReturn_t check_ci(nvmlComputeInstance_t handle, const GpuInstanceModel** gi, std::size_t* at,
+                      int* gpu) {
+  if (!initialised()) return NVML_ERROR_UNINITIALIZED;
+  State& s = state();
+  const gpuselNvmlComputeInstanceBox* box = element_at(s.ci_handles, handle);
+  if (box == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  for (const GpuInstanceModel& g : s.instances[static_cast<std::size_t>(box->gpu)]) {
+    const auto found = std::find(g.migs.begin(), g.migs.end(), box->mig);
+    if (found == g.migs.end()) continue;
+    if (s.loaded.machine().gpus[static_cast<std::size_t>(box->gpu)].lost)
+      return NVML_ERROR_GPU_IS_LOST;
+    *gi = &g;
+    *at = static_cast<std::size_t>(found - g.migs.begin());
+    *gpu = box->gpu;
+    return NVML_SUCCESS;
+  }
+  return NVML_ERROR_INVALID_ARGUMENT;
+}
+
+// The machine file's first GPU instance of a profile, else its first of any, else nullptr.
+const GpuInstanceModel* example_of(int gpu, const MigProfile& p) {
+  const auto& list = state().instances[static_cast<std::size_t>(gpu)];
+  for (const GpuInstanceModel& gi : list)
+    if (gi.profile == &p) return &gi;
+  return list.empty() ? nullptr : &list.front();
+}
+
+const gpusel::sim::SimMig& first_mig(const SimGpu& gpu, const GpuInstanceModel& gi) {
+  return gpu.migs[static_cast<std::size_t>(gi.migs.front())];
+}
+
+// A profile's memory in MiB: its MIG device's where the machine file has one, else the memory per
+// slice of the file's first GPU instance (an eighth of the GPU's without one) times its slices.
+unsigned long long profile_memory_mib(const SimGpu& gpu, int g, const MigProfile& p) {
+  const GpuInstanceModel* gi = example_of(g, p);
+  if (gi == nullptr || gi->migs.empty())
+    return (gpu.memory_total >> 20) / kMemorySlices * p.memory_slices;
+  const unsigned long long mib = first_mig(gpu, *gi).memory_total >> 20;
+  return gi->profile == &p ? mib : mib / gi->profile->memory_slices * p.memory_slices;
+}
+
+// SMs per compute slice: the machine file's MIG devices' (SMs over compute slices), else a seventh
+// of the GPU's, rounded down to an even number as NVIDIA's are.
+unsigned sms_per_slice(const SimGpu& gpu, int g, const MigProfile& p) {
+  const GpuInstanceModel* gi = example_of(g, p);
+  if (gi == nullptr || gi->migs.empty())
+    return static_cast<unsigned>(std::max(0, gpu.sm_count)) / kComputeSlices & ~1u;
+  return static_cast<unsigned>(std::max(0, first_mig(gpu, *gi).sm_count)) /
+         gi->ci_profiles.front()->slices;
+}
+
+// "MIG 2g.10gb": the machine file's name for the profile, else one made as NVIDIA's are (the
+// GPU's memory in GB, in eighths).
+std::string profile_name(const SimGpu& gpu, int g, const MigProfile& p) {
+  const GpuInstanceModel* gi = example_of(g, p);
+  if (gi != nullptr && gi->profile == &p && !gi->migs.empty()) {
+    const std::string& name = first_mig(gpu, *gi).name;
+    std::string profile =
+        name.substr(name.rfind("MIG ") == std::string::npos ? 0 : name.rfind("MIG ") + 4);
+    if (profile_count(name, 'c') != 0) profile = profile.substr(profile.find('.') + 1);
+    return "MIG " + profile;
+  }
+  const unsigned long long gb = (gpu.memory_total + (1ull << 29)) >> 30;
+  return "MIG " + std::to_string(p.slices) + "g." +
+         std::to_string(gb * p.memory_slices / kMemorySlices) + "gb";
+}
+
+// The fields nvmlGpuInstanceProfileInfo_t and its v2 share; the engines as nvmlDeviceGetAttributes
+// gives a MIG device of the profile.
+template <typename Info>
+void describe_gi_profile(const SimGpu& gpu, int g, const MigProfile& p, Info* info) {
+  info->id = p.id;
+  info->isP2pSupported = 0;
+  info->sliceCount = p.slices;
+  info->instanceCount = p.max_instances;
+  info->multiprocessorCount = sms_per_slice(gpu, g, p) * p.slices;
+  info->copyEngineCount = p.slices;
+  info->decoderCount = gpu.decoders * p.slices / kComputeSlices;
+  info->encoderCount = gpu.encoders * p.slices / kComputeSlices;
+  info->jpegCount = p.slices / kComputeSlices;
+  info->ofaCount = p.slices / kComputeSlices;
+  info->memorySizeMB = profile_memory_mib(gpu, g, p);
+}
+
+// A compute instance profile `cp` in GPU instance `gi`: the GPU instance's engines, shared.
+template <typename Info>
+void describe_ci_profile(const SimGpu& gpu, int g, const GpuInstanceModel& gi, const MigProfile& cp,
+                         Info* info) {
+  const unsigned n = gi.profile->slices;
+  info->id = cp.index;
+  info->sliceCount = cp.slices;
+  info->instanceCount = n / cp.slices;
+  info->multiprocessorCount = sms_per_slice(gpu, g, *gi.profile) * cp.slices;
+  info->sharedCopyEngineCount = n;
+  info->sharedDecoderCount = gpu.decoders * n / kComputeSlices;
+  info->sharedEncoderCount = gpu.encoders * n / kComputeSlices;
+  info->sharedJpegCount = n / kComputeSlices;
+  info->sharedOfaCount = n / kComputeSlices;
+}
+
+// Where a GPU instance of a profile may go: every size-aligned run of its memory slices, at most
+// max_instances of them (A100 and H100: 1g at 0-6, 2g at 0, 2, 4, 3g at 0 and 4, 4g and 7g at 0).
+std::vector<GpuInstancePlacement> possible_placements(const MigProfile& p) {
+  std::vector<GpuInstancePlacement> out;
+  for (unsigned start = 0; start + p.memory_slices <= kMemorySlices && out.size() < p.max_instances;
+       start += p.memory_slices)
+    out.push_back({start, p.memory_slices});
+  return out;
+}
+
+// A GPU instance profile argument: one of nvml.h's indexes, which this GPU has.
+nvmlReturn_t gi_profile_by_index(const SimGpu& gpu, unsigned index, const MigProfile** p) {
+  if (index >= kProfileIndexLimit) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!gpu.mig_enabled) return NVML_ERROR_NOT_SUPPORTED;
+  *p = profile_where(&MigProfile::index, index);
+  return *p == nullptr ? NVML_ERROR_NOT_SUPPORTED : NVML_SUCCESS;
+}
+
+// A GPU instance profile id argument (nvmlGpuInstanceProfileInfo_t.id).
+nvmlReturn_t gi_profile_by_id(const SimGpu& gpu, unsigned id, const MigProfile** p) {
+  if (!gpu.mig_enabled) return NVML_ERROR_NOT_SUPPORTED;
+  *p = profile_where(&MigProfile::id, id);
+  return *p == nullptr ? NVML_ERROR_INVALID_ARGUMENT : NVML_SUCCESS;
+}
+
+// A compute instance profile (index and id alike) that fits in GPU instance `gi`.
+nvmlReturn_t ci_profile(const GpuInstanceModel& gi, unsigned index, const MigProfile** p) {
+  if (index >= kProfileIndexLimit) return NVML_ERROR_INVALID_ARGUMENT;
+  *p = profile_where(&MigProfile::index, index);
+  if (*p == nullptr || (*p)->slices > gi.profile->slices) return NVML_ERROR_NOT_SUPPORTED;
+  return NVML_SUCCESS;
+}
+
+void copy_name(const std::string& name, char (&out)[96]) {
+  std::memset(out, 0, sizeof out);
+  std::memcpy(out, name.c_str(), std::min(name.size(), sizeof out - 1));
+}
+
+}  // namespace
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfo(nvmlDevice_t device, unsigned int profile,
+                                                 GpuInstanceProfileInfo* info) {
+  const SimGpu* gpu;
+  int g;
+  if (nvmlReturn_t rc = check_mig_parent(device, &gpu, &g); rc != NVML_SUCCESS) return rc;
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const MigProfile* p;
+  if (nvmlReturn_t rc = gi_profile_by_index(*gpu, profile, &p); rc != NVML_SUCCESS) return rc;
+  describe_gi_profile(*gpu, g, *p, info);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceProfileInfoV(nvmlDevice_t device, unsigned int profile,
+                                                  GpuInstanceProfileInfoV2* info) {
+  const SimGpu* gpu;
+  int g;
+  if (nvmlReturn_t rc = check_mig_parent(device, &gpu, &g); rc != NVML_SUCCESS) return rc;
+  if (info == nullptr || info->version != kGpuInstanceProfileInfoV2Version)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const MigProfile* p;
+  if (nvmlReturn_t rc = gi_profile_by_index(*gpu, profile, &p); rc != NVML_SUCCESS) return rc;
+  describe_gi_profile(*gpu, g, *p, info);
+  copy_name(profile_name(*gpu, g, *p), info->name);
+  return NVML_SUCCESS;
+}
+
+// `count` is only written: a non-null array must hold every placement of the profile (nvml.h).
+nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements_v2(nvmlDevice_t device,
+                                                           unsigned int profileId,
+                                                           GpuInstancePlacement* placements,
+                                                           unsigned int* count) {
+  const SimGpu* gpu;
+  int g;
+  if (nvmlReturn_t rc = check_mig_parent(device, &gpu, &g); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const MigProfile* p;
+  if (nvmlReturn_t rc = gi_profile_by_id(*gpu, profileId, &p); rc != NVML_SUCCESS) return rc;
+  const std::vector<GpuInstancePlacement> all = possible_placements(*p);
+  if (placements != nullptr) std::copy(all.begin(), all.end(), placements);
+  *count = static_cast<unsigned>(all.size());
+  return NVML_SUCCESS;
+}
+nvmlReturn_t nvmlDeviceGetGpuInstancePossiblePlacements(nvmlDevice_t device, unsigned int profileId,
+                                                        GpuInstancePlacement* placements,
+                                                        unsigned int* count) {
+  return nvmlDeviceGetGpuInstancePossiblePlacements_v2(device, profileId, placements, count);
+}
+
+// How many more of a profile would fit: its possible placements, taken in order, that overlap no
+// instance's memory slices nor one taken before, while compute slices are left.
+nvmlReturn_t nvmlDeviceGetGpuInstanceRemainingCapacity(nvmlDevice_t device, unsigned int profileId,
+                                                       unsigned int* count) {
+  const SimGpu* gpu;
+  int g;
+  if (nvmlReturn_t rc = check_mig_parent(device, &gpu, &g); rc != NVML_SUCCESS) return rc;
+  if (count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const MigProfile* p;
+  if (nvmlReturn_t rc = gi_profile_by_id(*gpu, profileId, &p); rc != NVML_SUCCESS) return rc;
+  std::vector<GpuInstancePlacement> taken;
+  unsigned compute = kComputeSlices;
+  for (const GpuInstanceModel& gi : state().instances[static_cast<std::size_t>(g)]) {
+    taken.push_back(gi.placement);
+    compute -= std::min(compute, gi.profile->slices);
+  }
+  unsigned n = 0;
+  for (const GpuInstancePlacement& at : possible_placements(*p)) {
+    const bool overlaps = std::any_of(taken.begin(), taken.end(), [&](const auto& t) {
+      return at.start < t.start + t.size && t.start < at.start + at.size;
+    });
+    if (overlaps || compute < p->slices) continue;
+    taken.push_back(at);
+    compute -= p->slices;
+    ++n;
+  }
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+// `count` is only written: the array must hold the profile's instanceCount handles (nvml.h).
+nvmlReturn_t nvmlDeviceGetGpuInstances(nvmlDevice_t device, unsigned int profileId,
+                                       nvmlGpuInstance_t* instances, unsigned int* count) {
+  const SimGpu* gpu;
+  int g;
+  if (nvmlReturn_t rc = check_mig_parent(device, &gpu, &g); rc != NVML_SUCCESS) return rc;
+  if (instances == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const MigProfile* p;
+  if (nvmlReturn_t rc = gi_profile_by_id(*gpu, profileId, &p); rc != NVML_SUCCESS) return rc;
+  const auto& list = state().instances[static_cast<std::size_t>(g)];
+  unsigned n = 0;
+  for (std::size_t i = 0; i < list.size(); ++i)
+    if (list[i].profile == p) instances[n++] = gi_handle(g, i);
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlDeviceGetGpuInstanceById(nvmlDevice_t device, unsigned int id,
+                                          nvmlGpuInstance_t* instance) {
+  const SimGpu* gpu;
+  int g;
+  if (nvmlReturn_t rc = check_mig_parent(device, &gpu, &g); rc != NVML_SUCCESS) return rc;
+  if (instance == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  if (!gpu->mig_enabled) return NVML_ERROR_NOT_SUPPORTED;
+  const auto& list = state().instances[static_cast<std::size_t>(g)];
+  for (std::size_t i = 0; i < list.size(); ++i)
+    if (list[i].id == id) {
+      *instance = gi_handle(g, i);
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetInfo(nvmlGpuInstance_t instance, GpuInstanceInfo* info) {
+  const GpuInstanceModel* gi;
+  int g;
+  if (nvmlReturn_t rc = check_gi(instance, &gi, &g); rc != NVML_SUCCESS) return rc;
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  info->device = to_handle(&state().gpu_handles[static_cast<std::size_t>(g)]);
+  info->id = gi->id;
+  info->profileId = gi->profile->id;
+  info->placement = gi->placement;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfo(nvmlGpuInstance_t instance,
+                                                          unsigned int profile, unsigned int engine,
+                                                          ComputeInstanceProfileInfo* info) {
+  const GpuInstanceModel* gi;
+  int g;
+  if (nvmlReturn_t rc = check_gi(instance, &gi, &g); rc != NVML_SUCCESS) return rc;
+  if (info == nullptr || engine != 0) return NVML_ERROR_INVALID_ARGUMENT;  // engine: SHARED only
+  const MigProfile* cp;
+  if (nvmlReturn_t rc = ci_profile(*gi, profile, &cp); rc != NVML_SUCCESS) return rc;
+  describe_ci_profile(state().loaded.machine().gpus[static_cast<std::size_t>(g)], g, *gi, *cp,
+                      info);
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceProfileInfoV(nvmlGpuInstance_t instance,
+                                                           unsigned int profile,
+                                                           unsigned int engine,
+                                                           ComputeInstanceProfileInfoV2* info) {
+  const GpuInstanceModel* gi;
+  int g;
+  if (nvmlReturn_t rc = check_gi(instance, &gi, &g); rc != NVML_SUCCESS) return rc;
+  if (info == nullptr || engine != 0 || info->version != kComputeInstanceProfileInfoV2Version)
+    return NVML_ERROR_INVALID_ARGUMENT;
+  const MigProfile* cp;
+  if (nvmlReturn_t rc = ci_profile(*gi, profile, &cp); rc != NVML_SUCCESS) return rc;
+  const SimGpu& gpu = state().loaded.machine().gpus[static_cast<std::size_t>(g)];
+  describe_ci_profile(gpu, g, *gi, *cp, info);
+  const std::string gi_name = profile_name(gpu, g, *gi->profile);  // "MIG 2g.10gb"
+  copy_name(cp == gi->profile ? gi_name
+                              : "MIG " + std::to_string(cp->slices) + "c." +
+                                    gi_name.substr(gi_name.find(' ') + 1),
+            info->name);
+  return NVML_SUCCESS;
+}
+
+// `count` is only written: the array must hold the profile's instanceCount handles (nvml.h).
+nvmlReturn_t nvmlGpuInstanceGetComputeInstances(nvmlGpuInstance_t instance, unsigned int profileId,
+                                                nvmlComputeInstance_t* instances,
+                                                unsigned int* count) {
+  const GpuInstanceModel* gi;
+  int g;
+  if (nvmlReturn_t rc = check_gi(instance, &gi, &g); rc != NVML_SUCCESS) return rc;
+  if (instances == nullptr || count == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const MigProfile* cp;
+  if (nvmlReturn_t rc = ci_profile(*gi, profileId, &cp); rc != NVML_SUCCESS) return rc;
+  unsigned n = 0;
+  for (std::size_t i = 0; i < gi->migs.size(); ++i)
+    if (gi->ci_profiles[i] == cp) instances[n++] = ci_handle(g, gi->migs[i]);
+  *count = n;
+  return NVML_SUCCESS;
+}
+
+nvmlReturn_t nvmlGpuInstanceGetComputeInstanceById(nvmlGpuInstance_t instance, unsigned int id,
+                                                   nvmlComputeInstance_t* compute) {
+  const GpuInstanceModel* gi;
+  int g;
+  if (nvmlReturn_t rc = check_gi(instance, &gi, &g); rc != NVML_SUCCESS) return rc;
+  if (compute == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const SimGpu& gpu = state().loaded.machine().gpus[static_cast<std::size_t>(g)];
+  for (int m : gi->migs)
+    if (gpu.migs[static_cast<std::size_t>(m)].compute_instance == id) {
+      *compute = ci_handle(g, m);
+      return NVML_SUCCESS;
+    }
+  return NVML_ERROR_NOT_FOUND;
+}
+
+nvmlReturn_t nvmlComputeInstanceGetInfo_v2(nvmlComputeInstance_t compute,
+                                           ComputeInstanceInfo* info) {
+  const GpuInstanceModel* gi;
+  std::size_t at;
+  int g;
+  if (nvmlReturn_t rc = check_ci(compute, &gi, &at, &g); rc != NVML_SUCCESS) return rc;
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  const SimGpu& gpu = state().loaded.machine().gpus[static_cast<std::size_t>(g)];
+  info->device = to_handle(&state().gpu_handles[static_cast<std::size_t>(g)]);
+  info->gpuInstance = gi_handle(
+      g, static_cast<std::size_t>(gi - state().instances[static_cast<std::size_t>(g)].data()));
+  info->id = gpu.migs[static_cast<std::size_t>(gi->migs[at])].compute_instance;
+  info->profileId = gi->ci_profiles[at]->index;
+  info->placement = gi->ci_placements[at];
+  return NVML_SUCCESS;
+}
+
+// The unversioned call's struct ends before `placement`: it writes the first 24 bytes only.
+nvmlReturn_t nvmlComputeInstanceGetInfo(nvmlComputeInstance_t compute, ComputeInstanceInfo* info) {
+  ComputeInstanceInfo full{};
+  if (nvmlReturn_t rc = nvmlComputeInstanceGetInfo_v2(compute, &full); rc != NVML_SUCCESS)
+    return rc;
+  if (info == nullptr) return NVML_ERROR_INVALID_ARGUMENT;
+  std::memcpy(static_cast<void*>(info), &full, offsetof(ComputeInstanceInfo, placement));
   return NVML_SUCCESS;
 }
 

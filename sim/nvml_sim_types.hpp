@@ -4,6 +4,8 @@
 // (one field a line: the check reads them). No NVIDIA header is needed to build.
 #pragma once
 
+#include <cstddef>
+
 #include "nvml_abi.hpp"
 
 extern "C" {
@@ -80,6 +82,102 @@ struct AccountingStats {
   unsigned int reserved[5];
 };
 
+// MIG GPU and compute instances (nvmlGpuInstance_t, nvmlComputeInstance_t): opaque handles, like
+// nvmlDevice_t.
+typedef struct gpuselNvmlGpuInstance* nvmlGpuInstance_t;
+typedef struct gpuselNvmlComputeInstance* nvmlComputeInstance_t;
+
+// nvmlGpuInstancePlacement_t: the memory slices a GPU instance occupies.
+struct GpuInstancePlacement {
+  unsigned int start;
+  unsigned int size;
+};
+
+// nvmlGpuInstanceProfileInfo_t (nvmlDeviceGetGpuInstanceProfileInfo).
+struct GpuInstanceProfileInfo {
+  unsigned int id;
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+};
+
+// nvmlGpuInstanceProfileInfo_v2_t (nvmlDeviceGetGpuInstanceProfileInfoV): a version first, a name
+// last.
+struct GpuInstanceProfileInfoV2 {
+  unsigned int version;
+  unsigned int id;
+  unsigned int isP2pSupported;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int copyEngineCount;
+  unsigned int decoderCount;
+  unsigned int encoderCount;
+  unsigned int jpegCount;
+  unsigned int ofaCount;
+  unsigned long long memorySizeMB;
+  char name[96];
+};
+
+// nvmlGpuInstanceInfo_t (nvmlGpuInstanceGetInfo).
+struct GpuInstanceInfo {
+  nvmlDevice_t device;
+  unsigned int id;
+  unsigned int profileId;
+  GpuInstancePlacement placement;
+};
+
+// nvmlComputeInstancePlacement_t: the compute slices of its GPU instance a compute instance holds.
+struct ComputeInstancePlacement {
+  unsigned int start;
+  unsigned int size;
+};
+
+// nvmlComputeInstanceProfileInfo_t (nvmlGpuInstanceGetComputeInstanceProfileInfo).
+struct ComputeInstanceProfileInfo {
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+};
+
+// nvmlComputeInstanceProfileInfo_v2_t (nvmlGpuInstanceGetComputeInstanceProfileInfoV).
+struct ComputeInstanceProfileInfoV2 {
+  unsigned int version;
+  unsigned int id;
+  unsigned int sliceCount;
+  unsigned int instanceCount;
+  unsigned int multiprocessorCount;
+  unsigned int sharedCopyEngineCount;
+  unsigned int sharedDecoderCount;
+  unsigned int sharedEncoderCount;
+  unsigned int sharedJpegCount;
+  unsigned int sharedOfaCount;
+  char name[96];
+};
+
+// nvmlComputeInstanceInfo_t (nvmlComputeInstanceGetInfo_v2). The unversioned
+// nvmlComputeInstanceGetInfo predates `placement` and writes the first 24 bytes only.
+struct ComputeInstanceInfo {
+  nvmlDevice_t device;
+  nvmlGpuInstance_t gpuInstance;
+  unsigned int id;
+  unsigned int profileId;
+  ComputeInstancePlacement placement;
+};
+
 }  // extern "C"
 
 static_assert(sizeof(nvmlPciInfoLegacy_t) == 52);
@@ -89,3 +187,19 @@ static_assert(sizeof(DeviceAttributes) == 40);
 static_assert(sizeof(FieldValue) == 40);
 static_assert(sizeof(ProcessUtilizationSample) == 32);
 static_assert(sizeof(AccountingStats) == 56);
+static_assert(sizeof(GpuInstancePlacement) == 8);
+static_assert(sizeof(GpuInstanceProfileInfo) == 48);
+static_assert(sizeof(GpuInstanceProfileInfoV2) == 152);
+static_assert(sizeof(GpuInstanceInfo) == 24);
+static_assert(sizeof(ComputeInstancePlacement) == 8);
+static_assert(sizeof(ComputeInstanceProfileInfo) == 36);
+static_assert(sizeof(ComputeInstanceProfileInfoV2) == 136);
+static_assert(sizeof(ComputeInstanceInfo) == 32);
+static_assert(offsetof(ComputeInstanceInfo, placement) == 24);  // what the unversioned call skips
+
+// The version words of the versioned profile structs (nvml.h's NVML_STRUCT_VERSION: size | v <<
+// 24).
+constexpr unsigned kGpuInstanceProfileInfoV2Version =
+    static_cast<unsigned>(sizeof(GpuInstanceProfileInfoV2)) | 2u << 24;
+constexpr unsigned kComputeInstanceProfileInfoV2Version =
+    static_cast<unsigned>(sizeof(ComputeInstanceProfileInfoV2)) | 2u << 24;

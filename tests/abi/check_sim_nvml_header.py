@@ -63,7 +63,18 @@ STRUCTS = {
     "FieldValue": ["nvmlFieldValue_t"],
     "ProcessUtilizationSample": ["nvmlProcessUtilizationSample_t"],
     "AccountingStats": ["nvmlAccountingStats_t"],
+    "GpuInstancePlacement": ["nvmlGpuInstancePlacement_t"],
+    "GpuInstanceProfileInfo": ["nvmlGpuInstanceProfileInfo_t"],
+    "GpuInstanceProfileInfoV2": ["nvmlGpuInstanceProfileInfo_v2_t"],
+    "GpuInstanceInfo": ["nvmlGpuInstanceInfo_t"],
+    "ComputeInstancePlacement": ["nvmlComputeInstancePlacement_t"],
+    "ComputeInstanceProfileInfo": ["nvmlComputeInstanceProfileInfo_t"],
+    "ComputeInstanceProfileInfoV2": ["nvmlComputeInstanceProfileInfo_v2_t"],
+    "ComputeInstanceInfo": ["nvmlComputeInstanceInfo_t"],
 }
+
+# nvml.h's opaque handles besides nvmlDevice_t (which SAME_ABI maps) and the simulator's.
+HANDLES = {"nvmlGpuInstance_st": "gpuselNvmlGpuInstance", "nvmlComputeInstance_st": "gpuselNvmlComputeInstance"}
 LEGACY_FIELDS = [("busId", "busIdLegacy"), ("domain", "domain"), ("bus", "bus"), ("device", "device"),
                  ("pciDeviceId", "pciDeviceId"), ("pciSubSystemId", "pciSubSystemId")]
 
@@ -171,6 +182,8 @@ def plan(sim, driver, header, direct):
         return None, None, "\n".join(errors)
     unit = [PRELUDE]
     fields = 0
+    for theirs, ours in HANDLES.items():
+        unit.append(f"template <> struct ours_of<::{theirs}> {{ using type = ours::{ours}; }};")
     for ours, theirs_list in STRUCTS.items():
         for theirs in theirs_list:
             unit.append(f"template <> struct ours_of<::{theirs}> {{ using type = ours::{ours}; }};")
@@ -247,6 +260,10 @@ MUTATIONS = [
     ("sim/nvml_sim_types.hpp", "  unsigned int bus;\n  unsigned int device;\n  unsigned int pciDeviceId;\n  unsigned int pciSubSystemId;\n  unsigned int reserved[4];",
      "  unsigned int bus;\n  unsigned int device;\n  unsigned int pciSubSystemId;\n  unsigned int pciDeviceId;\n  unsigned int reserved[4];"),
     ("sim/nvml_sim_types.hpp", "  long long latencyUsec;", "  unsigned long long latencyUsec;"),
+    ("sim/nvml_sim_types.hpp", "  nvmlDevice_t device;\n  nvmlGpuInstance_t gpuInstance;",
+     "  nvmlDevice_t device;\n  nvmlDevice_t gpuInstance;"),
+    ("sim/nvml_sim_types.hpp", "  unsigned int ofaCount;\n  unsigned long long memorySizeMB;\n};",
+     "  unsigned int ofaCount;\n  unsigned int memorySizeMB;\n};"),
     ("src/driver/nvml_abi.hpp", "  unsigned int gpuInstanceId;\n  unsigned int computeInstanceId;",
      "  unsigned int computeInstanceId;\n  unsigned int gpuInstanceId;"),
     ("sim/nvml_sim.cpp", "NVML_SIM_API const char* nvmlErrorString(nvmlReturn_t result) {",

@@ -100,6 +100,56 @@ print(json.dumps(out))
                 self.assertTrue(all(g["bar1"] for g in got))
                 self.assertEqual([g["pcie_tx"] for g in got], [0] * len(got))
 
+    def test_pynvml_walks_mig_instances(self):
+        """pynvml's MIG instance calls, as a MIG tool walks a GPU: each GPU instance profile, its
+        instances and their compute instances, against the machine file's MIG devices."""
+        script = r'''
+import ctypes, json, pynvml
+pynvml.nvmlInit()
+out = []
+for i in range(pynvml.nvmlDeviceGetCount()):
+    h = pynvml.nvmlDeviceGetHandleByIndex(i)
+    profiles = []
+    for index in range(pynvml.NVML_GPU_INSTANCE_PROFILE_COUNT):
+        try:
+            profile = pynvml.nvmlDeviceGetGpuInstanceProfileInfo(h, index)
+        except pynvml.NVMLError as e:
+            profiles.append(e.value)
+            continue
+        gis = (pynvml.c_nvmlGpuInstance_t * profile.instanceCount)()
+        count = ctypes.c_uint()
+        pynvml.nvmlDeviceGetGpuInstances(h, profile.id, gis, ctypes.byref(count))
+        instances = []
+        for gi in gis[:count.value]:
+            info = pynvml.nvmlGpuInstanceGetInfo(gi)
+            whole = {1: 0, 2: 1, 3: 2, 4: 3, 7: 4}[profile.sliceCount]  # the compute profile of all its slices
+            ci_profile = pynvml.nvmlGpuInstanceGetComputeInstanceProfileInfo(
+                gi, whole, pynvml.NVML_COMPUTE_INSTANCE_ENGINE_PROFILE_SHARED)
+            cis = (pynvml.c_nvmlComputeInstance_t * ci_profile.instanceCount)()
+            found = ctypes.c_uint()
+            pynvml.nvmlGpuInstanceGetComputeInstances(gi, ci_profile.id, cis, ctypes.byref(found))
+            ci = pynvml.nvmlComputeInstanceGetInfo(cis[0])
+            by_id = pynvml.nvmlDeviceGetGpuInstanceById(h, info.id)
+            same = ctypes.cast(by_id, ctypes.c_void_p).value == ctypes.cast(gi, ctypes.c_void_p).value
+            instances.append([info.id, info.profileId, [info.placement.start, info.placement.size], found.value,
+                              ci.id, same])
+        name = profile.name.decode() if isinstance(profile.name, bytes) else profile.name
+        profiles.append([name, profile.id, profile.memorySizeMB, instances])
+    out.append(profiles)
+print(json.dumps(out))
+'''
+        got = json.loads(run([DEBIAN_PYTHON, "-c", script], "mig-a100").stdout)
+        migs = machine("mig-a100")["gpu"][0]["mig"]
+        g0 = got[0]
+        self.assertEqual([p[:3] for p in g0[:5]], [["MIG 1g.5gb", 19, 4992], ["MIG 2g.10gb", 14, 9984],
+                                                   ["MIG 3g.20gb", 9, 19968], ["MIG 4g.20gb", 5, 19968],
+                                                   ["MIG 7g.40gb", 0, 39936]])
+        self.assertEqual([g0[i][3] for i in (0, 2, 3, 4)], [[]] * 4)
+        self.assertEqual(g0[1][3], [[m["gpu_instance"], 14, [2 * k, 2], 1, m["compute_instance"], True]
+                                    for k, m in enumerate(migs)])
+        self.assertEqual(g0[5:], [3] * (len(g0) - 5))  # NOT_SUPPORTED: the 8- and 6-slice and later ones
+        self.assertEqual(got[1], [3] * len(g0))  # MIG off
+
     def test_gpustat_agrees_with_gpusel(self):
         for name in ("dgx-h100", "mig-a100"):
             with self.subTest(machine=name):

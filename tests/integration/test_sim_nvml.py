@@ -185,6 +185,274 @@ class NvmlDoubleTest(Case):
         self.assertEqual(out["count"], [UNINITIALIZED, 0])
 
 
+class GpuInstanceProfileInfoV2(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint)] + [(n, ctypes.c_uint) for n in (
+        "id", "isP2pSupported", "sliceCount", "instanceCount", "multiprocessorCount", "copyEngineCount",
+        "decoderCount", "encoderCount", "jpegCount", "ofaCount")] + [("memorySizeMB", ctypes.c_ulonglong),
+                                                                     ("name", ctypes.c_char * 96)]
+
+
+class Placement(ctypes.Structure):
+    _fields_ = [("start", ctypes.c_uint), ("size", ctypes.c_uint)]
+
+
+class GpuInstanceInfo(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_void_p), ("id", ctypes.c_uint), ("profileId", ctypes.c_uint),
+                ("placement", Placement)]
+
+
+class ComputeInstanceProfileInfoV2(ctypes.Structure):
+    _fields_ = [(n, ctypes.c_uint) for n in (
+        "version", "id", "sliceCount", "instanceCount", "multiprocessorCount", "sharedCopyEngineCount",
+        "sharedDecoderCount", "sharedEncoderCount", "sharedJpegCount", "sharedOfaCount")] + [
+            ("name", ctypes.c_char * 96)]
+
+
+class ComputeInstanceInfo(ctypes.Structure):
+    _fields_ = [("device", ctypes.c_void_p), ("gpuInstance", ctypes.c_void_p), ("id", ctypes.c_uint),
+                ("profileId", ctypes.c_uint), ("placement", Placement)]
+
+
+# MIG GPU and compute instances through NVML's calls, as a MIG tool walks them: every GPU instance
+# profile index, each profile's placements, capacity and instances, each instance's compute instance
+# profiles and compute instances; then bad input.
+INSTANCES = r'''
+import ctypes, json, os, sys
+sys.path.insert(0, os.environ["GPUSEL_TEST_DIR"])
+from test_sim_nvml import (GpuInstanceProfileInfoV2, Placement, GpuInstanceInfo, ComputeInstanceProfileInfoV2,
+                           ComputeInstanceInfo)
+lib = ctypes.CDLL(os.path.join(os.environ["GPUSEL_SIM_ROOT"], "libnvidia-ml.so.1"))
+V = lambda t: ctypes.sizeof(t) | 2 << 24
+ref = ctypes.byref
+out = {"before_init": lib.nvmlDeviceGetGpuInstances(ctypes.c_void_p(0), 14, (ctypes.c_void_p * 8)(),
+                                                    ref(ctypes.c_uint()))}
+assert lib.nvmlInit_v2() == 0
+count = ctypes.c_uint()
+lib.nvmlDeviceGetCount_v2(ref(count))
+def profile(h, index, version=None):
+    info = GpuInstanceProfileInfoV2(version=V(GpuInstanceProfileInfoV2) if version is None else version)
+    rc = lib.nvmlDeviceGetGpuInstanceProfileInfoV(h, index, ref(info))
+    return rc, info
+def compute_instances(h, gi):
+    out = {}
+    for index in range(6):
+        info = ComputeInstanceProfileInfoV2(version=V(ComputeInstanceProfileInfoV2))
+        rc = lib.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, index, 0, ref(info))
+        if rc != 0:
+            out[index] = rc
+            continue
+        cis, n = (ctypes.c_void_p * info.instanceCount)(), ctypes.c_uint(99)
+        rc = lib.nvmlGpuInstanceGetComputeInstances(gi, info.id, cis, ref(n))
+        listed = []
+        for ci in cis[:n.value]:
+            c = ComputeInstanceInfo()
+            lib.nvmlComputeInstanceGetInfo_v2(ctypes.c_void_p(ci), ref(c))
+            by_id = ctypes.c_void_p()
+            lib.nvmlGpuInstanceGetComputeInstanceById(gi, c.id, ref(by_id))
+            # The unversioned call writes nvml.h's old 24-byte struct: the guard after it stays.
+            old = ctypes.create_string_buffer(b"\xab" * 32, 32)
+            lib.nvmlComputeInstanceGetInfo(ctypes.c_void_p(ci), old)
+            listed.append([c.id, c.profileId, c.placement.start, c.placement.size, c.device == h.value,
+                           c.gpuInstance == gi.value, by_id.value == ci, old.raw[24:] == b"\xab" * 8,
+                           old.raw[16:24] == bytes(c)[16:24]])
+        out[index] = [info.name.decode(), info.id, info.sliceCount, info.instanceCount, info.multiprocessorCount,
+                      info.sharedCopyEngineCount, rc, listed]
+    bad = ComputeInstanceProfileInfoV2(version=V(ComputeInstanceProfileInfoV2))
+    out["engine_1"] = lib.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, 0, 1, ref(bad))
+    out["index_40"] = lib.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, 40, 0, ref(bad))
+    bad.version = 1
+    out["bad_version"] = lib.nvmlGpuInstanceGetComputeInstanceProfileInfoV(gi, 0, 0, ref(bad))
+    out["by_id_missing"] = lib.nvmlGpuInstanceGetComputeInstanceById(gi, 7, ref(ctypes.c_void_p()))
+    return out
+gpus = []
+for i in range(count.value):
+    h = ctypes.c_void_p()
+    lib.nvmlDeviceGetHandleByIndex_v2(i, ref(h))
+    g = {"profiles": {}}
+    for index in list(range(9)) + [40]:
+        rc, info = profile(h, index)
+        if rc != 0:
+            g["profiles"][index] = rc
+            continue
+        n = ctypes.c_uint(0)
+        rc_count = lib.nvmlDeviceGetGpuInstancePossiblePlacements_v2(h, info.id, None, ref(n))
+        placements = (Placement * n.value)()
+        rc_list = lib.nvmlDeviceGetGpuInstancePossiblePlacements_v2(h, info.id, placements, ref(n))
+        left = ctypes.c_uint(99)
+        rc_left = lib.nvmlDeviceGetGpuInstanceRemainingCapacity(h, info.id, ref(left))
+        gis, found = (ctypes.c_void_p * info.instanceCount)(), ctypes.c_uint(0)
+        rc_gis = lib.nvmlDeviceGetGpuInstances(h, info.id, gis, ref(found))
+        instances = []
+        for gi in gis[:found.value]:
+            gi = ctypes.c_void_p(gi)
+            gi_info, by_id = GpuInstanceInfo(), ctypes.c_void_p()
+            lib.nvmlGpuInstanceGetInfo(gi, ref(gi_info))
+            lib.nvmlDeviceGetGpuInstanceById(h, gi_info.id, ref(by_id))
+            instances.append([gi_info.id, gi_info.profileId, gi_info.placement.start, gi_info.placement.size,
+                              gi_info.device == h.value, by_id.value == gi.value, compute_instances(h, gi)])
+        g["profiles"][index] = [info.name.decode(), info.id, info.sliceCount, info.instanceCount,
+                                info.multiprocessorCount, info.memorySizeMB, info.copyEngineCount, info.isP2pSupported,
+                                [rc_count, rc_list, [[p.start, p.size] for p in placements]], [rc_left, left.value],
+                                [rc_gis, instances]]
+    g["bad_version"] = profile(h, 1, version=1)[0]
+    g["enum_as_id"] = lib.nvmlDeviceGetGpuInstances(h, 4, (ctypes.c_void_p * 8)(), ref(ctypes.c_uint()))
+    g["no_array"] = lib.nvmlDeviceGetGpuInstances(h, 14, None, ref(ctypes.c_uint()))
+    g["by_id_missing"] = lib.nvmlDeviceGetGpuInstanceById(h, 6, ref(ctypes.c_void_p()))
+    migs = []
+    for slot in range(7):
+        m = ctypes.c_void_p()
+        if lib.nvmlDeviceGetMigDeviceHandleByIndex(h, slot, ref(m)) != 0:
+            break
+        gi_id, ci_id = ctypes.c_uint(), ctypes.c_uint()
+        migs.append([lib.nvmlDeviceGetGpuInstanceId(m, ref(gi_id)), gi_id.value,
+                     lib.nvmlDeviceGetComputeInstanceId(m, ref(ci_id)), ci_id.value,
+                     lib.nvmlDeviceGetGpuInstances(m, 14, (ctypes.c_void_p * 8)(), ref(ctypes.c_uint()))])
+    g["migs"] = migs
+    gpus.append(g)
+out["gpus"] = gpus
+out["bad_handle"] = lib.nvmlGpuInstanceGetInfo(ctypes.c_void_p(0x1234), ref(GpuInstanceInfo()))
+print(json.dumps(out))
+'''
+
+
+def instances(name):
+    env = sim_env(name, GPUSEL_TEST_DIR=os.path.dirname(os.path.abspath(__file__)), GPUSEL_SIM_ROOT=SIM_ROOT)
+    r = subprocess.run([sys.executable, "-c", INSTANCES], capture_output=True, text=True, env=for_python(env),
+                       timeout=60)
+    if r.returncode != 0:
+        raise AssertionError(r.stderr)
+    return json.loads(r.stdout, object_hook=lambda d: {int(k) if k.isdigit() else k: v for k, v in d.items()})
+
+
+# An A100 split in two 3g.20gb GPU instances in the order a file may give them: the second (id 2)
+# with one compute instance, the first (id 1) with a 1-slice and a 2-slice one.
+SPLIT_A100 = """name = "split-a100"
+driver_version = "570.124.06"
+cuda_driver_version = 12080
+[[gpu]]
+uuid = "GPU-11111111-2222-3333-4444-000000000001"
+name = "NVIDIA A100-SXM4-40GB"
+pci_bus_id = "00000000:07:00.0"
+memory_total = "40GiB"
+compute_capability = "8.0"
+sm_count = 108
+numa_node = 0
+cpus = "0-7"
+pcie_h2d_gbps = 24.5
+pcie_d2h_gbps = 25.0
+memory_bandwidth_gbps = 1400.0
+[[gpu.mig]]
+uuid = "MIG-11111111-2222-3333-4444-000000000010"
+gpu_instance = 1
+compute_instance = 0
+name = "NVIDIA A100-SXM4-40GB MIG 1c.3g.20gb"
+memory_total = "19968MiB"
+sm_count = 14
+[[gpu.mig]]
+uuid = "MIG-11111111-2222-3333-4444-000000000011"
+gpu_instance = 2
+compute_instance = 0
+name = "NVIDIA A100-SXM4-40GB MIG 3g.20gb"
+memory_total = "19968MiB"
+sm_count = 42
+[[gpu.mig]]
+uuid = "MIG-11111111-2222-3333-4444-000000000012"
+gpu_instance = 1
+compute_instance = 1
+name = "NVIDIA A100-SXM4-40GB MIG 2c.3g.20gb"
+memory_total = "19968MiB"
+sm_count = 28
+"""
+
+
+class MigInstancesTest(Case):
+    """NVML's MIG GPU and compute instance queries answer from the machine file's MIG devices."""
+
+    def test_mig_a100(self):
+        out = instances("mig-a100")
+        self.assertEqual(out["before_init"], UNINITIALIZED)
+        self.assertEqual(out["bad_handle"], INVALID_ARGUMENT)
+        g0, g1 = out["gpus"]
+        p = g0["profiles"]
+        # Profile indexes are nvml.h's NVML_GPU_INSTANCE_PROFILE_*; the ids they answer are NVIDIA's.
+        self.assertEqual([p[i][:5] for i in range(5)],
+                         [["MIG 1g.5gb", 19, 1, 7, 14], ["MIG 2g.10gb", 14, 2, 3, 28], ["MIG 3g.20gb", 9, 3, 2, 42],
+                          ["MIG 4g.20gb", 5, 4, 1, 56], ["MIG 7g.40gb", 0, 7, 1, 98]])
+        self.assertEqual(p[1][5:8], [9984, 2, 0])  # the file's 2g.10gb memory, copy engines, no P2P
+        self.assertEqual([p[i][5] for i in (0, 2, 4)], [4992, 19968, 39936])  # its memory per slice
+        self.assertEqual([p[i] for i in (5, 6, 7, 8, 40)], [NOT_SUPPORTED] * 4 + [INVALID_ARGUMENT])
+        self.assertEqual(p[0][8], [SUCCESS, SUCCESS, [[s, 1] for s in range(7)]])
+        self.assertEqual(p[1][8], [SUCCESS, SUCCESS, [[0, 2], [2, 2], [4, 2]]])
+        self.assertEqual(p[2][8][2], [[0, 4], [4, 4]])
+        self.assertEqual(p[4][8][2], [[0, 8]])
+        # Three 2g instances take memory slices 0-5 and six compute slices: one 1g fits, nothing else.
+        self.assertEqual([p[i][9] for i in range(5)], [[SUCCESS, 1]] + [[SUCCESS, 0]] * 4)
+        self.assertEqual([p[i][10] for i in (0, 2, 3, 4)], [[SUCCESS, []]] * 4)
+        rc, gis = p[1][10]
+        self.assertEqual(rc, SUCCESS)
+        self.assertEqual([gi[:6] for gi in gis], [[3, 14, 0, 2, True, True], [4, 14, 2, 2, True, True],
+                                                  [5, 14, 4, 2, True, True]])
+        for gi in gis:
+            cis = gi[6]
+            self.assertEqual(cis[0][:6], ["MIG 1c.2g.10gb", 0, 1, 2, 14, 2])
+            self.assertEqual(cis[0][6:], [SUCCESS, []])
+            self.assertEqual(cis[1], ["MIG 2g.10gb", 1, 2, 1, 28, 2, SUCCESS,
+                                      [[0, 1, 0, 2, True, True, True, True, True]]])
+            self.assertEqual([cis[i] for i in (2, 3, 4, 5)], [NOT_SUPPORTED] * 4)
+            self.assertEqual([cis[k] for k in ("engine_1", "index_40", "bad_version", "by_id_missing")],
+                             [INVALID_ARGUMENT, INVALID_ARGUMENT, INVALID_ARGUMENT, NOT_FOUND])
+        self.assertEqual([g0[k] for k in ("bad_version", "enum_as_id", "no_array", "by_id_missing")],
+                         [INVALID_ARGUMENT, INVALID_ARGUMENT, INVALID_ARGUMENT, NOT_FOUND])
+        # MIG device handles: their instance ids; they are no parent of GPU instances.
+        self.assertEqual(g0["migs"], [[SUCCESS, gi, SUCCESS, 0, INVALID_ARGUMENT] for gi in (3, 4, 5)])
+        # GPU 1 has MIG off.
+        self.assertEqual(g1["profiles"], {i: NOT_SUPPORTED for i in range(9)} | {40: INVALID_ARGUMENT})
+        self.assertEqual([g1[k] for k in ("enum_as_id", "no_array", "by_id_missing")],
+                         [NOT_SUPPORTED, INVALID_ARGUMENT, NOT_SUPPORTED])
+
+    def test_same_instances_as_nvidia_smi(self):
+        """The simulator's `nvidia-smi mig -lgi` (its own reading of the machine file) and NVML agree."""
+        r = subprocess.run(["nvidia-smi", "mig", "-lgi"], capture_output=True, text=True, env=sim_env("mig-a100"),
+                           timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [line.strip("| ").split() for line in r.stdout.splitlines() if " MIG " in line]
+        smi = [[int(gpu), f"{mig} {profile}", int(pid), int(gid), placement]
+               for gpu, mig, profile, pid, gid, placement in rows]
+        nvml = [[i, info[0], gi[1], gi[0], f"{gi[2]}:{gi[3]}"] for i, g in enumerate(instances("mig-a100")["gpus"])
+                for info in g["profiles"].values() if isinstance(info, list) for gi in info[10][1]]
+        self.assertEqual(len(smi), 3)
+        self.assertEqual(sorted(smi), sorted(nvml))
+
+    def test_gpu_without_mig(self):
+        for name in ("dgx-h100", "workstation-mixed"):
+            with self.subTest(machine=name):
+                for g in instances(name)["gpus"]:
+                    self.assertEqual(g["profiles"], {i: NOT_SUPPORTED for i in range(9)} | {40: INVALID_ARGUMENT})
+                    self.assertEqual(g["by_id_missing"], NOT_SUPPORTED)
+
+    def test_split_gpu_instance(self):
+        folder = tempfile.mkdtemp(prefix="gpusel-mig-")
+        self.addCleanup(shutil.rmtree, folder, ignore_errors=True)
+        path = os.path.join(folder, "split-a100.toml")
+        with open(path, "w", encoding="utf-8") as f:
+            f.write(SPLIT_A100)
+        (g,) = instances(path)["gpus"]
+        p = g["profiles"]
+        self.assertEqual(p[2][:6], ["MIG 3g.20gb", 9, 3, 2, 42, 19968])
+        self.assertEqual([p[i][9] for i in range(5)], [[SUCCESS, 0]] * 5)  # memory is all taken
+        rc, (first, second) = p[2][10]
+        self.assertEqual([first[:6], second[:6]], [[1, 9, 0, 4, True, True], [2, 9, 4, 4, True, True]])
+        cis = first[6]
+        self.assertEqual(cis[0], ["MIG 1c.3g.20gb", 0, 1, 3, 14, 3, SUCCESS,
+                                  [[0, 0, 0, 1, True, True, True, True, True]]])
+        self.assertEqual(cis[1], ["MIG 2c.3g.20gb", 1, 2, 1, 28, 3, SUCCESS,
+                                  [[1, 1, 1, 2, True, True, True, True, True]]])
+        self.assertEqual(cis[2][6:], [SUCCESS, []])
+        self.assertEqual(second[6][2], ["MIG 3g.20gb", 2, 3, 1, 42, 3, SUCCESS,
+                                        [[0, 2, 0, 3, True, True, True, True, True]]])
+        self.assertEqual([m[1:4] for m in g["migs"]], [[1, SUCCESS, 0], [2, SUCCESS, 0], [1, SUCCESS, 1]])
+
+
 def handles_machine(count):
     """`count` GPUs over two PCI domains: GPUs 0-1 an NVLink pair, 2-9 an NVLink domain of eight, the
     rest on PCIe only; every fifth GPU from 10 on in MIG mode with two MIG devices. Returns (text,

@@ -21,6 +21,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -461,6 +462,137 @@ void add_lists(Table& t) {
   });
 }
 
+// The GPU instance profiles' ids on the simulated A100s and H100s (nvmlGpuInstanceProfileInfo_t.id)
+// and one that is none.
+const std::vector<unsigned> kGpuInstanceProfileIds = {19, 14, 9, 5, 0, 77};
+
+// A target's first GPU instance, found without guards (nullptr on a GPU without MIG).
+nvmlGpuInstance_t first_gpu_instance(const Target& t) {
+  using F = nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlGpuInstance_t*, unsigned*);
+  auto f = symbol<F>(t, "nvmlDeviceGetGpuInstances");
+  for (unsigned id : kGpuInstanceProfileIds) {
+    nvmlGpuInstance_t found[8] = {};
+    unsigned n = 0;
+    if (f(t.device, id, found, &n) == NVML_SUCCESS && n > 0) return found[0];
+  }
+  return nullptr;
+}
+
+// Its first compute instance (nullptr without one).
+nvmlComputeInstance_t first_compute_instance(const Target& t) {
+  using F = nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned, nvmlComputeInstance_t*, unsigned*);
+  nvmlGpuInstance_t gi = first_gpu_instance(t);
+  if (gi == nullptr) return nullptr;
+  auto f = symbol<F>(t, "nvmlGpuInstanceGetComputeInstances");
+  for (unsigned profile = 0; profile < 8; ++profile) {
+    nvmlComputeInstance_t found[8] = {};
+    unsigned n = 0;
+    if (f(gi, profile, found, &n) == NVML_SUCCESS && n > 0) return found[0];
+  }
+  return nullptr;
+}
+
+void add_gpu_instances(Table& t) {
+  const std::vector<unsigned> indexes = {0, 1, 2, 3, 4, 5, 7, 40};
+  t.with<unsigned, GpuInstanceProfileInfo>("nvmlDeviceGetGpuInstanceProfileInfo", indexes);
+  for (unsigned index : indexes)
+    t.add("nvmlDeviceGetGpuInstanceProfileInfoV", [index](const Target& tg, Arena& a) {
+      auto* info = a.out<GpuInstanceProfileInfoV2>();
+      info->version = kGpuInstanceProfileInfoV2Version;
+      using F = nvmlReturn_t (*)(nvmlDevice_t, unsigned, GpuInstanceProfileInfoV2*);
+      return symbol<F>(tg, "nvmlDeviceGetGpuInstanceProfileInfoV")(tg.device, index, info);
+    });
+  t.with<unsigned, unsigned>("nvmlDeviceGetGpuInstanceRemainingCapacity", kGpuInstanceProfileIds);
+  t.with<unsigned, nvmlGpuInstance_t>("nvmlDeviceGetGpuInstanceById", {0, 1, 3, 5, 14});
+  for (unsigned id : kGpuInstanceProfileIds) {
+    for (const char* name : {"nvmlDeviceGetGpuInstancePossiblePlacements_v2",
+                             "nvmlDeviceGetGpuInstancePossiblePlacements"})
+      t.add(name, [name, id](const Target& tg, Arena& a) {
+        using F = nvmlReturn_t (*)(nvmlDevice_t, unsigned, GpuInstancePlacement*, unsigned*);
+        auto f = symbol<F>(tg, name);
+        return list<GpuInstancePlacement>(
+            [&](unsigned* n, GpuInstancePlacement* p) { return f(tg.device, id, p, n); }, false, a);
+      });
+    // The array holds the profile's instanceCount handles, as nvml.h asks.
+    t.add("nvmlDeviceGetGpuInstances", [id](const Target& tg, Arena& a) {
+      using Info = nvmlReturn_t (*)(nvmlDevice_t, unsigned, GpuInstanceProfileInfo*);
+      auto info = symbol<Info>(tg, "nvmlDeviceGetGpuInstanceProfileInfo");
+      GpuInstanceProfileInfo profile{};
+      profile.instanceCount = 1;
+      for (unsigned index = 0; index < 8; ++index) {
+        GpuInstanceProfileInfo p{};
+        if (info(tg.device, index, &p) == NVML_SUCCESS && p.id == id) profile = p;
+      }
+      using F = nvmlReturn_t (*)(nvmlDevice_t, unsigned, nvmlGpuInstance_t*, unsigned*);
+      return symbol<F>(tg, "nvmlDeviceGetGpuInstances")(
+          tg.device, id, a.out<nvmlGpuInstance_t>(profile.instanceCount), a.out<unsigned>());
+    });
+  }
+}
+
+void add_compute_instances(Table& t) {
+  t.add("nvmlGpuInstanceGetInfo", [](const Target& tg, Arena& a) {
+    nvmlGpuInstance_t gi = first_gpu_instance(tg);
+    if (gi == nullptr) return static_cast<int>(NVML_ERROR_NOT_SUPPORTED);
+    using F = nvmlReturn_t (*)(nvmlGpuInstance_t, GpuInstanceInfo*);
+    return symbol<F>(tg, "nvmlGpuInstanceGetInfo")(gi, a.out<GpuInstanceInfo>());
+  });
+  for (unsigned profile : {0u, 1u, 2u, 4u, 5u, 40u}) {
+    t.add("nvmlGpuInstanceGetComputeInstanceProfileInfo", [profile](const Target& tg, Arena& a) {
+      nvmlGpuInstance_t gi = first_gpu_instance(tg);
+      if (gi == nullptr) return static_cast<int>(NVML_ERROR_NOT_SUPPORTED);
+      using F =
+          nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned, unsigned, ComputeInstanceProfileInfo*);
+      return symbol<F>(tg, "nvmlGpuInstanceGetComputeInstanceProfileInfo")(
+          gi, profile, 0, a.out<ComputeInstanceProfileInfo>());
+    });
+    t.add("nvmlGpuInstanceGetComputeInstanceProfileInfoV", [profile](const Target& tg, Arena& a) {
+      nvmlGpuInstance_t gi = first_gpu_instance(tg);
+      if (gi == nullptr) return static_cast<int>(NVML_ERROR_NOT_SUPPORTED);
+      auto* info = a.out<ComputeInstanceProfileInfoV2>();
+      info->version = kComputeInstanceProfileInfoV2Version;
+      using F =
+          nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned, unsigned, ComputeInstanceProfileInfoV2*);
+      return symbol<F>(tg, "nvmlGpuInstanceGetComputeInstanceProfileInfoV")(gi, profile, 0, info);
+    });
+    // The array holds the compute instance profile's instanceCount handles, as nvml.h asks.
+    t.add("nvmlGpuInstanceGetComputeInstances", [profile](const Target& tg, Arena& a) {
+      nvmlGpuInstance_t gi = first_gpu_instance(tg);
+      if (gi == nullptr) return static_cast<int>(NVML_ERROR_NOT_SUPPORTED);
+      using Info =
+          nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned, unsigned, ComputeInstanceProfileInfo*);
+      ComputeInstanceProfileInfo p{};
+      p.instanceCount = 1;
+      symbol<Info>(tg, "nvmlGpuInstanceGetComputeInstanceProfileInfo")(gi, profile, 0, &p);
+      using F = nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned, nvmlComputeInstance_t*, unsigned*);
+      return symbol<F>(tg, "nvmlGpuInstanceGetComputeInstances")(
+          gi, profile, a.out<nvmlComputeInstance_t>(p.instanceCount), a.out<unsigned>());
+    });
+  }
+  for (unsigned id : {0u, 1u, 7u})
+    t.add("nvmlGpuInstanceGetComputeInstanceById", [id](const Target& tg, Arena& a) {
+      nvmlGpuInstance_t gi = first_gpu_instance(tg);
+      if (gi == nullptr) return static_cast<int>(NVML_ERROR_NOT_SUPPORTED);
+      using F = nvmlReturn_t (*)(nvmlGpuInstance_t, unsigned, nvmlComputeInstance_t*);
+      return symbol<F>(tg, "nvmlGpuInstanceGetComputeInstanceById")(gi, id,
+                                                                    a.out<nvmlComputeInstance_t>());
+    });
+  t.add("nvmlComputeInstanceGetInfo_v2", [](const Target& tg, Arena& a) {
+    nvmlComputeInstance_t ci = first_compute_instance(tg);
+    if (ci == nullptr) return static_cast<int>(NVML_ERROR_NOT_SUPPORTED);
+    using F = nvmlReturn_t (*)(nvmlComputeInstance_t, ComputeInstanceInfo*);
+    return symbol<F>(tg, "nvmlComputeInstanceGetInfo_v2")(ci, a.out<ComputeInstanceInfo>());
+  });
+  // The unversioned call's struct is nvml.h's of its time: 24 bytes, no placement.
+  t.add("nvmlComputeInstanceGetInfo", [](const Target& tg, Arena& a) {
+    nvmlComputeInstance_t ci = first_compute_instance(tg);
+    if (ci == nullptr) return static_cast<int>(NVML_ERROR_NOT_SUPPORTED);
+    using F = nvmlReturn_t (*)(nvmlComputeInstance_t, void*);
+    return symbol<F>(tg, "nvmlComputeInstanceGetInfo")(
+        ci, a.bytes(offsetof(ComputeInstanceInfo, placement)));
+  });
+}
+
 // The results every machine's child adds to (shared memory): per export, whether any call
 // succeeded.
 struct Shared {
@@ -551,6 +683,8 @@ int main(int argc, char** argv) {
   add_system_and_handles(table);
   add_strings(table);
   add_lists(table);
+  add_gpu_instances(table);
+  add_compute_instances(table);
   int failures = 0;
   std::map<std::string, bool> exported;
   for (const char* name : kExports) {
