@@ -225,6 +225,14 @@ const Since kSince[] = {
     {"cuMemPrefetchAsync_v2", 12020},
     {"cuMemAdvise_v2", 12020},
     {"cuLaunchHostFunc", 10000},
+    {"cuStreamBeginCapture_v2", 10010},
+    {"cuStreamEndCapture", 10000},
+    {"cuGraphCreate", 10000},
+    {"cuGraphGetNodes", 10000},
+    {"cuGraphDestroy", 10000},
+    {"cuGraphInstantiateWithFlags", 11040},
+    {"cuGraphExecDestroy", 10000},
+    {"cuGraphLaunch", 10000},
 };
 
 int since(const char* symbol) {

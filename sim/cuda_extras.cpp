@@ -30,6 +30,10 @@ CUresult unified_copy(CUdeviceptr dst, CUdeviceptr src, std::size_t bytes, CUstr
   CUdeviceptr dst_dev = 0, src_dev = 0;
   {
     std::lock_guard<std::mutex> lock(state().mutex);
+    if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult rc = CUDA_SUCCESS; captured(
+            stream, [=](CUstream on) { return unified_copy(dst, src, bytes, on); }, &rc))
+      return rc;
     dst_dev = device_side(dst, bytes);
     src_dev = device_side(src, bytes);
   }
@@ -203,17 +207,6 @@ CUresult cuStreamGetId(CUstream stream, unsigned long long* id) {
   *id = stream == nullptr
             ? 1u + static_cast<unsigned>(device)
             : static_cast<unsigned long long>(reinterpret_cast<std::uintptr_t>(stream));
-  return CUDA_SUCCESS;
-}
-
-// Nothing is ever captured: no graphs here.
-CUresult cuStreamIsCapturing(CUstream stream, int* status) {
-  if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
-  std::lock_guard<std::mutex> lock(state().mutex);
-  if (status == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  int device = 0;
-  if (CUresult rc = stream_device(stream, &device); rc != CUDA_SUCCESS) return rc;
-  *status = 0;  // CU_STREAM_CAPTURE_STATUS_NONE
   return CUDA_SUCCESS;
 }
 

@@ -68,6 +68,9 @@ CUresult copy_2d(const CUDA_MEMCPY2D* p, CUstream stream) {
     std::lock_guard<std::mutex> lock(state().mutex);
     if (current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
     if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult rc = CUDA_SUCCESS; captured(
+            stream, [params = *p](CUstream on) { return copy_2d(&params, on); }, &rc))
+      return rc;
     if (CUresult rc = side(p->srcMemoryType, p->srcHost, p->srcDevice, p->srcArray, p->srcXInBytes,
                            p->srcY, p->srcPitch, p->WidthInBytes, p->Height, &from);
         rc != CUDA_SUCCESS)
@@ -126,6 +129,11 @@ CUresult memset_2d(CUdeviceptr dst, std::size_t pitch, unsigned value, std::size
     std::lock_guard<std::mutex> lock(state().mutex);
     if (current_device() == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
     if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+    if (CUresult rc = CUDA_SUCCESS; captured(
+            stream,
+            [=](CUstream on) { return memset_2d(dst, pitch, value, size, width, height, on); },
+            &rc))
+      return rc;
     if (width > SIZE_MAX / size) return CUDA_ERROR_INVALID_VALUE;
     if (height > 1 && pitch < width * size) return CUDA_ERROR_INVALID_VALUE;
     if (width == 0 || height == 0) return CUDA_SUCCESS;
@@ -259,6 +267,17 @@ CUresult cuMemsetD2D32Async(CUdeviceptr dst, std::size_t pitch, unsigned int val
 CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void* data) {
   if (CUresult rc = host_work(stream, reinterpret_cast<const void*>(fn)); rc != CUDA_SUCCESS)
     return rc;
+  {
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (CUresult rc = CUDA_SUCCESS; captured(
+            stream,
+            [fn, data](CUstream) -> CUresult {
+              fn(data);
+              return CUDA_SUCCESS;
+            },
+            &rc))
+      return rc;
+  }
   fn(data);
   return CUDA_SUCCESS;
 }
@@ -268,6 +287,11 @@ CUresult cuStreamAddCallback(CUstream stream, CUstreamCallback callback, void* d
   if (CUresult rc = host_work(stream, reinterpret_cast<const void*>(callback)); rc != CUDA_SUCCESS)
     return rc;
   if (flags != 0) return CUDA_ERROR_INVALID_VALUE;
+  {
+    // The driver refuses stream callbacks in a capture (cuLaunchHostFunc is the capturable form).
+    std::lock_guard<std::mutex> lock(state().mutex);
+    if (capture_refuses_wait(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
+  }
   callback(stream, CUDA_SUCCESS, data);
   return CUDA_SUCCESS;
 }

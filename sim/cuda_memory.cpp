@@ -63,6 +63,10 @@ CUresult copy(CUdeviceptr dst_dev, void* dst_host, CUdeviceptr src_dev, const vo
   Device* d = current_device();
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult rc = CUDA_SUCCESS; captured(
+          stream,
+          [=](CUstream on) { return copy(dst_dev, dst_host, src_dev, src_host, bytes, on); }, &rc))
+    return rc;
   if (bytes == 0) return CUDA_SUCCESS;
   // Pinned host memory has a device address, its own (unified addressing): a copy from or to it
   // by that address is a copy from or to host memory.
@@ -137,6 +141,9 @@ CUresult memset_device(CUdeviceptr dst, unsigned int value, std::size_t size, st
   Device* d = current_device();
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
+  if (CUresult rc = CUDA_SUCCESS; captured(
+          stream, [=](CUstream on) { return memset_device(dst, value, size, count, on); }, &rc))
+    return rc;
   if (dst % size != 0 || count > SIZE_MAX / size || find_allocation(dst, count * size) == nullptr)
     return CUDA_ERROR_INVALID_VALUE;
   if (size == 4) {

@@ -18,7 +18,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -94,11 +96,16 @@ typedef struct CUmemLocation_st {
 // cuLaunchHostFunc's and cuStreamAddCallback's host functions.
 typedef void (*CUhostFn)(void* data);
 typedef void (*CUstreamCallback)(CUstream stream, CUresult status, void* data);
+struct CUgraph_st;
 struct CUstream_st {
   int device = 0;
   bool non_blocking = false;
   int priority = 0;  // cuStreamCreateWithPriority's, clamped to the context's range
   double ready = 0;  // simulated seconds at which the stream's queued work is done
+  // Stream capture (cuda_graph.cpp): the graph its work goes into instead of running, and whether
+  // the capture began on this stream (cuStreamBeginCapture) or reached it through an event.
+  CUgraph_st* capture = nullptr;
+  bool capture_origin = false;
 };
 struct CUmemPoolHandle_st {
   std::uint64_t release_threshold = 0;  // CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, kept as set
@@ -112,7 +119,23 @@ typedef std::size_t (*CUoccupancyB2DSize)(int block_size);
 struct CUevent_st {
   bool recorded = false;
   double time = 0;
+  CUgraph_st* captured_in = nullptr;  // last recorded in a capturing stream: that capture's graph
 };
+// A graph made by stream capture: the captured work in the order it was issued (the simulator runs
+// work as it is queued, so that order respects every dependency), and an instantiated graph.
+struct CUgraphNode_st {
+  std::function<CUresult(CUstream)> work;  // runs the node's work on the stream launched on
+};
+typedef CUgraphNode_st* CUgraphNode;
+struct CUgraph_st {
+  std::vector<std::unique_ptr<CUgraphNode_st>> nodes;
+  bool invalidated = false;  // a call the capture cannot hold was made: cuStreamEndCapture fails
+};
+typedef CUgraph_st* CUgraph;
+struct CUgraphExec_st {
+  std::vector<std::function<CUresult(CUstream)>> work;
+};
+typedef CUgraphExec_st* CUgraphExec;
 
 namespace gpusel::sim::cuda {
 
@@ -155,6 +178,8 @@ struct State {
   std::map<const void*, std::size_t> registered;  // cuMemHostRegister'd memory (the caller's)
   std::set<CUstream> streams;
   std::set<CUevent> events;
+  std::set<CUgraph> graphs;  // ended captures and cuGraphCreate's, until cuGraphDestroy
+  std::set<CUgraphExec> graph_execs;
   std::set<CUcontext> created;  // contexts of cuCtxCreate, destroyed ones included
 };
 
@@ -227,6 +252,15 @@ double pcie_gbps(const SimGpu& g);
 // The special stream handles CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2): both act as
 // the legacy stream here (the simulator has one default stream per device).
 CUstream normal_stream(CUstream stream);
+
+// ---- cuda_graph.cpp ----
+// Stream capture. When `stream` is being captured, records `work` as the capture's next node (it
+// runs when the graph is launched, on the stream launched on) and returns true; *rc is then the
+// result the capturing call returns. Call with the mutex held.
+bool captured(CUstream stream, std::function<CUresult(CUstream)> work, CUresult* rc);
+// A call that waits for the stream (cuStreamSynchronize, cuStreamQuery) cannot be captured: true
+// when `stream` is capturing, after invalidating the capture (the driver's rule). Mutex held.
+bool capture_refuses_wait(CUstream stream);
 
 // ---- cuda_errors.cpp ----
 const char* error_name(CUresult rc);

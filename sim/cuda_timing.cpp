@@ -151,6 +151,7 @@ CUresult cuStreamSynchronize(CUstream stream) {
   if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
   if (normal_stream(stream) == nullptr && current_device() == nullptr)
     return CUDA_ERROR_INVALID_CONTEXT;
+  if (capture_refuses_wait(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return CUDA_SUCCESS;  // work completes as it is queued; only simulated time advances
 }
 
@@ -162,6 +163,7 @@ CUresult cuStreamQuery(CUstream stream) {
   if (!valid_stream(stream)) return CUDA_ERROR_INVALID_HANDLE;
   if (normal_stream(stream) == nullptr && current_device() == nullptr)
     return CUDA_ERROR_INVALID_CONTEXT;
+  if (capture_refuses_wait(stream)) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;
   return CUDA_SUCCESS;
 }
 
@@ -172,6 +174,15 @@ CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int) {
   if (!valid_stream(stream) || s.events.count(event) == 0) return CUDA_ERROR_INVALID_HANDLE;
   Device* d = current_device();
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
+  if (CUgraph g = event->captured_in; g != nullptr) {
+    // Waiting for an event of a capture draws this stream into it (the fork of fork-join).
+    CUstream_st* joining = normal_stream(stream);
+    if (joining == nullptr) return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // the legacy stream
+    if (joining->capture != nullptr && joining->capture != g)
+      return CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED;  // two captures would merge
+    joining->capture = g;
+    return CUDA_SUCCESS;
+  }
   CUstream_st* st = stream_of(stream, *d);
   if (event->recorded) st->ready = std::max(st->ready, event->time);
   return CUDA_SUCCESS;
@@ -197,6 +208,8 @@ CUresult cuEventRecord(CUevent event, CUstream stream) {
   Device* d = current_device();
   if (d == nullptr) return CUDA_ERROR_INVALID_CONTEXT;
   stream = normal_stream(stream);
+  event->captured_in = stream != nullptr ? stream->capture : nullptr;
+  if (event->captured_in != nullptr) return CUDA_SUCCESS;  // a point in the capture, not a time
   CUstream_st* st = stream_of(stream, *d);
   double t = st->ready;
   if (stream == nullptr) {

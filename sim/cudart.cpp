@@ -168,7 +168,16 @@ struct Symbol {
   X(cuIpcGetMemHandle, (IpcMemHandle*, CUdeviceptr))                                            \
   X(cuMemPoolGetAttribute, (void*, int, void*))                                                 \
   X(cuMemPoolSetAttribute, (void*, int, void*))                                                 \
-  X(cuStreamGetId, (CUstream, unsigned long long*))
+  X(cuStreamGetId, (CUstream, unsigned long long*))                                             \
+  X(cuStreamIsCapturing, (CUstream, int*))                                                      \
+  X(cuStreamBeginCapture_v2, (CUstream, int))                                                   \
+  X(cuStreamEndCapture, (CUstream, void**))                                                     \
+  X(cuGraphCreate, (void**, unsigned))                                                          \
+  X(cuGraphGetNodes, (void*, void**, std::size_t*))                                             \
+  X(cuGraphDestroy, (void*))                                                                    \
+  X(cuGraphInstantiateWithFlags, (void**, void*, unsigned long long))                           \
+  X(cuGraphExecDestroy, (void*))                                                                \
+  X(cuGraphLaunch, (void*, CUstream))
 
 struct Driver {
 #define GPUSEL_DRIVER_FIELD(name, params) CUresult(*name) params = nullptr;
@@ -1060,15 +1069,67 @@ CUDART_API cudaError_t cudaStreamGetDevice(void* stream, int* device) {
   return cudaSuccess;
 }
 
-// Nothing is ever captured: there are no graphs here.
+// Stream capture and graphs: the driver records what a capturing stream is given and replays it
+// when the graph is launched (sim/cuda_graph.cpp).
 CUDART_API cudaError_t cudaStreamIsCapturing(void* stream, int* status) {
   if (status == nullptr) return fail(cudaErrorInvalidValue);
   if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
-  int priority = 0;
-  if (CUresult rc = rt().cu.cuStreamGetPriority(driver_stream(stream), &priority); rc != 0)
-    return from_driver(rc);
-  *status = 0;  // cudaStreamCaptureStatusNone
-  return cudaSuccess;
+  return from_driver(rt().cu.cuStreamIsCapturing(driver_stream(stream), status));
+}
+
+CUDART_API cudaError_t cudaStreamBeginCapture(void* stream, int mode) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuStreamBeginCapture_v2(driver_stream(stream), mode));
+}
+
+CUDART_API cudaError_t cudaStreamEndCapture(void* stream, void** graph) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuStreamEndCapture(driver_stream(stream), graph));
+}
+
+CUDART_API cudaError_t cudaGraphCreate(void** graph, unsigned int flags) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuGraphCreate(graph, flags));
+}
+
+CUDART_API cudaError_t cudaGraphGetNodes(void* graph, void** nodes, std::size_t* count) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuGraphGetNodes(graph, nodes, count));
+}
+
+CUDART_API cudaError_t cudaGraphDestroy(void* graph) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuGraphDestroy(graph));
+}
+
+CUDART_API cudaError_t cudaGraphInstantiateWithFlags(void** exec, void* graph,
+                                                     unsigned long long flags) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuGraphInstantiateWithFlags(exec, graph, flags));
+}
+
+#if GPUSEL_CUDART_MAJOR >= 12
+CUDART_API cudaError_t cudaGraphInstantiate(void** exec, void* graph, unsigned long long flags) {
+  return cudaGraphInstantiateWithFlags(exec, graph, flags);
+}
+#else
+// CUDA 11's: where instantiation failed, and a log (none here: capture records only what runs).
+CUDART_API cudaError_t cudaGraphInstantiate(void** exec, void* graph, void** error_node, char* log,
+                                            std::size_t log_size) {
+  if (error_node != nullptr) *error_node = nullptr;
+  if (log != nullptr && log_size > 0) log[0] = '\0';
+  return cudaGraphInstantiateWithFlags(exec, graph, 0);
+}
+#endif
+
+CUDART_API cudaError_t cudaGraphExecDestroy(void* exec) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuGraphExecDestroy(exec));
+}
+
+CUDART_API cudaError_t cudaGraphLaunch(void* exec, void* stream) {
+  if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
+  return from_driver(rt().cu.cuGraphLaunch(exec, driver_stream(stream)));
 }
 
 CUDART_API cudaError_t cudaEventCreateWithFlags(void** event, unsigned int flags) {
@@ -1587,6 +1648,15 @@ CUDART_API cudaError_t cudaStreamGetFlags_ptsz(void* stream, unsigned int* flags
 }
 CUDART_API cudaError_t cudaStreamIsCapturing_ptsz(void* stream, int* status) {
   return cudaStreamIsCapturing(stream, status);
+}
+CUDART_API cudaError_t cudaStreamBeginCapture_ptsz(void* stream, int mode) {
+  return cudaStreamBeginCapture(stream, mode);
+}
+CUDART_API cudaError_t cudaStreamEndCapture_ptsz(void* stream, void** graph) {
+  return cudaStreamEndCapture(stream, graph);
+}
+CUDART_API cudaError_t cudaGraphLaunch_ptsz(void* exec, void* stream) {
+  return cudaGraphLaunch(exec, stream);
 }
 CUDART_API cudaError_t cudaEventRecord_ptsz(void* event, void* stream) {
   return cudaEventRecord(event, stream);

@@ -93,7 +93,7 @@ out["code"] = [cu.cuLibraryLoadData(ctypes.byref(lib), b"\0" * 16, None, None, 0
 # An unmodelled call, and the deprecated context calls pycuda binds.
 attached = ctypes.c_void_p()
 out["deprecated"] = [cu.cuCtxAttach(ctypes.byref(attached), 0), attached.value == ctx0.value,
-                     cu.cuCtxDetach(attached), cu.cuGraphCreate(ctypes.byref(fn), 0)]
+                     cu.cuCtxDetach(attached), cu.cuGraphAddEmptyNode(ctypes.byref(fn), None, None, 0)]
 print(json.dumps(out))
 '''
 

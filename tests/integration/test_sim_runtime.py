@@ -345,3 +345,45 @@ class KernelFreeProgramTest(Case):
         # flags cudaHostAlloc was given (mapped | portable).
         self.assertEqual(self.out["ipc_flags"], ["0", "1", "801", "0", "3"])
         self.assertEqual(self.out["launch"], ["801"])  # a kernel still does not run
+
+
+@unittest.skipIf(INSTRUMENTED, "the doubles are built with a sanitizer; a foreign program cannot load them")
+@unittest.skipUnless(os.path.exists(NVCC), f"no CUDA toolkit ({NVCC} is absent)")
+class GraphCaptureTest(Case):
+    """Stream capture of copies, memsets and host functions, and the graph's launches (issue 32),
+    from tests/integration/cuda_graph_capture.cu (built with `nvcc -cudart shared`)."""
+
+    @classmethod
+    def setUpClass(cls):
+        (program,) = build_cuda_program("cuda_graph_capture")
+        tmp = tempfile.mkdtemp(prefix="gpusel-graph-")
+        try:
+            r = run_program(program, machine_with_driver(tmp, "dgx-h100"))
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        if r.returncode != 0:
+            raise AssertionError(r.stdout + r.stderr)
+        cls.out = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()}
+
+    def check(self, name, expected):
+        self.assertEqual(self.out.get(name), expected)
+
+    def test_captured_work_runs_only_when_the_graph_is_launched(self):
+        # Begin (0), capturing (1), the last captured call (0), end (0), no longer capturing (0),
+        # 5 nodes, nothing moved before the launch, instantiate and launch (0); the memset's 0x55
+        # then byte 100; the second launch copies the host buffer as changed (7); the host function
+        # ran once per launch.
+        self.check("capture", ["0", "1", "0", "0", "0", "0", "5", "1", "0", "0", "55", "64", "7", "2"])
+
+    def test_a_second_stream_joins_through_an_event(self):
+        # The second stream captures once it waits for the capture's event; ending there is refused;
+        # the end, 3 nodes (events add none), nothing before the launch, the second stream released;
+        # both copies out arrive.
+        self.check("fork_join", ["1", "0", "0", "3", "0", "0", "190", "190"])
+
+    def test_waiting_for_a_capture_invalidates_it(self):
+        # cudaStreamSynchronize while capturing: cudaErrorStreamCaptureUnsupported (900), the
+        # capture invalidated (status 2), its end cudaErrorStreamCaptureInvalidated (901) with no
+        # graph; the legacy stream cannot be captured (900); ending a capture never begun,
+        # cudaErrorIllegalState (401).
+        self.check("refusals", ["900", "2", "901", "1", "900", "401"])
