@@ -238,9 +238,8 @@ CUresult cuPointerGetAttributes(unsigned int count, int* attributes, void** data
       *static_cast<int*>(out) = find_allocation(ptr, 1) != nullptr ? 1 : 0;
       continue;
     }
-    if (known && (a == 1 || a == 2 || a == 3 || a == 4 || a == 9)) {
-      if (a == 4 && cuPointerGetAttribute(out, 2, ptr) == CUDA_SUCCESS &&
-          *static_cast<unsigned*>(out) == 2u) {
+    if (known && (a == 1 || a == 2 || a == 3 || a == 4 || a == 8 || a == 9)) {
+      if (a == 4 && cuPointerGetAttribute(out, 4, ptr) != CUDA_SUCCESS) {
         *static_cast<void**>(out) = nullptr;  // device memory has no host pointer
         continue;
       }

@@ -380,9 +380,12 @@ CUresult cuPointerGetAttribute(void* data, int attribute, CUdeviceptr ptr) {
     case 3:  // DEVICE_POINTER
       *static_cast<CUdeviceptr*>(data) = ptr;
       break;
-    case 4:  // HOST_POINTER
-      if (!host) return CUDA_ERROR_INVALID_VALUE;
+    case 4:  // HOST_POINTER: pinned and managed memory have one, the same address
+      if (!host && !a->managed) return CUDA_ERROR_INVALID_VALUE;
       *static_cast<void**>(data) = reinterpret_cast<void*>(ptr);
+      break;
+    case 8:  // IS_MANAGED (cuMemAllocManaged's, __managed__ variables)
+      *static_cast<int*>(data) = a != nullptr && a->managed ? 1 : 0;
       break;
     case 9:  // DEVICE_ORDINAL
       *static_cast<int*>(data) = dev;

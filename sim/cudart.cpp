@@ -987,7 +987,8 @@ CUDART_API cudaError_t cudaMemsetAsync(void* ptr, int value, std::size_t count, 
                                              driver_stream(stream)));
 }
 
-// cudaPointerAttributes: device memory, pinned host memory, or unregistered (type 0) memory.
+// cudaPointerAttributes: device memory, pinned host memory, managed memory, or unregistered
+// (type 0) memory.
 CUDART_API cudaError_t cudaPointerGetAttributes(PointerAttributes* attributes, const void* ptr) {
   if (attributes == nullptr) return fail(cudaErrorInvalidValue);
   if (cudaError_t e = ensure_context(); e != cudaSuccess) return fail(e);
@@ -997,10 +998,12 @@ CUDART_API cudaError_t cudaPointerGetAttributes(PointerAttributes* attributes, c
   if (rt().cu.cuPointerGetAttribute(&type, 2, p) == 0) {  // CU_POINTER_ATTRIBUTE_MEMORY_TYPE
     int ordinal = 0;
     rt().cu.cuPointerGetAttribute(&ordinal, 9, p);  // DEVICE_ORDINAL
+    int managed = 0;
+    rt().cu.cuPointerGetAttribute(&managed, 8, p);  // IS_MANAGED
     out.device = ordinal;
-    out.type = type == 2 ? 2 : 1;  // device : host
+    out.type = managed != 0 ? 3 : type == 2 ? 2 : 1;  // managed : device : host
     out.devicePointer = const_cast<void*>(ptr);
-    out.hostPointer = type == 2 ? nullptr : const_cast<void*>(ptr);
+    out.hostPointer = type == 2 && managed == 0 ? nullptr : const_cast<void*>(ptr);
   } else {
     out.type = 0;
     out.device = -2;
@@ -1502,7 +1505,30 @@ CUDART_API void __cudaUnregisterFatBinary(void** handle) {
   delete reinterpret_cast<FatBinary*>(handle);
 }
 
+// __managed__ variables. nvcc's host code reaches each through a pointer of its own (0 until the
+// module is initialised) that registration hands over; the first host access initialises the
+// module (__cudaInitModule), which gives each variable managed memory of its size and points its
+// pointer there. As for __device__ variables, the initialiser lives in the device image the
+// simulator does not read: the memory starts zeroed.
+struct ManagedVariable {
+  void** pointer = nullptr;
+  std::size_t size = 0;
+};
+std::vector<ManagedVariable>& managed_variables() {
+  static auto* v = new std::vector<ManagedVariable>;  // guarded by rt().mutex; never destroyed
+  return *v;
+}
+
 CUDART_API char __cudaInitModule(void**) {
+  if (ensure_context() != cudaSuccess) return 0;
+  std::lock_guard<std::mutex> lock(rt().mutex);
+  for (ManagedVariable& v : managed_variables()) {
+    if (v.pointer == nullptr || *v.pointer != nullptr) continue;
+    CUdeviceptr p = 0;
+    if (rt().cu.cuMemAllocManaged(&p, v.size, 1 /* CU_MEM_ATTACH_GLOBAL */) != 0) return 0;
+    std::memset(reinterpret_cast<void*>(p), 0, v.size);
+    *v.pointer = reinterpret_cast<void*>(p);
+  }
   return 1;
 }
 
@@ -1520,8 +1546,11 @@ CUDART_API void __cudaRegisterVar(void**, char* shadow, char*, const char* name,
   symbol.size = size;
   symbol.name = name != nullptr ? name : "(unnamed)";
 }
-CUDART_API void __cudaRegisterManagedVar(void**, void**, char*, const char*, int, std::size_t, int,
-                                         int) {}
+CUDART_API void __cudaRegisterManagedVar(void**, void** pointer, char*, const char*, int,
+                                         std::size_t size, int, int) {
+  std::lock_guard<std::mutex> lock(rt().mutex);
+  managed_variables().push_back({pointer, size});
+}
 CUDART_API void __cudaRegisterHostVar(void**, const char*, char*, std::size_t) {}
 CUDART_API void __cudaRegisterUnifiedTable(void**, const void*) {}
 CUDART_API void __cudaRegisterTexture(void**, const void*, const void**, const char*, int, int,

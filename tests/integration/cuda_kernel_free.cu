@@ -1,7 +1,8 @@
 // The CUDA runtime's calls that need no kernel, as an nvcc-built program makes them (built with
 // `nvcc -cudart shared` by tests/integration/test_sim_runtime.py): 2D copies and memsets,
 // __device__ symbols, host functions and stream callbacks, managed-memory hints, pools, stream
-// ids, IPC handles, host flags, and a kernel launch still refused. One line per check:
+// ids, IPC handles, host flags, __managed__ variables, and a kernel launch still refused. One line
+// per check:
 // "<name> <values...>".
 #include <cuda_runtime.h>
 
@@ -10,6 +11,8 @@
 
 __device__ int counter = 41;
 __device__ float table[64];
+__managed__ int managed_counter;
+__managed__ double managed_table[8];
 __constant__ unsigned char lookup[16] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
 
 __global__ void touch(int* p) {
@@ -178,6 +181,21 @@ void managed_and_more() {
   cudaFree(plain);
 }
 
+// __managed__ variables from host code: the first access initialises the module, which gives each
+// variable managed memory (zeroed: its initialiser is in the device image); written and read by
+// the host, it is managed memory to the runtime, and a copy from it reads what was written.
+void managed_variables() {
+  const int start = managed_counter;
+  managed_counter = 12;
+  managed_table[3] = 2.5;
+  cudaPointerAttributes attr{};
+  const int rc = cudaPointerGetAttributes(&attr, &managed_counter);
+  int copied = 0;
+  const int copy = cudaMemcpy(&copied, &managed_counter, sizeof copied, cudaMemcpyDefault);
+  std::printf("managed_var %d %d %d %d %d %g %d\n", start, rc, static_cast<int>(attr.type), copy,
+              copied, managed_table[3], &managed_table[0] != nullptr);
+}
+
 }  // namespace
 
 int main() {
@@ -189,5 +207,6 @@ int main() {
   symbols();
   host_functions();
   managed_and_more();
+  managed_variables();
   return 0;
 }

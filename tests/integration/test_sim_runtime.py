@@ -346,6 +346,11 @@ class KernelFreeProgramTest(Case):
         self.assertEqual(self.out["ipc_flags"], ["0", "1", "801", "0", "3"])
         self.assertEqual(self.out["launch"], ["801"])  # a kernel still does not run
 
+    def test_managed_variables(self):
+        # Zeroed at first (the initialiser is in the device image), written by the host; to the
+        # runtime it is managed memory (cudaMemoryTypeManaged, 3), and a copy from it reads 12.
+        self.assertEqual(self.out["managed_var"], ["0", "0", "3", "0", "12", "2.5", "1"])
+
 
 @unittest.skipIf(INSTRUMENTED, "the doubles are built with a sanitizer; a foreign program cannot load them")
 @unittest.skipUnless(os.path.exists(NVCC), f"no CUDA toolkit ({NVCC} is absent)")
