@@ -1,0 +1,188 @@
+"""ROCr's and HIP's own reading of the visibility variables, held against gpusel's model (issue 35).
+
+Debian's real ROCr and HIP 5.2.3 (libhsa-runtime64-1, libamdhip64-5, fetched with
+scripts/fetch-extras into the build folder's extras/, never installed) run over a stand-in for
+their thunk (tests/amd/hsakmt_double.c, compiled here against Debian's hsakmt.h), so they start
+without an AMD GPU and enumerate the GPUs the stand-in describes, applying ROCR_VISIBLE_DEVICES,
+then HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES, with AMD's own parsers. For generated values,
+on machines whose unique ids share prefixes, what they keep (the GPU agents' or HIP devices' ids,
+in order; or ROCr's refusal to start) must be what gpusel's model says (src/core/amd_visible.cpp,
+through tests/amd/amd_model.cpp, with HIP 5.2's rules).
+
+Skipped (77 from the runner) when the packages cannot be fetched (no network) or the C compiler is
+missing; never when they are there.
+"""
+
+import json
+import os
+import random
+import shutil
+import subprocess
+import unittest
+
+from support import BUILD, SOURCE, Case
+
+EXTRAS = os.path.join(BUILD, "extras")
+PACKAGES = ("libhsa-runtime64-1", "libhsa-runtime-dev", "libhsakmt-dev", "libamdhip64-5", "libamd-comgr2")
+HIP_VERSION = [5, 2]  # Debian 12's libamdhip64-5 (5.2.3)
+OUT = os.path.join(BUILD, "amd-visible")
+MODEL = os.environ.get("GPUSEL_AMD_MODEL", os.path.join(BUILD, "bin", "amd_model"))
+AMD = os.path.join(SOURCE, "tests", "amd")
+
+# Machines: each GPU's unique id (16 hex digits; 0 for a GPU without one, which ROCr calls
+# "GPU-XX"), in KFD order.
+MACHINES = {
+    "three, one without an id": ["1111222233334444", "aaaabbbbccccdddd", "0"],
+    "four, prefixes shared": ["1111222233334444", "1111222299990000", "abcdef0123456789", "abcdef0123450000"],
+}
+
+
+def shown(uid):
+    return "GPU-XX" if int(uid, 16) == 0 else "GPU-" + uid
+
+
+def plain_env():
+    """The environment without the sanitizer runtimes the sanitizer presets preload into the test
+    runner: apt, the compiler and ROCr's client are not instrumented."""
+    return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+
+
+def newer(target, *sources):
+    return os.path.exists(target) and all(os.path.getmtime(target) >= os.path.getmtime(s) for s in sources)
+
+
+def build_clients():
+    """The thunk stand-in, the HSA client and the HIP client, built once per build folder."""
+    include = os.path.join(EXTRAS, "root", "usr", "include")
+    lib = os.path.join(EXTRAS, "root", "usr", "lib", "x86_64-linux-gnu")
+    os.makedirs(OUT, exist_ok=True)
+    double = os.path.join(OUT, "libhsakmt.so.1")
+    client = os.path.join(OUT, "hsa_agents")
+    sources = [os.path.join(AMD, n) for n in ("hsakmt_double.c", "hsakmt.map")]
+    if not newer(double, *sources):
+        subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-I", include,
+                        "-Wl,--version-script=" + sources[1], "-Wl,-soname,libhsakmt.so.1", "-o", double,
+                        sources[0]], check=True, env=plain_env())
+    if not newer(client, os.path.join(AMD, "hsa_agents.c")):
+        subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-I", include, "-o", client,
+                        os.path.join(AMD, "hsa_agents.c"), "-L", lib, "-l:libhsa-runtime64.so.1",
+                        "-Wl,-rpath-link," + OUT], check=True, env=plain_env())
+    hip = os.path.join(OUT, "hip_devices")
+    if not newer(hip, os.path.join(AMD, "hip_devices.c")):
+        subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", hip, os.path.join(AMD, "hip_devices.c"),
+                        "-L", lib, "-l:libamdhip64.so.5", "-Wl,-rpath-link," + OUT + ":" + lib], check=True,
+                       env=plain_env())
+    return client, hip, OUT + ":" + lib
+
+
+INDEX_TOKENS = ["0", "1", "2", "3", "4", "9", "-1", "+1", " 1", "1 ", "01", "010", "0x2", "0X1", "00", "1a", "a", ""]
+
+
+def values_for(uids, count, seed):
+    """ROCR_VISIBLE_DEVICES values: the forms users and launchers write, and lists of 1 to 4
+    entries drawn from indices (in range, out of it, signed, octal, hex, with spaces or junk),
+    unique-id prefixes of every length (ambiguous ones included), empty entries."""
+    ids = [u for u in uids if int(u, 16) != 0]
+    tokens = INDEX_TOKENS + ["GPU-XX", "gpu-" + ids[0][:6], "GPU-" + ids[0] + "0", "GPU", "GPU-"]
+    for uid in ids:
+        tokens += ["GPU-" + uid[:n] for n in (1, 2, 4, 5, 8, 12, 15, 16)]
+    rng = random.Random(seed)
+    values = [None, "", ",", "0,", ",0", "0,,1", "all", " "]
+    values += [",".join(rng.choice(tokens) for _ in range(rng.randint(1, 4))) for _ in range(count)]
+    return values
+
+
+def hip_cases_for(uids, count, seed):
+    """Compositions of the three variables: ROCR_VISIBLE_DEVICES unset or one of a few that keep
+    some GPUs in another order, and HIP_VISIBLE_DEVICES and/or CUDA_VISIBLE_DEVICES (unset, empty,
+    or 1 to 3 entries as above, ids included, which HIP 5.2 does not take)."""
+    rng = random.Random(seed)
+    rocr = [None, None, "", "2,0", "1", "GPU-" + uids[1][:8] + ",0", "0,1,2"]
+    tokens = INDEX_TOKENS + ["GPU-" + uids[0][:8], "GPU-XX"]
+
+    def entry():  # an index in range more often than not, so that most compositions keep GPUs
+        return str(rng.randrange(len(uids))) if rng.random() < 0.6 else rng.choice(tokens)
+
+    def entries():
+        if rng.random() < 0.3:
+            return rng.choice([None, ""])
+        return ",".join(entry() for _ in range(rng.randint(1, 3)))
+
+    cases = [{"rocr": None, "hip": "", "cuda": "1"}, {"rocr": None, "hip": "1", "cuda": "0"},
+             {"rocr": "1", "hip": None, "cuda": "1"}, {"rocr": "2,0", "hip": "1,0", "cuda": None}]
+    cases += [{"rocr": rng.choice(rocr), "hip": entries(), "cuda": entries()} for _ in range(count)]
+    return cases
+
+
+class AmdVisibilityTest(Case):
+    @classmethod
+    def setUpClass(cls):
+        if shutil.which("cc") is None:
+            raise unittest.SkipTest("no C compiler (cc) to build the thunk stand-in")
+        fetched = subprocess.run([os.path.join(SOURCE, "scripts", "fetch-extras"), EXTRAS, *PACKAGES],
+                                 capture_output=True, text=True, env=plain_env())
+        if fetched.returncode != 0:
+            raise unittest.SkipTest("Debian's ROCr packages could not be fetched: " + fetched.stderr.strip())
+        cls.client, cls.hip, cls.library_path = build_clients()
+
+    def run_client(self, program, uids, rocr=None, hip=None, cuda=None):
+        """The ids the program prints, in order; "refused" when the runtime does not start."""
+        env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": self.library_path,
+               "GPUSEL_TEST_AMD_GPUS": ",".join(uids)}
+        for name, value in (("ROCR", rocr), ("HIP", hip), ("CUDA", cuda)):
+            if value is not None:
+                env[name + "_VISIBLE_DEVICES"] = value
+        r = subprocess.run([program], capture_output=True, text=True, env=env, timeout=60)
+        lines = r.stdout.split("\n")[:-1]
+        if r.returncode != 0 or (lines[:1] and lines[0].startswith("init ")):
+            return "refused"
+        return lines
+
+    def rocr(self, uids, value):
+        """The ids of the GPU agents ROCr keeps, in its order; "refused" when it does not start."""
+        return self.run_client(self.client, uids, rocr=value)
+
+    def model(self, uids, cases):
+        r = subprocess.run([MODEL], capture_output=True, text=True, timeout=60, check=True,
+                           input=json.dumps({"ids": [shown(u) for u in uids], "hip_version": HIP_VERSION,
+                                             "cases": cases}))
+        return json.loads(r.stdout)
+
+    def test_the_stand_in_gives_rocr_the_machine(self):
+        # Unset, ROCr keeps every GPU in KFD order with the ids the stand-in gave it.
+        uids = MACHINES["three, one without an id"]
+        self.assertEqual(self.rocr(uids, None), [shown(u) for u in uids])
+        # ROCr's own parser is what runs: an empty entry stops it from starting.
+        self.assertEqual(self.rocr(uids, "0,,1"), "refused")
+
+    def test_gpusel_reads_the_variable_as_rocr_does(self):
+        for n, (name, uids) in enumerate(MACHINES.items()):
+            values = values_for(uids, 120, seed=n)
+            expected = self.model(uids, [{"rocr": v} for v in values])
+            wrong = []
+            for value, m in zip(values, expected):
+                model = "refused" if m["aborts"] else m["rocr"]
+                real = self.rocr(uids, value)
+                if real != model:
+                    wrong.append(f"ROCR_VISIBLE_DEVICES={value!r}: ROCr {real}, gpusel {model}")
+            with self.subTest(machine=name):
+                self.assertEqual(wrong, [], f"{len(wrong)} of {len(values)} values read differently")
+
+    def test_gpusel_reads_the_three_variables_as_hip_does(self):
+        # HIP's devices, in ordinal order, from HIP_VISIBLE_DEVICES (or CUDA_VISIBLE_DEVICES when
+        # that is unset or, before HIP 5.6, empty) counted within what ROCr kept.
+        for n, (name, uids) in enumerate(MACHINES.items()):
+            cases = hip_cases_for(uids, 70, seed=10 + n)
+            expected = self.model(uids, cases)
+            wrong = []
+            for case, m in zip(cases, expected):
+                model = "refused" if m["aborts"] else m["hip"]
+                real = self.run_client(self.hip, uids, **case)
+                if real != model:
+                    wrong.append(f"{case}: HIP {real}, gpusel {model}")
+            with self.subTest(machine=name):
+                self.assertEqual(wrong, [], f"{len(wrong)} of {len(cases)} compositions read differently")
+
+
+if __name__ == "__main__":
+    unittest.main()
