@@ -285,11 +285,13 @@ void CommandLine::parse(int argc, char** argv) {
     } catch (const CLI::Success&) {
       refused = std::current_exception();
       help = true;
-    } catch (const CLI::ParseError& e) {
+    } catch (const CLI::ArgumentMismatch&) {
       refused = std::current_exception();
-      // CLI11 found no value after the last word, a --sim.
-      sim_without_value = std::string_view(e.what()) ==
-                          CLI::ArgumentMismatch::TypedAtLeast("--sim", 1, "MACHINE").what();
+      // A value missing: --sim's when the last word is a --sim (CLI11 looked for its value past
+      // the end); any other option's missing value is CLI11's to report.
+      sim_without_value = joined_.back() == "--sim" || joined_.back() == "--sim=";
+    } catch (const CLI::ParseError&) {
+      refused = std::current_exception();
     }
     among_program = start_ && start_->app == path_.back().app && !start_->after_dashdash;
     if (!sim_without_value || among_program || empty_sim || joined_.back() != "--sim=") break;
