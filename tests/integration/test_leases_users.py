@@ -797,7 +797,7 @@ class SetupSafetyTest(SharedStoreCase):
         try:
             for k in range(24):
                 user = ("alice", "bob")[k % 2]
-                p = start_as(user, "run", "--quiet", "--gpu", "3", "--wait", "300", "--", "sh", "-c",
+                p = start_as(user, "run", "--quiet", "--gpu", "3", "--wait", "1800", "--", "sh", "-c",
                              f"echo waiter-{k} >> {log}")
                 self.procs.append(p)
                 waiters.append(p)
