@@ -30,7 +30,6 @@
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
-#include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
 #include "job_record.hpp"
 #include "lease_queue.hpp"
