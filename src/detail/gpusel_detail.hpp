@@ -54,10 +54,6 @@ std::string quote_value(std::string_view value);
 // strings (GPU names, process commands) go through it before they are printed.
 std::string printable(std::string_view text);
 
-// `value` as one POSIX shell word: single-quoted, each ' written as '\''; safe for eval. (`gpusel
-// sim env` and `resolve --format env` print values so; lease holders' commands are shown so.)
-std::string shell_quote(std::string_view value);
-
 // ASCII letter case ignored: does `text` start with `head`; are `a` and `b` equal.
 bool starts_with_ci(std::string_view text, std::string_view head) noexcept;
 bool equal_ci(std::string_view a, std::string_view b) noexcept;
@@ -351,6 +347,19 @@ std::string worker_variable_message(const std::string& variable, const std::stri
 
 // The local-rank variables gpusel reads, joined for messages.
 std::string launcher_names();
+
+// ---- platform: shell words (src/platform/shell.cpp)
+// ----------------------------------------------
+
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''; safe for eval. (`gpusel
+// sim env` prints values so; so do the bash and zsh completions.)
+std::string shell_quote(std::string_view value);
+
+// `value` as one POSIX shell word, as it is where a shell reads it literally (not empty, and only
+// ASCII letters, digits and the characters of `plain`), else shell_quote(value). `resolve --format
+// env` writes its value so (plain "-,_.:/"), lease holders' commands are shown so
+// (plain "_@%+=:,./-").
+std::string shell_word(std::string_view value, std::string_view plain);
 
 // ---- driver (src/driver/nvml.cpp, cuda.cpp) -----------------------------------------------------
 

@@ -1688,23 +1688,14 @@ LeaseHolder process_details(int pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
   struct stat st {};
   if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
-  std::string args = process_file(pid, "cmdline").value_or("");
-  while (!args.empty() && args.back() == '\0') args.pop_back();
+  std::vector<std::string> args = process_args(pid);
+  while (!args.empty() && args.back().empty()) args.pop_back();  // trailing empty arguments
   // The command line as a shell would take it back: a word with blanks or the shell's own
   // characters in single quotes (`sh -c 'sleep 5'`, not `sh -c sleep 5`). Raw otherwise:
   // describe_holder escapes what a terminal would act on.
   std::string command;
-  std::size_t start = 0;
-  while (start <= args.size() && !args.empty()) {
-    std::size_t end = args.find('\0', start);
-    if (end == std::string::npos) end = args.size();
-    const std::string_view word(args.data() + start, end - start);
-    const bool plain = !word.empty() && word.find_first_not_of(
-                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                            "0123456789_@%+=:,./-") == std::string_view::npos;
-    command +=
-        (command.empty() ? "" : " ") + (plain ? std::string(word) : detail::shell_quote(word));
-    start = end + 1;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    command += (i == 0 ? "" : " ") + detail::shell_word(args[i], "_@%+=:,./-");
   }
   if (command.size() > 200) command = command.substr(0, 197) + "...";
   h.command = command;

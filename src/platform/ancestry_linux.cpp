@@ -44,6 +44,19 @@ std::optional<std::string> process_file(int pid, const char* name, std::size_t l
   return text;
 }
 
+std::vector<std::string> process_args(int pid, std::size_t limit) {
+  std::vector<std::string> words;
+  const std::optional<std::string> text = process_file(pid, "cmdline", limit);
+  if (!text) return words;
+  for (std::size_t start = 0; start < text->size();) {
+    std::size_t end = text->find('\0', start);
+    if (end == std::string::npos) end = text->size();
+    words.emplace_back(*text, start, end - start);
+    start = end + 1;
+  }
+  return words;
+}
+
 // A process's environment at its start, from /proc; nullopt when it cannot be read.
 std::optional<std::map<std::string, std::string>> initial_environment(int pid) {
   const std::optional<std::string> read = process_file(pid, "environ", 4u << 20);

@@ -21,6 +21,10 @@ std::optional<std::string> process_file(int, const char*, std::size_t) {
   return std::nullopt;
 }
 
+std::vector<std::string> process_args(int, std::size_t) {
+  return {};
+}
+
 int parent_of(int) {
   return 0;
 }
