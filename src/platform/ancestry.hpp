@@ -27,7 +27,20 @@ std::optional<std::string> process_file(int pid, const char* name, std::size_t l
 // (the process has ended, is a kernel thread or another user's hidden one; always on Windows).
 std::vector<std::string> process_args(int pid, std::size_t limit = 1u << 20);
 
-// The parent of process `pid`; 0 when unknown.
+// What the kernel's /proc/PID/stat says of a process (fields 3, 4, 5 and 22), and who owns it.
+struct ProcessStat {
+  char state = 0;                // R, S, D, T (stopped), t (traced), Z (zombie), X (dead)...
+  int parent = 0;                // its parent's pid
+  int group = 0;                 // its process group
+  unsigned long long start = 0;  // when it started, in clock ticks after boot
+  unsigned owner = 0;            // the user id that owns its /proc entry
+};
+
+// Process `pid`'s /proc/PID/stat, read once; nullopt when it cannot be read (the process has ended
+// and been reaped, or is hidden from this user; always on Windows).
+std::optional<ProcessStat> process_stat(int pid);
+
+// The parent of process `pid` (process_stat's); 0 when unknown.
 int parent_of(int pid);
 
 // This process's id (asked of the kernel once per process: a child made by fork() asks again).

@@ -25,6 +25,10 @@ std::vector<std::string> process_args(int, std::size_t) {
   return {};
 }
 
+std::optional<ProcessStat> process_stat(int) {
+  return std::nullopt;
+}
+
 int parent_of(int) {
   return 0;
 }

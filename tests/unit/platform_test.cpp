@@ -1,7 +1,8 @@
 // The platform layer's helpers: shell words (src/platform/shell.cpp) and a process's arguments
-// (src/platform/ancestry.hpp).
+// and its /proc/PID/stat (src/platform/ancestry.hpp).
 #include <gtest/gtest.h>
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -110,8 +111,29 @@ TEST(ProcessArgs, AreTheWordsTheProcessWasStartedWith) {
   EXPECT_TRUE(detail::process_args(shell.pid).empty());  // ended and reaped: nothing to read
 }
 
+TEST(ProcessStat, TellsParentGroupStartStateAndOwner) {
+  WaitingShell shell({"x"});
+  ASSERT_GT(shell.pid, 0);
+  const std::optional<detail::ProcessStat> own = detail::process_stat(static_cast<int>(getpid()));
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->state, 'R');  // this thread reads it
+  EXPECT_EQ(own->group, static_cast<int>(getpgrp()));
+  EXPECT_EQ(own->owner, static_cast<unsigned>(geteuid()));
+  EXPECT_EQ(detail::parent_of(static_cast<int>(getpid())), static_cast<int>(getppid()));
+  const std::optional<detail::ProcessStat> s = detail::process_stat(shell.pid);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->parent, static_cast<int>(getpid()));
+  EXPECT_EQ(s->group, static_cast<int>(getpgrp()));  // posix_spawn keeps the group
+  EXPECT_EQ(s->owner, static_cast<unsigned>(geteuid()));
+  EXPECT_GE(s->start, own->start);  // started after this process
+  EXPECT_GT(s->start, 0u);
+  ASSERT_TRUE(shell.end());
+  EXPECT_FALSE(detail::process_stat(shell.pid).has_value());  // ended and reaped
+  EXPECT_EQ(detail::parent_of(shell.pid), 0);
+}
 #else
 TEST(ProcessArgs, AreNotReadOnWindows) {
   EXPECT_TRUE(detail::process_args(detail::current_pid()).empty());
+  EXPECT_FALSE(detail::process_stat(detail::current_pid()).has_value());
 }
 #endif
