@@ -180,16 +180,4 @@ std::string printable(std::string_view text) {
   return out;
 }
 
-std::string shell_quote(std::string_view value) {
-  std::string out = "'";
-  for (char c : value) {
-    if (c == '\'') {
-      out += "'\\''";
-    } else {
-      out += c;
-    }
-  }
-  return out + "'";
-}
-
 }  // namespace gpusel::detail

@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gpusel_detail.hpp"  // quote_value, printable, shell_quote
+#include "gpusel_detail.hpp"  // quote_value, printable
 
 namespace gpusel::detail {
 

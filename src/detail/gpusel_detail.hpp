@@ -54,10 +54,6 @@ std::string quote_value(std::string_view value);
 // strings (GPU names, process commands) go through it before they are printed.
 std::string printable(std::string_view text);
 
-// `value` as one POSIX shell word: single-quoted, each ' written as '\''; safe for eval. (`gpusel
-// sim env` and `resolve --format env` print values so; lease holders' commands are shown so.)
-std::string shell_quote(std::string_view value);
-
 // ASCII letter case ignored: does `text` start with `head`; are `a` and `b` equal.
 bool starts_with_ci(std::string_view text, std::string_view head) noexcept;
 bool equal_ci(std::string_view a, std::string_view b) noexcept;
@@ -352,6 +348,19 @@ std::string worker_variable_message(const std::string& variable, const std::stri
 // The local-rank variables gpusel reads, joined for messages.
 std::string launcher_names();
 
+// ---- platform: shell words (src/platform/shell.cpp)
+// ----------------------------------------------
+
+// `value` as one POSIX shell word: single-quoted, each ' written as '\''; safe for eval. (`gpusel
+// sim env` prints values so; so do the bash and zsh completions.)
+std::string shell_quote(std::string_view value);
+
+// `value` as one POSIX shell word, as it is where a shell reads it literally (not empty, and only
+// ASCII letters, digits and the characters of `plain`), else shell_quote(value). `resolve --format
+// env` writes its value so (plain "-,_.:/"), lease holders' commands are shown so
+// (plain "_@%+=:,./-").
+std::string shell_word(std::string_view value, std::string_view plain);
+
 // ---- driver (src/driver/nvml.cpp, cuda.cpp) -----------------------------------------------------
 
 // What nvml_complete reads.
@@ -374,7 +383,23 @@ std::string format_uuid(const unsigned char bytes[16], const char* prefix = "GPU
 // "0000:18:00.0" (CUDA's form, any case) -> "00000000:18:00.0" (NVML's form, upper case).
 std::string normalise_bus_id(const std::string& bus);
 
-// ---- resolution (src/resolution/probe.cpp, resolution.cpp, lease.cpp) --------------------------
+// ---- lease (src/lease/lease.cpp, job_record.cpp) ------------------------------------------------
+
+// Who a process is, from /proc; fields stay empty where /proc does not tell.
+LeaseHolder process_details(int pid);
+
+// The job's workers have started (their pids): the record this process left beside its leases in
+// the shared store lists their process groups, so that another user finds the job's processes
+// after this one has ended (src/lease/job_record.hpp). Nothing where there is no record
+// (no lease in the shared store, or Windows).
+void note_job_groups(const std::vector<int>& pids);
+
+// Why the file system under the existing shared store `dir` cannot keep leases safe (modes that
+// are not setup's, a queue without the sticky bit, locks that do not exclude, inotify that does
+// not report), one line each; none when it can, or when there is no store there (`gpusel doctor`).
+std::vector<std::string> store_file_system_problems(const std::string& dir);
+
+// ---- resolution (src/resolution/probe.cpp, resolution.cpp) --------------------------------------
 
 // CUDA's enumeration order of the physical GPUs (positions into `gpus`), from an unfiltered probe;
 // nullopt when the probe does not account for every GPU exactly once.
@@ -385,26 +410,12 @@ std::optional<std::vector<int>> cuda_order_from(const std::vector<GpuInfo>& gpus
 // their GPU), in PCI bus order, indexed from 0.
 std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices);
 
-// Who a process is, from /proc; fields stay empty where /proc does not tell.
-LeaseHolder process_details(int pid);
-
-// The job's workers have started (their pids): the record this process left beside its leases in
-// the shared store lists their process groups, so that another user finds the job's processes
-// after this one has ended (src/resolution/job_record.hpp). Nothing where there is no record
-// (no lease in the shared store, or Windows).
-void note_job_groups(const std::vector<int>& pids);
+// ---- worker (src/worker/worker.cpp) -------------------------------------------------------------
 
 // Whether the worker side says a bind without a claim on stderr (once per process); off where the
 // caller reports gpusel_claim_note itself (the Python module, as a warning). On by default.
 void set_stderr_warnings(bool on);
 bool stderr_warnings();
-
-// Why the file system under the existing shared store `dir` cannot keep leases safe (modes that
-// are not setup's, a queue without the sticky bit, locks that do not exclude, inotify that does
-// not report), one line each; none when it can, or when there is no store there (`gpusel doctor`).
-std::vector<std::string> store_file_system_problems(const std::string& dir);
-
-// ---- worker (src/worker/worker.cpp) -------------------------------------------------------------
 
 // What this process's environment says about the launchers that started it. Where the set
 // local-rank variables disagree, each one's distance is looked up in the environments of this

@@ -109,9 +109,10 @@ std::vector<pid_t> own_children() {
 
 // "pid 4242 `sleep 100`": a process, for a message.
 std::string describe_process(pid_t pid) {
-  std::string args = detail::process_file(static_cast<int>(pid), "cmdline", 80).value_or("");
-  while (!args.empty() && args.back() == '\0') args.pop_back();
-  std::replace(args.begin(), args.end(), '\0', ' ');
+  std::vector<std::string> words = detail::process_args(static_cast<int>(pid), 80);
+  while (!words.empty() && words.back().empty()) words.pop_back();  // trailing empty arguments
+  std::string args;
+  for (std::size_t i = 0; i < words.size(); ++i) args += (i == 0 ? "" : " ") + words[i];
   std::string out = "pid " + std::to_string(pid);
   return args.empty() ? out : out + " `" + detail::printable(args) + "`";
 }

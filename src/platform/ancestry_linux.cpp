@@ -1,11 +1,11 @@
-// Process ancestry on Linux, from /proc.
+// What /proc tells of a process on Linux: its ancestry, environment, arguments and stat line.
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
@@ -44,6 +44,19 @@ std::optional<std::string> process_file(int pid, const char* name, std::size_t l
   return text;
 }
 
+std::vector<std::string> process_args(int pid, std::size_t limit) {
+  std::vector<std::string> words;
+  const std::optional<std::string> text = process_file(pid, "cmdline", limit);
+  if (!text) return words;
+  for (std::size_t start = 0; start < text->size();) {
+    std::size_t end = text->find('\0', start);
+    if (end == std::string::npos) end = text->size();
+    words.emplace_back(*text, start, end - start);
+    start = end + 1;
+  }
+  return words;
+}
+
 // A process's environment at its start, from /proc; nullopt when it cannot be read.
 std::optional<std::map<std::string, std::string>> initial_environment(int pid) {
   const std::optional<std::string> read = process_file(pid, "environ", 4u << 20);
@@ -63,22 +76,42 @@ std::optional<std::map<std::string, std::string>> initial_environment(int pid) {
   return env;
 }
 
-// The parent of `pid`, from /proc/PID/stat; 0 when unknown.
-int parent_of(int pid) {
+// Read with read(2) (see process_file); the fields up to the 22nd lie well within the first 1,024
+// bytes, whatever the command's name (at most 16 bytes, and it may hold anything: the last ')'
+// ends it).
+std::optional<ProcessStat> process_stat(int pid) {
   const std::string path = "/proc/" + std::to_string(pid) + "/stat";
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return 0;
+  if (fd < 0) return std::nullopt;
+  struct stat st {};
   char buf[1024];
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  const ssize_t n = fstat(fd, &st) == 0 ? read(fd, buf, sizeof buf - 1) : -1;
   close(fd);
-  if (n <= 0) return 0;
+  if (n <= 0) return std::nullopt;
   buf[n] = '\0';
-  const char* close_paren = std::strrchr(buf, ')');  // the command name may hold anything
-  if (close_paren == nullptr) return 0;
-  char state = 0;
-  int ppid = 0;
-  if (std::sscanf(close_paren + 1, " %c %d", &state, &ppid) != 2) return 0;
-  return ppid;
+  const char* close_paren = std::strrchr(buf, ')');
+  if (close_paren == nullptr) return std::nullopt;
+  ProcessStat s;
+  s.owner = st.st_uid;
+  const char* p = close_paren + 1;
+  for (int field = 3; field <= 22; ++field) {
+    while (*p == ' ') ++p;
+    if (*p == '\0') return std::nullopt;
+    const char* end = std::strchr(p, ' ');
+    if (end == nullptr) end = p + std::strlen(p);
+    const std::string text(p, end);
+    if (field == 3) s.state = text[0];
+    if (field == 4) s.parent = std::atoi(text.c_str());
+    if (field == 5) s.group = std::atoi(text.c_str());
+    if (field == 22) s.start = std::strtoull(text.c_str(), nullptr, 10);
+    p = end;
+  }
+  return s;
+}
+
+int parent_of(int pid) {
+  const std::optional<ProcessStat> s = process_stat(pid);
+  return s ? s->parent : 0;
 }
 
 namespace {

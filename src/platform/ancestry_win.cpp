@@ -21,6 +21,14 @@ std::optional<std::string> process_file(int, const char*, std::size_t) {
   return std::nullopt;
 }
 
+std::vector<std::string> process_args(int, std::size_t) {
+  return {};
+}
+
+std::optional<ProcessStat> process_stat(int) {
+  return std::nullopt;
+}
+
 int parent_of(int) {
   return 0;
 }

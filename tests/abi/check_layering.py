@@ -9,8 +9,9 @@ breaks it:
    the function. As a control, the same object linked with the callee's layers as well must link,
    so that the failure is the layering's and not the experiment's.
 2. Private headers. A file compiled with the gpusel command's compile command cannot include a
-   header of src/core, src/launch or src/driver (the command sees include/gpusel/ and the platform
-   layer only); a file of the core cannot include a header of the driver.
+   header of src/core, src/launch, src/driver or src/lease (the command sees include/gpusel/ and
+   the platform layer only); a file of the core cannot include a header of the driver, nor one of
+   launch a header of the lease layer, nor one of the lease layer a header of resolution.
 3. No source reaches another folder's header by a relative path ("../"), which would bypass the
    include paths the edges give.
 
@@ -40,6 +41,15 @@ FORBIDDEN_CALLS = [
     ("resolution", "worker", '#include "gpusel/worker.hpp"', "return gpusel::assigned_visible_gpu().value_or(0);",
      "assigned_visible_gpu"),
     ("launch", "worker", '#include "gpusel/worker.hpp"', "return gpusel::bind_assigned_gpu(0);", "bind_assigned_gpu"),
+    # The lease layer sits beside resolution, below it: it may use the core and the platform only.
+    ("lease", "resolution", '#include "gpusel/probe.hpp"',
+     "return static_cast<int>(gpusel::default_probe_helper().size());", "default_probe_helper"),
+    ("lease", "launch", '#include "gpusel/launch.hpp"', 'return static_cast<int>(gpusel::find_program("x").size());',
+     "find_program"),
+    ("lease", "worker", '#include "gpusel/worker.hpp"', "return gpusel::bind_assigned_gpu(0);", "bind_assigned_gpu"),
+    ("lease", "driver", '#include "gpusel/nvml.hpp"', "return gpusel::query_nvml().available ? 1 : 0;", "query_nvml"),
+    ("launch", "lease", '#include "gpusel/lease.hpp"', "return gpusel::LeaseStore::locate().shared() ? 1 : 0;",
+     "LeaseStore::locate"),
     # The platform's header is not on the core's include path (part 2 below); declared by hand.
     ("core", "platform", "#include <optional>\n#include <string>\n"
      "namespace gpusel::detail { std::optional<std::string> env_value(const char* name); }",
@@ -56,6 +66,9 @@ FORBIDDEN_HEADERS = [
     ("src/core/spec.cpp", "cuda_api.hpp"),
     ("src/core/spec.cpp", "env.hpp"),
     ("src/driver/nvml.cpp", "launch_detail.hpp"),
+    ("tools/gpusel/main.cpp", "lease_queue.hpp"),
+    ("src/launch/cpus.cpp", "job_record.hpp"),
+    ("src/lease/lease.cpp", "probe_child.hpp"),
 ]
 
 

@@ -80,13 +80,6 @@ TEST(Text, ReadPlainNumberIgnoresTheLocale) {
   }
 }
 
-TEST(Text, ShellQuoteMakesOneSingleQuotedWord) {
-  EXPECT_EQ(detail::shell_quote(""), "''");
-  EXPECT_EQ(detail::shell_quote("plain"), "'plain'");
-  EXPECT_EQ(detail::shell_quote("it's"), "'it'\\''s'");
-  EXPECT_EQ(detail::shell_quote("$(id)`x`"), "'$(id)`x`'");
-}
-
 TEST(Text, PlainFileNamesAreLettersDigitsAndDashes) {
   EXPECT_TRUE(is_plain_file_name("GPU-3b7e1a2c-0000-4a1b-9c2d-abcdef012345"));
   EXPECT_TRUE(is_plain_file_name(std::string(96, 'a')));

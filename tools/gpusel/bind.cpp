@@ -4,8 +4,8 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <iostream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -17,6 +17,7 @@
 #include <unistd.h>
 #endif
 
+#include "ancestry.hpp"
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/cli11.hpp"
@@ -120,15 +121,6 @@ std::string shared_text(const std::optional<AssignmentInfo>& info) {
 }
 
 #ifndef _WIN32
-// The words process `pid` was started with (/proc/PID/cmdline); empty when unreadable.
-std::vector<std::string> command_words(int pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/cmdline", std::ios::binary);
-  std::vector<std::string> words;
-  std::string word;
-  while (std::getline(in, word, '\0')) words.push_back(word);
-  return words;
-}
-
 // Whether a shell started with `words` runs a script or a command string rather than a terminal:
 // `sh job.sh`, `bash -c '...'`, `bash -e job.sh`, or commands read from a stdin that is no
 // terminal (`bash < job.sh`). `bash`, `-bash`, `bash -i`, `zsh -l` at a terminal are not.
@@ -167,7 +159,8 @@ bool run_by_a_script() {
   return GetConsoleMode(GetStdHandle(STD_OUTPUT_HANDLE), &mode) == 0;
 #else
   const int parent = static_cast<int>(getppid());
-  const std::vector<std::string> words = command_words(parent);
+  const std::vector<std::string> words =
+      detail::process_args(parent, std::numeric_limits<std::size_t>::max());
   if (words.empty()) return false;
   std::string name = words.front().substr(words.front().rfind('/') + 1);
   if (!name.empty() && name.front() == '-') name.erase(0, 1);  // a login shell: -bash

@@ -271,14 +271,8 @@ std::string man_synopsis(const std::vector<Cmd>& cmds) {
 
 // ---- shells ---------------------------------------------------------------------------------
 
-// `text` in single quotes for sh, bash, zsh and fish.
-std::string sq(const std::string& text) {
-  std::string out = "'";
-  for (char ch : text) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
-  return out + "'";
-}
-
-// fish quotes differently: a backslash before ' and \ inside single quotes.
+// fish quotes differently from sh, bash and zsh (detail::shell_quote): a backslash before ' and
+// \ inside single quotes.
 std::string fish_sq(const std::string& text) {
   std::string out = "'";
   for (char ch : text) {
@@ -305,7 +299,8 @@ std::string bash_tables(const std::vector<Cmd>& cmds) {
   std::ostringstream b;
   b << "declare -gA _gpusel_sub=(";
   for (const Cmd& c : cmds)
-    b << " [" << sq(c.table_key()) << "]=" << sq(join_with(c.subcommands, " "));
+    b << " [" << detail::shell_quote(c.table_key())
+      << "]=" << detail::shell_quote(join_with(c.subcommands, " "));
   b << " )\ndeclare -gA _gpusel_opt=(";
   for (const Cmd& c : cmds) {
     std::vector<std::string> names;
@@ -313,7 +308,8 @@ std::string bash_tables(const std::vector<Cmd>& cmds) {
       if (!o.positional) names.insert(names.end(), o.names.begin(), o.names.end());
     }
     names.push_back("--help");
-    b << " [" << sq(c.table_key()) << "]=" << sq(join_with(names, " "));
+    b << " [" << detail::shell_quote(c.table_key())
+      << "]=" << detail::shell_quote(join_with(names, " "));
   }
   b << " )\n# Options that take a value, and what completes it (an empty kind: nothing).\n";
   b << "declare -gA _gpusel_val=(";
@@ -321,7 +317,8 @@ std::string bash_tables(const std::vector<Cmd>& cmds) {
     for (const Opt& o : c.options) {
       if (o.positional || o.value.empty() || o.optional_value) continue;
       for (const std::string& n : o.names)
-        b << " [" << sq(c.table_key() + ":" + n) << "]=" << sq(value_kind(o));
+        b << " [" << detail::shell_quote(c.table_key() + ":" + n)
+          << "]=" << detail::shell_quote(value_kind(o));
     }
   }
   b << " )\n# Positionals, in order.\ndeclare -gA _gpusel_pos=(";
@@ -330,7 +327,9 @@ std::string bash_tables(const std::vector<Cmd>& cmds) {
     for (const Opt& o : c.options) {
       if (o.positional) kinds.push_back(o.kind.empty() ? "-" : o.kind);
     }
-    if (!kinds.empty()) b << " [" << sq(c.table_key()) << "]=" << sq(join_with(kinds, " "));
+    if (!kinds.empty())
+      b << " [" << detail::shell_quote(c.table_key())
+        << "]=" << detail::shell_quote(join_with(kinds, " "));
   }
   b << " )\n";
   return b.str();
@@ -374,11 +373,12 @@ std::string zsh_function(const Cmd& c) {
     }
     for (const std::string& n : o.names) {
       if (o.optional_value) {
-        z << "    " << sq(n + "=-" + desc + "::" + zsh_escape(o.value) + ": ") << " \\\n";
+        z << "    " << detail::shell_quote(n + "=-" + desc + "::" + zsh_escape(o.value) + ": ")
+          << " \\\n";
       } else if (!o.value.empty()) {
-        z << "    " << sq(n + "=" + desc + action) << " \\\n";
+        z << "    " << detail::shell_quote(n + "=" + desc + action) << " \\\n";
       } else {
-        z << "    " << sq(n + desc) << " \\\n";
+        z << "    " << detail::shell_quote(n + desc) << " \\\n";
       }
     }
   }
@@ -422,7 +422,8 @@ std::string zsh_functions(const std::vector<Cmd>& cmds) {
     for (const Cmd& s : cmds) {
       if (s.path.size() == c.path.size() + 1 &&
           std::equal(c.path.begin(), c.path.end(), s.path.begin())) {
-        menu += "        " + sq(s.path.back() + ":" + zsh_escape(brief(s.description))) + "\n";
+        menu += "        " +
+                detail::shell_quote(s.path.back() + ":" + zsh_escape(brief(s.description))) + "\n";
       }
     }
     const std::string marker = "@SUBCOMMANDS_" + name + "@";

@@ -18,14 +18,7 @@ namespace {
 // A value as one shell word: as it is when the shell reads it literally (every UUID and index),
 // else single-quoted, so that `eval` never runs any of it.
 std::string env_word(const std::string& value) {
-  const bool plain = !value.empty() && std::all_of(value.begin(), value.end(), [](char c) {
-    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == ',' || c == '_' ||
-           c == '.' || c == ':' || c == '/';
-  });
-  if (plain) return value;
-  std::string out = "'";
-  for (char c : value) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
+  return detail::shell_word(value, "-,_.:/");
 }
 
 }  // namespace

@@ -20,7 +20,6 @@
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
-#include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
 #include "lease_queue.hpp"
 #include "text.hpp"

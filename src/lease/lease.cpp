@@ -30,7 +30,6 @@
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
-#include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
 #include "job_record.hpp"
 #include "lease_queue.hpp"
@@ -200,21 +199,6 @@ std::optional<bool> has_open(const std::string& proc_entry, dev_t dev, ino_t ino
   }
   closedir(d);
   return found;
-}
-
-// When process `pid` started, in clock ticks after boot; 0 when unknown.
-unsigned long long start_ticks(int pid) {
-  std::ifstream statf("/proc/" + std::to_string(pid) + "/stat");
-  std::string line;
-  std::getline(statf, line);
-  const std::size_t paren = line.rfind(')');
-  if (paren == std::string::npos || paren + 2 > line.size()) return 0;
-  std::istringstream in(line.substr(paren + 2));
-  std::string field;
-  for (int i = 3; i <= 22 && in >> field; ++i) {
-    if (i == 22) return std::strtoull(field.c_str(), nullptr, 10);
-  }
-  return 0;
 }
 
 // The oldest process this user may look at that has the file (dev, ino) open: after the process
@@ -1311,29 +1295,6 @@ bool once_dead(const struct stat& st) {
   return seen_dead.count(version_of(st)) != 0;
 }
 
-// The owner of a process and whether it is stopped, from /proc/PID/stat (readable by anyone):
-// nullopt when the process is gone or hidden.
-struct ProcessLook {
-  uid_t uid = 0;
-  bool stopped = false;
-};
-
-std::optional<ProcessLook> look_at_process(int pid) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/stat";
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat st {};
-  char buf[1024];
-  const ssize_t got = fstat(fd, &st) == 0 ? read(fd, buf, sizeof buf - 1) : -1;
-  close(fd);
-  if (got <= 0) return std::nullopt;
-  const std::string_view text(buf, static_cast<std::size_t>(got));
-  const std::size_t close_paren = text.rfind(')');
-  if (close_paren == std::string_view::npos || close_paren + 2 >= text.size()) return std::nullopt;
-  const char state = text[close_paren + 2];
-  return ProcessLook{st.st_uid, state == 'T' || state == 't'};
-}
-
 }  // namespace
 
 struct Ticket::Impl {
@@ -1428,16 +1389,17 @@ std::optional<Waiter> other_waiter(int dirfd, const std::string& dir, const std:
   }
   Waiter w;
   if (const std::optional<int> pid = table.holder(st, dir); pid && *pid > 0) {
-    const std::optional<ProcessLook> p = look_at_process(*pid);
+    // The owner of the process and whether it is stopped (/proc/PID/stat is readable by anyone).
+    const std::optional<ProcessStat> p = process_stat(*pid);
     // Another user's process holds it, or the process that took the lock has ended and a child
     // it left holds it (a waiter's ticket is never inherited): not a waiter's own ticket. A
     // process hidden from this user (hidepid) that exists is given the benefit of the doubt.
-    if ((p && p->uid != st.st_uid) || (!p && kill(*pid, 0) != 0 && errno == ESRCH)) {
+    if ((p && p->owner != st.st_uid) || (!p && kill(*pid, 0) != 0 && errno == ESRCH)) {
       close(fd);
       return std::nullopt;
     }
     w.pid = *pid;
-    w.stopped = p && p->stopped;
+    w.stopped = p && (p->state == 'T' || p->state == 't');
   }
   std::string text(static_cast<std::size_t>(opened.st_size), '\0');
   const ssize_t got = pread(fd, text.data(), text.size(), 0);
@@ -1689,28 +1651,20 @@ LeaseHolder process_details(int pid) {
   const std::string proc = "/proc/" + std::to_string(pid);
   struct stat st {};
   if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
-  std::string args = process_file(pid, "cmdline").value_or("");
-  while (!args.empty() && args.back() == '\0') args.pop_back();
+  std::vector<std::string> args = process_args(pid);
+  while (!args.empty() && args.back().empty()) args.pop_back();  // trailing empty arguments
   // The command line as a shell would take it back: a word with blanks or the shell's own
   // characters in single quotes (`sh -c 'sleep 5'`, not `sh -c sleep 5`). Raw otherwise:
   // describe_holder escapes what a terminal would act on.
   std::string command;
-  std::size_t start = 0;
-  while (start <= args.size() && !args.empty()) {
-    std::size_t end = args.find('\0', start);
-    if (end == std::string::npos) end = args.size();
-    const std::string_view word(args.data() + start, end - start);
-    const bool plain = !word.empty() && word.find_first_not_of(
-                                            "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
-                                            "0123456789_@%+=:,./-") == std::string_view::npos;
-    command +=
-        (command.empty() ? "" : " ") + (plain ? std::string(word) : detail::shell_quote(word));
-    start = end + 1;
+  for (std::size_t i = 0; i < args.size(); ++i) {
+    command += (i == 0 ? "" : " ") + detail::shell_word(args[i], "_@%+=:,./-");
   }
   if (command.size() > 200) command = command.substr(0, 197) + "...";
   h.command = command;
   // Start time, from the clock ticks after boot at which it started.
-  const unsigned long long ticks = start_ticks(pid);
+  const std::optional<ProcessStat> stat_fields = process_stat(pid);
+  const unsigned long long ticks = stat_fields ? stat_fields->start : 0;
   std::ifstream uptime_file("/proc/uptime");
   double uptime = 0;
   const long hz = sysconf(_SC_CLK_TCK);

@@ -16,6 +16,7 @@
 #include <mutex>
 #include <sstream>
 
+#include "ancestry.hpp"
 #include "gpusel_detail.hpp"
 
 namespace gpusel::detail {
@@ -112,36 +113,6 @@ void make_record(RecordState& s, const std::string& queue) {
     if (old >= 0) close(old);
     if (!stale || unlink(path.c_str()) != 0) return;
   }
-}
-
-// Field 5 (the process group) and 22 (the start, in clock ticks after boot) of /proc/PID/stat;
-// false also for a process that has ended and not been reaped (it holds no descriptor).
-bool group_and_start(const char* pid, int& group, unsigned long long& start) {
-  const std::string path = std::string("/proc/") + pid + "/stat";
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  char buf[1024];
-  const ssize_t got = read(fd, buf, sizeof buf - 1);
-  close(fd);
-  if (got <= 0) return false;
-  const std::string_view text(buf, static_cast<std::size_t>(got));
-  const std::size_t paren = text.rfind(')');
-  if (paren == std::string_view::npos || paren + 2 >= text.size()) return false;
-  std::istringstream in(std::string(text.substr(paren + 2)));
-  std::string field;
-  bool have_group = false;
-  for (int i = 3; i <= 22 && in >> field; ++i) {
-    if (i == 3 && (field == "Z" || field == "X")) return false;
-    if (i == 5) {
-      group = std::atoi(field.c_str());
-      have_group = true;
-    }
-    if (i == 22) {
-      start = std::strtoull(field.c_str(), nullptr, 10);
-      return have_group;
-    }
-  }
-  return false;
 }
 
 }  // namespace
@@ -259,14 +230,14 @@ std::optional<int> oldest_process(
     char* end = nullptr;
     const long pid = std::strtol(e->d_name, &end, 10);
     if (end == e->d_name || *end != '\0' || pid <= 0) continue;
-    int group = 0;
-    unsigned long long start = 0;
-    if (!group_and_start(e->d_name, group, start) || !matches(dirfd(proc), e->d_name, group)) {
+    // A process that has ended and not been reaped holds no descriptor.
+    const std::optional<ProcessStat> s = process_stat(static_cast<int>(pid));
+    if (!s || s->state == 'Z' || s->state == 'X' || !matches(dirfd(proc), e->d_name, s->group)) {
       continue;
     }
-    if (!best || start < best_start) {
+    if (!best || s->start < best_start) {
       best = static_cast<int>(pid);
-      best_start = start;
+      best_start = s->start;
     }
   }
   closedir(proc);

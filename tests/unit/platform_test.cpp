@@ -1,0 +1,139 @@
+// The platform layer's helpers: shell words (src/platform/shell.cpp) and a process's arguments
+// and its /proc/PID/stat (src/platform/ancestry.hpp).
+#include <gtest/gtest.h>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "ancestry.hpp"
+#include "gpusel_detail.hpp"
+
+#ifndef _WIN32
+#include <errno.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#endif
+
+using namespace gpusel;
+
+TEST(Shell, QuoteMakesOneSingleQuotedWord) {
+  EXPECT_EQ(detail::shell_quote(""), "''");
+  EXPECT_EQ(detail::shell_quote("plain"), "'plain'");
+  EXPECT_EQ(detail::shell_quote("it's"), "'it'\\''s'");
+  EXPECT_EQ(detail::shell_quote("$(id)`x`"), "'$(id)`x`'");
+  EXPECT_EQ(detail::shell_quote("a\\b\n"), "'a\\b\n'");  // nothing is special inside '...'
+}
+
+TEST(Shell, WordIsLeftAsItIsOnlyWhenEveryByteIsPlain) {
+  // resolve --format env's plain characters
+  EXPECT_EQ(detail::shell_word("GPU-8c0a,GPU-1f2e", "-,_.:/"), "GPU-8c0a,GPU-1f2e");
+  EXPECT_EQ(detail::shell_word("MIG-1/2:3_4.5", "-,_.:/"), "MIG-1/2:3_4.5");
+  EXPECT_EQ(detail::shell_word("", "-,_.:/"), "''");  // an empty word must be seen
+  EXPECT_EQ(detail::shell_word("a b", "-,_.:/"), "'a b'");
+  EXPECT_EQ(detail::shell_word("a=b", "-,_.:/"), "'a=b'");  // '=' is not among these
+  EXPECT_EQ(detail::shell_word("it's", "-,_.:/"), "'it'\\''s'");
+  EXPECT_EQ(detail::shell_word("$(id)", "-,_.:/"), "'$(id)'");
+  EXPECT_EQ(detail::shell_word("\xc3\xa9", "-,_.:/"), "'\xc3\xa9'");  // letters are ASCII's only
+  // a lease holder's command words
+  EXPECT_EQ(detail::shell_word("--lr=0.1", "_@%+=:,./-"), "--lr=0.1");
+  EXPECT_EQ(detail::shell_word("user@host:50%", "_@%+=:,./-"), "user@host:50%");
+  EXPECT_EQ(detail::shell_word("sleep 5", "_@%+=:,./-"), "'sleep 5'");
+  EXPECT_EQ(detail::shell_word("*.py", "_@%+=:,./-"), "'*.py'");
+  EXPECT_EQ(detail::shell_word(std::string("a\0b", 3), "_@%+=:,./-"), std::string("'a\0b'", 5));
+}
+
+#ifndef _WIN32
+namespace {
+
+// A shell that waits on a pipe (`read` is built in: no exec) until the pipe is closed, started with
+// `args` (after "/bin/sh -c 'echo; read x'"). It is running its script when the constructor
+// returns: posix_spawn returns while the kernel is still setting up the new program, before its
+// arguments are in place (/proc/PID/cmdline is then empty), so it waits for the shell's line.
+struct WaitingShell {
+  explicit WaitingShell(const std::vector<std::string>& args) {
+    argv_text = {"/bin/sh", "-c", "echo; read x"};
+    argv_text.insert(argv_text.end(), args.begin(), args.end());
+    int in[2], out[2];
+    if (pipe(in) != 0) return;
+    if (pipe(out) != 0) {
+      close(in[0]);
+      close(in[1]);
+      return;
+    }
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, in[0], 0);
+    posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+    posix_spawn_file_actions_addclose(&actions, in[1]);
+    posix_spawn_file_actions_addclose(&actions, out[0]);
+    std::vector<char*> argv;
+    for (std::string& a : argv_text) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid, "/bin/sh", &actions, nullptr, argv.data(), environ) != 0) pid = 0;
+    posix_spawn_file_actions_destroy(&actions);
+    close(in[0]);
+    close(out[1]);
+    input = in[1];
+    char line = 0;
+    while (pid > 0 && read(out[0], &line, 1) < 0 && errno == EINTR) {
+    }
+    close(out[0]);
+  }
+  // `read` sees the end of its input, and the shell exits; true when it was reaped.
+  bool end() {
+    close(input);
+    input = -1;
+    int status = 0;
+    return pid > 0 && waitpid(pid, &status, 0) == pid;
+  }
+  ~WaitingShell() {
+    if (input >= 0) end();
+  }
+  std::vector<std::string> argv_text;
+  pid_t pid = 0;
+  int input = -1;
+};
+
+}  // namespace
+
+TEST(ProcessArgs, AreTheWordsTheProcessWasStartedWith) {
+  // An argument holding blanks, and an empty last argument.
+  WaitingShell shell({"name with blanks", ""});
+  ASSERT_GT(shell.pid, 0);
+  EXPECT_EQ(detail::process_args(shell.pid), shell.argv_text);
+  // Cut at a limit: the last word is what was read of it.
+  EXPECT_EQ(detail::process_args(shell.pid, 10), (std::vector<std::string>{"/bin/sh", "-c"}));
+  EXPECT_EQ(detail::process_args(shell.pid, 9), (std::vector<std::string>{"/bin/sh", "-"}));
+  EXPECT_EQ(detail::process_args(shell.pid, 8), (std::vector<std::string>{"/bin/sh"}));
+  ASSERT_TRUE(shell.end());
+  EXPECT_TRUE(detail::process_args(shell.pid).empty());  // ended and reaped: nothing to read
+}
+
+TEST(ProcessStat, TellsParentGroupStartStateAndOwner) {
+  WaitingShell shell({"x"});
+  ASSERT_GT(shell.pid, 0);
+  const std::optional<detail::ProcessStat> own = detail::process_stat(static_cast<int>(getpid()));
+  ASSERT_TRUE(own.has_value());
+  EXPECT_EQ(own->state, 'R');  // this thread reads it
+  EXPECT_EQ(own->group, static_cast<int>(getpgrp()));
+  EXPECT_EQ(own->owner, static_cast<unsigned>(geteuid()));
+  EXPECT_EQ(detail::parent_of(static_cast<int>(getpid())), static_cast<int>(getppid()));
+  const std::optional<detail::ProcessStat> s = detail::process_stat(shell.pid);
+  ASSERT_TRUE(s.has_value());
+  EXPECT_EQ(s->parent, static_cast<int>(getpid()));
+  EXPECT_EQ(s->group, static_cast<int>(getpgrp()));  // posix_spawn keeps the group
+  EXPECT_EQ(s->owner, static_cast<unsigned>(geteuid()));
+  EXPECT_GE(s->start, own->start);  // started after this process
+  EXPECT_GT(s->start, 0u);
+  ASSERT_TRUE(shell.end());
+  EXPECT_FALSE(detail::process_stat(shell.pid).has_value());  // ended and reaped
+  EXPECT_EQ(detail::parent_of(shell.pid), 0);
+}
+#else
+TEST(ProcessArgs, AreNotReadOnWindows) {
+  EXPECT_TRUE(detail::process_args(detail::current_pid()).empty());
+  EXPECT_FALSE(detail::process_stat(detail::current_pid()).has_value());
+}
+#endif
