@@ -167,6 +167,20 @@ class BenchPeerTest(Case):
         self.assertEqual(sums, ["h2d"])
         self.assertEqual(len([row for row in out["results"] if row["test"] == "p2p"]), 2)
 
+    def test_without_nvml(self):
+        # CUDA alone still copies and says whether it had peer access; the rate of the path is
+        # NVML's to tell, so there is none.
+        r, out = bench("nvml-missing", "--gpu", "0,1", *SMALL)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len(out["results"]), 2)
+        for row in out["results"]:
+            self.assertTrue(row["verified"])
+            self.assertNotIn("link_gbps", row)
+            self.assertIn(row["path"], ("pcie", "host"))
+        r = gpusel("bench", "bw", "--gpu", "0,1", "--tests", "p2p", *SMALL, env=sim_env("nvml-missing"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotRegex(r.stdout, r"PCIe\)|; PCIe$")
+
     def test_one_gpu_is_refused(self):
         r = gpusel("bench", "bw", "--gpu", "0", "--tests", "h2d,p2p", env=sim_env("dgx-h100"))
         self.assertFailsWith(r, 2, "--tests p2p copies from each selected GPU to each other one",

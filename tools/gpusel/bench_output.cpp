@@ -130,19 +130,23 @@ std::string text_row(const nlohmann::json& row) {
     const nlohmann::json& peer = row["peer"];
     test +=
         " to " + (peer["index"].is_null() ? "-" : std::to_string(peer["index"].get<unsigned>()));
-    const std::string link =
+    // The path, and its rate where NVML gave one.
+    const std::string rate =
         row.contains("link_gbps") ? fmt::format(" {:.1f}", row["link_gbps"].get<double>()) : "";
     const std::string path = row.value("path", std::string());
+    std::string how;
     if (path == "nvlink") {
-      extra =
-          fmt::format("  to {}, NVLink {} x v{}{}", peer["uuid"].get<std::string>(),
-                      row["nvlinks"].get<unsigned>(), row["nvlink_version"].get<unsigned>(), link);
+      const unsigned version = row["nvlink_version"].get<unsigned>();
+      how = version > 0
+                ? fmt::format("NVLink {} x v{}{}", row["nvlinks"].get<unsigned>(), version, rate)
+                : fmt::format("NVLink, {} links", row["nvlinks"].get<unsigned>());
     } else if (path == "pcie") {
-      extra = fmt::format("  to {}, PCIe{}", peer["uuid"].get<std::string>(), link);
+      how = "PCIe" + rate;
     } else {
-      extra = fmt::format("  to {}, peer access: no (staged through host memory; PCIe{})",
-                          peer["uuid"].get<std::string>(), link);
+      how = "peer access: no (staged through host memory" + (rate.empty() ? "" : "; PCIe" + rate) +
+            ")";
     }
+    extra = "  to " + peer["uuid"].get<std::string>() + ", " + how;
   }
   return fmt::format(
       "{:<5} {:<40} {:<16} {:<12} {:>9.1f} {:>9.1f} {:>9.1f}  {}{}\n",
