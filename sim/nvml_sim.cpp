@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <iterator>
 #include <mutex>
 #include <optional>
 #include <string>
@@ -896,7 +897,10 @@ nvmlReturn_t nvmlDeviceGetNvLinkVersion(nvmlDevice_t device, unsigned int link,
   const gpuselNvmlDeviceBox* box;
   const SimGpu* gpu;
   check(device, &box, &gpu);
-  *version = gpu->nvlink_version;
+  // NVML answers an nvmlNvlinkVersion_t, not the generation: 1 is 1.0, 2 is 2.0, 3 is 2.2, 4 is
+  // 3.0, 5 is 3.1, 6 is 4.0, 7 is 5.0 (an A100 says 5, an H100 6). The file gives the generation.
+  static constexpr unsigned kEnumOf[] = {0, 1, 2, 4, 6, 7};
+  *version = kEnumOf[std::min<std::size_t>(gpu->nvlink_version, std::size(kEnumOf) - 1)];
   return NVML_SUCCESS;
 }
 

@@ -13,9 +13,11 @@
 GPUSEL_BEGIN_NAMESPACE
 
 // h2d, d2h: pinned host memory. d2d: a device-local copy. h2d-pageable, d2h-pageable: ordinary
-// host memory. bidir: h2d and d2h at once, on two streams.
-inline constexpr const char* kBandwidthTests[] = {"h2d",          "d2h",          "d2d",
-                                                  "h2d-pageable", "d2h-pageable", "bidir"};
+// host memory. bidir: h2d and d2h at once, on two streams. p2p: from this device to each device of
+// BandwidthOptions::peers, over peer access where the devices allow it, else staged by the driver
+// through host memory (not in the default set: it needs a second device).
+inline constexpr const char* kBandwidthTests[] = {"h2d",          "d2h",   "d2d", "h2d-pageable",
+                                                  "d2h-pageable", "bidir", "p2p"};
 
 struct BandwidthOptions {
   std::vector<std::string> tests{"h2d", "d2h", "d2d"};
@@ -26,6 +28,9 @@ struct BandwidthOptions {
   // Write, clear and check only the sampled bytes of each buffer (src/bench/copy_sample.hpp):
   // for the simulator's sampled copies, which move only those. Every byte otherwise.
   bool sampled = false;
+  // p2p: the CUDA ordinals of the devices to copy to, one result each, in this order. The
+  // current device is skipped. Each one's primary context is retained for the run.
+  std::vector<int> peers;
 };
 
 struct BandwidthResult {
@@ -35,6 +40,11 @@ struct BandwidthResult {
   double median = 0, min = 0, max = 0;
   bool verified = false;  // every sample's data checked and right
   std::string failure;    // a verification failure or a CUDA error, empty when none
+  // p2p: the device copied to (its CUDA ordinal and UUID), and whether the copy went over peer
+  // access (cuDeviceCanAccessPeer said yes and it was enabled) or was staged through host memory.
+  int peer = -1;
+  std::string peer_uuid;
+  bool peer_access = false;
 };
 
 // Where a run stands, for progress displays: after the warm-up copies of a test (`sample` 0),

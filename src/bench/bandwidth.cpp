@@ -122,6 +122,10 @@ using BandwidthNeeds = detail::CudaNeeds<
     &CudaApi::cuStreamWaitEvent, &CudaApi::cuEventCreate, &CudaApi::cuEventRecord,
     &CudaApi::cuEventSynchronize, &CudaApi::cuEventElapsedTime, &CudaApi::cuEventDestroy>;
 
+// What p2p calls besides BandwidthNeeds.
+using PeerNeeds = detail::CudaNeeds<&CudaApi::cuCtxGetDevice, &CudaApi::cuDeviceCanAccessPeer,
+                                    &CudaApi::cuCtxEnablePeerAccess, &CudaApi::cuMemcpyPeerAsync>;
+
 double seconds_since(std::chrono::steady_clock::time_point t) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
 }
@@ -228,10 +232,80 @@ class CopyTimer {
   CUevent start_ = nullptr, end_ = nullptr, mid_ = nullptr;
 };
 
+// The far side of a p2p copy: the peer device's primary context, retained, and a buffer there;
+// released however the test ends. `own` is the calling thread's context, current again after
+// each call.
+class Peer {
+ public:
+  Peer(const CudaApi& api, int ordinal, std::uint64_t bytes, BandwidthResult& r) : api_(api) {
+    try {
+      set_up(ordinal, bytes, r);
+    } catch (...) {
+      release();  // a constructor that throws runs no destructor
+      throw;
+    }
+  }
+  ~Peer() { release(); }
+  Peer(const Peer&) = delete;
+  Peer& operator=(const Peer&) = delete;
+
+  CUcontext own = nullptr;
+  CUcontext context = nullptr;
+  CUdeviceptr buffer = 0;
+
+ private:
+  void set_up(int ordinal, std::uint64_t bytes, BandwidthResult& r) {
+    const CudaApi& api = api_;
+    const Cuda ok{api};
+    ok(api.cuCtxGetCurrent(&own), "cuCtxGetCurrent");
+    CUdevice own_device = 0;
+    ok(api.cuCtxGetDevice(&own_device), "cuCtxGetDevice");
+    ok(api.cuDeviceGet(&device_, ordinal), "cuDeviceGet");
+    CUuuid uuid{};
+    ok(api.cuDeviceGetUuid(&uuid, device_), "cuDeviceGetUuid_v2");
+    r.peer_uuid = detail::format_uuid(reinterpret_cast<const unsigned char*>(uuid.bytes));
+    ok(api.cuDevicePrimaryCtxRetain(&context, device_), "cuDevicePrimaryCtxRetain");
+    retained_ = true;
+    // Peer access where the devices allow it; otherwise the driver stages each copy through host
+    // memory, which is what such a pair gets, and what is measured.
+    int can = 0;
+    ok(api.cuDeviceCanAccessPeer(&can, own_device, device_), "cuDeviceCanAccessPeer");
+    if (can != 0) {
+      const CUresult rc = api.cuCtxEnablePeerAccess(context, 0);
+      if (rc != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) ok(rc, "cuCtxEnablePeerAccess");
+      r.peer_access = true;
+    }
+    ok(api.cuCtxSetCurrent(context), "cuCtxSetCurrent");
+    const CUresult rc = api.cuMemAlloc(&buffer, bytes);
+    api.cuCtxSetCurrent(own);
+    if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+      throw failure("cannot allocate " + detail::format_bytes(bytes) +
+                        " of device memory on the peer (CUDA_ERROR_OUT_OF_MEMORY); choose a "
+                        "smaller --size",
+                    Problem{ErrorCode::DriverCallFailed, "cuMemAlloc_v2", rc});
+    }
+    ok(rc, "cuMemAlloc_v2");
+  }
+  void release() {
+    if (buffer != 0 && api_.cuCtxSetCurrent(context) == CUDA_SUCCESS) {
+      api_.cuMemFree(buffer);
+      api_.cuCtxSetCurrent(own);
+    }
+    buffer = 0;
+    if (retained_) api_.cuDevicePrimaryCtxRelease(device_);
+    retained_ = false;
+  }
+
+  const CudaApi& api_;
+  CUdevice device_ = 0;
+  bool retained_ = false;
+};
+
 // One test's samples (after its warm-up copies) into `r`: each GB/s, and the first data mismatch.
 // A failed call throws, leaving in `r` the samples taken before it.
 void run_test(BandwidthResult& r, const BandwidthOptions& options, const BandwidthObserver& observe,
-              const CudaApi& api, const Memory& mem, const CopyTimer& timer) {
+              const CudaApi& api, const Memory& mem, const CopyTimer& timer,
+              const Peer* peer = nullptr) {
   const Cuda ok{api};
   const std::string& test = r.test;
   const std::uint64_t size = options.bytes;
@@ -270,6 +344,13 @@ void run_test(BandwidthResult& r, const BandwidthOptions& options, const Bandwid
       upload(mem.a, host);
       copy = [&] { ok(api.cuMemcpyDtoDAsync(mem.b, mem.a, size, s1), "cuMemcpyDtoDAsync_v2"); };
       verify = [&] { return read_back(host, mem.b); };
+    } else if (test == "p2p") {  // a -> the peer's buffer, read back from there
+      upload(mem.a, host);
+      copy = [&] {
+        ok(api.cuMemcpyPeerAsync(peer->buffer, peer->context, mem.a, peer->own, size, s1),
+           "cuMemcpyPeerAsync");
+      };
+      verify = [&] { return read_back(host, peer->buffer); };
     } else {  // bidir: host -> a on s1 while b -> host on s2
       void* up = mem.pinned[0];
       void* down = mem.pinned[1];
@@ -311,15 +392,25 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
   BandwidthNeeds::check(api, "measuring copy bandwidth");
   Memory mem{api};
   allocate(api, options, mem);
+  const bool p2p =
+      std::find(options.tests.begin(), options.tests.end(), "p2p") != options.tests.end();
+  if (p2p) PeerNeeds::check(api, "measuring peer-to-peer copy bandwidth");
   const CopyTimer timer(api);
   std::vector<BandwidthResult> results;
-  for (const std::string& test : options.tests) {
+  // One test's result (with `peer`, a p2p copy to that CUDA ordinal), however it ends.
+  auto measure = [&](const std::string& test, int peer) {
     BandwidthResult r;
     r.test = test;
     r.bytes = options.bytes;
     r.verified = true;
+    r.peer = peer;
     try {
-      run_test(r, options, observe, api, mem, timer);
+      if (peer >= 0) {
+        const Peer far(api, peer, options.bytes, r);
+        run_test(r, options, observe, api, mem, timer, &far);
+      } else {
+        run_test(r, options, observe, api, mem, timer);
+      }
     } catch (const Error& e) {
       r.failure = e.what();
       r.verified = false;
@@ -331,6 +422,19 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
     }
     results.push_back(std::move(r));
     if (observe) observe({test, options.samples, options.samples, 0, &results.back()});
+  };
+  CUdevice own = -1;
+  if (p2p) Cuda{api}(api.cuCtxGetDevice(&own), "cuCtxGetDevice");
+  for (const std::string& test : options.tests) {
+    if (test != "p2p") {
+      measure(test, -1);
+      continue;
+    }
+    for (const int peer : options.peers) {
+      CUdevice d = -1;
+      if (api.cuDeviceGet(&d, peer) == CUDA_SUCCESS && d == own) continue;
+      measure(test, peer);
+    }
   }
   return results;
 }

@@ -377,6 +377,21 @@ enum class NvmlPart {
 std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& positions,
                           NvmlPart part);
 
+// The NVLink path between two whole GPUs (UUIDs) as NVML reports it: the links a copy from one to
+// the other can use (those of each GPU that are active and reach the other GPU directly, or reach
+// an NVSwitch; the fewer of the two GPUs' counts) and their NVLink generation (the lower of the
+// two; 0 when NVML cannot say). nullopt when NVML is unavailable, says they are not NVLink peers
+// (nvmlDeviceGetP2PStatus), or finds no such links.
+struct NvlinkPath {
+  unsigned links = 0;
+  unsigned version = 0;  // the generation: 1 to 5
+};
+std::optional<NvlinkPath> nvml_nvlink_path(const std::string& a, const std::string& b);
+
+// The theoretical rate of `links` NVLinks of `version` per direction in decimal GB/s: 20 per link
+// for NVLink 1, 25 for NVLink 2 to 4, 50 for NVLink 5; 0 for version 0.
+double nvlink_gbps(unsigned links, unsigned version);
+
 // Formats CUDA's 16 raw UUID bytes (which may hold zeros) the way nvidia-smi prints them.
 std::string format_uuid(const unsigned char bytes[16], const char* prefix = "GPU-");
 

@@ -6,9 +6,11 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <type_traits>
 #include <unordered_map>
 
@@ -578,6 +580,116 @@ bool nvml_gpu_index(const std::string& uuid, std::optional<unsigned>& index) {
   }
   index = value;
   return true;
+}
+
+double nvlink_gbps(unsigned links, unsigned version) {
+  if (version == 0) return 0;
+  const double per_link = version == 1 ? 20.0 : (version >= 5 ? 50.0 : 25.0);
+  return per_link * links;
+}
+
+namespace {
+
+// The NVLink generation of nvmlDeviceGetNvLinkVersion's answer, an nvmlNvlinkVersion_t (1: 1.0,
+// 2: 2.0, 3: 2.2, 4: 3.0, 5: 3.1, 6: 4.0, 7: 5.0; an A100 says 5, an H100 6); 0 when unknown.
+unsigned nvlink_generation(unsigned nvml_version) {
+  static constexpr unsigned kGeneration[] = {0, 1, 2, 2, 3, 3, 4, 5};
+  return nvml_version < std::size(kGeneration) ? kGeneration[nvml_version] : 0;
+}
+
+std::string upper_bus(const char* bus, std::size_t size) {
+  std::string s(bus, strnlen(bus, size));
+  for (char& c : s) c = (c >= 'a' && c <= 'z') ? static_cast<char>(c - 'a' + 'A') : c;
+  return s;
+}
+
+// What the NVLinks of `dev` reach, for a copy to the GPU at bus `peer`: active links to it, and
+// active links to something that is no GPU of `gpu_buses` (an NVSwitch); the lowest version of
+// either kind (0: unknown).
+struct LinkCount {
+  unsigned direct = 0, fabric = 0, direct_version = 0, fabric_version = 0;
+};
+LinkCount count_links(const NvmlApi& api, nvmlDevice_t dev, const std::string& peer,
+                      const std::set<std::string>& gpu_buses) {
+  LinkCount c;
+  auto lowest = [](unsigned& into, unsigned v) { into = into == 0 ? v : std::min(into, v); };
+  bool version_known = true;
+  for (unsigned link = 0; link < 64; ++link) {
+    int active = 0;
+    const nvmlReturn_t rc = api.nvmlDeviceGetNvLinkState(dev, link, &active);
+    if (rc == NVML_ERROR_INVALID_ARGUMENT || rc == NVML_ERROR_NOT_SUPPORTED) break;  // no more
+    if (rc != NVML_SUCCESS || active == 0) continue;
+    nvmlPciInfo_t pci{};
+    if (api.nvmlDeviceGetNvLinkRemotePciInfo_v2(dev, link, &pci) != NVML_SUCCESS) continue;
+    const std::string bus = upper_bus(pci.busId, sizeof pci.busId);
+    unsigned version = 0;
+    if (api.nvmlDeviceGetNvLinkVersion == nullptr ||
+        api.nvmlDeviceGetNvLinkVersion(dev, link, &version) != NVML_SUCCESS ||
+        nvlink_generation(version) == 0) {
+      version_known = false;
+    }
+    version = nvlink_generation(version);
+    if (bus == peer) {
+      ++c.direct;
+      lowest(c.direct_version, version);
+    } else if (gpu_buses.count(bus) == 0) {
+      ++c.fabric;
+      lowest(c.fabric_version, version);
+    }
+  }
+  if (!version_known) c.direct_version = c.fabric_version = 0;
+  return c;
+}
+
+}  // namespace
+
+std::optional<NvlinkPath> nvml_nvlink_path(const std::string& a, const std::string& b) {
+  const NvmlLibrary& lib = library();
+  if (!lib.usable) return std::nullopt;
+  const NvmlApi& api = lib.api;
+  std::lock_guard<std::mutex> lock(nvml_mutex);
+  if (api.nvmlDeviceGetHandleByUUID == nullptr || api.nvmlDeviceGetNvLinkState == nullptr ||
+      api.nvmlDeviceGetNvLinkRemotePciInfo_v2 == nullptr || api.nvmlDeviceGetPciInfo_v3 == nullptr)
+    return std::nullopt;
+  if (open_session(api) != NVML_SUCCESS) return std::nullopt;
+  nvmlDevice_t da = nullptr, db = nullptr;
+  if (api.nvmlDeviceGetHandleByUUID(a.c_str(), &da) != NVML_SUCCESS ||
+      api.nvmlDeviceGetHandleByUUID(b.c_str(), &db) != NVML_SUCCESS)
+    return std::nullopt;
+  if (api.nvmlDeviceGetP2PStatus != nullptr) {
+    int status = -1;
+    if (api.nvmlDeviceGetP2PStatus(da, db, abi::kNvmlP2PCapsIndexNvlink, &status) != NVML_SUCCESS ||
+        status != abi::kNvmlP2PStatusOk)
+      return std::nullopt;
+  }
+  // Every GPU's bus, to tell a link to a third GPU from one to an NVSwitch.
+  std::set<std::string> gpu_buses;
+  unsigned count = 0;
+  if (api.nvmlDeviceGetCount_v2(&count) != NVML_SUCCESS) return std::nullopt;
+  for (unsigned i = 0; i < std::min(count, kMaxGpus); ++i) {
+    nvmlDevice_t dev = nullptr;
+    nvmlPciInfo_t pci{};
+    if (api.nvmlDeviceGetHandleByIndex_v2(i, &dev) == NVML_SUCCESS &&
+        api.nvmlDeviceGetPciInfo_v3(dev, &pci) == NVML_SUCCESS)
+      gpu_buses.insert(upper_bus(pci.busId, sizeof pci.busId));
+  }
+  nvmlPciInfo_t pa{}, pb{};
+  if (api.nvmlDeviceGetPciInfo_v3(da, &pa) != NVML_SUCCESS ||
+      api.nvmlDeviceGetPciInfo_v3(db, &pb) != NVML_SUCCESS)
+    return std::nullopt;
+  const LinkCount ca = count_links(api, da, upper_bus(pb.busId, sizeof pb.busId), gpu_buses);
+  const LinkCount cb = count_links(api, db, upper_bus(pa.busId, sizeof pa.busId), gpu_buses);
+  NvlinkPath path;
+  if (ca.direct > 0 && cb.direct > 0) {
+    path.links = std::min(ca.direct, cb.direct);
+    path.version = std::min(ca.direct_version, cb.direct_version);
+  } else if (ca.fabric > 0 && cb.fabric > 0) {
+    path.links = std::min(ca.fabric, cb.fabric);
+    path.version = std::min(ca.fabric_version, cb.fabric_version);
+  } else {
+    return std::nullopt;
+  }
+  return path;
 }
 
 }  // namespace gpusel::detail

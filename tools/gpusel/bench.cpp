@@ -53,6 +53,33 @@ void check_outputs(const BenchOptions& options) {
   }
 }
 
+// p2p copies between the selected GPUs: refuses (Error(BadInput)) fewer than two.
+void check_peers(const BandwidthOptions& b, const std::vector<std::string>& gpus) {
+  if (std::find(b.tests.begin(), b.tests.end(), "p2p") == b.tests.end() || gpus.size() >= 2) return;
+  throw bad_input(fmt::format(
+      "--tests p2p copies from each selected GPU to each other one, and --gpu selected {} ({}); "
+      "select two or more (e.g. --gpu 0,1 or --gpu all)",
+      gpus.size() == 1 ? "only one GPU" : "no GPU", detail::join_entries(gpus)));
+}
+
+// The worker's command line. With p2p, each worker is told every GPU of the job, and copies to
+// the others' GPUs: it opens a context on each. (run_bench sets no placement check: the workers
+// are gpusel's own, and each binds its GPU by UUID.)
+std::vector<std::string> worker_command(const BenchOptions& options, const BandwidthOptions& b,
+                                        const std::vector<std::string>& gpus,
+                                        const std::string& folder) {
+  std::vector<std::string> command = {
+      executable_path(), "internal-bench-worker",   "--tests",  options.tests,
+      "--size",          std::to_string(b.bytes),   "--copies", std::to_string(b.copies),
+      "--samples",       std::to_string(b.samples), "--out",    folder};
+  if (std::find(b.tests.begin(), b.tests.end(), "p2p") != b.tests.end()) {
+    std::string peers;
+    for (const std::string& g : gpus) peers += (peers.empty() ? "" : ",") + g;
+    command.insert(command.end(), {"--peers", peers});
+  }
+  return command;
+}
+
 }  // namespace
 
 int run_bench(const BenchOptions& options) {
@@ -60,6 +87,7 @@ int run_bench(const BenchOptions& options) {
   check_outputs(options);
   const Acquisition held = acquire(options.gpus, options.choice, true);  // leased while it runs
   const Resolution& r = held.resolution;
+  check_peers(b, r.gpus);
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
                   "); GPUs are matched by CUDA in each worker, without CPU placement");
@@ -89,11 +117,8 @@ int run_bench(const BenchOptions& options) {
   const bool table = !options.json && options.csv != "-";
   if (table) bench::print_table_heading(b, options.parallel, sim);
 
-  const std::string self = executable_path();
   LaunchOptions launch;
-  launch.command = {self,        "internal-bench-worker",   "--tests",  options.tests,
-                    "--size",    std::to_string(b.bytes),   "--copies", std::to_string(b.copies),
-                    "--samples", std::to_string(b.samples), "--out",    folder.path()};
+  launch.command = worker_command(options, b, r.gpus, folder.path());
   launch.grace_seconds = 10;
   bench::Display display(folder.path(), r.gpus, info, b, options.parallel, table, isatty(2) != 0);
   display.start();
@@ -130,9 +155,9 @@ int run_bench(const BenchOptions& options) {
     if (auto warning = bench::cache_warning(*w, b.bytes)) warnings.push_back(*warning);
     std::size_t n = 0;
     for (const BandwidthResult& t : w->results) {
-      const nlohmann::json row = bench::make_row(w->gpu, t, g);
+      const nlohmann::json row = bench::make_row(w->gpu, t, g, bench::find_gpu(info, t.peer_uuid));
       all_verified = all_verified && t.verified;
-      sums[t.test] += t.median;
+      if (t.test != "p2p") sums[t.test] += t.median;  // no sum over pairs: they share links
       // A row the display did not print as it was measured (its event was not read).
       if (table && n++ >= display.printed(i)) std::cout << bench::text_row(row);
       if (auto warning = bench::link_warning(t, g)) warnings.push_back(*warning);

@@ -56,14 +56,16 @@ CLI::App* setup_bench(CLI::App& app, BenchOptions& options) {
   CLI::App* bench = app.add_subcommand("bench", "benchmarks of the selected GPUs");
   bench->require_subcommand(1);
   CLI::App* bw =
-      bench->add_subcommand("bw", "host<->device and device-local copy bandwidth, per GPU");
+      bench->add_subcommand("bw", "host<->device, device-local and GPU-to-GPU copy bandwidth");
   set_completion(add_gpu_option(*bw, options.gpus, "--gpu", kGpuHelp, true)->required(), "gpu-all");
   add_choice_options(*bw, options.choice, true);
-  set_completion(bw->add_option("--tests", options.tests,
-                                "comma-separated: h2d, d2h, d2d, h2d-pageable, d2h-pageable, bidir")
-                     ->capture_default_str()
-                     ->type_name("LIST"),
-                 "list", {"h2d", "d2h", "d2d", "h2d-pageable", "d2h-pageable", "bidir"});
+  set_completion(
+      bw->add_option("--tests", options.tests,
+                     "comma-separated: h2d, d2h, d2d, h2d-pageable, d2h-pageable, bidir, "
+                     "p2p (each GPU to each other selected GPU)")
+          ->capture_default_str()
+          ->type_name("LIST"),
+      "list", {"h2d", "d2h", "d2d", "h2d-pageable", "d2h-pageable", "bidir", "p2p"});
   bw->add_option("--size", options.size, "bytes per buffer, e.g. 512MiB")
       ->capture_default_str()
       ->type_name("BYTES");
@@ -94,6 +96,7 @@ CLI::App* setup_bench_worker(CLI::App& app, BenchOptions& options) {
   cmd->add_option("--copies", options.copies);
   cmd->add_option("--samples", options.samples);
   cmd->add_option("--out", options.out)->required();
+  cmd->add_option("--peers", options.peers);
   return cmd;
 }
 

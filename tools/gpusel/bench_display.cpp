@@ -83,7 +83,9 @@ void Display::poll() {
       if (e.result) {
         if (rows_) {
           clear_line();
-          std::cout << text_row(make_row(e.gpu, *e.result, info_[i])) << std::flush;
+          std::cout << text_row(make_row(e.gpu, *e.result, info_[i],
+                                         find_gpu(info_, e.result->peer_uuid)))
+                    << std::flush;
         }
         ++p.rows;
         continue;
@@ -108,10 +110,12 @@ std::optional<double> Display::left_for(std::size_t i) const {
   double left = 0;
   std::size_t step = 0;
   for (const std::string& test : b_.tests) {
-    for (int s = 0; s <= b_.samples; ++s, ++step) {
-      if (step < state_[i].steps) continue;
-      auto it = step_seconds_.find({test, s == 0});
-      left += it != step_seconds_.end() ? it->second.first / it->second.second : mean;
+    for (std::size_t run = 0; run < runs_of(test); ++run) {
+      for (int s = 0; s <= b_.samples; ++s, ++step) {
+        if (step < state_[i].steps) continue;
+        auto it = step_seconds_.find({test, s == 0});
+        left += it != step_seconds_.end() ? it->second.first / it->second.second : mean;
+      }
     }
   }
   return left;
@@ -119,7 +123,9 @@ std::optional<double> Display::left_for(std::size_t i) const {
 
 void Display::draw() {
   const std::size_t gpus = state_.size();
-  const std::size_t per_gpu = b_.tests.size() * static_cast<std::size_t>(b_.samples + 1);
+  std::size_t per_gpu = 0;
+  for (const std::string& test : b_.tests)
+    per_gpu += runs_of(test) * static_cast<std::size_t>(b_.samples + 1);
   std::size_t done = 0;
   for (const PerGpu& p : state_) done += p.steps;
   const std::size_t total = per_gpu * gpus;
@@ -164,6 +170,10 @@ void Display::draw() {
 #endif
   std::cerr << "\r" << line << "\33[K" << std::flush;
   drawn_ = true;
+}
+
+std::size_t Display::runs_of(const std::string& test) const {
+  return test == "p2p" ? (state_.empty() ? 0 : state_.size() - 1) : 1;
 }
 
 void Display::clear_line() {

@@ -50,6 +50,8 @@ class Display {
   void loop();
   void poll();
   std::optional<double> left_for(std::size_t i) const;
+  // How many times a GPU runs `test`: once, or for p2p once per other GPU.
+  std::size_t runs_of(const std::string& test) const;
   void draw();
   void clear_line();
 

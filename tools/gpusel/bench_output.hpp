@@ -14,8 +14,12 @@
 namespace gpusel::cli::bench {
 
 // One row of the report, from the GPU a worker measured, one of its results and what NVML says of
-// the GPU (null without NVML).
-nlohmann::json make_row(const WorkerGpu& gpu, const BandwidthResult& result, const GpuInfo* info);
+// the GPU (null without NVML). A p2p row also says what NVML says of its peer (`peer`, null when
+// unknown): the path the copy took, and that path's theoretical rate.
+nlohmann::json make_row(const WorkerGpu& gpu, const BandwidthResult& result, const GpuInfo* info,
+                        const GpuInfo* peer = nullptr);
+// The GPU of `gpus` (null entries skipped) whose UUID is `uuid`; nullptr when none is.
+const GpuInfo* find_gpu(const std::vector<const GpuInfo*>& gpus, const std::string& uuid);
 // The row of a --parallel run's sum over the GPUs of one test's medians.
 nlohmann::json sum_row(const std::string& test, std::uint64_t bytes, double gbps);
 

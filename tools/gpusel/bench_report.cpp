@@ -84,6 +84,7 @@ const char* test_caption(const std::string& test) {
   if (test == "h2d-pageable") return "h2d-pageable: pageable host memory to device";
   if (test == "d2h-pageable") return "d2h-pageable: device to pageable host memory";
   if (test == "bidir") return "bidir: h2d and d2h at once (both directions' bytes)";
+  if (test == "p2p") return "p2p: GPU to GPU (over NVLink or PCIe, or staged through host memory)";
   return "";
 }
 
@@ -92,6 +93,12 @@ std::string gpu_label(const nlohmann::json& row) {
   const std::string uuid = row.value("uuid", std::string());
   const std::string index =
       row.contains("index") && !row["index"].is_null() ? row["index"].dump() : "-";
+  if (row.contains("peer")) {  // p2p: both ends, by index
+    const nlohmann::json& peer = row["peer"];
+    return "GPU " + index + " to GPU " +
+           (peer.contains("index") && !peer["index"].is_null() ? peer["index"].dump() : "-") +
+           (row.value("peer_access", true) ? "" : " (staged)");
+  }
   return "GPU " + index + " " + uuid.substr(0, std::min<std::size_t>(uuid.size(), 12));
 }
 
@@ -117,7 +124,13 @@ std::string bench_csv(const nlohmann::json& results) {
     for (const char* c : kBenchCsvColumns) {
       if (!first) line += ",";
       first = false;
-      if (row.contains(c)) line += csv_field(row[c]);
+      const std::string column = c;
+      if (column.rfind("peer_", 0) == 0 && column != "peer_access") {
+        const std::string key = column.substr(5);
+        if (row.contains("peer") && row["peer"].contains(key)) line += csv_field(row["peer"][key]);
+      } else if (row.contains(c)) {
+        line += csv_field(row[c]);
+      }
     }
     out += line + "\n";
   }
@@ -245,8 +258,8 @@ std::string svg_legend(int y, int left) {
       "<text x=\"{7}\" y=\"{3}\">min to max</text>"
       "<line x1=\"{8}\" y1=\"{1}\" x2=\"{8}\" y2=\"{9}\" stroke=\"#e45756\" stroke-width=\"2\" "
       "stroke-dasharray=\"4 2\"/>"
-      "<text x=\"{10}\" y=\"{3}\">the PCIe link's theoretical limit per direction (x2 for "
-      "bidir); dotted: at full width and speed</text>"
+      "<text x=\"{10}\" y=\"{3}\">the link's theoretical limit per direction (PCIe, x2 for "
+      "bidir; NVLink or PCIe for p2p); dotted: at full width and speed</text>"
       "<rect x=\"{0}\" y=\"{11}\" width=\"14\" height=\"10\" fill=\"#d62728\"/>"
       "<text x=\"{2}\" y=\"{12}\">copied data did not verify</text></g>\n",
       left, y, left + 20, y + 9, left + 170, y + 5, left + 190, left + 196, left + 290, y + 10,

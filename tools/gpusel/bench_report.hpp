@@ -6,11 +6,13 @@
 
 namespace gpusel::cli {
 
-// The columns of bench_csv, in order; each is the JSON row's key of the same name.
+// The columns of bench_csv, in order; each is the JSON row's key of the same name, but peer_index
+// and peer_uuid, which are a p2p row's peer.index and peer.uuid.
 inline constexpr const char* kBenchCsvColumns[] = {
-    "index",     "uuid",          "name",     "pci_bus_id", "test",
-    "bytes",     "gbps",          "gbps_min", "gbps_max",   "traffic_gbps",
-    "link_gbps", "link_max_gbps", "verified", "failure",    "sum"};
+    "index",    "uuid",     "name",          "pci_bus_id",   "test",      "bytes",
+    "gbps",     "gbps_min", "gbps_max",      "traffic_gbps", "link_gbps", "link_max_gbps",
+    "verified", "failure",  "sum",           "peer_index",   "peer_uuid", "peer_access",
+    "path",     "nvlinks",  "nvlink_version"};
 
 // A header line, then one line per row of `results` (bench bw's JSON rows); a key the row lacks
 // is an empty field. Fields are quoted as RFC 4180 says when they need it.

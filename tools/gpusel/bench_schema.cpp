@@ -12,8 +12,14 @@ std::string dump(const json& j) {
 }
 
 json result_json(const BandwidthResult& r) {
-  return {{"test", r.test}, {"bytes", r.bytes}, {"samples", r.gbps},      {"median", r.median},
-          {"min", r.min},   {"max", r.max},     {"verified", r.verified}, {"failure", r.failure}};
+  json j = {{"test", r.test}, {"bytes", r.bytes}, {"samples", r.gbps},      {"median", r.median},
+            {"min", r.min},   {"max", r.max},     {"verified", r.verified}, {"failure", r.failure}};
+  if (r.peer >= 0) {
+    j["peer"] = r.peer;
+    j["peer_uuid"] = r.peer_uuid;
+    j["peer_access"] = r.peer_access;
+  }
+  return j;
 }
 
 BandwidthResult result_from(const json& j) {
@@ -26,6 +32,11 @@ BandwidthResult result_from(const json& j) {
   r.max = j.at("max").get<double>();
   r.verified = j.at("verified").get<bool>();
   r.failure = j.at("failure").get<std::string>();
+  if (j.contains("peer")) {
+    r.peer = j.at("peer").get<int>();
+    r.peer_uuid = j.at("peer_uuid").get<std::string>();
+    r.peer_access = j.at("peer_access").get<bool>();
+  }
   return r;
 }
 

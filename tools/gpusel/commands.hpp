@@ -83,9 +83,10 @@ struct BenchOptions {
   int samples = 3;
   bool parallel = false;
   bool json = false;
-  std::string plot;  // an SVG file to draw the rates in
-  std::string csv;   // a CSV file for the rates, "-" for stdout
-  std::string out;   // the worker's folder for its figures
+  std::string plot;   // an SVG file to draw the rates in
+  std::string csv;    // a CSV file for the rates, "-" for stdout
+  std::string out;    // the worker's folder for its figures
+  std::string peers;  // the worker's p2p peers: the job's GPUs (UUIDs), comma-separated
 };
 CLI::App* setup_bench(CLI::App& app, BenchOptions& options);
 int run_bench(const BenchOptions& options);
