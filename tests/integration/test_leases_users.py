@@ -134,7 +134,7 @@ def read_file(path):
     try:
         with open(path) as f:
             return f.read()
-    except FileNotFoundError:
+    except (FileNotFoundError, ProcessLookupError):  # a /proc file of a process reaped meanwhile
         return None
 
 

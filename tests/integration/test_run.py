@@ -227,7 +227,7 @@ class RunTest(Case):
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     return f.read().rsplit(")", 1)[1].split()[0] not in ("Z", "X")
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):  # gone, or reaped between open and read
                 return False
 
         deadline = time.monotonic() + 5
@@ -349,7 +349,7 @@ class RunTest(Case):
             try:
                 with open(f"/proc/{pid}/stat") as f:
                     return f.read().rsplit(")", 1)[1].split()[0]
-            except FileNotFoundError:
+            except (FileNotFoundError, ProcessLookupError):  # gone, or reaped between open and read
                 return None
 
         def wait_for(what, deadline=20):
