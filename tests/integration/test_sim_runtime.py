@@ -296,6 +296,20 @@ if __name__ == "__main__":
     unittest.main()
 
 
+def checks_of(name):
+    """tests/integration/NAME.cu built with `nvcc -cudart shared` and run on dgx-h100 (with a CUDA
+    13 driver): its lines "<check> <values...>" as {check: [values]}."""
+    (program,) = build_cuda_program(name)
+    tmp = tempfile.mkdtemp(prefix=f"gpusel-{name}-")
+    try:
+        r = run_program(program, machine_with_driver(tmp, "dgx-h100"))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if r.returncode != 0:
+        raise AssertionError(r.stdout + r.stderr)
+    return {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()}
+
+
 @unittest.skipIf(INSTRUMENTED, "the doubles are built with a sanitizer; a foreign program cannot load them")
 @unittest.skipUnless(os.path.exists(NVCC), f"no CUDA toolkit ({NVCC} is absent)")
 class KernelFreeProgramTest(Case):
@@ -303,15 +317,7 @@ class KernelFreeProgramTest(Case):
 
     @classmethod
     def setUpClass(cls):
-        (program,) = build_cuda_program("cuda_kernel_free")
-        tmp = tempfile.mkdtemp(prefix="gpusel-kernel-free-")
-        try:
-            r = run_program(program, machine_with_driver(tmp, "dgx-h100"))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if r.returncode != 0:
-            raise AssertionError(r.stdout + r.stderr)
-        cls.out = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()}
+        cls.out = checks_of("cuda_kernel_free")
 
     def test_2d_copies_and_memsets(self):
         # Host -> pitched device -> pitched device (a stream) -> host at pitch 32 (cudaMemcpyDefault):
@@ -360,15 +366,7 @@ class GraphCaptureTest(Case):
 
     @classmethod
     def setUpClass(cls):
-        (program,) = build_cuda_program("cuda_graph_capture")
-        tmp = tempfile.mkdtemp(prefix="gpusel-graph-")
-        try:
-            r = run_program(program, machine_with_driver(tmp, "dgx-h100"))
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        if r.returncode != 0:
-            raise AssertionError(r.stdout + r.stderr)
-        cls.out = {line.split()[0]: line.split()[1:] for line in r.stdout.splitlines()}
+        cls.out = checks_of("cuda_graph_capture")
 
     def check(self, name, expected):
         self.assertEqual(self.out.get(name), expected)
