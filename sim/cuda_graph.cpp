@@ -60,6 +60,13 @@ bool capture_refuses_wait(CUstream stream) {
   return true;
 }
 
+void forget_capture(State& s, CUstream stream) {
+  if (stream->capture == nullptr || !stream->capture_origin) return;
+  CUgraph g = stream->capture;
+  end_capture(s, g);
+  delete g;
+}
+
 namespace impl {
 
 CUresult cuStreamBeginCapture_v2(CUstream stream, int mode) {

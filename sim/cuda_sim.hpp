@@ -261,6 +261,9 @@ bool captured(CUstream stream, std::function<CUresult(CUstream)> work, CUresult*
 // A call that waits for the stream (cuStreamSynchronize, cuStreamQuery) cannot be captured: true
 // when `stream` is capturing, after invalidating the capture (the driver's rule). Mutex held.
 bool capture_refuses_wait(CUstream stream);
+// A stream being destroyed: a capture it began ends with no graph (the streams and events it
+// reached are released); one it had joined goes on without it. Mutex held.
+void forget_capture(State& s, CUstream stream);
 
 // ---- cuda_errors.cpp ----
 const char* error_name(CUresult rc);

@@ -139,7 +139,9 @@ CUresult cuStreamDestroy_v2(CUstream stream) {
   if (CUresult rc = ready(); rc != CUDA_SUCCESS) return rc;
   State& s = state();
   std::lock_guard<std::mutex> lock(s.mutex);
-  if (s.streams.erase(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  if (s.streams.count(stream) == 0) return CUDA_ERROR_INVALID_HANDLE;
+  forget_capture(s, stream);
+  s.streams.erase(stream);
   delete stream;
   return CUDA_SUCCESS;
 }

@@ -128,8 +128,23 @@ void refusals() {
   cudaGetLastError();
   const int not_capturing = cudaStreamEndCapture(s, &graph);
   cudaGetLastError();
-  std::printf("refusals %d %d %d %d %d %d\n", sync, status, end, graph == nullptr, legacy,
-              not_capturing);
+  // A capture whose stream is destroyed ends with it: a stream it had drawn in captures no more.
+  cudaStream_t origin = nullptr, joined = nullptr;
+  cudaStreamCreateWithFlags(&origin, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&joined, cudaStreamNonBlocking);
+  cudaEvent_t fork = nullptr;
+  cudaEventCreateWithFlags(&fork, cudaEventDisableTiming);
+  cudaStreamBeginCapture(origin, cudaStreamCaptureModeGlobal);
+  cudaEventRecord(fork, origin);
+  cudaStreamWaitEvent(joined, fork, 0);
+  int drawn = -1, released = -1;
+  cudaStreamIsCapturing(joined, reinterpret_cast<cudaStreamCaptureStatus*>(&drawn));
+  const int destroyed = cudaStreamDestroy(origin);
+  cudaStreamIsCapturing(joined, reinterpret_cast<cudaStreamCaptureStatus*>(&released));
+  std::printf("refusals %d %d %d %d %d %d %d %d %d\n", sync, status, end, graph == nullptr, legacy,
+              not_capturing, drawn, destroyed, released);
+  cudaEventDestroy(fork);
+  cudaStreamDestroy(joined);
   cudaStreamDestroy(s);
   cudaFree(a);
 }
