@@ -124,8 +124,21 @@ class LeaseStore {
   // store is shared. (Per GPU, LeaseStanding::shared tells.)
   const std::string& scope_note() const noexcept { return scope_note_; }
 
-  // Each GPU's standing, from one read of the kernel's lock table.
-  std::vector<LeaseStanding> standings(const std::vector<std::string>& uuids) const;
+  // How standings() tells whether a lease is held.
+  enum class Look {
+    // From the kernel's lock table, read once: every flock on the file counts, gpusel's or not
+    // (a gpusel before 0.1 took no mark), and each holder is named (list, doctor).
+    Thorough,
+    // Up to 16 files asked of the kernel one by one, by the mark every lease of gpusel carries
+    // (no read of the whole table, whose cost grows with every lock on the machine); the table is
+    // read only to name the holders of the GPUs found held, and for more files. For picking: a
+    // lease taken without the mark is found when it is taken (take() fails), as a lease taken a
+    // moment after any look is.
+    Quick,
+  };
+  // Each GPU's standing.
+  std::vector<LeaseStanding> standings(const std::vector<std::string>& uuids,
+                                       Look look = Look::Thorough) const;
 
   // Takes the lease on `uuid` without waiting. nullopt when it is held or unusable; `standing`
   // (when given) then says which, and by whom.

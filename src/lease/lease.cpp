@@ -24,6 +24,7 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <thread>
 #include <tuple>
 
 #include "ancestry.hpp"
@@ -181,8 +182,48 @@ class LockTable {
   std::multimap<std::pair<dev_t, ino_t>, int> held_;
 };
 
-// Whether process `proc_entry` ("4242", "self") has the file (dev, ino) open: nullopt when its
-// descriptors cannot be read (another user's process, or one that has ended).
+// Every lock gpusel takes on a lease or claim file carries a second one on the same open file: a
+// read lock of the open file description (F_OFD_SETLK). Both belong to the open file, which every
+// process that inherited the descriptor shares, so they live and end together; but where a flock
+// can be seen only in the kernel's whole lock table (/proc/locks, a read that waits milliseconds on
+// a loaded machine and grows with every lock on it), an OFD lock is asked of the kernel for one
+// file (F_OFD_GETLK). A read lock needs only read access (anyone may add one to the root-owned
+// files of the shared store, as anyone may add a shared flock): it keeps nobody out, since gpusel
+// never takes a write lock there, and can only make a file look held, never free.
+void mark_held(int fd) {
+  struct flock mark {};
+  mark.l_type = F_RDLCK;
+  mark.l_whence = SEEK_SET;  // the whole file
+  // Where the kernel has no OFD locks, lookers read the lock table instead (held_mark).
+  (void)fcntl(fd, F_OFD_SETLK, &mark);
+}
+
+// Whether a lock marks the file open as `fd` as held (by any other open file): nullopt where the
+// kernel cannot tell (no OFD locks on this kernel or file system).
+std::optional<bool> held_mark(int fd) {
+  struct flock ask {};
+  ask.l_type = F_WRLCK;  // conflicts with any lock but this open file's own
+  ask.l_whence = SEEK_SET;
+  if (fcntl(fd, F_OFD_GETLK, &ask) != 0) return std::nullopt;
+  return ask.l_type != F_UNLCK;
+}
+
+// Whether the descriptor `fd` of process `proc_entry` carries a lock (its fdinfo lists one since
+// Linux 3.8): a process that only looks at a lease file (held_mark) has it open too, for a moment.
+// True where fdinfo cannot be read: gpusel keeps no lease file open without its lock otherwise.
+bool carries_lock(const std::string& proc_entry, const char* fd) {
+  const int info = open(("/proc/" + proc_entry + "/fdinfo/" + fd).c_str(), O_RDONLY | O_CLOEXEC);
+  if (info < 0) return true;
+  char buf[4096];
+  const ssize_t got = read(info, buf, sizeof buf - 1);
+  close(info);
+  if (got <= 0) return true;
+  buf[got] = '\0';
+  return std::strstr(buf, "\nlock:") != nullptr;
+}
+
+// Whether process `proc_entry` ("4242", "self") has the file (dev, ino) open with a lock on it:
+// nullopt when its descriptors cannot be read (another user's process, or one that has ended).
 std::optional<bool> has_open(const std::string& proc_entry, dev_t dev, ino_t ino) {
   const std::string dir = "/proc/" + proc_entry + "/fd";
   DIR* d = opendir(dir.c_str());
@@ -192,7 +233,8 @@ std::optional<bool> has_open(const std::string& proc_entry, dev_t dev, ino_t ino
     if (e->d_name[0] == '.') continue;
     struct stat st {};
     // The descriptor's link leads to the open file itself, whatever its name is now.
-    if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino) {
+    if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino &&
+        carries_lock(proc_entry, e->d_name)) {
       found = true;
       break;
     }
@@ -542,7 +584,28 @@ constexpr std::size_t kListStoreFrom = 16;
 
 }  // namespace
 
-std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>& uuids) const {
+namespace {
+
+// held_mark of the lease file at `path` (`st`: its lstat); nullopt where the kernel cannot say,
+// or the file was replaced since.
+std::optional<bool> held_mark_of(const std::string& path, const struct stat& st) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat opened {};
+  std::optional<bool> held;
+  if (fstat(fd, &opened) == 0 && opened.st_dev == st.st_dev && opened.st_ino == st.st_ino) {
+    held = held_mark(fd);
+  }
+  // Closing it tells the waiters watching the store that a lease file was closed: they ask its
+  // mark before they look again (ReleaseWatch::wait), so lookers never wake each other for ever.
+  close(fd);
+  return held;
+}
+
+}  // namespace
+
+std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>& uuids,
+                                                 Look look) const {
   std::optional<LockTable> table;  // read once, and only when some lease file exists
   std::vector<LeaseStanding> out;
   out.reserve(uuids.size());
@@ -566,11 +629,20 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
       if (!s.problem.empty()) {
         s.state = LeaseStanding::State::Unusable;
       } else {
-        if (!table) table.emplace();
+        // A few files are asked of the kernel one by one; many, or where it cannot say, the lock
+        // table is read once (cheaper than three system calls a file at 1,024 GPUs).
+        const std::optional<bool> marked =
+            look == Look::Quick && !present ? held_mark_of(l.path, st) : std::nullopt;
         const std::string dir = l.path.substr(0, l.path.rfind('/'));
-        if (table->holder(st, dir)) {
-          s.state = LeaseStanding::State::Held;
-          s.holder = holder_of(*table, st, dir);
+        // Unmarked: free (a holder from a gpusel without marks is found by take()). Marked, or
+        // not asked: held when the table lists a flock on it, as before the marks; a mark alone,
+        // which anyone who may read the file can add, holds nothing.
+        if (marked != false) {
+          if (!table) table.emplace();
+          if (table->holder(st, dir)) {
+            s.state = LeaseStanding::State::Held;
+            s.holder = holder_of(*table, st, dir);
+          }
         }
       }
     }
@@ -644,6 +716,7 @@ int lock_file(const LeaseStore& store, const std::string& uuid, const std::strin
     struct stat named {};
     if (lstat(l.path.c_str(), &named) == 0 && named.st_dev == held.st_dev &&
         named.st_ino == held.st_ino && named.st_nlink == 1) {
+      mark_held(fd);
       // Every process this one starts inherits the locked descriptor, so the lock lasts as long
       // as any process of the job lives, however the one that took it ends (SIGKILL included).
       if (fcntl(fd, F_SETFD, 0) != 0) {
@@ -1551,7 +1624,10 @@ ReleaseWatch::ReleaseWatch(const LeaseStore& store) {
   if (store.own_dir() != store.dir()) dirs.push_back(store.own_dir());  // GPUSEL_LEASE_DIR: one
   for (const std::string& dir : dirs) {
     const int w = inotify_add_watch(fd_, dir.c_str(), IN_CLOSE_NOWRITE | IN_ONLYDIR);
-    if (w >= 0) lease_watches_.push_back(w);
+    if (w >= 0) {
+      lease_watches_.push_back(w);
+      lease_dirs_[w] = dir;
+    }
     const int q = inotify_add_watch(fd_, (dir + "/queue").c_str(),
                                     IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR);
     if (q >= 0) queue_watches_.push_back(q);
@@ -1559,6 +1635,7 @@ ReleaseWatch::ReleaseWatch(const LeaseStore& store) {
 }
 
 ReleaseWatch::~ReleaseWatch() {
+  for (const auto& [path, fd] : looked_at_) close(fd);
   if (fd_ < 0) return;
   std::vector<int> all = lease_watches_;
   all.insert(all.end(), queue_watches_.begin(), queue_watches_.end());
@@ -1599,7 +1676,15 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
   std::set<std::string> names;
   for (const std::string& uuid : gpus) names.insert(lease_name(uuid));
   const auto until = std::chrono::steady_clock::now() + timeout;
+  int fruitless = 0;  // notices in a row that told nothing
   while (true) {
+    if (fruitless >= 3) {
+      // Someone opens and closes lease files in a loop: its notices are gathered 20 ms at a time
+      // rather than read one by one (a release among them is seen at most that much later).
+      const auto pause = std::min<std::chrono::steady_clock::duration>(
+          std::chrono::milliseconds(20), until - std::chrono::steady_clock::now());
+      if (pause.count() > 0) std::this_thread::sleep_for(pause);
+    }
     const auto left =
         std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
     pollfd p{fd_, POLLIN, 0};
@@ -1629,16 +1714,45 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
           // A ticket being written, renamed into view: a newcomer queues behind everyone.
         } else if (!lease_dir || queue_dir) {
           relevant = true;  // a ticket left the queue, or its holder died (or events were lost)
-        } else if (e->len > 0) {
-          const std::string_view name(e->name);
-          relevant = relevant ||
-                     (names.empty() ? name.size() > 5 && name.substr(name.size() - 5) == ".lock"
-                                    : names.count(std::string(name)) != 0);
+        } else if (e->len > 0 && !relevant) {
+          const std::string name(e->name);
+          relevant = (names.empty() ? name.size() > 5 && name.substr(name.size() - 5) == ".lock"
+                                    : names.count(name) != 0) &&
+                     !still_held(e->wd, name);
         }
       }
     }
     if (relevant) return true;
+    ++fruitless;
   }
+}
+
+bool ReleaseWatch::still_held(int wd, const std::string& name) {
+  const auto dir = lease_dirs_.find(wd);
+  if (dir == lease_dirs_.end()) return false;
+  const std::string path = dir->second + "/" + name;
+  // A file looked at before is asked again through the same descriptor while it is still linked
+  // (only the store's owner unlinks or replaces lease files): two system calls an event, which a
+  // loop opening the files as fast as it can makes thousands of a second.
+  struct stat opened {};
+  auto it = looked_at_.find(path);
+  if (it != looked_at_.end() && (fstat(it->second, &opened) != 0 || opened.st_nlink == 0)) {
+    close(it->second);
+    looked_at_.erase(it);
+    it = looked_at_.end();
+  }
+  if (it == looked_at_.end()) {
+    struct stat named {};
+    const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+    if (fd < 0) return false;
+    if (lstat(path.c_str(), &named) != 0 || fstat(fd, &opened) != 0 ||
+        opened.st_dev != named.st_dev || opened.st_ino != named.st_ino) {
+      close(fd);
+      return false;
+    }
+    it = looked_at_.emplace(path, fd).first;
+  }
+  return held_mark(it->second).value_or(false);
 }
 
 std::string queue_directory(const LeaseStore& store) {

@@ -123,7 +123,14 @@ class ReleaseWatch {
   void follow(const std::string& path);
 
  private:
+  // Whether the lease file `name` in the folder watched as `wd` is still marked held (a close
+  // that was someone's look at it, not a release). Asked through descriptors kept open while
+  // this waits: closing them would wake the other waiters.
+  bool still_held(int wd, const std::string& name);
+
   int fd_ = -1;
+  std::map<int, std::string> lease_dirs_;  // the lease folders, by their watch
+  std::map<std::string, int> looked_at_;   // lease files opened by still_held, by path
   std::vector<int> lease_watches_;
   std::vector<int> queue_watches_;
   int followed_ = -1;           // the watch on the ticket ahead, -1 when none

@@ -176,7 +176,8 @@ std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* st
   return Lease(fd, uuid);
 }
 
-std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>& uuids) const {
+std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>& uuids,
+                                                 Look) const {
   std::vector<LeaseStanding> out;
   for (const std::string& uuid : uuids) {
     LeaseStanding s;

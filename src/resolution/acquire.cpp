@@ -160,8 +160,9 @@ class FreeLook {
     const std::vector<GpuInfo>& gpus = snap_.gpus;
     std::vector<std::string> uuids;
     for (const GpuInfo& g : gpus) uuids.push_back(g.uuid);
-    std::vector<LeaseStanding> standing =
-        known.size() == uuids.size() ? std::move(known) : store.standings(uuids);
+    std::vector<LeaseStanding> standing = known.size() == uuids.size()
+                                              ? std::move(known)
+                                              : store.standings(uuids, LeaseStore::Look::Quick);
     std::vector<FreeCandidate> c(gpus.size());
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       const GpuInfo& g = gpus[i];
@@ -267,7 +268,7 @@ Attempt lease_named(const Resolution& r, const LeaseStore& store, bool direct,
                                : seen_standing[static_cast<std::size_t>(at - seen.begin())]);
       }
     } else {
-      standing = store.standings(r.gpus);
+      standing = store.standings(r.gpus, LeaseStore::Look::Quick);
     }
     for (std::size_t i = 0; i < r.gpus.size(); ++i) {
       if (standing[i].state != LeaseStanding::State::Free) {
@@ -431,7 +432,7 @@ Acquirer::QueueLook Acquirer::look_at_queue() {
   }
   q.alone = std::all_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; });
   q.nobody_ahead = queue.empty() || queue.front().own;
-  if (!q.alone) q.standing = store_.standings(machine_);
+  if (!q.alone) q.standing = store_.standings(machine_, LeaseStore::Look::Quick);
   q.plan = detail::plan_queue(queue, machine_, q.standing,
                               look_ ? look_->busy(options_) : std::set<std::string>(), wanted(),
                               memory_, Clock::now());

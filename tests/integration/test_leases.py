@@ -2,15 +2,18 @@
 on two NUMA nodes, all connected by NVSwitch, two GPUs per PCIe switch."""
 
 import json
+import fcntl
 import os
+import shutil
 import signal
+import struct
 import subprocess
 import sys
 import tempfile
 import time
 import unittest
 
-from support import BIN, PYTHON_LOADS_LIBRARIES, SOURCE, Case, for_python, sim_env, uuids
+from support import BIN, INSTRUMENTED, PYTHON_LOADS_LIBRARIES, SOURCE, Case, for_python, sim_env, uuids
 
 NEEDS_PYTHON_LOADER = unittest.skipUnless(PYTHON_LOADS_LIBRARIES, "a Python process cannot load the TSan-instrumented libraries")
 
@@ -195,6 +198,84 @@ class ListTest(LeaseCase):
         # Gone with the worker: no process, no lease.
         g = json.loads(self.run_gpusel("list", "--json").stdout)["gpus"][2]
         self.assertEqual((g["processes"], g["lease"], g["memory_used_bytes"]), ([], None, 0))
+
+
+def lease_inode(lease_dir, uuid):
+    return os.stat(os.path.join(lease_dir, uuid + ".lock")).st_ino
+
+
+class LockTableTest(LeaseCase):
+    """Issue 34: picking GPUs never reads the kernel's whole lock table (/proc/locks, a read that
+    waits milliseconds on a loaded machine and grows with every lock on it) when the GPUs it looks
+    at are free: each lease carries an OFD read lock beside its flock, asked of the kernel per file
+    (F_OFD_GETLK)."""
+
+    def hold(self, gpu):
+        holder = self.start("run", "--quiet", "--gpu", str(gpu), "--", "sleep", "60")
+        self.wait_for(lambda: self.held(holder) and
+                      self.run_gpusel("resolve", "--gpu", "free:8").returncode == 1, "the lease")
+        return holder
+
+    def test_a_lease_carries_a_mark_the_kernel_reports_per_file(self):
+        holder = self.hold(4)
+        try:
+            inode = lease_inode(self.lease_dir, DGX[4])
+            with open("/proc/locks") as f:
+                kinds = {tuple(line.split()[1:4]) for line in f
+                         if len(line.split()) > 5 and line.split()[5].endswith(f":{inode}")}
+            self.assertEqual(kinds, {("FLOCK", "ADVISORY", "WRITE"), ("OFDLCK", "ADVISORY", "READ")})
+        finally:
+            holder.kill()
+            holder.communicate()
+
+    def test_a_mark_without_a_lock_holds_nothing(self):
+        # Anyone who may read a lease file can add a read lock to it: that makes no GPU leased.
+        r = self.run_gpusel("run", "--quiet", "--gpu", "2", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        fd = os.open(os.path.join(self.lease_dir, DGX[2] + ".lock"), os.O_RDONLY)
+        try:
+            fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+            r = self.run_gpusel("resolve", "--gpu", "free:8")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            r = self.run_gpusel("run", "--quiet", "--gpu", "2", "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+        finally:
+            os.close(fd)
+
+    @unittest.skipUnless(shutil.which("strace"), "needs strace")
+    @unittest.skipIf(INSTRUMENTED, "LeakSanitizer stops under ptrace")
+    def test_picking_free_gpus_reads_no_lock_table(self):
+        probe = subprocess.run(["strace", "-f", "-o", os.devnull, "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("strace cannot trace here: " + probe.stderr.decode()[-200:])
+        # Every GPU has a lease file (the normal state after first use), GPU 6 is held.
+        r = self.run_gpusel("run", "--quiet", "--gpu", "0,1,2,3,4,5,6,7", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(len([n for n in os.listdir(self.lease_dir) if n.endswith(".lock")]), 8)
+        out = os.path.join(self.tmp.name, "strace.txt")
+
+        def opens_lock_table(*args):
+            r = subprocess.run(["strace", "-f", "-e", "trace=open,openat", "-o", out, BIN, *args],
+                               capture_output=True, text=True, env=self.env(), timeout=120)
+            self.assertEqual(r.returncode, 0, f"{args}: {r.stderr}")
+            with open(out) as f:
+                return '"/proc/locks"' in f.read()
+
+        for args in (["run", "--quiet", "--gpu", "free:2", "--", "true"],
+                     ["resolve", "--gpu", "free:3"],
+                     ["run", "--quiet", "--gpu", "1,2", "--", "true"]):
+            self.assertFalse(opens_lock_table(*args), args)
+        holder = self.hold(6)
+        try:
+            # A named request for free GPUs looks at them alone; a worker's bind asks nothing.
+            self.assertFalse(opens_lock_table("run", "--quiet", "--gpu", "5", "--", "true"))
+            self.assertFalse(opens_lock_table("run", "--quiet", "--gpu", "3", "--", BIN, "bind", "--",
+                                              "true"))
+            # Naming the holder of a held GPU needs the table (list shows who).
+            self.assertTrue(opens_lock_table("list"))
+        finally:
+            holder.kill()
+            holder.communicate()
 
 
 class LeaseTest(LeaseCase):
