@@ -29,9 +29,8 @@
 #include "gpusel_detail.hpp"
 #include "launch_core.hpp"
 #include "launch_detail.hpp"
+#include "process.hpp"
 #include "text.hpp"
-
-extern char** environ;
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -127,10 +126,9 @@ struct Supervision {
   ~Supervision() {
     for (Worker& w : workers) {
       if (w.running) {
-        kill(-w.pid, SIGKILL);
-        kill(w.pid, SIGKILL);
-        while (waitpid(w.pid, nullptr, 0) < 0 && errno == EINTR) {
-        }
+        detail::signal_group(w.pid, SIGKILL);
+        detail::signal_process(w.pid, SIGKILL);
+        detail::wait_child(w.pid, nullptr);
         w.running = false;
       }
       for (Stream& s : w.streams) close_fd(s.fd);
@@ -141,13 +139,10 @@ struct Supervision {
         const std::vector<pid_t> left = orphans();
         if (left.empty()) break;
         for (pid_t pid : left) {
-          kill(pid, SIGKILL);
-          if (getpgid(pid) == pid) kill(-pid, SIGKILL);
+          detail::signal_process(pid, SIGKILL);
+          if (detail::process_group(pid) == pid) detail::signal_group(pid, SIGKILL);
         }
-        for (pid_t pid : left) {
-          while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
-          }
-        }
+        for (pid_t pid : left) detail::wait_child(pid, nullptr);
       }
       prctl(PR_SET_CHILD_SUBREAPER, was_subreaper);
     }
@@ -193,7 +188,7 @@ struct Supervision {
 // it started with, when its GPUSEL_GPU is that rank's; -1 when neither tells.
 int left_behind_rank(pid_t pid, const std::vector<Worker>& workers, const LaunchOptions& options,
                      const detail::JobPlan& job) {
-  const pid_t group = getpgid(pid);
+  const pid_t group = detail::process_group(pid);
   for (const Worker& w : workers) {
     if (group > 0 && w.pid == group) return w.rank;
   }
@@ -266,66 +261,6 @@ void write_all(int fd, const std::string& text) {
   write_all(fd, text.data(), text.size());
 }
 
-// The decimal digits of a non-negative number, for the child after fork (no allocation).
-std::size_t format_number(int value, char* buf) {
-  char digits[16];
-  std::size_t n = 0;
-  unsigned v = value < 0 ? 0u : static_cast<unsigned>(value);
-  do {
-    digits[n++] = static_cast<char>('0' + v % 10);
-    v /= 10;
-  } while (v != 0 && n < sizeof digits);
-  for (std::size_t i = 0; i < n; ++i) buf[i] = digits[n - 1 - i];
-  return n;
-}
-
-// Makes `from` the descriptor `to`, inheritable across exec. Async-signal-safe.
-bool move_fd(int from, int to) {
-  if (from == to) return fcntl(to, F_SETFD, 0) == 0;
-  return dup2(from, to) == to;
-}
-
-// What a child needs between fork and exec, all built before fork.
-struct ChildPlan {
-  pid_t parent;
-  int dev_null;
-  int out_fd;  // -1 without --tag-output
-  int err_fd;
-  bool bind;
-  cpu_set_t cpus;
-  const sigset_t* mask;
-  const struct sigaction* chld;  // SIGCHLD's disposition as gpusel found it, or null
-  const char* program;
-  char* const* argv;
-  char* const* envp;
-  const std::string* setup_failed;  // "gpusel: rank N: cannot ... (errno "
-  const std::string* exec_failed;
-};
-
-// The child between fork and exec: async-signal-safe calls only.
-[[noreturn]] void start_child(const ChildPlan& c) {
-  // The worker dies with gpusel, however gpusel ends (the signal survives execve).
-  prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() != c.parent) _exit(127);
-  setpgid(0, 0);
-  const std::string* failed = c.setup_failed;
-  int code = 126;
-  if (move_fd(c.dev_null, 0) && (c.out_fd < 0 || (move_fd(c.out_fd, 1) && move_fd(c.err_fd, 2))) &&
-      (!c.bind || sched_setaffinity(0, sizeof c.cpus, &c.cpus) == 0)) {
-    if (c.chld != nullptr) sigaction(SIGCHLD, c.chld, nullptr);
-    sigprocmask(SIG_SETMASK, c.mask, nullptr);
-    execve(c.program, c.argv, c.envp);
-    failed = c.exec_failed;
-    code = 127;
-  }
-  const int e = errno;
-  char number[16];
-  write_all(2, failed->data(), failed->size());
-  write_all(2, number, format_number(e, number));
-  write_all(2, ")\n", 2);
-  _exit(code);
-}
-
 }  // namespace
 
 std::string find_program(const std::string& name) {
@@ -370,13 +305,10 @@ namespace gpusel::detail {
 
 namespace {
 
-// What exec needs for each rank, built before the first fork: the argument vector and each
-// rank's environment (gpusel's own, less the names it sets itself, plus the job's and the rank's).
+// What exec needs for each rank, built before the first worker starts: each rank's environment
+// (gpusel's own, less the names it sets itself, plus the job's and the rank's).
 struct ExecPlan {
-  std::vector<std::string> args;
-  std::vector<char*> argv;
   std::vector<std::vector<std::string>> envs;
-  std::vector<std::vector<char*>> envps;
 };
 
 void plan_exec(const LaunchOptions& options, const JobPlan& job, ExecPlan& plan) {
@@ -388,26 +320,13 @@ void plan_exec(const LaunchOptions& options, const JobPlan& job, ExecPlan& plan)
         return value ? std::optional<std::string>(value) : std::nullopt;
       },
       free_port);
-  std::vector<std::string> removed;  // "NAME="
-  for (const std::string& name : vars.removed) removed.push_back(name + "=");
-  std::vector<std::string> base;
-  for (char** e = environ; *e != nullptr; ++e) {
-    const bool own = std::any_of(removed.begin(), removed.end(), [e](const std::string& k) {
-      return std::strncmp(*e, k.c_str(), k.size()) == 0;
-    });
-    if (!own) base.emplace_back(*e);
-  }
-  for (const auto& [name, value] : vars.job) base.push_back(name + "=" + value);
+  std::vector<std::string> job_vars;
+  for (const auto& [name, value] : vars.job) job_vars.push_back(name + "=" + value);
+  const std::vector<std::string> base = environment_with(vars.removed, job_vars);
   plan.envs.assign(n, base);
-  plan.envps.assign(n, {});
   for (std::size_t r = 0; r < n; ++r) {
     for (const auto& [name, value] : vars.ranks[r]) plan.envs[r].push_back(name + "=" + value);
-    for (auto& s : plan.envs[r]) plan.envps[r].push_back(s.data());
-    plan.envps[r].push_back(nullptr);
   }
-  plan.args = options.command;
-  for (auto& a : plan.args) plan.argv.push_back(a.data());
-  plan.argv.push_back(nullptr);
 }
 
 // Signals as the supervision loop takes them: SIGCHLD at its default (an ignored SIGCHLD would
@@ -453,9 +372,12 @@ void take_signals(const LaunchOptions& options, Supervision& sup) {
   }
 }
 
-// Forks and execs every worker, each the leader of a process group of its own.
+// Starts every worker, each the leader of a process group of its own, its stdin /dev/null, its
+// stdout and stderr the pipes of --tag-output, dying with gpusel, with the signal mask and
+// SIGCHLD's disposition gpusel was started with; a worker that cannot be set up or run says so
+// itself, and exits with 126 or 127.
 void start_workers(const LaunchOptions& options, const std::string& program, ExecPlan& exec,
-                   Supervision& sup, pid_t parent) {
+                   Supervision& sup) {
   const std::size_t n = sup.workers.size();
   // Messages the children write after fork (no allocation there).
   std::vector<std::string> setup_failed(n), exec_failed(n);
@@ -478,28 +400,27 @@ void start_workers(const LaunchOptions& options, const std::string& program, Exe
         sup.child_ends[s] = ends[1];
       }
     }
-    ChildPlan plan{};
-    plan.parent = parent;
-    plan.dev_null = sup.dev_null;
-    plan.out_fd = sup.child_ends[0];
-    plan.err_fd = sup.child_ends[1];
-    CPU_ZERO(&plan.cpus);
-    for (int c : r < options.cpus.size() ? options.cpus[r] : std::vector<int>{})
-      CPU_SET(c, &plan.cpus);
-    plan.bind = r < options.cpus.size() && !options.cpus[r].empty();
-    plan.mask = &sup.old_mask;
-    plan.chld = sup.chld_reset ? &sup.old_chld : nullptr;
-    plan.program = program.c_str();
-    plan.argv = exec.argv.data();
-    plan.envp = exec.envps[r].data();
-    plan.setup_failed = &setup_failed[r];
-    plan.exec_failed = &exec_failed[r];
-    const pid_t pid = fork();
-    if (pid == 0) start_child(plan);
-    if (pid < 0)
-      throw failure("cannot start worker " + std::to_string(r) + ": " + std::strerror(errno));
-    setpgid(pid, pid);
-    w.pid = pid;
+    ChildSpec spec;
+    spec.program = program;
+    spec.args = options.command;
+    spec.environment = std::move(exec.envs[r]);
+    spec.descriptors.emplace_back(sup.dev_null, 0);
+    if (sup.child_ends[0] >= 0) {
+      spec.descriptors.emplace_back(sup.child_ends[0], 1);
+      spec.descriptors.emplace_back(sup.child_ends[1], 2);
+    }
+    spec.own_group = true;
+    spec.dies_with_parent = true;
+    if (r < options.cpus.size()) spec.cpus = options.cpus[r];
+    spec.signal_mask = sup.old_mask;
+    if (sup.chld_reset) spec.sigchld = sup.old_chld;
+    spec.setup_failed = std::move(setup_failed[r]);
+    spec.exec_failed = std::move(exec_failed[r]);
+    const Started started = PreparedChild(std::move(spec)).start();
+    if (started.error != 0)
+      throw failure("cannot start worker " + std::to_string(r) + ": " +
+                    std::strerror(started.error));
+    w.pid = started.pid;
     w.running = true;
     for (int& fd : sup.child_ends) close_fd(fd);
   }
@@ -568,7 +489,7 @@ class PosixSupervisor {
 
 void PosixSupervisor::signal_workers(int sig) {
   for (Worker& w : sup_.workers) {
-    if (w.running) kill(-w.pid, sig);  // the worker's process group: the worker and its children
+    if (w.running) signal_group(w.pid, sig);  // the worker's process group: it and its children
   }
 }
 
@@ -577,8 +498,8 @@ void PosixSupervisor::signal_workers(int sig) {
 void PosixSupervisor::signal_orphans(int sig) {
   if (!sup_.reaping) return;
   for (pid_t pid : sup_.orphans()) {
-    kill(pid, sig);
-    if (getpgid(pid) == pid) kill(-pid, sig);
+    signal_process(pid, sig);
+    if (process_group(pid) == pid) signal_group(pid, sig);
   }
 }
 
@@ -607,7 +528,7 @@ void PosixSupervisor::look_at_placement() {
       [&](unsigned p) {
         const auto pid = static_cast<pid_t>(p);
         ProcessFacts facts;
-        facts.exists = !(kill(pid, 0) != 0 && errno == ESRCH);
+        facts.exists = process_exists(pid);
         if (!facts.exists) return facts;
         facts.member = job_member(pid, parent_, sup_, options_, job_);
         if (facts.member) facts.description = describe_process(pid);
@@ -717,9 +638,9 @@ void PosixSupervisor::reap() {
     // children gpusel had before them stay for their owner).
     for (Worker& w : sup_.workers) {
       int status = 0;
-      if (w.running && waitpid(w.pid, &status, WNOHANG) == w.pid) worker_ended(w, status);
+      if (w.running && wait_child(w.pid, &status, false) == w.pid) worker_ended(w, status);
     }
-    for (pid_t pid : sup_.orphans()) waitpid(pid, nullptr, WNOHANG);
+    for (pid_t pid : sup_.orphans()) wait_child(pid, nullptr, false);
     children_left_ = policy_.running() > 0 || !sup_.orphans().empty();
     return;
   }
@@ -727,7 +648,7 @@ void PosixSupervisor::reap() {
   for (Worker& w : sup_.workers) {
     if (!w.running) continue;
     int status = 0;
-    const pid_t got = waitpid(w.pid, &status, WNOHANG);
+    const pid_t got = wait_child(w.pid, &status, false);
     if (got == 0 || (got < 0 && errno != ECHILD)) continue;
     // ECHILD: reaped by someone else, status unknown.
     worker_ended(w, got == w.pid ? status : 0);
@@ -814,7 +735,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
   Supervision sup(job.workers);
   take_signals(options, sup);
   const pid_t parent = getpid();
-  start_workers(options, program, exec, sup, parent);
+  start_workers(options, program, exec, sup);
   if (options.on_started) {
     std::vector<int> pids;
     for (const Worker& w : sup.workers) pids.push_back(static_cast<int>(w.pid));

@@ -13,10 +13,11 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
+#include "process.hpp"
 #endif
 
 #include <algorithm>
@@ -36,10 +37,6 @@
 #include "gpusel_detail.hpp"
 #include "probe_child.hpp"
 #include "text.hpp"
-
-#ifndef _WIN32
-extern char** environ;
-#endif
 
 GPUSEL_BEGIN_NAMESPACE
 namespace {
@@ -91,10 +88,10 @@ std::string seconds_text(double seconds) {
 bool wait_until(pid_t pid, int& status, std::chrono::steady_clock::time_point deadline) {
   auto pause = std::chrono::microseconds(50);
   for (;;) {
-    const pid_t w = waitpid(pid, &status, WNOHANG);
+    const pid_t w = detail::wait_child(pid, &status, false);
     if (w == pid) return true;
     if (w < 0 && errno == ECHILD) return true;
-    if (w < 0 && errno != EINTR) return false;
+    if (w < 0) return false;
     const auto now = std::chrono::steady_clock::now();
     if (now >= deadline) return false;
     std::this_thread::sleep_for(
@@ -126,35 +123,24 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
     fail(result, ErrorCode::ProbeFailed, std::string("pipe: ") + std::strerror(errno));
     return result;
   }
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e != nullptr; ++e) {
-    if (unfiltered && std::strncmp(*e, "CUDA_VISIBLE_DEVICES=", 21) == 0) continue;
-    if (std::strncmp(*e, "GPUSEL_PROBE_PARENT=", 20) == 0) continue;
-    env_strings.emplace_back(*e);
-  }
+  detail::ChildSpec spec;
+  spec.program = helper;
+  spec.args = {helper};
+  std::vector<std::string> unset = {"GPUSEL_PROBE_PARENT"};
+  if (unfiltered) unset.push_back("CUDA_VISIBLE_DEVICES");
   // The child dies with this process (see probe_child_main), which it recognises by this id.
-  env_strings.push_back("GPUSEL_PROBE_PARENT=" + std::to_string(getpid()));
-  std::vector<char*> envp;
-  for (auto& s : env_strings) envp.push_back(s.data());
-  envp.push_back(nullptr);
-  std::string arg0 = helper;
-  char* argv[] = {arg0.data(), nullptr};
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  spec.environment =
+      detail::environment_with(unset, {"GPUSEL_PROBE_PARENT=" + std::to_string(getpid())});
+  spec.descriptors.emplace_back(out[1], 1);
   // A process group of its own, so that a wedged probe and anything it started can be killed.
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
-  posix_spawnattr_setpgroup(&attr, 0);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, helper.c_str(), &actions, &attr, argv, envp.data());
-  posix_spawnattr_destroy(&attr);
-  posix_spawn_file_actions_destroy(&actions);
+  spec.own_group = true;
+  const detail::Started started = detail::start_child(std::move(spec));
+  const pid_t pid = started.pid;
   close(out[1]);
-  if (rc != 0) {
+  if (started.error != 0) {
     close(out[0]);
-    fail(result, ErrorCode::ProbeUnavailable, "cannot start " + helper + ": " + std::strerror(rc));
+    fail(result, ErrorCode::ProbeUnavailable,
+         "cannot start " + helper + ": " + std::strerror(started.error));
     return result;
   }
   using Clock = std::chrono::steady_clock;
@@ -190,8 +176,8 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
   bool reaped = !timed_out && !too_much && wait_until(pid, status, deadline);
   if (!reaped) {
     timed_out = timed_out || !too_much;
-    kill(-pid, SIGKILL);  // the probe's process group, the probe included
-    kill(pid, SIGKILL);
+    detail::signal_group(pid, SIGKILL);  // the probe's process group, the probe included
+    detail::signal_process(pid, SIGKILL);
     // A process stuck inside the kernel dies only when it leaves it: wait a little, not forever.
     reaped = wait_until(pid, status, Clock::now() + std::chrono::seconds(2));
   }

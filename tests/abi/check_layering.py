@@ -14,6 +14,11 @@ breaks it:
    launch a header of the lease layer, nor one of the lease layer a header of resolution.
 3. No source reaches another folder's header by a relative path ("../"), which would bypass the
    include paths the edges give.
+4. Child processes are the platform layer's (src/platform/process.hpp): no object of another layer
+   nor of the gpusel command calls fork, exec*, posix_spawn, wait* or kill (read from each object's
+   undefined symbols with nm; the exceptions are listed). As experiments, an object calling fork,
+   one calling posix_spawn and one calling waitpid, compiled in the launch layer, are refused by
+   the same reading, and the platform layer's own objects do call them (the control).
 
 Usage: check_layering.py BUILD_DIR SOURCE_DIR CXX [LINK_FLAG...]
 BUILD_DIR holds compile_commands.json and layer-checks/layers.txt (written by cmake/layers.cmake:
@@ -70,6 +75,82 @@ FORBIDDEN_HEADERS = [
     ("src/launch/cpus.cpp", "job_record.hpp"),
     ("src/lease/lease.cpp", "probe_child.hpp"),
 ]
+
+
+# Starting, waiting for and signalling processes: the platform layer's alone.
+PROCESS_CALLS = {
+    "fork", "vfork", "clone", "clone3", "execv", "execve", "execvp", "execvpe", "execl", "execle", "execlp",
+    "fexecve", "posix_spawn", "posix_spawnp", "system", "popen", "wait", "waitpid", "wait3", "wait4", "waitid",
+    "kill", "killpg", "setpgid",
+}
+# (object file name, call) still allowed outside the platform layer.
+PROCESS_CALL_EXCEPTIONS = {
+    ("lease.cpp.o", "kill"),  # kill(pid, 0): whether a lease's holder is still alive
+}
+# (layer, what it includes, a call, the symbol the reading must name)
+PROCESS_EXPERIMENTS = [
+    ("launch", "#include <unistd.h>", "return static_cast<int>(fork());", "fork"),
+    ("launch", "#include <spawn.h>\nextern char** environ;",
+     'pid_t p; char* a[] = {nullptr}; return posix_spawn(&p, "/bin/true", nullptr, nullptr, a, environ);',
+     "posix_spawn"),
+    ("launch", "#include <sys/wait.h>", "return static_cast<int>(waitpid(-1, nullptr, 0));", "waitpid"),
+]
+
+
+def process_calls(obj):
+    """The calls of PROCESS_CALLS that object file `obj` makes, less the exceptions."""
+    out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True).stdout
+    calls = set()
+    for line in out.splitlines():
+        name = line.split()[-1].split("@")[0]
+        if name in PROCESS_CALLS and (os.path.basename(obj), name) not in PROCESS_CALL_EXCEPTIONS:
+            calls.add(name)
+    return sorted(calls)
+
+
+def command_objects(commands):
+    """The object files of the gpusel command (its compile commands' -o), unity batches included."""
+    objects = []
+    for entry in commands:
+        args = entry.get("arguments") or shlex.split(entry["command"])
+        for flag, value in zip(args, args[1:]):
+            if flag == "-o" and "/gpusel_cli.dir/" in "/" + value:
+                objects.append(os.path.join(entry["directory"], value))
+    return objects
+
+
+def check_process_calls(layers, commands, source, tmp, problems):
+    """Part 4: fork, exec, posix_spawn, wait and kill only in the platform layer."""
+    for name, (_, objects) in sorted(layers.items()):
+        if name == "platform":
+            if not any(process_calls(o) for o in objects):
+                problems.append("the platform layer calls no fork/exec/spawn/wait: the reading of part 4 is broken")
+            continue
+        for obj in objects:
+            for call in process_calls(obj):
+                problems.append(f"{os.path.basename(obj)} (layer {name}) calls {call}: start, wait for and signal "
+                                "processes through src/platform/process.hpp")
+    cli = command_objects(commands)
+    if not cli:
+        problems.append("no object of the gpusel command in compile_commands.json")
+    for obj in cli:
+        for call in process_calls(obj):
+            problems.append(f"{os.path.basename(obj)} (the gpusel command) calls {call}: start, wait for and "
+                            "signal processes through src/platform/process.hpp")
+    for i, (layer, prelude, call, symbol) in enumerate(PROCESS_EXPERIMENTS):
+        src = os.path.join(tmp, f"process{i}.cpp")
+        obj = src[:-4] + ".o"
+        with open(src, "w") as f:
+            f.write(f"{prelude}\n\nnamespace gpusel::detail {{\n"
+                    f"int process_experiment_{i}();\nint process_experiment_{i}() {{ {call} }}\n}}\n")
+        args, directory = compile_command(commands, source, layer_source(source, layer))
+        r = subprocess.run(args + ["-c", src, "-o", obj], capture_output=True, text=True, cwd=directory)
+        if r.returncode != 0:
+            problems.append(f"{layer} calling {symbol}: the experiment does not compile:\n{r.stderr}")
+        elif symbol not in process_calls(obj):
+            problems.append(f"{layer} calling {symbol}: not seen by the reading of part 4")
+        else:
+            print(f"{layer} -> {symbol}: refused outside the platform layer, as it must be")
 
 
 def read_layers(build):
@@ -187,6 +268,8 @@ def main(argv):
                 problems.append(f"{header} in {relative}'s place fails, but not for want of the header:\n{r.stderr}")
             else:
                 print(f"{header}: not on the include path of {relative}, as it must be")
+        # 4. processes: the platform layer's alone
+        check_process_calls(layers, commands, source, tmp, problems)
     # 3. no relative includes into other folders
     pattern = re.compile(r'^\s*#\s*include\s*"([^"]*\.\./[^"]*)"', re.M)
     for top in ("src", "tools", "sim"):
@@ -203,7 +286,8 @@ def main(argv):
         print("FAILED: " + p)
     if not problems:
         print(f"{len(FORBIDDEN_CALLS)} forbidden calls and {len(FORBIDDEN_HEADERS)} private headers refused; "
-              "no relative includes")
+              f"no relative includes; no process calls outside the platform layer ({len(PROCESS_EXPERIMENTS)} "
+              "experiments refused)")
     return 1 if problems else 0
 
 

@@ -19,6 +19,9 @@
 #include "gpusel/nvml.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
+#ifndef _WIN32
+#include "process.hpp"
+#endif
 #include "sim_machine.hpp"
 
 namespace gpusel::cli {
@@ -68,13 +71,9 @@ std::string program_path(const std::string& who, const std::string& name) {
 
 void exec_program(const std::string& who, const std::string& program,
                   const std::vector<std::string>& command) {
-  std::vector<char*> argv;
-  for (const std::string& word : command) argv.push_back(const_cast<char*>(word.c_str()));
-  argv.push_back(nullptr);
   std::cout.flush();
-  execv(program.c_str(), argv.data());
+  const int e = detail::replace_process(program, command);
   // What a shell reports as 127 or 126 (no such program, not runnable) is bad input here.
-  const int e = errno;
   const std::string message =
       who + ": cannot start " + detail::quote_value(program) + ": " + std::strerror(e) +
       (e == ENOEXEC ? "; a script needs a #! line, or run it through its interpreter" : "");

@@ -1,0 +1,108 @@
+// Internal: child processes (POSIX; process_posix.cpp). Every fork, exec, posix_spawn and wait of
+// the library and the gpusel command is here: starting a child (its arguments, environment,
+// folder, descriptors and process group), waiting for it, signalling it or its process group, and
+// replacing this process with a program. abi.layering refuses those calls anywhere else.
+// On Windows, starting processes stays with its Job Objects (launch_win.cpp, probe_win.inc,
+// sim_exec_win.cpp); this header has nothing for it.
+#pragma once
+
+#ifndef _WIN32
+#include <sched.h>
+#include <signal.h>
+#include <sys/types.h>
+
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace gpusel::detail {
+
+// This process's environment ("NAME=value" each, in its order) less every variable named in
+// `unset`, then `set` ("NAME=value" each) added in order after it. A name of `set` that is neither
+// unset nor new is then there twice, as execve passes it.
+std::vector<std::string> environment_with(const std::vector<std::string>& unset,
+                                          const std::vector<std::string>& set);
+
+// A child to start: what it runs and what it gets.
+struct ChildSpec {
+  std::string program;                                  // exec'd as it is: no PATH search
+  std::vector<std::string> args;                        // its argv, argv[0] included
+  std::optional<std::vector<std::string>> environment;  // "NAME=value" each; nullopt: this one's
+  std::string directory;                                // its working folder; empty: this one's
+  // Descriptors it gets, {from, to}, made in order: `from` becomes `to`, inheritable (a `from`
+  // equal to its `to` loses FD_CLOEXEC). Every other descriptor opened with O_CLOEXEC stays here.
+  std::vector<std::pair<int, int>> descriptors;
+  bool own_group = false;  // the leader of a process group of its own, else in this one's
+
+  // The rest makes the child by fork() (else posix_spawn):
+  bool dies_with_parent = false;        // SIGKILL when this process ends (and no start once it has)
+  std::vector<int> cpus;                // the CPUs it may run on; empty: this one's
+  std::optional<sigset_t> signal_mask;  // its signal mask; nullopt: this thread's
+  std::optional<struct sigaction> sigchld;  // SIGCHLD's disposition; nullopt: this one's
+  // Non-empty: the child says its own failure, and the start never fails after fork: it writes
+  // `setup_failed` (the descriptors, folder or CPUs could not be set up) or `exec_failed`, the
+  // errno's digits and ")\n" on its descriptor 2, and exits with 126 or 127 respectively.
+  std::string setup_failed;
+  std::string exec_failed;
+};
+
+// A started child, or why none was: `error` is the errno of the failed fork, posix_spawn or exec
+// (0 when started, and `pid` is the child).
+struct Started {
+  pid_t pid = -1;
+  int error = 0;
+};
+
+// Everything the child needs, allocated before it is made: between fork and exec the child
+// allocates nothing (async-signal-safe calls only), so a multi-threaded parent can start it.
+class PreparedChild {
+ public:
+  explicit PreparedChild(ChildSpec spec);
+  PreparedChild(const PreparedChild&) = delete;
+  PreparedChild& operator=(const PreparedChild&) = delete;
+
+  // Starts the child. With own_group, the parent sets the child's group too (no race with a
+  // signal sent to it right after).
+  Started start() const;
+
+ private:
+  bool by_fork() const;
+  Started spawn() const;
+  Started fork_exec() const;
+  [[noreturn]] void in_child(int error_pipe) const;
+
+  ChildSpec spec_;
+  pid_t parent_;
+  cpu_set_t cpus_{};
+  std::vector<char*> argv_;
+  std::vector<std::string> env_text_;
+  std::vector<char*> envp_;
+};
+
+// Starts `spec` (PreparedChild(spec).start()).
+Started start_child(ChildSpec spec);
+
+// Waits for child `pid` (-1: any child), retrying when a signal interrupts; with `block` false,
+// returns 0 at once when none has ended. The child's pid, 0, or -1 with errno (ECHILD: no such
+// child, or one already reaped). `status`: waitpid's, when not null.
+pid_t wait_child(pid_t pid, int* status, bool block = true);
+// Any child of this process (wait_child(-1, ...)).
+pid_t wait_any_child(int* status, bool block = true);
+
+// Sends `sig` to process `pid`; 0, or -1 with errno (ESRCH for a `pid` of 0 or less, which
+// kill() would take for a group or for every process).
+int signal_process(pid_t pid, int sig);
+// Sends `sig` to every process of process group `group`; 0, or -1 with errno (ESRCH as above).
+int signal_group(pid_t group, int sig);
+// Whether process `pid` exists (this user's or not): true unless the kernel says no such process.
+bool process_exists(pid_t pid);
+// The process group of process `pid`; -1 when it cannot be told (ended, or in another session).
+pid_t process_group(pid_t pid);
+
+// Replaces this process with `program` (no PATH search), this environment kept; returns only when
+// it cannot, with the errno.
+int replace_process(const std::string& program, const std::vector<std::string>& args);
+
+}  // namespace gpusel::detail
+#endif

@@ -1,0 +1,233 @@
+// Child processes on POSIX systems (process.hpp): posix_spawn where it can make the child asked
+// for, else fork and execve with nothing but async-signal-safe calls in between.
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "process.hpp"
+
+extern char** environ;
+
+namespace gpusel::detail {
+
+namespace {
+
+void write_all(int fd, const char* data, std::size_t size) {
+  std::size_t done = 0;
+  while (done < size) {
+    const ssize_t n = write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return;
+    done += static_cast<std::size_t>(n);
+  }
+}
+
+// The decimal digits of a non-negative number, for the child after fork (no allocation).
+std::size_t format_number(int value, char* buf) {
+  char digits[16];
+  std::size_t n = 0;
+  unsigned v = value < 0 ? 0u : static_cast<unsigned>(value);
+  do {
+    digits[n++] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  } while (v != 0 && n < sizeof digits);
+  for (std::size_t i = 0; i < n; ++i) buf[i] = digits[n - 1 - i];
+  return n;
+}
+
+// Makes `from` the descriptor `to`, inheritable across exec. Async-signal-safe.
+bool move_fd(int from, int to) {
+  if (from == to) return fcntl(to, F_SETFD, 0) == 0;
+  return dup2(from, to) == to;
+}
+
+}  // namespace
+
+std::vector<std::string> environment_with(const std::vector<std::string>& unset,
+                                          const std::vector<std::string>& set) {
+  std::vector<std::string> prefixes;  // "NAME="
+  for (const std::string& name : unset) prefixes.push_back(name + "=");
+  std::vector<std::string> out;
+  for (char** e = environ; *e != nullptr; ++e) {
+    const bool gone = std::any_of(prefixes.begin(), prefixes.end(), [e](const std::string& p) {
+      return std::strncmp(*e, p.c_str(), p.size()) == 0;
+    });
+    if (!gone) out.emplace_back(*e);
+  }
+  out.insert(out.end(), set.begin(), set.end());
+  return out;
+}
+
+PreparedChild::PreparedChild(ChildSpec spec) : spec_(std::move(spec)), parent_(getpid()) {
+  CPU_ZERO(&cpus_);
+  for (int c : spec_.cpus) CPU_SET(c, &cpus_);
+  for (std::string& a : spec_.args) argv_.push_back(a.data());
+  argv_.push_back(nullptr);
+  if (spec_.environment) {
+    for (std::string& s : *spec_.environment) envp_.push_back(s.data());
+    envp_.push_back(nullptr);
+  }
+}
+
+bool PreparedChild::by_fork() const {
+  return spec_.dies_with_parent || !spec_.cpus.empty() || spec_.signal_mask || spec_.sigchld ||
+         !spec_.setup_failed.empty() || !spec_.exec_failed.empty() ||
+         std::any_of(spec_.descriptors.begin(), spec_.descriptors.end(),
+                     [](const std::pair<int, int>& d) { return d.first == d.second; });
+}
+
+Started PreparedChild::start() const {
+  return by_fork() ? fork_exec() : spawn();
+}
+
+Started PreparedChild::spawn() const {
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  for (const auto& [from, to] : spec_.descriptors)
+    posix_spawn_file_actions_adddup2(&actions, from, to);
+  if (!spec_.directory.empty())
+    posix_spawn_file_actions_addchdir_np(&actions, spec_.directory.c_str());
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  if (spec_.own_group) {
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+    posix_spawnattr_setpgroup(&attr, 0);
+  }
+  pid_t pid = 0;
+  char* const* envp = spec_.environment ? envp_.data() : environ;
+  const int rc = posix_spawn(&pid, spec_.program.c_str(), &actions, &attr, argv_.data(), envp);
+  posix_spawnattr_destroy(&attr);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) return {-1, rc};
+  return {pid, 0};
+}
+
+Started PreparedChild::fork_exec() const {
+  // A child that does not say its own failure says it here, through a pipe its exec closes; the
+  // pipe stays above every descriptor the child is given.
+  int report[2] = {-1, -1};
+  if (spec_.setup_failed.empty() && spec_.exec_failed.empty()) {
+    if (pipe2(report, O_CLOEXEC) != 0) return {-1, errno};
+    int highest = 2;
+    for (const auto& d : spec_.descriptors) highest = std::max(highest, d.second);
+    if (report[1] <= highest) {
+      const int moved = fcntl(report[1], F_DUPFD_CLOEXEC, highest + 1);
+      const int e = errno;
+      close(report[1]);
+      report[1] = moved;
+      if (moved < 0) {
+        close(report[0]);
+        return {-1, e};
+      }
+    }
+  }
+  const pid_t pid = fork();
+  if (pid == 0) in_child(report[1]);
+  const int fork_error = errno;
+  if (report[1] >= 0) close(report[1]);
+  if (pid < 0) {
+    if (report[0] >= 0) close(report[0]);
+    return {-1, fork_error};
+  }
+  if (spec_.own_group) setpgid(pid, pid);
+  if (report[0] < 0) return {pid, 0};
+  int error = 0;
+  ssize_t n = 0;
+  while ((n = read(report[0], &error, sizeof error)) < 0 && errno == EINTR) {
+  }
+  close(report[0]);
+  if (n != static_cast<ssize_t>(sizeof error)) return {pid, 0};
+  wait_child(pid, nullptr);
+  return {-1, error};
+}
+
+// The child between fork and exec: async-signal-safe calls only.
+void PreparedChild::in_child(int error_pipe) const {
+  if (spec_.dies_with_parent) {
+    // It dies with its parent, however that ends (the signal survives execve).
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent_) _exit(127);
+  }
+  if (spec_.own_group) setpgid(0, 0);
+  bool ready = true;
+  for (const auto& [from, to] : spec_.descriptors) {
+    if (!move_fd(from, to)) {
+      ready = false;
+      break;
+    }
+  }
+  ready = ready && (spec_.directory.empty() || chdir(spec_.directory.c_str()) == 0);
+  ready = ready && (spec_.cpus.empty() || sched_setaffinity(0, sizeof cpus_, &cpus_) == 0);
+  if (ready) {
+    if (spec_.sigchld) sigaction(SIGCHLD, &*spec_.sigchld, nullptr);
+    if (spec_.signal_mask) sigprocmask(SIG_SETMASK, &*spec_.signal_mask, nullptr);
+    execve(spec_.program.c_str(), argv_.data(), spec_.environment ? envp_.data() : environ);
+  }
+  const int e = errno;
+  if (error_pipe >= 0) {
+    write_all(error_pipe, reinterpret_cast<const char*>(&e), sizeof e);
+    _exit(127);
+  }
+  const std::string& failed = ready ? spec_.exec_failed : spec_.setup_failed;
+  char number[16];
+  write_all(2, failed.data(), failed.size());
+  write_all(2, number, format_number(e, number));
+  write_all(2, ")\n", 2);
+  _exit(ready ? 127 : 126);
+}
+
+Started start_child(ChildSpec spec) {
+  return PreparedChild(std::move(spec)).start();
+}
+
+pid_t wait_child(pid_t pid, int* status, bool block) {
+  for (;;) {
+    const pid_t got = waitpid(pid, status, block ? 0 : WNOHANG);
+    if (got >= 0 || errno != EINTR) return got;
+  }
+}
+
+pid_t wait_any_child(int* status, bool block) {
+  return wait_child(-1, status, block);
+}
+
+int signal_process(pid_t pid, int sig) {
+  if (pid <= 0) {  // kill() would take it for a group, or every process
+    errno = ESRCH;
+    return -1;
+  }
+  return kill(pid, sig);
+}
+
+int signal_group(pid_t group, int sig) {
+  if (group <= 0) {
+    errno = ESRCH;
+    return -1;
+  }
+  return kill(-group, sig);
+}
+
+bool process_exists(pid_t pid) {
+  return !(kill(pid, 0) != 0 && errno == ESRCH);
+}
+
+pid_t process_group(pid_t pid) {
+  return getpgid(pid);
+}
+
+int replace_process(const std::string& program, const std::vector<std::string>& args) {
+  std::vector<char*> argv;
+  for (const std::string& word : args) argv.push_back(const_cast<char*>(word.c_str()));
+  argv.push_back(nullptr);
+  execv(program.c_str(), argv.data());
+  return errno;
+}
+
+}  // namespace gpusel::detail
