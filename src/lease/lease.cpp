@@ -28,6 +28,7 @@
 #include <tuple>
 
 #include "ancestry.hpp"
+#include "process.hpp"
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
@@ -1467,7 +1468,7 @@ std::optional<Waiter> other_waiter(int dirfd, const std::string& dir, const std:
     // Another user's process holds it, or the process that took the lock has ended and a child
     // it left holds it (a waiter's ticket is never inherited): not a waiter's own ticket. A
     // process hidden from this user (hidepid) that exists is given the benefit of the doubt.
-    if ((p && p->owner != st.st_uid) || (!p && kill(*pid, 0) != 0 && errno == ESRCH)) {
+    if ((p && p->owner != st.st_uid) || (!p && !detail::process_exists(*pid))) {
       close(fd);
       return std::nullopt;
     }

@@ -16,7 +16,7 @@ breaks it:
    include paths the edges give.
 4. Child processes are the platform layer's (src/platform/process.hpp): no object of another layer
    nor of the gpusel command calls fork, exec*, posix_spawn, wait* or kill (read from each object's
-   undefined symbols with nm; the exceptions are listed). As experiments, an object calling fork,
+   undefined symbols with nm; no exceptions). As experiments, an object calling fork,
    one calling posix_spawn and one calling waitpid, compiled in the launch layer, are refused by
    the same reading, and the platform layer's own objects do call them (the control).
 
@@ -84,9 +84,7 @@ PROCESS_CALLS = {
     "kill", "killpg", "setpgid",
 }
 # (object file name, call) still allowed outside the platform layer.
-PROCESS_CALL_EXCEPTIONS = {
-    ("lease.cpp.o", "kill"),  # kill(pid, 0): whether a lease's holder is still alive
-}
+PROCESS_CALL_EXCEPTIONS = set()
 # (layer, what it includes, a call, the symbol the reading must name)
 PROCESS_EXPERIMENTS = [
     ("launch", "#include <unistd.h>", "return static_cast<int>(fork());", "fork"),
