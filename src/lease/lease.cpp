@@ -28,13 +28,13 @@
 #include <tuple>
 
 #include "ancestry.hpp"
-#include "process.hpp"
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel_detail.hpp"
 #include "job_record.hpp"
 #include "lease_queue.hpp"
+#include "process.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
