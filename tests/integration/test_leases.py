@@ -242,6 +242,21 @@ class LockTableTest(LeaseCase):
         finally:
             os.close(fd)
 
+    def test_an_unlocked_descriptor_of_a_lease_file_is_no_lease(self):
+        # A process that only has another job's lease file open (looking at it, as waiters and
+        # `exec 3<` in a shell do) does not hold that lease: its bind is refused.
+        holder = self.hold(3)
+        fd = os.open(os.path.join(self.lease_dir, DGX[3] + ".lock"), os.O_RDONLY)
+        try:
+            r = subprocess.run([BIN, "bind", "--json"], capture_output=True, text=True, timeout=60,
+                               env=self.env(GPUSEL_GPU="3"), pass_fds=(fd,))
+            self.assertNotEqual(r.returncode, 0, "bound the GPU another job holds: " + r.stdout + r.stderr)
+            self.assertIn(f"pid {holder.pid}", r.stderr)
+        finally:
+            os.close(fd)
+            holder.kill()
+            holder.communicate()
+
     @unittest.skipUnless(shutil.which("strace"), "needs strace")
     @unittest.skipIf(INSTRUMENTED, "LeakSanitizer stops under ptrace")
     def test_picking_free_gpus_reads_no_lock_table(self):
