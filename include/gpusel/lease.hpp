@@ -127,11 +127,12 @@ class LeaseStore {
   // How standings() tells whether a lease is held.
   enum class Look {
     // From the kernel's lock table, read once: every flock on the file counts, gpusel's or not
-    // (a gpusel before 0.1 took no mark), and each holder is named (list, doctor).
+    // (a gpusel before 0.1 took no mark), and each holder is named (doctor).
     Thorough,
     // Up to 16 files asked of the kernel one by one, by the mark every lease of gpusel carries
     // (no read of the whole table, whose cost grows with every lock on the machine); the table is
-    // read only to name the holders of the GPUs found held, and for more files. For picking: a
+    // read only to name the holders of the GPUs found held, and for more files. For picking and
+    // list: a
     // lease taken without the mark is found when it is taken (take() fails), as a lease taken a
     // moment after any look is.
     Quick,

@@ -277,7 +277,7 @@ class LockTableTest(LeaseCase):
                 return '"/proc/locks"' in f.read()
 
         for args in (["run", "--quiet", "--gpu", "free:2", "--", "true"],
-                     ["resolve", "--gpu", "free:3"],
+                     ["resolve", "--gpu", "free:3"], ["list", "--json"],
                      ["run", "--quiet", "--gpu", "1,2", "--", "true"]):
             self.assertFalse(opens_lock_table(*args), args)
         holder = self.hold(6)

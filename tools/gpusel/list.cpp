@@ -197,7 +197,9 @@ void read_leases(Listing& l, std::vector<std::string>& lease_notes) {
     const LeaseStore store = LeaseStore::locate();
     std::vector<std::string> uuids;
     for (const GpuInfo& g : snap.gpus) uuids.push_back(g.failed() ? std::string() : g.uuid);
-    leases = store.standings(uuids);
+    // As picking looks: a GPU is leased when its mark and the lock table say so, and the table
+    // is read only when some GPU is marked (to name its holder).
+    leases = store.standings(uuids, LeaseStore::Look::Quick);
     waiting = store.waiting();
     for (std::size_t i = 0; i < snap.gpus.size(); ++i) {
       if (snap.gpus[i].failed()) leases[i] = LeaseStanding{};
