@@ -209,23 +209,38 @@ std::optional<bool> held_mark(int fd) {
   return ask.l_type != F_UNLCK;
 }
 
-// Whether the descriptor `fd` of process `proc_entry` carries a lock (its fdinfo lists one since
-// Linux 3.8): a process that only looks at a lease file (held_mark) has it open too, for a moment.
-// True where fdinfo cannot be read: gpusel keeps no lease file open without its lock otherwise.
-bool carries_lock(const std::string& proc_entry, const char* fd) {
+// Whether the descriptor `fd` of process `proc_entry` carries a flock (its fdinfo lists the locks
+// of its open file since Linux 3.8), an exclusive one when `exclusive`: a process that only has a
+// lease file open (a waiter asking its mark, a shell's `exec 3<`), or that put another kind of lock
+// on it (a read lock anyone who may read the file can add), holds no lease. False where fdinfo
+// cannot be read or lists no such lock.
+bool carries_flock(const std::string& proc_entry, const char* fd, bool exclusive) {
   const int info = open(("/proc/" + proc_entry + "/fdinfo/" + fd).c_str(), O_RDONLY | O_CLOEXEC);
-  if (info < 0) return true;
+  if (info < 0) return false;
   char buf[4096];
   const ssize_t got = read(info, buf, sizeof buf - 1);
   close(info);
-  if (got <= 0) return true;
+  if (got <= 0) return false;
   buf[got] = '\0';
-  return std::strstr(buf, "\nlock:") != nullptr;
+  // "lock:\t1: FLOCK  ADVISORY  WRITE 4242 08:01:1234 0 EOF"
+  for (const char* line = std::strstr(buf, "\nlock:"); line != nullptr;
+       line = std::strstr(line + 1, "\nlock:")) {
+    const char* end = std::strchr(line + 1, '\n');
+    const std::string_view text(
+        line, end != nullptr ? static_cast<std::size_t>(end - line) : std::strlen(line));
+    if (text.find(" FLOCK ") != std::string_view::npos &&
+        (!exclusive || text.find(" WRITE ") != std::string_view::npos)) {
+      return true;
+    }
+  }
+  return false;
 }
 
-// Whether process `proc_entry` ("4242", "self") has the file (dev, ino) open with a lock on it:
-// nullopt when its descriptors cannot be read (another user's process, or one that has ended).
-std::optional<bool> has_open(const std::string& proc_entry, dev_t dev, ino_t ino) {
+// Whether process `proc_entry` ("4242", "self") has the file (dev, ino) open with a flock on it
+// (an exclusive one when `exclusive`): nullopt when its descriptors cannot be read (another user's
+// process, or one that has ended).
+std::optional<bool> has_open(const std::string& proc_entry, dev_t dev, ino_t ino,
+                             bool exclusive = false) {
   const std::string dir = "/proc/" + proc_entry + "/fd";
   DIR* d = opendir(dir.c_str());
   if (d == nullptr) return std::nullopt;
@@ -235,7 +250,7 @@ std::optional<bool> has_open(const std::string& proc_entry, dev_t dev, ino_t ino
     struct stat st {};
     // The descriptor's link leads to the open file itself, whatever its name is now.
     if (fstatat(dirfd(d), e->d_name, &st, 0) == 0 && st.st_dev == dev && st.st_ino == ino &&
-        carries_lock(proc_entry, e->d_name)) {
+        carries_flock(proc_entry, e->d_name, exclusive)) {
       found = true;
       break;
     }
@@ -587,9 +602,26 @@ constexpr std::size_t kListStoreFrom = 16;
 
 namespace {
 
+// Lease files this process found locked without a mark (a gpusel from before the marks, another
+// program's flock, or a mark the kernel refused): looked at through the lock table from then on,
+// so that a waiter does not take them for free at every look and try them again and again.
+std::mutex unmarked_mutex;
+std::set<std::pair<dev_t, ino_t>> unmarked;
+
+void remember_unmarked(const struct stat& st) {
+  const std::lock_guard<std::mutex> lock(unmarked_mutex);
+  if (unmarked.size() < 4096) unmarked.emplace(st.st_dev, st.st_ino);
+}
+
+bool known_unmarked(const struct stat& st) {
+  const std::lock_guard<std::mutex> lock(unmarked_mutex);
+  return unmarked.count({st.st_dev, st.st_ino}) != 0;
+}
+
 // held_mark of the lease file at `path` (`st`: its lstat); nullopt where the kernel cannot say,
 // or the file was replaced since.
 std::optional<bool> held_mark_of(const std::string& path, const struct stat& st) {
+  if (known_unmarked(st)) return std::nullopt;
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0) return std::nullopt;
   struct stat opened {};
@@ -706,6 +738,8 @@ int lock_file(const LeaseStore& store, const std::string& uuid, const std::strin
     }
     if (flock(fd, operation | LOCK_NB) != 0) {
       const int e = errno;
+      // Held without a mark: looked at through the table from now on.
+      if (e == EWOULDBLOCK && held_mark(fd) == false) remember_unmarked(held);
       close(fd);
       if (e != EWOULDBLOCK) return unusable("cannot lock " + l.path + ": " + errno_text(e));
       s.state = LeaseStanding::State::Held;
@@ -744,10 +778,10 @@ bool ancestor_or_self(int pid) {
 }
 
 // Whether this process holds the file `st` through a descriptor it has (inherited from the job
-// that locked it, or taken by an earlier claim): gpusel only ever keeps a lease file open while
-// it holds its lock.
-bool holds_inherited(const struct stat& st) {
-  return has_open("self", st.st_dev, st.st_ino).value_or(false);
+// that locked it, or taken by an earlier claim) that carries its flock (an exclusive one when
+// `exclusive`): a descriptor without one (a waiter's, kept to ask the mark) holds nothing.
+bool holds_inherited(const struct stat& st, bool exclusive) {
+  return has_open("self", st.st_dev, st.st_ino, exclusive).value_or(false);
 }
 
 // Whether `holder` is another job rather than a process of the same launch: another user's
@@ -790,7 +824,7 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
   // keeps two processes of one job off one GPU.
   struct stat st {};
   const Located l = locate_file(*this, lease_name(uuid), st);
-  bool job_holds = l.exists && l.missing.empty() && holds_inherited(st);
+  bool job_holds = l.exists && l.missing.empty() && holds_inherited(st, !share);
   if (!job_holds) {
     LeaseStanding s;
     const int fd = lock_file(*this, uuid, lease_name(uuid), share ? LOCK_SH : LOCK_EX, s);
@@ -1676,9 +1710,24 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
   const bool following = followed_ >= 0;
   std::set<std::string> names;
   for (const std::string& uuid : gpus) names.insert(lease_name(uuid));
-  const auto until = std::chrono::steady_clock::now() + timeout;
+  using Clock = std::chrono::steady_clock;
+  const auto until = Clock::now() + timeout;
   int fruitless = 0;  // notices in a row that told nothing
+  // Closes of wanted lease files that were still marked when told: the kernel tells of a close
+  // before it drops the closing file's locks, so a release can look held for a moment. Asked
+  // again 3 ms later.
+  std::set<std::pair<int, std::string>> recheck;
+  auto recheck_at = Clock::time_point::max();
+  const auto released_since = [&] {
+    for (const auto& [wd, name] : recheck) {
+      if (!still_held(wd, name)) return true;
+    }
+    recheck.clear();
+    recheck_at = Clock::time_point::max();
+    return false;
+  };
   while (true) {
+    if (!recheck.empty() && Clock::now() >= recheck_at && released_since()) return true;
     if (fruitless >= 3) {
       // Someone opens and closes lease files in a loop: its notices are gathered 20 ms at a time
       // rather than read one by one (a release among them is seen at most that much later).
@@ -1687,12 +1736,17 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
       if (pause.count() > 0) std::this_thread::sleep_for(pause);
     }
     const auto left =
-        std::chrono::ceil<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+        std::chrono::ceil<std::chrono::milliseconds>(std::min(until, recheck_at) - Clock::now());
     pollfd p{fd_, POLLIN, 0};
     const int ready =
         poll(&p, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) return false;
+    if (ready < 0) return false;
+    if (ready == 0) {
+      if (!recheck.empty() && released_since()) return true;
+      if (Clock::now() >= until) return false;
+      continue;
+    }
     bool relevant = false;
     alignas(inotify_event) char buf[8192];
     while (true) {
@@ -1717,9 +1771,15 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
           relevant = true;  // a ticket left the queue, or its holder died (or events were lost)
         } else if (e->len > 0 && !relevant) {
           const std::string name(e->name);
-          relevant = (names.empty() ? name.size() > 5 && name.substr(name.size() - 5) == ".lock"
-                                    : names.count(name) != 0) &&
-                     !still_held(e->wd, name);
+          const bool wanted = names.empty()
+                                  ? name.size() > 5 && name.substr(name.size() - 5) == ".lock"
+                                  : names.count(name) != 0;
+          if (wanted && !still_held(e->wd, name)) {
+            relevant = true;
+          } else if (wanted) {
+            recheck.emplace(e->wd, name);
+            recheck_at = std::min(recheck_at, Clock::now() + std::chrono::milliseconds(3));
+          }
         }
       }
     }
@@ -1751,8 +1811,16 @@ bool ReleaseWatch::still_held(int wd, const std::string& name) {
       close(fd);
       return false;
     }
+    // A waiter for every GPU of a large machine keeps at most 64 (a close of one dropped wakes
+    // the others once).
+    if (looked_at_.size() >= 64) {
+      close(looked_at_.begin()->second);
+      looked_at_.erase(looked_at_.begin());
+    }
     it = looked_at_.emplace(path, fd).first;
   }
+  // A file held without a mark: every close counts, as before the marks.
+  if (known_unmarked(opened)) return false;
   return held_mark(it->second).value_or(false);
 }
 

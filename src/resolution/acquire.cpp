@@ -247,10 +247,11 @@ class FreeLook {
   std::vector<std::string> candidates_;
 };
 
-// Leases every named GPU, or none. Unless `direct`, the lock table is read first and nothing is
-// opened while a GPU is held: a failed try closes a lease file, which wakes the waiters for that
-// GPU. `direct` (just after a release, with nobody ahead): tried at once, since the table costs
-// the kernel a grace period (10-20 ms) to read.
+// Leases every named GPU, or none. Unless `direct`, each GPU is looked at first (its lease mark,
+// or the lock table where the mark cannot tell) and nothing is taken while one is held: a failed
+// try closes a lease file, which wakes the waiters for that GPU (a look closes one too, but the
+// waiters ask its mark before they look again). `direct` (just after a release, with nobody
+// ahead): tried at once.
 // `seen` (the machine's GPUs, `seen_standing`): the look the queue was judged by, when there was
 // one. A GPU held in it is not tried even if released since: that release is for the waiters
 // ahead, who had not yet been judged able to go, and the next look gives it to them.
@@ -432,7 +433,10 @@ Acquirer::QueueLook Acquirer::look_at_queue() {
   }
   q.alone = std::all_of(queue.begin(), queue.end(), [](const detail::Waiter& w) { return w.own; });
   q.nobody_ahead = queue.empty() || queue.front().own;
-  if (!q.alone) q.standing = store_.standings(machine_, LeaseStore::Look::Quick);
+  // The table, not the marks: a GPU held without a mark (another program's flock, a gpusel
+  // from before the marks) must not look free here, or the waiter ahead that wants it would be
+  // judged able to go, and passed over when it does not.
+  if (!q.alone) q.standing = store_.standings(machine_);
   q.plan = detail::plan_queue(queue, machine_, q.standing,
                               look_ ? look_->busy(options_) : std::set<std::string>(), wanted(),
                               memory_, Clock::now());

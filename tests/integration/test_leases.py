@@ -245,17 +245,53 @@ class LockTableTest(LeaseCase):
     def test_an_unlocked_descriptor_of_a_lease_file_is_no_lease(self):
         # A process that only has another job's lease file open (looking at it, as waiters and
         # `exec 3<` in a shell do) does not hold that lease: its bind is refused.
+        # Nor does one that put a lock of another kind on it (anyone who may read it can: a read
+        # lock of the open file, as gpusel's mark, or a POSIX one).
         holder = self.hold(3)
-        fd = os.open(os.path.join(self.lease_dir, DGX[3] + ".lock"), os.O_RDONLY)
+        path = os.path.join(self.lease_dir, DGX[3] + ".lock")
         try:
-            r = subprocess.run([BIN, "bind", "--json"], capture_output=True, text=True, timeout=60,
-                               env=self.env(GPUSEL_GPU="3"), pass_fds=(fd,))
-            self.assertNotEqual(r.returncode, 0, "bound the GPU another job holds: " + r.stdout + r.stderr)
-            self.assertIn(f"pid {holder.pid}", r.stderr)
+            for lock in (None, fcntl.F_OFD_SETLK, fcntl.F_SETLK):
+                fd = os.open(path, os.O_RDONLY)
+                try:
+                    if lock is not None:
+                        fcntl.fcntl(fd, lock, struct.pack("hhqqi", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+                    r = subprocess.run([BIN, "bind", "--json"], capture_output=True, text=True, timeout=60,
+                                       env=self.env(GPUSEL_GPU="3"), pass_fds=(fd,))
+                    self.assertNotEqual(r.returncode, 0,
+                                        f"with lock {lock}, bound the GPU another job holds: {r.stdout}{r.stderr}")
+                    self.assertIn(f"pid {holder.pid}", r.stderr)
+                finally:
+                    os.close(fd)
         finally:
-            os.close(fd)
             holder.kill()
             holder.communicate()
+
+    @unittest.skipUnless(shutil.which("strace"), "needs strace")
+    @unittest.skipIf(INSTRUMENTED, "LeakSanitizer stops under ptrace")
+    def test_a_waiter_behind_an_unmarked_lock_does_not_spin(self):
+        # A flock without gpusel's mark (another program's, or a gpusel from before the marks):
+        # the waiter finds it at its first try and looks through the lock table from then on,
+        # rather than taking the GPU for free at every look and trying it again (80 tries in 4 s
+        # when it did).
+        r = self.run_gpusel("run", "--quiet", "--gpu", "2", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        path = os.path.join(self.lease_dir, DGX[2] + ".lock")
+        out = os.path.join(self.tmp.name, "waiter.strace")
+        fd = os.open(path, os.O_RDONLY)
+        fcntl.flock(fd, fcntl.LOCK_SH)
+        waiter = subprocess.Popen(["strace", "-f", "-e", "trace=open,openat", "-o", out, BIN, "run", "--quiet",
+                                   "--gpu", "2", "--wait", "60", "--", "true"], env=self.env(),
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            time.sleep(3)
+            self.assertIsNone(waiter.poll(), waiter.stderr.read() if waiter.poll() is not None else "")
+        finally:
+            os.close(fd)  # released: the waiter goes
+        _, err = waiter.communicate(timeout=60)
+        self.assertEqual(waiter.returncode, 0, err)
+        with open(out) as f:
+            opens = sum(1 for line in f if path in line)
+        self.assertLess(opens, 15, f"the waiter opened {path} {opens} times in about 3 s")
 
     @unittest.skipUnless(shutil.which("strace"), "needs strace")
     @unittest.skipIf(INSTRUMENTED, "LeakSanitizer stops under ptrace")
