@@ -24,8 +24,6 @@ if(GPUSEL_PYTHON_VERSION STREQUAL "")
 else()
   set(GPUSEL_PYTHON_VERSIONED_DIR "lib/python${GPUSEL_PYTHON_VERSION}/dist-packages")
 endif()
-# The simulator sits apart from the loader's search path, so it is never picked up by accident.
-set(GPUSEL_SIM_INSTALL_DIR "lib/gpusel/sim")
 
 install(DIRECTORY include/gpusel DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} COMPONENT dev)
 install(FILES ${GPUSEL_GENERATED_INCLUDE_DIR}/gpusel/version.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/gpusel
@@ -38,36 +36,7 @@ install(TARGETS gpusel_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT
 # The CUDA probe's helper, where the library looks for it (../libexec/gpusel from lib/ and bin/).
 install(TARGETS gpusel_probe_helper RUNTIME DESTINATION ${CMAKE_INSTALL_LIBEXECDIR}/gpusel COMPONENT lib)
 
-install(TARGETS gpusel_sim_nvml gpusel_sim_cuda gpusel_sim_machines LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR}
-  COMPONENT cli)
-install(TARGETS gpusel_sim_nvml_no_v2 LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/nvml-no-v2 COMPONENT cli)
-install(DIRECTORY sim/machines/ DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/machines COMPONENT cli
-  FILES_MATCHING PATTERN "*.toml")
-if(GPUSEL_SIM_SMI_TARGETS)
-  # The simulator's nvidia-smi, in bin/ beside the libraries (`gpusel sim env` puts it on PATH).
-  install(TARGETS ${GPUSEL_SIM_SMI_TARGETS} RUNTIME DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/bin COMPONENT cli)
-endif()
-if(GPUSEL_SIM_CUDART_TARGETS)
-  # The simulated CUDA runtime, beside the driver double.
-  install(TARGETS ${GPUSEL_SIM_CUDART_TARGETS} LIBRARY DESTINATION ${GPUSEL_SIM_INSTALL_DIR} COMPONENT cli)
-endif()
-# The fault machines' folders (nvml-missing, cuda-missing, nvml-no-v2: bundled machines that
-# docs/simulator.md lists, so a feature of the installed simulator, not only of the tests): each
-# holds links to the libraries beside it, installed as the links the build tree has (see
-# CMakeLists.txt), so that every one is in install_manifest.txt.
-if(NOT WIN32)
-  # libnvidia-ml.so, the development name (CMakeLists.txt), beside the simulated NVML.
-  install(FILES ${GPUSEL_SIM_DIR}/libnvidia-ml.so DESTINATION ${GPUSEL_SIM_INSTALL_DIR} COMPONENT cli)
-  foreach(folder no-nvml no-cuda nvml-no-v2)
-    set(links "")
-    foreach(lib libcuda.so.1 libnvidia-ml.so.1 libnvidia-ml.so libcudart.so.11.0 libcudart.so.12 libcudart.so.13)
-      if(IS_SYMLINK ${GPUSEL_SIM_DIR}/${folder}/${lib})
-        list(APPEND links ${GPUSEL_SIM_DIR}/${folder}/${lib})
-      endif()
-    endforeach()
-    install(FILES ${links} DESTINATION ${GPUSEL_SIM_INSTALL_DIR}/${folder} COMPONENT cli)
-  endforeach()
-endif()
+# The simulator's files (component cli) are installed by its own rules: sim/CMakeLists.txt.
 
 install(EXPORT gpuselTargets NAMESPACE gpusel:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/gpusel COMPONENT dev)
 configure_package_config_file(cmake/gpuselConfig.cmake.in ${CMAKE_BINARY_DIR}/gpuselConfig.cmake

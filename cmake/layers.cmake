@@ -10,6 +10,7 @@
 # and fails the build. (tests/abi/check_layering.py shows it does, with the forbidden calls of
 # docs/design.md.)
 
+get_filename_component(GPUSEL_ROOT_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 set(GPUSEL_LAYERS)
 
 # gpusel_layer(NAME SOURCES file... [USES layer...])
@@ -18,12 +19,12 @@ function(gpusel_layer name)
   set(target gpusel_${name})
   add_library(${target} OBJECT ${L_SOURCES})
   target_include_directories(${target} PUBLIC
-    $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/include> $<BUILD_INTERFACE:${GPUSEL_GENERATED_INCLUDE_DIR}>)
+    $<BUILD_INTERFACE:${GPUSEL_ROOT_DIR}/include> $<BUILD_INTERFACE:${GPUSEL_GENERATED_INCLUDE_DIR}>)
   # The layer's own headers: for itself and the layers that link it. The library's helpers beside
   # the public API (src/detail/gpusel_detail.hpp, not installed) are on every layer's path: each
   # section there names the layer that defines it, and the links below keep a layer to its edges.
-  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src/${name}>
-    $<BUILD_INTERFACE:${CMAKE_SOURCE_DIR}/src/detail>)
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${GPUSEL_ROOT_DIR}/src/${name}>
+    $<BUILD_INTERFACE:${GPUSEL_ROOT_DIR}/src/detail>)
   foreach(used ${L_USES})
     if(NOT TARGET gpusel_${used})
       message(FATAL_ERROR "layer ${name} uses ${used}, which is not a layer defined before it")

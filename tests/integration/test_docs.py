@@ -41,12 +41,13 @@ TIMEOUT = 120
 
 
 def pages():
-    """README.md, docs/*.md and python/README.md, as paths relative to the source tree."""
+    """README.md, docs/*.md, python/README.md and sim/README.md, as paths relative to the source tree."""
     found = ["README.md"]
     docs = os.path.join(SOURCE, "docs")
     if os.path.isdir(docs):
         found += sorted(os.path.join("docs", n) for n in os.listdir(docs) if n.endswith(".md"))
     found.append(os.path.join("python", "README.md"))
+    found.append(os.path.join("sim", "README.md"))
     return [p for p in found if os.path.isfile(os.path.join(SOURCE, p))]
 
 
