@@ -166,7 +166,11 @@ class RunCheckTest(NvccCase):
         self.assertEqual(m.group(7) is not None, orphaned, r.stderr)
         self.assertIn("--set-visible job", r.stderr)
         self.assertEqual(recorded_contexts(state).get(pid), [DGX[rank]], r.stderr)
-        self.assertEqual(printed_buses(r.stdout).get(pid), BUS[rank], r.stdout)
+        # The program prints its device's bus just after making its context; the check may stop
+        # it in between (seen once in CI, a loaded machine): what the simulator recorded is the
+        # judge, the printed line only has to agree when there is one.
+        if pid in printed_buses(r.stdout):
+            self.assertEqual(printed_buses(r.stdout)[pid], BUS[rank], r.stdout)
         self.assertNotIn(f"cuda_runtime_pick {pid} done", r.stdout)
 
     def test_a_worker_on_a_wrong_gpu_is_stopped(self):
