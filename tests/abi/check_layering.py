@@ -136,19 +136,24 @@ def check_process_calls(layers, commands, source, tmp, problems):
             problems.append(f"{os.path.basename(obj)} (the gpusel command) calls {call}: start, wait for and "
                             "signal processes through src/platform/process.hpp")
     for i, (layer, prelude, call, symbol) in enumerate(PROCESS_EXPERIMENTS):
-        src = os.path.join(tmp, f"process{i}.cpp")
-        obj = src[:-4] + ".o"
-        with open(src, "w") as f:
-            f.write(f"{prelude}\n\nnamespace gpusel::detail {{\n"
-                    f"int process_experiment_{i}();\nint process_experiment_{i}() {{ {call} }}\n}}\n")
-        args, directory = compile_command(commands, source, layer_source(source, layer))
-        r = subprocess.run(args + ["-c", src, "-o", obj], capture_output=True, text=True, cwd=directory)
+        obj, r = compile_experiment(commands, source, tmp, layer, f"process_experiment_{i}", prelude, call)
         if r.returncode != 0:
             problems.append(f"{layer} calling {symbol}: the experiment does not compile:\n{r.stderr}")
         elif symbol not in process_calls(obj):
             problems.append(f"{layer} calling {symbol}: not seen by the reading of part 4")
         else:
             print(f"{layer} -> {symbol}: refused outside the platform layer, as it must be")
+
+
+def compile_experiment(commands, source, tmp, layer, name, prelude, call):
+    """Compiles `int name() { call }` (after `prelude`) as a source of `layer` would be: the object's
+    path and the compiler's result."""
+    src = os.path.join(tmp, f"{name}.cpp")
+    obj = src[:-4] + ".o"
+    with open(src, "w") as f:
+        f.write(f"{prelude}\n\nnamespace gpusel::detail {{\nint {name}();\nint {name}() {{ {call} }}\n}}\n")
+    args, directory = compile_command(commands, source, layer_source(source, layer))
+    return obj, subprocess.run(args + ["-c", src, "-o", obj], capture_output=True, text=True, cwd=directory)
 
 
 def read_layers(build):
@@ -224,13 +229,7 @@ def main(argv):
             if callee in layers[layer][0]:
                 problems.append(f"{what}: the graph allows it now; update FORBIDDEN_CALLS and docs/design.md")
                 continue
-            src = os.path.join(tmp, f"experiment{i}.cpp")
-            obj = src[:-4] + ".o"
-            with open(src, "w") as f:
-                f.write(f'{prelude}\n\nnamespace gpusel::detail {{\n'
-                        f"int layering_experiment_{i}();\nint layering_experiment_{i}() {{ {call} }}\n}}\n")
-            args, directory = compile_command(commands, source, layer_source(source, layer))
-            r = subprocess.run(args + ["-c", src, "-o", obj], capture_output=True, text=True, cwd=directory)
+            obj, r = compile_experiment(commands, source, tmp, layer, f"layering_experiment_{i}", prelude, call)
             if r.returncode != 0:
                 problems.append(f"{what}: the experiment does not compile in {layer}:\n{r.stderr}")
                 continue
