@@ -16,7 +16,13 @@ else()
   endif()
 endif()
 if(GPUSEL_SANITIZE)
-  add_compile_options(-fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
+  # UBSan's null and alignment checks are left out: at -O0 each pointer use gets a writable record
+  # of its own (80% of the CLI's 31 MB .data), and every instrumented process paid about 7,600
+  # page faults at start to relocate them (0.15 s for `gpusel --version` against 0.09 s without).
+  # A null dereference still stops the program with AddressSanitizer's SEGV report and a stack;
+  # x86-64 does not fault on misaligned loads. The fuzz targets (tests/fuzz) keep both checks.
+  add_compile_options(-fsanitize=address,undefined -fno-sanitize=alignment,null -fno-sanitize-recover=undefined
+                      -fno-omit-frame-pointer)
   add_link_options(-fsanitize=address,undefined)
 endif()
 if(GPUSEL_TSAN)
