@@ -12,7 +12,14 @@ bind within 1.2x, the worker API's bind within 1.1x).
                                     (GPUSEL_GPU=UUID, bind_assigned_gpu) in a program of its own,
                                     against floor_bind
 
-Usage: bench/floors.py [--runs N] [--build DIR] [--instructions]
+  gpusel run --gpu 3 -- bind_inprocess, less gpusel run --gpu 3 -- /bin/true
+                                    a worker's bind under gpusel run (its lease inherited), against
+                                    floor_bind less /bin/true (issue 34: at most 1.5x)
+
+Usage: bench/floors.py [--runs N] [--build DIR] [--instructions] [--leases] [--load N]
+--leases: every GPU has a lease file in a lease folder of the run's own (as on a machine in use;
+without it the folder is empty). --load N: N busy processes run beside the timed commands (issue
+34 asks for the ratios "with lease files present and another process loading the machine").
 Every command is started the same way (fork+exec from this script), round-robin, N times each;
 medians and fastest runs are compared. /bin/true gives the cost of starting any process. On a
 loaded machine the medians swing; --instructions also counts each command's instructions under
@@ -24,6 +31,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 
 from simenv import sim_environment
@@ -34,10 +42,17 @@ parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=300)
 parser.add_argument("--build", default=os.path.join(root, "build"))
 parser.add_argument("--instructions", action="store_true", help="also count instructions with callgrind")
+parser.add_argument("--leases", action="store_true", help="every GPU has a lease file")
+parser.add_argument("--load", type=int, default=0, help="busy processes beside the timed commands")
 args = parser.parse_args()
 
 gpusel = os.path.join(args.build, "bin", "gpusel")
-env = sim_environment(gpusel, "dgx-h100")
+lease_dir = tempfile.TemporaryDirectory(prefix="gpusel-floors-")
+env = dict(sim_environment(gpusel, "dgx-h100"), GPUSEL_LEASE_DIR=lease_dir.name)
+if args.leases:
+    subprocess.run([gpusel, "run", "--quiet", "--gpu", "0,1,2,3,4,5,6,7", "--", "true"], env=env, check=True)
+    if len([n for n in os.listdir(lease_dir.name) if n.endswith(".lock")]) < 8:
+        sys.exit(f"--leases: no lease file for every GPU in {lease_dir.name}: {os.listdir(lease_dir.name)}")
 uuids = subprocess.run([gpusel, "resolve", "--gpu", "0,1,2,3,4,5,6,7"], capture_output=True, text=True, env=env,
                        check=True).stdout.split()
 commands = {
@@ -48,6 +63,8 @@ commands = {
     "gpusel bind": [gpusel, "bind", "--gpu", "3"],
     # A worker under gpusel run gets its GPU's UUID in GPUSEL_GPU; the floor gets it as argument.
     "bind_inprocess": [os.path.join(args.build, "bin", "bind_inprocess")],
+    "run 3 -- true": [gpusel, "run", "--quiet", "--gpu", "3", "--", "/bin/true"],
+    "run 3 -- bind": [gpusel, "run", "--quiet", "--gpu", "3", "--", os.path.join(args.build, "bin", "bind_inprocess")],
 }
 envs = {name: env for name in commands}
 envs["bind_inprocess"] = dict(env, GPUSEL_GPU=uuids[3])
@@ -56,9 +73,11 @@ out = {name: subprocess.run(cmd, capture_output=True, text=True, env=envs[name],
        for name, cmd in commands.items()}
 if out["floor_nvml"].split() != uuids:
     sys.exit(f"floor_nvml disagrees: {out['floor_nvml']!r} vs {uuids}")
-if out["floor_bind"].strip() != "3" or out["bind_inprocess"].strip() != "3" or uuids[3] not in out["gpusel bind"]:
+if (out["floor_bind"].strip() != "3" or out["bind_inprocess"].strip() != "3" or out["run 3 -- bind"].strip() != "3"
+        or uuids[3] not in out["gpusel bind"]):
     sys.exit(f"the binds disagree: {out}")
 
+load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
 times = {name: [] for name in commands}
 for _ in range(args.runs):
     for name, cmd in commands.items():
@@ -66,8 +85,12 @@ for _ in range(args.runs):
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=envs[name], check=True)
         times[name].append(time.perf_counter() - t0)
 
+for p in load:
+    p.kill()
+    p.wait()
 med = {name: statistics.median(ts) for name, ts in times.items()}
-print(f"simulated dgx-h100, {args.runs} runs each, round-robin; whole processes, medians")
+print(f"simulated dgx-h100, {args.runs} runs each, round-robin; whole processes, medians; "
+      f"{'a lease file for every GPU' if args.leases else 'no lease files'}; {args.load} busy processes beside")
 for name, ts in times.items():
     print(f"  {name:<16} median {med[name] * 1e3:6.2f} ms   min {min(ts) * 1e3:6.2f} ms")
 true = med["/bin/true"]
@@ -82,6 +105,11 @@ for ours, floor, target in pairs:
     else:
         line += "; the floor's median is not above /bin/true's: the machine is too loaded for that figure"
     print(line)
+worker = med["run 3 -- bind"] - med["run 3 -- true"]
+if med["floor_bind"] > true:
+    ratio = worker / (med["floor_bind"] - true)
+    print(f"  a worker's bind under gpusel run (run 3 -- bind_inprocess less run 3 -- true, {worker * 1e3:.2f} ms) / "
+          f"floor_bind less /bin/true: {ratio:.2f}x on medians (target 1.5x{', met' if ratio <= 1.5 else ', missed'})")
 
 
 def instructions(name):
@@ -94,7 +122,7 @@ def instructions(name):
 
 
 if args.instructions:
-    counts = {name: instructions(name) for name in commands if name != "/bin/true"}
+    counts = {name: instructions(name) for name in commands if name != "/bin/true" and not name.startswith("run ")}
     print("instructions per whole process (valgrind --tool=callgrind)")
     for name, n in counts.items():
         print(f"  {name:<16} {n / 1e6:6.2f} M")
