@@ -6,7 +6,8 @@ list(TRANSFORM GPUSEL_DRIVER_SOURCES REPLACE "^src/driver/dl\\.cpp$" "src/driver
 list(TRANSFORM GPUSEL_LAUNCH_SOURCES REPLACE "^src/launch/launch\\.cpp$" "src/launch/launch_win.cpp")
 list(TRANSFORM GPUSEL_LEASE_SOURCES REPLACE "^src/lease/lease\\.cpp$" "src/lease/lease_win.cpp")
 list(REMOVE_ITEM GPUSEL_LEASE_SOURCES src/lease/job_record.cpp)  # Linux's lock table
-set(GPUSEL_PLATFORM_SOURCES src/platform/ancestry_win.cpp src/platform/win.cpp src/platform/shell.cpp)
+set(GPUSEL_PLATFORM_SOURCES src/platform/ancestry_win.cpp src/platform/process_win.cpp src/platform/win.cpp
+  src/platform/shell.cpp)
 set(GPUSEL_SIM_PLATFORM_SOURCES sim/sim_common_win.cpp sim/usage_win.cpp src/platform/win.cpp)
 
 # Everything is Unicode (the -W functions), and windows.h stays small.
