@@ -387,7 +387,7 @@ int supervise(const LaunchOptions& options, const detail::JobPlan& job, Supervis
   auto break_workers = [&] {
     g_forwarding = true;
     for (Worker& w : sup.workers) {
-      if (w.running && w.process.running()) GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, w.pid);
+      if (w.running && w.process.running()) detail::break_group(w.pid);
     }
     // Console control events are delivered on a thread of their own, a moment later.
     Sleep(50);

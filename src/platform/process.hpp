@@ -194,5 +194,9 @@ Started start_child(const ChildSpec& spec);
 // Windows refuses.
 bool terminate_job(HANDLE job, UINT code);
 
+// Sends Ctrl-Break to the console process group `group` (a child started with own_group: its
+// process id); false when Windows refuses. Delivered on a thread of the receiver's, a moment later.
+bool break_group(DWORD group);
+
 }  // namespace gpusel::detail
 #endif

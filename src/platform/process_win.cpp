@@ -130,4 +130,8 @@ bool terminate_job(HANDLE job, UINT code) {
   return TerminateJobObject(job, code) != 0;
 }
 
+bool break_group(DWORD group) {
+  return GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, group) != 0;
+}
+
 }  // namespace gpusel::detail
