@@ -281,15 +281,29 @@ TEST(ProcessApi, EnvironmentFolderAndOutput) {
   EXPECT_EQ(started.child.exit_code(99), 0u);
 }
 
-TEST(ProcessApi, SuspendedInItsJobUntilTheJobEnds) {
-  win::Handle job = win::kill_on_close_job();
-  ASSERT_TRUE(job);
-  detail::ChildSpec spec = cmd("exit 0");
-  spec.own_group = true;
+namespace {
+
+// A child running `script` in a new kill-on-close Job Object (kept in `job`), left suspended
+// unless `resume`; its start is checked.
+detail::Started start_in_job(const char* script, bool resume, win::Handle& job,
+                             bool own_group = false) {
+  job = win::kill_on_close_job();
+  EXPECT_TRUE(job);
+  detail::ChildSpec spec = cmd(script);
+  spec.own_group = own_group;
   spec.job = job.get();
-  spec.resume = false;
+  spec.resume = resume;
   detail::Started started = detail::start_child(spec);
-  ASSERT_EQ(started.failed, detail::Started::Step::none) << win::error_text(started.error);
+  EXPECT_EQ(started.failed, detail::Started::Step::none) << win::error_text(started.error);
+  return started;
+}
+
+}  // namespace
+
+TEST(ProcessApi, SuspendedInItsJobUntilTheJobEnds) {
+  win::Handle job;
+  detail::Started started = start_in_job("exit 0", false, job, true);
+  ASSERT_TRUE(started.child);
   BOOL in = FALSE;
   ASSERT_TRUE(IsProcessInJob(started.child.handle(), job.get(), &in));
   EXPECT_TRUE(in);
@@ -301,24 +315,17 @@ TEST(ProcessApi, SuspendedInItsJobUntilTheJobEnds) {
 }
 
 TEST(ProcessApi, ResumedOnceInItsJob) {
-  win::Handle job = win::kill_on_close_job();
-  ASSERT_TRUE(job);
-  detail::ChildSpec spec = cmd("exit 5");
-  spec.job = job.get();
-  detail::Started started = detail::start_child(spec);
-  ASSERT_EQ(started.failed, detail::Started::Step::none) << win::error_text(started.error);
+  win::Handle job;
+  detail::Started started = start_in_job("exit 5", true, job);
+  ASSERT_TRUE(started.child);
   ASSERT_TRUE(started.child.wait(60000));
   EXPECT_EQ(started.child.exit_code(99), 5u);
 }
 
 TEST(ProcessApi, TerminateEndsAChild) {
-  win::Handle job = win::kill_on_close_job();
-  ASSERT_TRUE(job);
-  detail::ChildSpec spec = cmd("exit 0");
-  spec.job = job.get();
-  spec.resume = false;
-  detail::Started started = detail::start_child(spec);
-  ASSERT_EQ(started.failed, detail::Started::Step::none) << win::error_text(started.error);
+  win::Handle job;
+  detail::Started started = start_in_job("exit 0", false, job);
+  ASSERT_TRUE(started.child);
   EXPECT_TRUE(started.child.terminate(9));
   ASSERT_TRUE(started.child.wait(60000));
   EXPECT_EQ(started.child.exit_code(99), 9u);
