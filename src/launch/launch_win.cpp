@@ -1,8 +1,8 @@
 // Starting and supervising workers on Windows: spawning, pipes, console events and waiting. The
 // rules (the workers' environments, --tag-output's tagging, the stop policy, the summary) are
 // launch_core.cpp's, shared with POSIX (launch.cpp); include/gpusel/launch.hpp says what they are.
-// - each worker is started with CreateProcessW (suspended, then resumed once it is in its Job
-//   Object) in a process group of its own (CREATE_NEW_PROCESS_GROUP);
+// - each worker is started by the platform layer (process.hpp: CreateProcessW, suspended, then
+//   resumed once it is in its Job Object) in a process group of its own (CREATE_NEW_PROCESS_GROUP);
 // - each worker runs in a Job Object with JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE: when gpusel ends,
 //   however it ends, Windows kills every worker and everything it started;
 // - Ctrl-C and Ctrl-Break reach gpusel (a console control handler) and are forwarded to every
@@ -37,6 +37,7 @@
 #include "gpusel_detail.hpp"
 #include "launch_core.hpp"
 #include "launch_detail.hpp"
+#include "process.hpp"
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -157,7 +158,8 @@ void read_stream(HANDLE in, TaggedStream& s) {
 struct Worker {
   int rank = 0;
   DWORD pid = 0;
-  win::Handle job, process;
+  win::Handle job;
+  detail::Child process;
   bool running = false;
   DWORD code = 0;
   TaggedStream streams[2];  // stdout, stderr (--tag-output)
@@ -174,8 +176,8 @@ struct Supervision {
     // Every job, not only those of running workers: a finished worker's leftover child may hold
     // its output pipe open, and the reader threads joined below would wait for it forever.
     for (Worker& w : workers) {
-      if (w.job) TerminateJobObject(w.job.get(), 1);
-      if (w.running && w.process) WaitForSingleObject(w.process.get(), 5000);
+      if (w.job) detail::terminate_job(w.job.get(), 1);
+      if (w.running && w.process) w.process.wait(5000);
     }
     for (Worker& w : workers) {
       for (std::thread& t : w.readers) {
@@ -206,7 +208,7 @@ std::string inheritable(HANDLE h, win::Handle& owner) {
 
 namespace {
 
-// CreateProcessW runs programs (PE files) only: a batch file would need cmd.exe (and its quoting
+// Windows starts programs (PE files) only: a batch file would need cmd.exe (and its quoting
 // rules differ), a script its interpreter. Refused before any worker starts, with the remedy.
 std::string runnable(const std::filesystem::path& p, const std::string& name) {
   std::wstring ext = p.extension().wstring();
@@ -311,13 +313,11 @@ struct StdHandles {
 // reader thread per stream.
 void start_worker(const LaunchOptions& options, Supervision& sup, std::size_t r,
                   win::Environment env, const detail::WorkerEnvironments& vars,
-                  const std::wstring& exe, const std::wstring& command_line,
-                  const std::string& program, const StdHandles& std_handles) {
+                  const std::vector<std::string>& args, const std::string& program,
+                  const StdHandles& std_handles) {
   Worker& w = sup.workers[r];
   w.rank = static_cast<int>(r);
-  const HANDLE null_in = std_handles.null_in.get();
   for (const auto& [name, value] : vars.ranks[r]) env.set(name, value);
-  std::wstring block = env.block();
 
   win::Handle pipe_read[2], pipe_write[2];
   if (options.tag_output) {
@@ -332,62 +332,34 @@ void start_worker(const LaunchOptions& options, Supervision& sup, std::size_t r,
       SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
     }
   }
-  STARTUPINFOEXW six{};
-  six.StartupInfo.cb = sizeof six;
-  STARTUPINFOW& si = six.StartupInfo;
-  si.dwFlags = STARTF_USESTDHANDLES;
-  si.hStdInput = null_in;
-  si.hStdOutput = options.tag_output ? pipe_write[0].get() : std_handles.out.get();
-  si.hStdError = options.tag_output ? pipe_write[1].get() : std_handles.err.get();
-  // The worker inherits its own standard handles and nothing else gpusel holds
-  // (PROC_THREAD_ATTRIBUTE_HANDLE_LIST); where the list cannot be made, every inheritable handle.
-  std::vector<HANDLE> inherit;
-  for (HANDLE h : {si.hStdInput, si.hStdOutput, si.hStdError}) {
-    if (h != nullptr && std::find(inherit.begin(), inherit.end(), h) == inherit.end())
-      inherit.push_back(h);
-  }
-  SIZE_T attr_size = 0;
-  InitializeProcThreadAttributeList(nullptr, 1, 0, &attr_size);
-  std::vector<char> attr_buf(attr_size);
-  auto* attrs = reinterpret_cast<LPPROC_THREAD_ATTRIBUTE_LIST>(attr_buf.data());
-  const bool attrs_made = !inherit.empty() && attr_size > 0 &&
-                          InitializeProcThreadAttributeList(attrs, 1, 0, &attr_size);
-  struct AttrsGuard {
-    LPPROC_THREAD_ATTRIBUTE_LIST list;
-    ~AttrsGuard() {
-      if (list != nullptr) DeleteProcThreadAttributeList(list);
-    }
-  } attrs_guard{attrs_made ? attrs : nullptr};
-  const bool use_list =
-      attrs_made &&
-      UpdateProcThreadAttribute(attrs, 0, PROC_THREAD_ATTRIBUTE_HANDLE_LIST, inherit.data(),
-                                inherit.size() * sizeof(HANDLE), nullptr, nullptr);
-  if (use_list) six.lpAttributeList = attrs;
-  si.cb = use_list ? sizeof six : sizeof si;
+  detail::ChildSpec spec;
+  spec.program = program;
+  spec.args = args;
+  spec.own_group = true;
+  spec.environment = std::move(env);
+  spec.std_handles = detail::ChildSpec::StdHandles{
+      std_handles.null_in.get(), options.tag_output ? pipe_write[0].get() : std_handles.out.get(),
+      options.tag_output ? pipe_write[1].get() : std_handles.err.get()};
+  // The worker inherits its own standard handles and nothing else gpusel holds; where the list
+  // cannot be made, every inheritable handle.
+  spec.std_handles_only = true;
   w.job = win::kill_on_close_job();
   if (!w.job)
     throw failure("cannot start worker " + std::to_string(r) +
                   ": CreateJobObject: " + win::error_text(GetLastError()));
-  PROCESS_INFORMATION pi{};
-  std::wstring cmd = command_line;
-  if (!CreateProcessW(exe.c_str(), cmd.data(), nullptr, nullptr, TRUE,
-                      CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED | CREATE_NEW_PROCESS_GROUP |
-                          (use_list ? EXTENDED_STARTUPINFO_PRESENT : 0),
-                      block.data(), nullptr, &si, &pi)) {
+  spec.job = w.job.get();
+  detail::Started started = detail::start_child(spec);
+  if (started.failed == detail::Started::Step::create_process) {
     throw failure("rank " + std::to_string(r) + ": cannot run " + program + ": " +
-                  win::error_text(GetLastError()));
+                  win::error_text(started.error));
   }
-  w.process = win::Handle(pi.hProcess);
-  win::Handle thread(pi.hThread);
-  w.pid = pi.dwProcessId;
+  w.process = std::move(started.child);
+  w.pid = w.process.pid();
   w.running = true;
-  if (!AssignProcessToJobObject(w.job.get(), w.process.get())) {
-    const DWORD e = GetLastError();
-    TerminateProcess(w.process.get(), 1);
+  if (started.failed == detail::Started::Step::join_job) {
     throw failure("cannot start worker " + std::to_string(r) +
-                  ": AssignProcessToJobObject: " + win::error_text(e));
+                  ": AssignProcessToJobObject: " + win::error_text(started.error));
   }
-  ResumeThread(thread.get());
   if (options.tag_output) {
     HANDLE outs[2] = {GetStdHandle(STD_OUTPUT_HANDLE), GetStdHandle(STD_ERROR_HANDLE)};
     for (int s = 0; s < 2; ++s) {
@@ -415,8 +387,7 @@ int supervise(const LaunchOptions& options, const detail::JobPlan& job, Supervis
   auto break_workers = [&] {
     g_forwarding = true;
     for (Worker& w : sup.workers) {
-      if (w.running && WaitForSingleObject(w.process.get(), 0) == WAIT_TIMEOUT)
-        GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT, w.pid);
+      if (w.running && w.process.running()) detail::break_group(w.pid);
     }
     // Console control events are delivered on a thread of their own, a moment later.
     Sleep(50);
@@ -454,8 +425,8 @@ int supervise(const LaunchOptions& options, const detail::JobPlan& job, Supervis
       break_workers();
     }
     for (Worker& w : sup.workers) {
-      if (!w.running || WaitForSingleObject(w.process.get(), 0) != WAIT_OBJECT_0) continue;
-      GetExitCodeProcess(w.process.get(), &w.code);
+      if (!w.running || !w.process.wait(0)) continue;
+      w.code = w.process.exit_code(w.code);
       w.running = false;
       if (policy.worker_ended(static_cast<std::size_t>(w.rank), w.code != 0, Clock::now()))
         break_workers();
@@ -477,7 +448,7 @@ int supervise(const LaunchOptions& options, const detail::JobPlan& job, Supervis
       for (Worker& w : sup.workers) {
         if (!w.running) continue;
         policy.count_killed(1);
-        TerminateJobObject(w.job.get(), 1);
+        detail::terminate_job(w.job.get(), 1);
       }
     }
   }
@@ -490,7 +461,7 @@ int supervise(const LaunchOptions& options, const detail::JobPlan& job, Supervis
     Sleep(5);
   }
   for (Worker& w : sup.workers) {
-    if (w.job) TerminateJobObject(w.job.get(), 1);
+    if (w.job) detail::terminate_job(w.job.get(), 1);
   }
   for (Worker& w : sup.workers) {
     for (std::thread& t : w.readers) {
@@ -539,8 +510,6 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
 
   std::vector<std::string> args = options.command;
   args[0] = program;
-  std::wstring command_line = win::command_line(args);
-  const std::wstring exe = win::widen(program);
 
   Supervision sup(n);
   sup.wake = win::Handle(CreateEventW(nullptr, FALSE, FALSE, nullptr));
@@ -558,7 +527,7 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
   inheritable(GetStdHandle(STD_ERROR_HANDLE), std_handles.err);
 
   for (std::size_t r = 0; r < n; ++r)
-    start_worker(options, sup, r, base, vars, exe, command_line, program, std_handles);
+    start_worker(options, sup, r, base, vars, args, program, std_handles);
   if (options.on_started) {
     std::vector<int> pids;
     for (const Worker& w : sup.workers) pids.push_back(static_cast<int>(w.pid));

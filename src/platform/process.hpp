@@ -1,10 +1,32 @@
-// Internal: child processes (POSIX; process_posix.cpp). Every fork, exec, posix_spawn and wait of
-// the library and the gpusel command is here: starting a child (its arguments, environment,
-// folder, descriptors and process group), waiting for it, signalling it or its process group, and
-// replacing this process with a program. abi.layering refuses those calls anywhere else.
-// On Windows, starting processes stays with its Job Objects (launch_win.cpp, probe_win.inc,
-// sim_exec_win.cpp); this header has nothing for it.
+// Internal: child processes. Every process the library and the gpusel command start is started
+// here, on POSIX systems (process_posix.cpp) and on Windows (process_win.cpp): what the child runs
+// (ChildCommand, shared), then each system's own ChildSpec, start_child and ways to wait for,
+// signal or end it.
+// POSIX: every fork, exec, posix_spawn and wait is here: starting a child (its arguments,
+// environment, folder, descriptors and process group), waiting for it, signalling it or its
+// process group, and replacing this process with a program. abi.layering refuses those calls
+// anywhere else.
+// Windows: every CreateProcessW is here: a child started in a Job Object (suspended until it is in
+// it) or plain, its standard handles, waiting for it, its exit code, ending it or its job.
 #pragma once
+
+#include <string>
+#include <vector>
+
+namespace gpusel::detail {
+
+// What a child runs, on either system.
+struct ChildCommand {
+  std::string program;            // run as it is: no PATH search
+  std::vector<std::string> args;  // its argv, argv[0] included (on Windows made one command line
+                                  // by win::command_line, which the C runtime splits back)
+  std::string directory;          // its working folder; empty: this one's
+  // POSIX: the leader of a process group of its own, else in this one's. Windows: a console
+  // process group of its own (CREATE_NEW_PROCESS_GROUP), which GenerateConsoleCtrlEvent addresses.
+  bool own_group = false;
+};
+
+}  // namespace gpusel::detail
 
 #ifndef _WIN32
 #include <sched.h>
@@ -12,9 +34,7 @@
 #include <sys/types.h>
 
 #include <optional>
-#include <string>
 #include <utility>
-#include <vector>
 
 namespace gpusel::detail {
 
@@ -24,16 +44,12 @@ namespace gpusel::detail {
 std::vector<std::string> environment_with(const std::vector<std::string>& unset,
                                           const std::vector<std::string>& set);
 
-// A child to start: what it runs and what it gets.
-struct ChildSpec {
-  std::string program;                                  // exec'd as it is: no PATH search
-  std::vector<std::string> args;                        // its argv, argv[0] included
+// A child to start: what it runs (ChildCommand) and what it gets.
+struct ChildSpec : ChildCommand {
   std::optional<std::vector<std::string>> environment;  // "NAME=value" each; nullopt: this one's
-  std::string directory;                                // its working folder; empty: this one's
   // Descriptors it gets, {from, to}, made in order: `from` becomes `to`, inheritable (a `from`
   // equal to its `to` loses FD_CLOEXEC). Every other descriptor opened with O_CLOEXEC stays here.
   std::vector<std::pair<int, int>> descriptors;
-  bool own_group = false;  // the leader of a process group of its own, else in this one's
 
   // The rest makes the child by fork() (else posix_spawn):
   bool dies_with_parent = false;        // SIGKILL when this process ends (and no start once it has)
@@ -103,6 +119,84 @@ pid_t process_group(pid_t pid);
 // Replaces this process with `program` (no PATH search), this environment kept; returns only when
 // it cannot, with the errno.
 int replace_process(const std::string& program, const std::vector<std::string>& args);
+
+}  // namespace gpusel::detail
+#else  // Windows
+#include <optional>
+#include <utility>
+
+#include "win.hpp"
+
+namespace gpusel::detail {
+
+// A child to start: what it runs (ChildCommand) and what it gets. It is made by CreateProcessW
+// with a Unicode environment, inheriting this process's inheritable handles (or, with
+// std_handles_only, its standard handles alone).
+struct ChildSpec : ChildCommand {
+  std::optional<win::Environment> environment;  // nullopt: this one's
+  // Its standard handles (STARTF_USESTDHANDLES), each inheritable or null; nullopt: none given.
+  struct StdHandles {
+    HANDLE in = nullptr, out = nullptr, err = nullptr;
+  };
+  std::optional<StdHandles> std_handles;
+  // With std_handles: it inherits those and no other handle (PROC_THREAD_ATTRIBUTE_HANDLE_LIST);
+  // where the list cannot be made, every inheritable handle, as without.
+  bool std_handles_only = false;
+  bool no_window = false;  // CREATE_NO_WINDOW: no console of its own
+  // Not null: it is created suspended, put in this Job Object, and only then resumed (`resume`),
+  // so that nothing it starts escapes the job. Null: it starts running.
+  HANDLE job = nullptr;
+  // When it cannot join `job`: true: it is terminated (exit code 1) before it ran, and the start
+  // fails (join_job); false: it runs outside the job.
+  bool job_required = true;
+  bool resume = true;  // false: it stays suspended in its job until Child::resume()
+};
+
+// A started child: its process handle and id, and its main thread while it is suspended.
+class Child {
+ public:
+  Child() = default;
+  Child(win::Handle process, win::Handle suspended_thread, DWORD pid)
+      : process_(std::move(process)), thread_(std::move(suspended_thread)), pid_(pid) {}
+
+  explicit operator bool() const noexcept { return static_cast<bool>(process_); }
+  HANDLE handle() const noexcept { return process_.get(); }
+  DWORD pid() const noexcept { return pid_; }
+
+  // Lets a child left suspended (ChildSpec::resume false) run; nothing otherwise.
+  void resume();
+  // Waits at most `ms` milliseconds for it to end; true once it has.
+  bool wait(DWORD ms = INFINITE) const;
+  // True while it runs (a wait of 0 ms times out).
+  bool running() const;
+  // Its exit code (NTSTATUS for a crash) once ended; `unknown` when it cannot be read.
+  DWORD exit_code(DWORD unknown) const;
+  // Ends it with exit code `code` (TerminateProcess); false when Windows refuses.
+  bool terminate(UINT code) const;
+
+ private:
+  win::Handle process_, thread_;
+  DWORD pid_ = 0;
+};
+
+// A started child, or why none was: `failed` is the call that failed and `error` its
+// GetLastError(). A child that could not join its required job is in `child`, terminated.
+struct Started {
+  enum class Step { none, create_process, join_job };
+  Child child;
+  Step failed = Step::none;
+  DWORD error = 0;
+};
+
+Started start_child(const ChildSpec& spec);
+
+// Ends every process of Job Object `job` with exit code `code` (TerminateJobObject); false when
+// Windows refuses.
+bool terminate_job(HANDLE job, UINT code);
+
+// Sends Ctrl-Break to the console process group `group` (a child started with own_group: its
+// process id); false when Windows refuses. Delivered on a thread of the receiver's, a moment later.
+bool break_group(DWORD group);
 
 }  // namespace gpusel::detail
 #endif

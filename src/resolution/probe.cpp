@@ -16,9 +16,9 @@
 #include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#endif
 
 #include "process.hpp"
-#endif
 
 #include <algorithm>
 #include <cerrno>
@@ -106,7 +106,7 @@ bool wait_until(pid_t pid, int& status, std::chrono::steady_clock::time_point de
 using detail::parse_devices;
 
 #ifdef _WIN32
-// probe_cuda and default_probe_helper for Windows: CreateProcessW in a Job Object.
+// probe_cuda and default_probe_helper for Windows: the probe in a Job Object (process.hpp).
 #include "probe_win.inc"
 #else
 ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {

@@ -1,7 +1,9 @@
 // The platform layer's child processes (src/platform/process.hpp): starting a child with an
 // environment change and a redirected descriptor, its exit status, a signal to its process group,
 // and the error of a program that is not there; each both ways the child can be made (posix_spawn,
-// and fork when a fork-only setting is asked for).
+// and fork when a fork-only setting is asked for). On Windows (under wine): cmd.exe with an
+// environment, a folder and its output in a pipe, its exit code, a child held suspended in a Job
+// Object and ended with it, and a program that is not there.
 #ifndef _WIN32
 #include <gtest/gtest.h>
 
@@ -190,5 +192,152 @@ TEST(ProcessApi, NoSignalToProcessZeroOrBelow) {
   EXPECT_EQ(errno, ESRCH);
   EXPECT_EQ(detail::signal_group(-1, 0), -1);
   EXPECT_EQ(detail::signal_group(0, 0), -1);
+}
+#else  // Windows
+#include <gtest/gtest.h>
+
+#include <cwctype>
+#include <string>
+#include <vector>
+
+#include "process.hpp"
+#include "win.hpp"
+
+using namespace gpusel;
+namespace win = detail::win;
+
+namespace {
+
+// The system folder (C:\Windows\System32) and its cmd.exe.
+std::string system_folder() {
+  wchar_t buf[MAX_PATH];
+  const UINT n = GetSystemDirectoryW(buf, MAX_PATH);
+  return win::narrow(std::wstring(buf, n));
+}
+
+detail::ChildSpec cmd(const std::string& script) {
+  detail::ChildSpec spec;
+  spec.program = system_folder() + "\\cmd.exe";
+  spec.args = {"cmd", "/c", script};
+  return spec;
+}
+
+// A pipe whose write end the child inherits as its standard output.
+struct Pipe {
+  win::Handle read, write;
+  Pipe() {
+    SECURITY_ATTRIBUTES sa{sizeof(SECURITY_ATTRIBUTES), nullptr, TRUE};
+    HANDLE rd = nullptr, wr = nullptr;
+    if (CreatePipe(&rd, &wr, &sa, 0)) {
+      read = win::Handle(rd);
+      write = win::Handle(wr);
+      SetHandleInformation(rd, HANDLE_FLAG_INHERIT, 0);
+    }
+  }
+  std::string read_all() {
+    write.reset();
+    std::string out;
+    char buf[4096];
+    DWORD got = 0;
+    while (ReadFile(read.get(), buf, sizeof buf, &got, nullptr) && got > 0) out.append(buf, got);
+    return out;
+  }
+};
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::towlower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+}  // namespace
+
+TEST(ProcessApi, ExitCodeOfAPlainChild) {
+  detail::Started started = detail::start_child(cmd("exit 3"));
+  ASSERT_EQ(started.failed, detail::Started::Step::none) << win::error_text(started.error);
+  ASSERT_TRUE(started.child);
+  EXPECT_NE(started.child.pid(), 0u);
+  ASSERT_TRUE(started.child.wait(60000));
+  EXPECT_FALSE(started.child.running());
+  EXPECT_EQ(started.child.exit_code(99), 3u);
+}
+
+TEST(ProcessApi, EnvironmentFolderAndOutput) {
+  Pipe out;
+  ASSERT_TRUE(out.write);
+  detail::ChildSpec spec = cmd("echo %GPUSEL_PROCESS_TEST%& cd");
+  win::Environment env = win::Environment::current();
+  env.set("GPUSEL_PROCESS_TEST", "from the parent");
+  spec.environment = env;
+  spec.directory = system_folder();
+  spec.std_handles = detail::ChildSpec::StdHandles{nullptr, out.write.get(), out.write.get()};
+  spec.std_handles_only = true;
+  spec.no_window = true;
+  detail::Started started = detail::start_child(spec);
+  ASSERT_EQ(started.failed, detail::Started::Step::none) << win::error_text(started.error);
+  const std::string text = out.read_all();
+  EXPECT_NE(text.find("from the parent"), std::string::npos) << text;
+  EXPECT_NE(lower(text).find(lower(system_folder())), std::string::npos) << text;
+  ASSERT_TRUE(started.child.wait(60000));
+  EXPECT_EQ(started.child.exit_code(99), 0u);
+}
+
+namespace {
+
+// A child running `script` in a new kill-on-close Job Object (kept in `job`), left suspended
+// unless `resume`; its start is checked.
+detail::Started start_in_job(const char* script, bool resume, win::Handle& job,
+                             bool own_group = false) {
+  job = win::kill_on_close_job();
+  EXPECT_TRUE(job);
+  detail::ChildSpec spec = cmd(script);
+  spec.own_group = own_group;
+  spec.job = job.get();
+  spec.resume = resume;
+  detail::Started started = detail::start_child(spec);
+  EXPECT_EQ(started.failed, detail::Started::Step::none) << win::error_text(started.error);
+  return started;
+}
+
+}  // namespace
+
+TEST(ProcessApi, SuspendedInItsJobUntilTheJobEnds) {
+  win::Handle job;
+  detail::Started started = start_in_job("exit 0", false, job, true);
+  ASSERT_TRUE(started.child);
+  BOOL in = FALSE;
+  ASSERT_TRUE(IsProcessInJob(started.child.handle(), job.get(), &in));
+  EXPECT_TRUE(in);
+  EXPECT_TRUE(started.child.running());
+  EXPECT_FALSE(started.child.wait(200));  // suspended: it cannot end by itself
+  EXPECT_TRUE(detail::terminate_job(job.get(), 7));
+  ASSERT_TRUE(started.child.wait(60000));
+  EXPECT_EQ(started.child.exit_code(99), 7u);
+}
+
+TEST(ProcessApi, ResumedOnceInItsJob) {
+  win::Handle job;
+  detail::Started started = start_in_job("exit 5", true, job);
+  ASSERT_TRUE(started.child);
+  ASSERT_TRUE(started.child.wait(60000));
+  EXPECT_EQ(started.child.exit_code(99), 5u);
+}
+
+TEST(ProcessApi, TerminateEndsAChild) {
+  win::Handle job;
+  detail::Started started = start_in_job("exit 0", false, job);
+  ASSERT_TRUE(started.child);
+  EXPECT_TRUE(started.child.terminate(9));
+  ASSERT_TRUE(started.child.wait(60000));
+  EXPECT_EQ(started.child.exit_code(99), 9u);
+}
+
+TEST(ProcessApi, AProgramThatIsNotThere) {
+  detail::ChildSpec spec = cmd("exit 0");
+  spec.program = system_folder() + "\\gpusel-no-such-program.exe";
+  const detail::Started started = detail::start_child(spec);
+  EXPECT_EQ(started.failed, detail::Started::Step::create_process);
+  EXPECT_TRUE(started.error == ERROR_FILE_NOT_FOUND || started.error == ERROR_PATH_NOT_FOUND)
+      << win::error_text(started.error);
+  EXPECT_FALSE(started.child);
 }
 #endif

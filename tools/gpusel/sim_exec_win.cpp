@@ -10,6 +10,7 @@
 #include "gpusel/launch.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
+#include "process.hpp"
 #include "win.hpp"
 
 namespace gpusel::cli {
@@ -38,20 +39,19 @@ int run_program_in_job(const std::string& who, const std::vector<std::string>& c
     if (what.rfind("run: ", 0) == 0) what = what.substr(5);
     throw bad_input(who + ": " + what);
   }
-  std::vector<std::string> args = command;
-  args[0] = program;
-  std::wstring line = win::command_line(args);
-  const std::wstring exe = win::widen(program);
   win::Handle job = win::kill_on_close_job();
   if (!job)
     throw failure(who + ": cannot create a Job Object for " + detail::quote_value(program) + ": " +
                   win::error_text(GetLastError()) + "; nothing was started");
-  STARTUPINFOW si{};
-  si.cb = sizeof si;
-  PROCESS_INFORMATION pi{};
-  if (!CreateProcessW(exe.c_str(), line.data(), nullptr, nullptr, TRUE,
-                      CREATE_UNICODE_ENVIRONMENT | CREATE_SUSPENDED, nullptr, nullptr, &si, &pi)) {
-    const DWORD e = GetLastError();
+  detail::ChildSpec spec;
+  spec.program = program;
+  spec.args = command;
+  spec.args[0] = program;
+  spec.job = job.get();
+  spec.resume = false;  // not before gpusel ignores Ctrl-C and Ctrl-Break (below)
+  detail::Started started = detail::start_child(spec);
+  if (started.failed == detail::Started::Step::create_process) {
+    const DWORD e = started.error;
     const std::string message =
         who + ": cannot start " + detail::quote_value(program) + ": " + win::error_text(e);
     if (e == ERROR_FILE_NOT_FOUND || e == ERROR_PATH_NOT_FOUND || e == ERROR_ACCESS_DENIED ||
@@ -59,20 +59,15 @@ int run_program_in_job(const std::string& who, const std::vector<std::string>& c
       throw bad_input(message);
     throw failure(message);
   }
-  win::Handle process(pi.hProcess), thread(pi.hThread);
-  if (!AssignProcessToJobObject(job.get(), process.get())) {
-    const DWORD e = GetLastError();
-    TerminateProcess(process.get(), 1);
+  if (started.failed == detail::Started::Step::join_job) {
     throw failure(who + ": cannot put " + detail::quote_value(program) +
-                  " in a Job Object (it would outlive gpusel): " + win::error_text(e) +
+                  " in a Job Object (it would outlive gpusel): " + win::error_text(started.error) +
                   "; it was stopped before it ran");
   }
   SetConsoleCtrlHandler(ignore_control, TRUE);  // the child decides what Ctrl-C/Ctrl-Break do
-  ResumeThread(thread.get());
-  WaitForSingleObject(process.get(), INFINITE);
-  DWORD code = 1;
-  GetExitCodeProcess(process.get(), &code);
-  return static_cast<int>(code);
+  started.child.resume();
+  started.child.wait();
+  return static_cast<int>(started.child.exit_code(1));
 }
 
 int run_sim_exec(const std::string& machine, const std::vector<std::string>& command) {
