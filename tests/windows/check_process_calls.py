@@ -95,7 +95,7 @@ def main(argv):
                 obj = os.path.join(tmp, f"experiment{i}.obj")
                 with open(src, "w") as f:
                     f.write(f"#include <windows.h>\n\nint experiment{i}();\nint experiment{i}() {{\n  {body}\n}}\n")
-                cmd = [a for a in args]
+                cmd = list(args)
                 at = cmd.index("-o")
                 del cmd[at:at + 2]
                 at = cmd.index("-c")
