@@ -57,6 +57,27 @@ class HelpTest(Case):
                 self.assertRegex(r.stdout, re.escape(flag) + r" " + re.escape(value))
 
 
+class OptionalValueTest(Case):
+    """--wait and --watch take a value or none. CLI11 drops the `--` after such an option as the end
+    of its values; the parser puts it back, so a program's own options after it stay the program's."""
+
+    def test_wait_then_dashdash_keeps_the_programs_options(self):
+        for wait in (["--wait"], ["--wait", "30"], ["--wait=30"]):
+            with self.subTest(wait=wait):
+                r = gpusel("--sim", "dgx-h100", "run", "--quiet", "--gpu", "1", *wait, "--", "sh", "-c",
+                           'echo "$1"', "sh", "-x")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout, "-x\n")
+
+    def test_a_value_that_is_no_duration_is_refused_by_wait_itself(self):
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "1", "--wait", "soon", "--", "true"), 2,
+                             '--wait "soon" is not a duration')
+
+    def test_watch_takes_the_next_word_as_its_interval(self):
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "list", "--watch", "never"), 2,
+                             '--watch "never" is not a number of seconds')
+
+
 class SimAnywhereTest(Case):
     def test_sim_after_the_command(self):
         before = gpusel("--sim", "dgx-h100", "list", "--json")

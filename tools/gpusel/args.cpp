@@ -145,39 +145,17 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
   return prefixed;
 }
 
-CommandLine::CommandLine(CLI::App& app, const std::string& sim_help, bool exec_form) : app_(app) {
-  add_sim(app, sim_help, false);
-  const std::function<bool(CLI::App*)> named = [](CLI::App* s) { return !s->get_name().empty(); };
-  std::vector<std::pair<CLI::App*, CLI::App*>> subcommands;  // each with its parent
-  for (CLI::App* s : app.get_subcommands(named)) subcommands.emplace_back(s, &app);
-  while (!subcommands.empty()) {
-    // (Named pointers, not a structured binding: clang 14, the fuzz preset's compiler, cannot
-    // capture a binding in a lambda.)
-    CLI::App* const sub = subcommands.back().first;
-    CLI::App* const parent = subcommands.back().second;
-    subcommands.pop_back();
-    add_sim(*sub, "", true);
-    // Where CLI11 enters the subcommand: the word of its name.
-    sub->preparse_callback([this, sub, parent](std::size_t left) {
-      path_.push_back(Entered{sub, origin_[joined_.size() - left - 1], parent->remaining().size()});
-    });
-    // A program's first word (run, sim exec): CLI11 validates each word before it takes it.
-    if (CLI::Option* command = sub->get_option_no_throw("COMMAND");
-        command != nullptr && command->get_positional()) {
-      sub->validate_positionals();
-      command->check(CLI::Validator(
-          [this, sub](std::string&) -> std::string {
-            if (!start_ || start_->app != sub) {
-              const std::vector<std::string> left = sub->remaining();
-              start_ = Start{sub, origin_[joined_.size() - args_.size()], left.size(),
-                             contains(left, "--")};
-            }
-            return "";
-          },
-          ""));
-    }
-    for (CLI::App* s : sub->get_subcommands(named)) subcommands.emplace_back(s, sub);
+CommandLine::CommandLine(CLI::App& app, const std::string& sim_help,
+                         const std::function<void(CommandLine&)>& declare, bool exec_form)
+    : app_(app) {
+  if (const CLI::Option* help = app.get_help_ptr()) {
+    help_name_ = help->get_name(false, true);
+    help_description_ = help->get_description();
   }
+  app.set_help_flag();
+  declare(*this);
+  app.set_help_flag(help_name_, help_description_);
+  add_sim(app, sim_help, false);
   // `gpusel [--sim MACHINE] -- COMMAND`: the words after `--`, and only those (before it, a word
   // is a command's name, or a misspelt one).
   if (!exec_form) return;
@@ -190,6 +168,78 @@ CommandLine::CommandLine(CLI::App& app, const std::string& sim_help, bool exec_f
             return contains(app_.remaining(), "--") ? "" : "a program's words come after --";
           },
           ""));
+}
+
+CLI::App* CommandLine::add_command(const std::string& name, const std::string& description,
+                                   std::function<void(CLI::App&)> fill, bool hidden) {
+  CLI::App* sub = app_.add_subcommand(name, description);
+  if (hidden) sub->group("");
+  commands_.push_back(Command{sub, std::move(fill)});
+  const std::size_t index = commands_.size() - 1;
+  // CLI11 calls this as it enters the command, before it reads any of the command's words.
+  sub->preparse_callback([this, index](std::size_t left) {
+    complete(commands_[index]);
+    entered(commands_[index].app, &app_, left);
+  });
+  return sub;
+}
+
+void CommandLine::complete() {
+  for (Command& c : commands_) complete(c);
+}
+
+void CommandLine::entered(const CLI::App* sub, const CLI::App* parent, std::size_t left) {
+  path_.push_back(Entered{sub, read_.size() - left - 1, parent->remaining().size()});
+}
+
+void CommandLine::complete(Command& command) {
+  if (!command.fill) return;
+  command.app->set_help_flag(help_name_, help_description_);
+  command.fill(*command.app);
+  command.fill = nullptr;
+  const std::function<bool(CLI::App*)> named = [](CLI::App* s) { return !s->get_name().empty(); };
+  std::vector<std::pair<CLI::App*, CLI::App*>> subcommands{{command.app, &app_}};  // and parents
+  while (!subcommands.empty()) {
+    // (Named pointers, not a structured binding: clang 14, the fuzz preset's compiler, cannot
+    // capture a binding in a lambda.)
+    CLI::App* const sub = subcommands.back().first;
+    CLI::App* const parent = subcommands.back().second;
+    subcommands.pop_back();
+    add_sim(*sub, "", true);
+    // Where CLI11 enters a nested command (the command itself records it in add_command's).
+    if (sub != command.app) {
+      sub->preparse_callback([this, sub, parent](std::size_t left) { entered(sub, parent, left); });
+    }
+    // An option whose value may be left out (--wait, --watch): CLI11 takes the next word for its
+    // value unless that word is an option or `--`, and then drops a `--` that follows, as the end
+    // of the option's values. That `--` is put back as CLI11 reads the option, so that what comes
+    // after it is still a program's words.
+    for (CLI::Option* o : sub->get_options()) {
+      if (o->get_positional() || o->get_expected_min() != 0 || o->get_expected_max() != 1) continue;
+      o->trigger_on_parse()->check(CLI::Validator(
+          [this](std::string&) -> std::string {
+            const std::size_t next = read_.size() - args_.size();
+            if (next > 0 && read_[next - 1] == "--") args_.push_back("--");
+            return "";
+          },
+          ""));
+    }
+    // A program's first word (run, sim exec): CLI11 validates each word before it takes it.
+    if (CLI::Option* program = sub->get_option_no_throw("COMMAND");
+        program != nullptr && program->get_positional()) {
+      sub->validate_positionals();
+      program->check(CLI::Validator(
+          [this, sub](std::string&) -> std::string {
+            if (!start_ || start_->app != sub) {
+              const std::vector<std::string> left = sub->remaining();
+              start_ = Start{sub, read_.size() - args_.size(), left.size(), contains(left, "--")};
+            }
+            return "";
+          },
+          ""));
+    }
+    for (CLI::App* s : sub->get_subcommands(named)) subcommands.emplace_back(s, sub);
+  }
 }
 
 void CommandLine::add_sim(CLI::App& app, const std::string& help, bool hidden) {
@@ -212,14 +262,14 @@ void CommandLine::took_sim(const CLI::App& app, const std::string& value) {
   s.value = value;
   s.app = &app;
   // CLI11 has just read the option and its value: the last words it took.
-  const std::size_t last = joined_.size() - args_.size() - 1;
-  const std::size_t option = joined_[last] == "--sim=" + value ? last : last - 1;
-  s.first = origin_[option];
-  s.last = origin_[last];
-  if (option != last && joined_[option] == "--sim=") {
+  const std::size_t last = read_.size() - args_.size() - 1;
+  const std::size_t option = read_[last] == "--sim=" + value ? last : last - 1;
+  s.first = option;
+  s.last = last;
+  if (option != last && read_[option] == "--sim=") {
     // `--sim=` names no machine (`--sim="$MACHINE"` with the variable unset), but CLI11 took the
     // next word for its value: that word goes back, to be read for itself.
-    args_.push_back(joined_[last]);
+    args_.push_back(read_[last]);
     s.value.clear();
     s.last = s.first;
   }
@@ -260,13 +310,7 @@ std::string CommandLine::prefix() const {
 
 void CommandLine::parse(int argc, char** argv) {
   words_.assign(argv + 1, argv + argc);
-  joined_ = words_;
-  join_wait_values(joined_);  // --wait SECONDS -> --wait=SECONDS
-  origin_.clear();
-  for (std::size_t j = 0, i = 0; j < joined_.size(); ++j) {
-    origin_.push_back(i);
-    i += joined_[j] == words_[i] ? 1 : 2;
-  }
+  read_ = words_;
   sim_.clear();
   exec_ = false;
   command_.clear();
@@ -275,7 +319,7 @@ void CommandLine::parse(int argc, char** argv) {
   bool help = false, sim_without_value = false, among_program = false;
   std::optional<Sim> empty_sim;  // a last word `--sim=`
   for (;;) {
-    args_.assign(joined_.rbegin(), joined_.rend());
+    args_.assign(read_.rbegin(), read_.rend());
     path_.assign(1, Entered{&app_, kNone, 0});
     sims_.clear();
     start_.reset();
@@ -289,19 +333,18 @@ void CommandLine::parse(int argc, char** argv) {
       refused = std::current_exception();
       // A value missing: --sim's when the last word is a --sim (CLI11 looked for its value past
       // the end); any other option's missing value is CLI11's to report.
-      sim_without_value = joined_.back() == "--sim" || joined_.back() == "--sim=";
+      sim_without_value = read_.back() == "--sim" || read_.back() == "--sim=";
     } catch (const CLI::ParseError&) {
       refused = std::current_exception();
     }
     among_program = start_ && start_->app == path_.back().app && !start_->after_dashdash;
-    if (!sim_without_value || among_program || empty_sim || joined_.back() != "--sim=") break;
+    if (!sim_without_value || among_program || empty_sim || read_.back() != "--sim=") break;
     // `--sim=` names no machine wherever it stands (see took_sim); last, CLI11 looked for its
     // value past the end: the command line is read again without it.
     empty_sim.emplace();
-    empty_sim->first = empty_sim->last = origin_.back();
+    empty_sim->first = empty_sim->last = read_.size() - 1;
     empty_sim->app = path_.back().app;
-    joined_.pop_back();
-    origin_.pop_back();
+    read_.pop_back();
     refused = nullptr;
     sim_without_value = false;
   }
@@ -309,7 +352,7 @@ void CommandLine::parse(int argc, char** argv) {
   if (sim_without_value && among_program) {
     // That --sim is one of a program's words, given without `--` before them.
     Sim s;
-    s.first = s.last = origin_.back();
+    s.first = s.last = read_.size() - 1;
     s.app = start_->app;
     s.stray = true;
     s.missing = s.app->remaining().size();

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -27,12 +28,23 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 // words around them.
 class CommandLine {
  public:
-  // Declares --sim (`sim_help`) on `app`, and hidden on every subcommand, so that it may stand
-  // before or after the command's name; and, with `exec_form`, the COMMAND of `gpusel --sim
-  // MACHINE -- COMMAND`. Call once every subcommand is declared; `app` must outlive this object.
-  CommandLine(CLI::App& app, const std::string& sim_help, bool exec_form = true);
+  // Runs `declare`, which declares the commands (add_command); then declares --sim (`sim_help`)
+  // on `app` (and, hidden, on each command, so that it may stand before or after the command's
+  // name) and, with `exec_form`, the COMMAND of `gpusel --sim MACHINE -- COMMAND`. `app` must
+  // outlive this object.
+  CommandLine(CLI::App& app, const std::string& sim_help,
+              const std::function<void(CommandLine&)>& declare, bool exec_form = true);
   CommandLine(const CommandLine&) = delete;
   CommandLine& operator=(const CommandLine&) = delete;
+
+  // Declares the command `name` (`hidden`: left out of help and the generated interface); `fill`
+  // adds its options and nested commands when CLI11 enters it, so that a command line pays only
+  // for the command it names (the parse is still CLI11's one reading of the whole line).
+  CLI::App* add_command(const std::string& name, const std::string& description,
+                        std::function<void(CLI::App&)> fill, bool hidden = false);
+  // Fills every command not yet entered: for what describes the whole interface (man page,
+  // completions).
+  void complete();
 
   // Parses argv with CLI11. Throws Error(BadInput) for --sim given twice or without a machine, a
   // --gpu value the shell split or copied with its variable's name, and `gpusel -- COMMAND`
@@ -79,6 +91,15 @@ class CommandLine {
     std::size_t depth;  // where: path_[depth]
   };
 
+  // A command, and what adds its options (null once it has).
+  struct Command {
+    CLI::App* app = nullptr;
+    std::function<void(CLI::App&)> fill;
+  };
+  // Fills `command` if it is not yet, and readies it and its nested commands for parse().
+  void complete(Command& command);
+  // Records, as CLI11 enters `sub` (`left`: words still to read), where its name stood.
+  void entered(const CLI::App* sub, const CLI::App* parent, std::size_t left);
   void add_sim(CLI::App& app, const std::string& help, bool hidden);
   void took_sim(const CLI::App& app, const std::string& value);
   void check_gpu_slips() const;
@@ -90,11 +111,14 @@ class CommandLine {
   std::string command_path(std::size_t depth) const;  // "gpusel bench bw" for path_[2]
 
   CLI::App& app_;
-  std::vector<std::string> words_;   // argv[1...], as typed
-  std::vector<std::string> joined_;  // what CLI11 reads: words_, --wait SECONDS joined
-  std::vector<std::size_t> origin_;  // joined_[i] is words_[origin_[i]] (or begins there)
-  std::vector<std::string> args_;    // CLI11's list of what it has still to read: the last first
-  std::vector<Entered> path_;        // the app, then each subcommand CLI11 entered
+  std::vector<std::string> words_;  // argv[1...], as typed
+  std::vector<std::string> read_;   // what CLI11 reads: words_ (less a last `--sim=`)
+  std::vector<std::string> args_;   // CLI11's list of what it has still to read: the last first
+  std::vector<Entered> path_;       // the app, then each subcommand CLI11 entered
+  std::vector<Command> commands_;   // as add_command declared them
+  // The app's --help, which each command gets when it is filled (CLI11 would copy it into each
+  // command as it declares it, at more cost than the rest of the declaration).
+  std::string help_name_, help_description_;
   std::vector<Sim> sims_;
   std::optional<Start> start_;
   std::vector<std::string> exec_words_;  // what CLI11 gave the COMMAND after `gpusel ... --`

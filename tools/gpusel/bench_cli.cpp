@@ -52,8 +52,8 @@ BandwidthOptions bench::checked_options(const BenchOptions& o) {
   return b;
 }
 
-CLI::App* setup_bench(CLI::App& app, BenchOptions& options) {
-  CLI::App* bench = app.add_subcommand("bench", "benchmarks of the selected GPUs");
+void setup_bench(CLI::App& command, BenchOptions& options) {
+  CLI::App* bench = &command;
   bench->require_subcommand(1);
   CLI::App* bw =
       bench->add_subcommand("bw", "host<->device, device-local and GPU-to-GPU copy bandwidth");
@@ -85,19 +85,16 @@ CLI::App* setup_bench(CLI::App& app, BenchOptions& options) {
       ->type_name("FILE.svg");
   bw->add_option("--csv", options.csv, "also write the rows as CSV to FILE (- for stdout)")
       ->type_name("FILE");
-  return bench;
 }
 
-CLI::App* setup_bench_worker(CLI::App& app, BenchOptions& options) {
-  CLI::App* cmd = app.add_subcommand("internal-bench-worker", "");
-  cmd->group("");
+void setup_bench_worker(CLI::App& command, BenchOptions& options) {
+  CLI::App* cmd = &command;
   cmd->add_option("--tests", options.tests);
   cmd->add_option("--size", options.size);
   cmd->add_option("--copies", options.copies);
   cmd->add_option("--samples", options.samples);
   cmd->add_option("--out", options.out)->required();
   cmd->add_option("--peers", options.peers);
-  return cmd;
 }
 
 }  // namespace gpusel::cli

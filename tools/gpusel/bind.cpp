@@ -43,11 +43,8 @@ std::optional<LocalRank> rank_for_report(const std::optional<AssignmentInfo>& in
 
 }  // namespace
 
-CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
-  CLI::App* cmd = app.add_subcommand(
-      "bind",
-      "bind this process's GPU as a worker does (from --gpu, else GPUSEL_GPU, GPUSEL_GPUS and the "
-      "local rank) and show it; with -- COMMAND, run COMMAND in its place on that GPU");
+void setup_bind(CLI::App& command, BindOptions& options) {
+  CLI::App* cmd = &command;
   add_single_gpu_option(*cmd, options.gpu, "--gpu",
                         "one GPU: an nvidia-smi index or a UUID (any unique prefix), or free:1; "
                         "without it, GPUSEL_GPU, GPUSEL_GPUS and the local rank decide");
@@ -61,7 +58,6 @@ CLI::App* setup_bind(CLI::App& app, BindOptions& options) {
                   "the program to run on the GPU, and its arguments (after --): gpusel claims "
                   "the GPU and replaces itself with the program, which finds the GPU as its CUDA "
                   "device 0 (CUDA_VISIBLE_DEVICES=<its UUID>) and keeps the claim while it runs");
-  return cmd;
 }
 
 namespace {

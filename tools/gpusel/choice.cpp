@@ -20,15 +20,15 @@ void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing) {
                  "free:N: a GPU is free at or under this utilisation, in percent (default 10)")
       ->check(CLI::Range(0u, 100u))
       ->type_name("PCT");
-  // A flag with an optional value: `--wait` alone waits for ever, `--wait=SECONDS` (or
-  // `--wait SECONDS`, which join_wait_values rewrites) at most that long. Not an option with an
-  // optional argument: CLI11 would then eat the `--` before the command.
+  // A flag that may take a value: `--wait` alone waits for ever, `--wait SECONDS` (or
+  // `--wait=SECONDS`) at most that long; the next word is its value unless it is an option or `--`.
   cmd.add_flag("--wait{inf}", options.wait_text,
                leasing ? "wait for leased or busy GPUs instead of failing, at most DURATION (30, "
                          "90s, 15m, 2h; for ever without a value); waiting jobs are served in "
                          "arrival order"
                        : "wait until enough GPUs are free, at most DURATION (30, 90s, 15m, 2h; "
                          "for ever without a value)")
+      ->expected(0, 1)
       ->type_name("[DURATION]");
   if (leasing) {
     cmd.add_flag("--share", options.share,
@@ -60,23 +60,6 @@ Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool l
   if (!got.why.empty() && !options.quiet)
     print_note("--gpu " + gpus.texts().front() + ": " + got.why);
   return got;
-}
-
-}  // namespace gpusel::cli
-
-namespace gpusel::cli {
-
-void join_wait_values(std::vector<std::string>& args) {
-  for (std::size_t i = 0; i + 1 < args.size(); ++i) {
-    if (args[i] == "--") return;
-    // The next word is --wait's value unless it is an option; a value that is not a number of
-    // seconds is then refused with --wait's own message rather than taken for the command.
-    if ((args[i] == "--wait" || args[i] == "--watch") && !args[i + 1].empty() &&
-        args[i + 1][0] != '-') {
-      args[i] += "=" + args[i + 1];
-      args.erase(args.begin() + static_cast<std::ptrdiff_t>(i) + 1);
-    }
-  }
 }
 
 }  // namespace gpusel::cli

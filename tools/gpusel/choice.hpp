@@ -21,11 +21,6 @@ struct ChoiceOptions {
 // Adds --min-free-memory, --max-utilization and --wait; with `leasing`, --share too.
 void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing);
 
-// Rewrites `--wait SECONDS` (a number after --wait, before any `--`) as `--wait=SECONDS`, so that
-// --wait can also stand alone; `--watch SECONDS` (list) the same way. `args` in the order given,
-// without the program's name.
-void join_wait_values(std::vector<std::string>& args);
-
 // Resolves (or picks) `gpus` and, with `lease`, leases them; reports picks and waits on stderr.
 Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool lease);
 

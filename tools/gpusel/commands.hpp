@@ -1,5 +1,6 @@
-// One setup_x (declares the subcommand and its options) and run_x (does the work, returns the
-// exit status) per subcommand, each pair in its own file.
+// One setup_x (adds the options, and any nested commands, to the command main.cpp declared, when
+// the parser enters it) and run_x (does the work, returns the exit status) per subcommand, each
+// pair in its own file.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,7 +20,7 @@ struct ListOptions {
   // or shortens columns, in a fixed order, until its rows fit (docs/commands.md).
   std::size_t columns = 0;
 };
-CLI::App* setup_list(CLI::App& app, ListOptions& options);
+void setup_list(CLI::App& command, ListOptions& options);
 int run_list(const ListOptions& options);
 
 struct ResolveOptions {
@@ -29,7 +30,7 @@ struct ResolveOptions {
   bool json = false;
   std::string format = "lines";  // lines, csv or env
 };
-CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options);
+void setup_resolve(CLI::App& command, ResolveOptions& options);
 int run_resolve(const ResolveOptions& options);
 
 struct SimOptions {
@@ -41,7 +42,7 @@ struct SimOptions {
   bool undo = false;  // sim env --undo
   std::vector<std::string> command;
 };
-CLI::App* setup_sim(CLI::App& app, SimOptions& options);
+void setup_sim(CLI::App& command, SimOptions& options);
 int run_sim(const SimOptions& options);
 // Replaces gpusel with `command` on the simulated machine (`gpusel sim exec`, `gpusel --sim X --`).
 int run_sim_exec(const std::string& machine, const std::vector<std::string>& command);
@@ -56,7 +57,7 @@ struct BindOptions {
   bool quiet = false;
   std::vector<std::string> command;  // `bind -- COMMAND`: run it on the GPU (exec); empty: none
 };
-CLI::App* setup_bind(CLI::App& app, BindOptions& options);
+void setup_bind(CLI::App& command, BindOptions& options);
 int run_bind(const BindOptions& options);
 
 struct RunOptions {
@@ -71,7 +72,7 @@ struct RunOptions {
   int ranks_per_gpu = 1;
   bool no_placement_check = false;
 };
-CLI::App* setup_run(CLI::App& app, RunOptions& options);
+void setup_run(CLI::App& command, RunOptions& options);
 int run_run(const RunOptions& options);
 
 struct BenchOptions {
@@ -88,21 +89,21 @@ struct BenchOptions {
   std::string out;    // the worker's folder for its figures
   std::string peers;  // the worker's p2p peers: the job's GPUs (UUIDs), comma-separated
 };
-CLI::App* setup_bench(CLI::App& app, BenchOptions& options);
+void setup_bench(CLI::App& command, BenchOptions& options);
 int run_bench(const BenchOptions& options);
-CLI::App* setup_bench_worker(CLI::App& app, BenchOptions& options);
+void setup_bench_worker(CLI::App& command, BenchOptions& options);
 int run_bench_worker(const BenchOptions& options);
 
 struct DoctorOptions {
   bool json = false;
 };
-CLI::App* setup_doctor(CLI::App& app, DoctorOptions& options);
+void setup_doctor(CLI::App& command, DoctorOptions& options);
 int run_doctor(const DoctorOptions& options);
 
 struct SetupOptions {
   std::string lease_dir;  // empty: the default shared store
 };
-CLI::App* setup_setup(CLI::App& app, SetupOptions& options);
+void setup_setup(CLI::App& command, SetupOptions& options);
 int run_setup(const SetupOptions& options);
 
 }  // namespace gpusel::cli

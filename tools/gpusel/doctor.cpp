@@ -578,11 +578,9 @@ class Doctor {
 
 }  // namespace
 
-CLI::App* setup_doctor(CLI::App& app, DoctorOptions& options) {
-  CLI::App* cmd = app.add_subcommand(
-      "doctor", "check this machine and environment for what will go wrong before a job runs");
+void setup_doctor(CLI::App& command, DoctorOptions& options) {
+  CLI::App* cmd = &command;
   cmd->add_flag("--json", options.json, "print {\"findings\": [...], ...}");
-  return cmd;
 }
 
 int run_doctor(const DoctorOptions& options) {

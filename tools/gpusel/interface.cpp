@@ -72,7 +72,7 @@ Opt describe(const CLI::Option* o) {
   for (const std::string& s : o->get_snames()) d.names.push_back("-" + s);
   std::string type = o->get_type_name();
   type = type.substr(0, type.find(':'));
-  if (o->get_expected_max() == 0) {
+  if (!d.positional && o->get_expected_min() == 0) {
     d.value = type;  // a flag; "[SECONDS]" for one that may take a value
     d.optional_value = !type.empty();
     if (d.optional_value && type.front() == '[') d.value = type.substr(1, type.size() - 2);
@@ -568,13 +568,11 @@ CLI::Option* add_choice_option(CLI::App& cmd, const std::string& name, std::stri
   return o;
 }
 
-CLI::App* setup_interface(CLI::App& app, InterfaceOptions& options) {
-  CLI::App* cmd = app.add_subcommand("internal-interface", "");
-  cmd->group("");
+void setup_interface(CLI::App& command, InterfaceOptions& options) {
+  CLI::App* cmd = &command;
   cmd->add_option("FORMAT", options.format)->required();
   cmd->add_option("--template", options.template_file);
   cmd->add_option("--output", options.output);
-  return cmd;
 }
 
 int run_interface(const CLI::App& app, const InterfaceOptions& options) {

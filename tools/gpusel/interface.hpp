@@ -43,7 +43,7 @@ struct InterfaceOptions {
 };
 
 // Hidden: `gpusel internal-interface FORMAT [--template FILE] [--output FILE]`.
-CLI::App* setup_interface(CLI::App& app, InterfaceOptions& options);
+void setup_interface(CLI::App& command, InterfaceOptions& options);
 int run_interface(const CLI::App& app, const InterfaceOptions& options);
 
 }  // namespace gpusel::cli

@@ -155,9 +155,8 @@ std::string simulated_nvml_fault(const std::string& name) {
 
 }  // namespace
 
-CLI::App* setup_list(CLI::App& app, ListOptions& options) {
-  CLI::App* cmd =
-      app.add_subcommand("list", "list the GPUs: nvidia-smi index, CUDA ordinal here, UUID, ...");
+void setup_list(CLI::App& command, ListOptions& options) {
+  CLI::App* cmd = &command;
   cmd->add_flag("--json", options.json, "print one JSON object");
   cmd->add_flag("--probe", options.probe,
                 "also ask CUDA, in a child process, how it numbers the GPUs, and flag any "
@@ -166,8 +165,8 @@ CLI::App* setup_list(CLI::App& app, ListOptions& options) {
   cmd->add_flag("--watch{2}", options.watch_text,
                 "refresh every SECONDS (default 2) until Ctrl-C: in place on a terminal, else "
                 "one listing after another (with --json, one object a line)")
+      ->expected(0, 1)
       ->type_name("[SECONDS]");
-  return cmd;
 }
 
 namespace {

@@ -1,6 +1,5 @@
 // gpusel: put every process of a multi-GPU program on the right NVIDIA GPU.
 #include <CLI/CLI.hpp>
-#include <cstdio>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -9,8 +8,6 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
-#include "gpusel/nvml.hpp"
-#include "gpusel/spec.hpp"
 #include "gpusel/version.h"
 #include "gpusel_detail.hpp"
 #include "interface.hpp"
@@ -43,7 +40,9 @@ class HelpFormatter : public CLI::Formatter {
   }
 };
 
-// The command line's parser: every subcommand, or (`only`) the one the command line names.
+// The command line's parser: CLI11, reading it once. Every command is declared here, by name and
+// description; the options of a command are added only when CLI11 enters it (CommandLine's
+// add_command), so that `gpusel resolve` does not pay for building run's or bench's.
 struct Cli {
   CLI::App app{"gpusel: resolve --gpu lists to GPU UUIDs and bind each process to its GPU"};
   ListOptions list_options;
@@ -55,6 +54,7 @@ struct Cli {
   DoctorOptions doctor_options;
   SetupOptions setup_options;
   InterfaceOptions interface_options;
+  std::optional<CommandLine> line;  // the command line, parsed by `app`
   CLI::App* list = nullptr;
   CLI::App* resolve = nullptr;
   CLI::App* bind = nullptr;
@@ -65,30 +65,49 @@ struct Cli {
   CLI::App* doctor = nullptr;
   CLI::App* setup = nullptr;
   CLI::App* interface = nullptr;
-  std::optional<CommandLine> line;  // the command line, parsed by `app`
 
-  explicit Cli(const std::string& only) {
+  Cli() {
     app.name("gpusel");
-    app.formatter(std::make_shared<HelpFormatter>());  // before the subcommands, which copy it
+    app.formatter(std::make_shared<HelpFormatter>());  // before the commands, which copy it
     app.require_subcommand(1);
-    app.set_version_flag("--version", GPUSEL_VERSION_STRING);
-    auto want = [&only](const char* name) { return only.empty() || only == name; };
-    if (want("list")) list = setup_list(app, list_options);
-    if (want("resolve")) resolve = setup_resolve(app, resolve_options);
-    if (want("bind")) bind = setup_bind(app, bind_options);
-    if (want("run")) run = setup_run(app, run_options);
-    if (want("sim")) sim_cmd = setup_sim(app, sim_options);
-    if (want("bench")) bench = setup_bench(app, bench_options);
-    if (only.empty()) bench_worker = setup_bench_worker(app, bench_worker_options);
-    if (want("doctor")) doctor = setup_doctor(app, doctor_options);
-    if (want("setup")) setup = setup_setup(app, setup_options);
-    if (only.empty()) interface = setup_interface(app, interface_options);
-    // A plain command line (`only`) is never `gpusel --sim MACHINE -- COMMAND`.
     line.emplace(app,
                  "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
                  "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
                  "COMMAND` runs any program on it",
-                 only.empty());
+                 [this](CommandLine& l) { declare(l); });
+    app.set_version_flag("--version", GPUSEL_VERSION_STRING);
+  }
+
+  void declare(CommandLine& l) {
+    list = l.add_command("list", "list the GPUs: nvidia-smi index, CUDA ordinal here, UUID, ...",
+                         [this](CLI::App& c) { setup_list(c, list_options); });
+    resolve = l.add_command("resolve",
+                            "resolve a --gpu list to full GPU UUIDs, one per line in rank order",
+                            [this](CLI::App& c) { setup_resolve(c, resolve_options); });
+    bind = l.add_command(
+        "bind",
+        "bind this process's GPU as a worker does (from --gpu, else GPUSEL_GPU, GPUSEL_GPUS and "
+        "the local rank) and show it; with -- COMMAND, run COMMAND in its place on that GPU",
+        [this](CLI::App& c) { setup_bind(c, bind_options); });
+    run = l.add_command(
+        "run", "start one process per GPU: gpusel run --gpu SPEC [options] -- COMMAND [ARGS...]",
+        [this](CLI::App& c) { setup_run(c, run_options); });
+    sim_cmd = l.add_command("sim", "simulated GPU machines, for testing without GPUs",
+                            [this](CLI::App& c) { setup_sim(c, sim_options); });
+    bench = l.add_command("bench", "benchmarks of the selected GPUs",
+                          [this](CLI::App& c) { setup_bench(c, bench_options); });
+    bench_worker = l.add_command(
+        "internal-bench-worker", "",
+        [this](CLI::App& c) { setup_bench_worker(c, bench_worker_options); }, true);
+    doctor = l.add_command(
+        "doctor", "check this machine and environment for what will go wrong before a job runs",
+        [this](CLI::App& c) { setup_doctor(c, doctor_options); });
+    setup = l.add_command(
+        "setup", "as root: make (or repair) the shared lease store, so that leases bind every user",
+        [this](CLI::App& c) { setup_setup(c, setup_options); });
+    interface = l.add_command(
+        "internal-interface", "", [this](CLI::App& c) { setup_interface(c, interface_options); },
+        true);
   }
 
   static bool parsed(const CLI::App* cmd) { return cmd != nullptr && cmd->parsed(); }
@@ -106,7 +125,10 @@ struct Cli {
       if (parsed(bench_worker)) return run_bench_worker(bench_worker_options);
       if (parsed(doctor)) return run_doctor(doctor_options);
       if (parsed(setup)) return run_setup(setup_options);
-      if (parsed(interface)) return run_interface(app, interface_options);
+      if (parsed(interface)) {
+        line->complete();  // the interface describes every command's options
+        return run_interface(app, interface_options);
+      }
     } catch (const std::exception& e) {
       return report_failure(e, json_output());
     }
@@ -121,142 +143,12 @@ struct Cli {
   }
 };
 
-// The subcommand a plain command line names: its first word that is not an option, when nothing
-// before it but --sim and its value, and that word one of gpusel's everyday commands; else "".
-// Building only that subcommand's options halves gpusel's start-up. Help, --version, `--`, any
-// other option before the command and the internal commands take the whole parser.
-std::string plain_command(int argc, char** argv) {
-  static constexpr const char* kCommands[] = {"list", "resolve", "bind",  "run",
-                                              "sim",  "bench",   "doctor"};
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view t = argv[i];
-    if (t == "--sim") {
-      ++i;
-      continue;
-    }
-    if (t.rfind("--sim=", 0) == 0) continue;
-    if (t.empty() || t.front() == '-') return "";
-    for (const char* c : kCommands) {
-      if (t == c) {
-        // Any help anywhere before `--` takes the whole parser, whose help it prints.
-        for (int j = i + 1; j < argc; ++j) {
-          const std::string_view u = argv[j];
-          if (u == "--") break;
-          if (u == "-h" || u.rfind("--help", 0) == 0) return "";
-        }
-        return c;
-      }
-    }
-    return "";
-  }
-  return "";
-}
-
-// The command line read with only its subcommand's parser, and run; nullopt when that parser
-// refuses it: the whole parser then reads it again, from the start, so that every message and exit
-// status is the whole parser's.
-std::optional<int> run_plain(const std::string& only, int argc, char** argv) {
-  Cli cli(only);
-  try {
-    cli.line->parse(argc, argv);
-  } catch (...) {
-    return std::nullopt;
-  }
-  if (cli.line->exec()) return std::nullopt;
-  return cli.dispatch();
-}
-
-// `gpusel [--sim MACHINE] resolve --gpu SPEC [--json | --format lines|csv|env]` (--sim also after
-// `resolve`), the form launch scripts run once per job, read by hand: building CLI11's parser
-// costs as much as the rest of resolve's own work. nullopt for any other form (an option unknown
-// here or given twice, a value that starts with '-', a SPEC read_gpu_request refuses, --json with
-// --format): CLI11 then reads the command line, and its messages stand.
-struct PlainResolve {
-  std::string sim;
-  ResolveOptions options;
-};
-
-std::optional<PlainResolve> read_plain_resolve(int argc, char** argv) {
-  PlainResolve p;
-  bool command = false, sim = false, gpu = false, json = false, format = false;
-  // A value: inline after '=' or the next word, never one that looks like an option.
-  auto value_of = [&](int& i, std::string_view name, std::string& out) {
-    const std::string_view t = argv[i];
-    if (t.size() > name.size() && t[name.size()] == '=') {
-      out = std::string(t.substr(name.size() + 1));
-    } else if (t.size() == name.size() && i + 1 < argc) {
-      out = argv[++i];
-    } else {
-      return false;
-    }
-    return !out.empty() && out.front() != '-';
-  };
-  auto named = [](std::string_view t, std::string_view name) {
-    return t.substr(0, t.find('=')) == name;
-  };
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view t = argv[i];
-    std::string value;
-    if (named(t, "--sim") && !sim) {
-      if (!value_of(i, "--sim", p.sim)) return std::nullopt;
-      sim = true;
-    } else if (!command) {
-      if (t != "resolve") return std::nullopt;
-      command = true;
-    } else if (named(t, "--gpu") && !gpu) {
-      if (!value_of(i, "--gpu", value)) return std::nullopt;
-      try {
-        p.options.gpus = gpusel::read_gpu_request(value, true);
-      } catch (...) {
-        return std::nullopt;
-      }
-      gpu = true;
-    } else if (t == "--json" && !json) {
-      p.options.json = true;
-      json = true;
-    } else if (named(t, "--format") && !format) {
-      if (!value_of(i, "--format", p.options.format) ||
-          (p.options.format != "lines" && p.options.format != "csv" && p.options.format != "env")) {
-        return std::nullopt;
-      }
-      format = true;
-    } else {
-      return std::nullopt;
-    }
-  }
-  if (!command || !gpu || (json && format)) return std::nullopt;
-  return p;
-}
-
-// As Cli::dispatch runs resolve.
-int run_plain_resolve(const PlainResolve& p) {
-  try {
-    if (!p.sim.empty()) apply_sim(sim_setup(p.sim));
-    return run_resolve(p.options);
-  } catch (const std::exception& e) {
-    return report_failure(e, p.options.json);
-  }
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
   // The library's messages name --gpu and gpusel's commands, as this command's users write them.
   gpusel::detail::speak_to_command_line();
-  // `gpusel --version` alone: the version, without building any parser (what CLI11 prints).
-  if (argc == 2 && std::string_view(argv[1]) == "--version") {
-    std::fputs(GPUSEL_VERSION_STRING "\n", stdout);
-    return 0;
-  }
-  if (const std::string only = plain_command(argc, argv); !only.empty()) {
-    if (only == "resolve") {
-      if (const std::optional<PlainResolve> p = read_plain_resolve(argc, argv)) {
-        return run_plain_resolve(*p);
-      }
-    }
-    if (const std::optional<int> status = run_plain(only, argc, argv)) return *status;
-  }
-  Cli cli("");
+  Cli cli;
   const CommandLine& line = *cli.line;
   // --sim stands before or after the command's name; `gpusel --sim X -- COMMAND` runs COMMAND on
   // the machine, as `gpusel sim exec X -- COMMAND` does.

@@ -23,9 +23,8 @@ std::string env_word(const std::string& value) {
 
 }  // namespace
 
-CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
-  CLI::App* cmd = app.add_subcommand(
-      "resolve", "resolve a --gpu list to full GPU UUIDs, one per line in rank order");
+void setup_resolve(CLI::App& command, ResolveOptions& options) {
+  CLI::App* cmd = &command;
   set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, true)->required(),
                  "gpu-all");
   add_choice_options(*cmd, options.choice, false);
@@ -35,7 +34,6 @@ CLI::App* setup_resolve(CLI::App& app, ResolveOptions& options) {
                     "lines: one UUID a line (default); csv: one line, comma-separated, for "
                     "GPUSEL_GPUS or CUDA_VISIBLE_DEVICES; env: GPUSEL_GPUS=..., for export or eval")
       ->excludes(json);
-  return cmd;
 }
 
 int run_resolve(const ResolveOptions& options) {

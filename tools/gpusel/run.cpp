@@ -77,9 +77,8 @@ void print_notes(const Resolution& r, bool quiet) {
 
 }  // namespace
 
-CLI::App* setup_run(CLI::App& app, RunOptions& options) {
-  CLI::App* cmd = app.add_subcommand(
-      "run", "start one process per GPU: gpusel run --gpu SPEC [options] -- COMMAND [ARGS...]");
+void setup_run(CLI::App& command, RunOptions& options) {
+  CLI::App* cmd = &command;
   set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, true)->required(),
                  "gpu-all");
   cmd->add_flag("--tag-output", options.tag_output,
@@ -117,7 +116,6 @@ CLI::App* setup_run(CLI::App& app, RunOptions& options) {
                 "no line per rank on stderr when the workers start, nor what free:N picked");
   cmd->add_option("COMMAND", options.command, "the program to run, and its arguments (after --)")
       ->required();
-  return cmd;
 }
 
 int run_run(const RunOptions& options) {

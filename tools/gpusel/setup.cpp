@@ -11,13 +11,11 @@
 
 namespace gpusel::cli {
 
-CLI::App* setup_setup(CLI::App& app, SetupOptions& options) {
-  CLI::App* cmd = app.add_subcommand(
-      "setup", "as root: make (or repair) the shared lease store, so that leases bind every user");
+void setup_setup(CLI::App& command, SetupOptions& options) {
+  CLI::App* cmd = &command;
   cmd->add_option("--lease-dir", options.lease_dir,
                   std::string("the store to make (default ") + kSharedLeaseStore + ")")
       ->type_name("DIR");
-  return cmd;
 }
 
 int run_setup(const SetupOptions& options) {

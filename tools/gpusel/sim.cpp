@@ -80,8 +80,8 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
 }
 #endif
 
-CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
-  CLI::App* cmd = app.add_subcommand("sim", "simulated GPU machines, for testing without GPUs");
+void setup_sim(CLI::App& command, SimOptions& options) {
+  CLI::App* cmd = &command;
   cmd->require_subcommand(1);
   options.list = cmd->add_subcommand("list", "the bundled machines, one line each");
   options.env = cmd->add_subcommand(
@@ -113,7 +113,6 @@ CLI::App* setup_sim(CLI::App& app, SimOptions& options) {
       ->required();
   options.shell->add_option("COMMAND", options.command,
                             "the program and its arguments (after --); default: $SHELL");
-  return cmd;
 }
 
 int run_sim(const SimOptions& options) {
