@@ -4,7 +4,6 @@
 
 #include <dirent.h>
 #include <fcntl.h>
-#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -17,6 +16,7 @@
 #include <sstream>
 
 #include "ancestry.hpp"
+#include "file_lock.hpp"
 #include "gpusel_detail.hpp"
 
 namespace gpusel::detail {
@@ -69,15 +69,6 @@ std::string trusted_queue(const std::string& store_dir) {
   return queue;
 }
 
-// Whether the file open as `fd` is locked by anyone: a probe for an exclusive lock fails.
-bool locked(int fd) {
-  if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
-    flock(fd, LOCK_UN);
-    return false;
-  }
-  return errno == EWOULDBLOCK;
-}
-
 // The name of the record of process `pid` of user `uid`: the owner's uid in the name, so that no
 // other user can take the name first.
 std::string record_name(uid_t uid, int pid) {
@@ -93,7 +84,7 @@ void make_record(RecordState& s, const std::string& queue) {
     // descriptor is inherited by the workers, which keep the lock while they live.
     const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_NOCTTY, 0600);
     if (fd >= 0) {
-      if (flock(fd, LOCK_SH | LOCK_NB) != 0 || fchmod(fd, 0644) != 0) {
+      if (!try_lock_file(fd, LockMode::Shared) || fchmod(fd, 0644) != 0) {
         unlink(path.c_str());
         close(fd);
         return;
@@ -109,7 +100,7 @@ void make_record(RecordState& s, const std::string& queue) {
     const int old = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
     struct stat st {};
     const bool stale = old >= 0 && fstat(old, &st) == 0 && S_ISREG(st.st_mode) &&
-                       st.st_uid == geteuid() && !locked(old);
+                       st.st_uid == geteuid() && !file_locked(old);
     if (old >= 0) close(old);
     if (!stale || unlink(path.c_str()) != 0) return;
   }
@@ -164,7 +155,7 @@ std::optional<JobRecord> read_record(int dir, const std::string& name, uid_t nam
   struct stat st {};
   std::string text;
   if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_nlink == 1 && st.st_uid == named_owner &&
-      st.st_size <= kMaxRecordSize && locked(fd)) {
+      st.st_size <= kMaxRecordSize && file_locked(fd)) {
     text.resize(static_cast<std::size_t>(st.st_size));
     const ssize_t got = pread(fd, text.data(), text.size(), 0);
     text.resize(got > 0 ? static_cast<std::size_t>(got) : 0);

@@ -4,8 +4,6 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <pwd.h>
-#include <sys/file.h>
-#include <sys/inotify.h>
 #include <sys/random.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -28,7 +26,9 @@
 #include <tuple>
 
 #include "ancestry.hpp"
+#include "dir_watch.hpp"
 #include "env.hpp"
+#include "file_lock.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel_detail.hpp"
@@ -38,6 +38,16 @@
 #include "text.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
+
+// Locks on open files and watches on folders are the platform layer's (file_lock.hpp,
+// dir_watch.hpp).
+using detail::DirWatch;
+using detail::WatchNotice;
+namespace watch = detail::watch;
+using detail::held_mark;
+using detail::LockMode;
+using detail::mark_held;
+using detail::try_lock_file;
 
 // Reaches LeaseStore's members from the queue code below.
 struct LeaseStoreAccess {
@@ -191,23 +201,7 @@ class LockTable {
 // file (F_OFD_GETLK). A read lock needs only read access (anyone may add one to the root-owned
 // files of the shared store, as anyone may add a shared flock): it keeps nobody out, since gpusel
 // never takes a write lock there, and can only make a file look held, never free.
-void mark_held(int fd) {
-  struct flock mark {};
-  mark.l_type = F_RDLCK;
-  mark.l_whence = SEEK_SET;  // the whole file
-  // Where the kernel has no OFD locks, lookers read the lock table instead (held_mark).
-  (void)fcntl(fd, F_OFD_SETLK, &mark);
-}
-
-// Whether a lock marks the file open as `fd` as held (by any other open file): nullopt where the
-// kernel cannot tell (no OFD locks on this kernel or file system).
-std::optional<bool> held_mark(int fd) {
-  struct flock ask {};
-  ask.l_type = F_WRLCK;  // conflicts with any lock but this open file's own
-  ask.l_whence = SEEK_SET;
-  if (fcntl(fd, F_OFD_GETLK, &ask) != 0) return std::nullopt;
-  return ask.l_type != F_UNLCK;
-}
+// (mark_held and held_mark: file_lock.hpp.)
 
 // Whether the descriptor `fd` of process `proc_entry` carries a flock (its fdinfo lists the locks
 // of its open file since Linux 3.8), an exclusive one when `exclusive`: a process that only has a
@@ -688,8 +682,8 @@ namespace {
 
 // Locks the file `name` of `uuid` in `store` (made when it is this user's to make) without
 // waiting: a descriptor, or -1 with `s` saying why (held, and by whom; or unusable).
-int lock_file(const LeaseStore& store, const std::string& uuid, const std::string& name,
-              int operation, LeaseStanding& s) {
+int lock_lease_file(const LeaseStore& store, const std::string& uuid, const std::string& name,
+                    LockMode mode, LeaseStanding& s) {
   s = LeaseStanding{};
   auto unusable = [&](std::string problem) {
     s.state = LeaseStanding::State::Unusable;
@@ -736,7 +730,7 @@ int lock_file(const LeaseStore& store, const std::string& uuid, const std::strin
       close(fd);
       continue;  // replaced between the look and the open
     }
-    if (flock(fd, operation | LOCK_NB) != 0) {
+    if (!try_lock_file(fd, mode)) {
       const int e = errno;
       // Held without a mark: looked at through the table from now on.
       if (e == EWOULDBLOCK && held_mark(fd) == false) remember_unmarked(held);
@@ -808,7 +802,7 @@ std::mutex held_claims_mutex;
 std::optional<Lease> LeaseStore::take(const std::string& uuid, LeaseStanding* standing) const {
   LeaseStanding local;
   LeaseStanding& s = standing != nullptr ? *standing : local;
-  const int fd = lock_file(*this, uuid, lease_name(uuid), LOCK_EX, s);
+  const int fd = lock_lease_file(*this, uuid, lease_name(uuid), LockMode::Exclusive, s);
   if (fd < 0) return std::nullopt;
   detail::job_record_lease_taken(s.path.substr(0, s.path.rfind('/')), s.shared);
   return Lease(fd, uuid);
@@ -827,7 +821,8 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
   bool job_holds = l.exists && l.missing.empty() && holds_inherited(st, !share);
   if (!job_holds) {
     LeaseStanding s;
-    const int fd = lock_file(*this, uuid, lease_name(uuid), share ? LOCK_SH : LOCK_EX, s);
+    const int fd = lock_lease_file(*this, uuid, lease_name(uuid),
+                                   share ? LockMode::Shared : LockMode::Exclusive, s);
     if (fd >= 0) {
       std::lock_guard<std::mutex> lock(held_claims_mutex);
       held_claims.push_back(fd);
@@ -851,8 +846,8 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
   own.dir_ = own.own_dir_ = own_dir_;
   own.own_primary_ = true;
   LeaseStanding s;
-  const int fd =
-      lock_file(own_primary_ ? *this : own, uuid, uuid + ".claim", share ? LOCK_SH : LOCK_EX, s);
+  const int fd = lock_lease_file(own_primary_ ? *this : own, uuid, uuid + ".claim",
+                                 share ? LockMode::Shared : LockMode::Exclusive, s);
   if (fd >= 0) {
     std::lock_guard<std::mutex> lock(held_claims_mutex);
     held_claims.push_back(fd);
@@ -1058,7 +1053,7 @@ Removal remove_entry(int dir, const char* name, const struct stat& st, int& err)
     err = fd.get() < 0 ? errno : ESTALE;
     return Removal::live;  // gone or replaced since it was looked at: left for the next setup
   }
-  if (flock(fd.get(), LOCK_EX | LOCK_NB) != 0) {
+  if (!try_lock_file(fd.get(), LockMode::Exclusive)) {
     err = errno;
     return Removal::live;
   }
@@ -1130,10 +1125,7 @@ int take_setup_lock(int store, const std::string& dir, StoreSetup& report) {
                               "); remove it and run `gpusel setup` again");
     return -1;
   }
-  int rc;
-  while ((rc = flock(fd.get(), LOCK_EX)) != 0 && errno == EINTR) {
-  }
-  if (rc != 0) {
+  if (!lock_file(fd.get(), LockMode::Exclusive)) {
     report.problems.push_back("cannot lock " + path + ": " + errno_text(errno) + "; " +
                               kLocalRemedy);
     return -1;
@@ -1143,7 +1135,7 @@ int take_setup_lock(int store, const std::string& dir, StoreSetup& report) {
     report.problems.push_back("cannot open " + path + ": " + errno_text(errno));
     return -1;
   }
-  if (flock(second.get(), LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK) {
+  if (try_lock_file(second.get(), LockMode::Exclusive) || errno != EWOULDBLOCK) {
     report.problems.push_back(
         "locks do not work on the file system under " + dir +
         " (a second lock on a locked file was " +
@@ -1158,9 +1150,9 @@ int take_setup_lock(int store, const std::string& dir, StoreSetup& report) {
 // `probe` made there must raise inotify's IN_CREATE within a second. "" when it does, or when
 // this user cannot make files there.
 std::string events_problem(int dir, const std::string& path, const std::string& probe) {
-  const OwnedFd watch(inotify_init1(IN_CLOEXEC | IN_NONBLOCK));
+  DirWatch changes;
   const std::string self = "/proc/self/fd/" + std::to_string(dir);
-  if (watch.get() < 0 || inotify_add_watch(watch.get(), self.c_str(), IN_CREATE) < 0) {
+  if (!changes.usable() || changes.add_folder(self, watch::kCreated) < 0) {
     return "cannot watch " + path + " for changes (" + errno_text(errno) +
            "), so waiting jobs would not be woken";
   }
@@ -1169,15 +1161,10 @@ std::string events_problem(int dir, const std::string& path, const std::string& 
       openat(dir, probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
   if (file.get() < 0) return "";  // cannot make files here: nothing to tell
   unlinkat(dir, probe.c_str(), 0);
-  alignas(inotify_event) char buf[4096];
   for (int waited = 0; waited < 1000; waited += 50) {
-    pollfd p{watch.get(), POLLIN, 0};
-    if (poll(&p, 1, 50) <= 0) continue;
-    const ssize_t got = read(watch.get(), buf, sizeof buf);
-    for (ssize_t at = 0; got > 0 && at < got;) {
-      const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
-      if ((e->mask & IN_CREATE) && e->len > 0 && probe == e->name) return "";
-      at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
+    if (changes.wait(50) <= 0) continue;
+    for (const WatchNotice& n : changes.take()) {
+      if ((n.events & watch::kCreated) && n.name == probe) return "";
     }
   }
   return "the file system under " + path +
@@ -1212,8 +1199,8 @@ std::vector<std::string> store_problems(const std::string& dir) {
   if (a.get() < 0) return out;  // this user cannot make files in the queue: nothing more to try
   const OwnedFd b(openat(q.get(), probe, O_RDWR | O_NOFOLLOW | O_CLOEXEC));
   unlinkat(q.get(), probe, 0);
-  if (b.get() >= 0 && flock(a.get(), LOCK_EX | LOCK_NB) == 0 &&
-      (flock(b.get(), LOCK_EX | LOCK_NB) == 0 || errno != EWOULDBLOCK)) {
+  if (b.get() >= 0 && try_lock_file(a.get(), LockMode::Exclusive) &&
+      (try_lock_file(b.get(), LockMode::Exclusive) || errno != EWOULDBLOCK)) {
     out.push_back("locks do not work on the file system under " + dir +
                   " (a second lock on a locked file was granted), so leases exclude no one");
   }
@@ -1448,7 +1435,7 @@ Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(ne
   const std::string text = format_ticket(request);
   struct stat st {};
   errno = EIO;  // what a short write leaves to say
-  if (flock(fd, LOCK_EX | LOCK_NB) != 0 ||
+  if (!try_lock_file(fd, LockMode::Exclusive) ||
       write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()) ||
       fchmod(fd, 0644) != 0 || rename(hidden.c_str(), path.c_str()) != 0 || fstat(fd, &st) != 0) {
     const int e = errno;
@@ -1489,7 +1476,7 @@ std::optional<Waiter> other_waiter(int dirfd, const std::string& dir, const std:
   }
   // The lock says whether it lives, wherever its holder runs (/proc/locks lists only the locks of
   // processes in this pid namespace): a shared lock is refused while its owner holds it.
-  if (flock(fd, LOCK_SH | LOCK_NB) == 0) {
+  if (try_lock_file(fd, LockMode::Shared)) {
     close(fd);
     remember_dead(st);
     if (st.st_uid == geteuid()) unlinkat(dirfd, name.c_str(), 0);  // this user's dead ticket
@@ -1611,75 +1598,34 @@ void name_waiters(std::vector<Waiter>& waiters) {
   }
 }
 
-namespace {
-
-// Closing an inotify descriptor waits for the kernel's notification marks to be torn down (an RCU
-// grace period: 10-20 ms measured here), and a waiter closed its watch just before starting the
-// job it had waited for. So a watch's descriptor is not closed: its watches are removed and it is
-// kept, one per process, for the next watch (the kernel closes it when the process ends).
-std::mutex spare_watch_mutex;
-int spare_watch_fd = -1;
-
-int take_watch_fd() {
-  int fd = -1;
-  {
-    const std::lock_guard<std::mutex> lock(spare_watch_mutex);
-    std::swap(fd, spare_watch_fd);
-  }
-  if (fd < 0) return inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-  // What the last user left: the IN_IGNORED events of its removed watches.
-  alignas(inotify_event) char buf[4096];
-  while (read(fd, buf, sizeof buf) > 0) {
-  }
-  return fd;
-}
-
-void give_back_watch_fd(int fd, const std::vector<int>& watches) {
-  for (const int w : watches) inotify_rm_watch(fd, w);
-  {
-    const std::lock_guard<std::mutex> lock(spare_watch_mutex);
-    if (spare_watch_fd < 0) {
-      spare_watch_fd = fd;
-      return;
-    }
-  }
-  close(fd);  // another watch's descriptor is kept already (two watches at once: rare)
-}
-
-}  // namespace
+namespace {}  // namespace
 
 ReleaseWatch::ReleaseWatch(const LeaseStore& store) {
-  fd_ = take_watch_fd();
-  if (fd_ < 0) return;  // wait() then sleeps for its timeout
-  // A lease is released when its file's last descriptor closes: IN_CLOSE_NOWRITE (files are
+  if (!watch_.usable()) return;  // wait() then sleeps for its timeout
+  // A lease is released when its file's last descriptor closes: closed unwritten (files are
   // opened read-only). A waiter leaving the queue removes its ticket, or (killed) closes it
-  // after writing: IN_DELETE, IN_CLOSE_WRITE. Looking at tickets and leases opens nothing for
+  // after writing: deleted, closed written. Looking at tickets and leases opens nothing for
   // writing and takes no lease, so waiters looking around do not wake each other.
   std::vector<std::string> dirs{store.dir()};
   if (store.own_dir() != store.dir()) dirs.push_back(store.own_dir());  // GPUSEL_LEASE_DIR: one
   for (const std::string& dir : dirs) {
-    const int w = inotify_add_watch(fd_, dir.c_str(), IN_CLOSE_NOWRITE | IN_ONLYDIR);
+    const int w = watch_.add_folder(dir, watch::kClosedUnwritten);
     if (w >= 0) {
       lease_watches_.push_back(w);
       lease_dirs_[w] = dir;
     }
-    const int q = inotify_add_watch(fd_, (dir + "/queue").c_str(),
-                                    IN_CLOSE_WRITE | IN_DELETE | IN_MOVED_FROM | IN_ONLYDIR);
+    const int q = watch_.add_folder(dir + "/queue",
+                                    watch::kClosedWritten | watch::kDeleted | watch::kMovedOut);
     if (q >= 0) queue_watches_.push_back(q);
   }
 }
 
 ReleaseWatch::~ReleaseWatch() {
   for (const auto& [path, fd] : looked_at_) close(fd);
-  if (fd_ < 0) return;
-  std::vector<int> all = lease_watches_;
-  all.insert(all.end(), queue_watches_.begin(), queue_watches_.end());
-  if (followed_ >= 0) all.push_back(followed_);
-  give_back_watch_fd(fd_, all);
 }
 
 void ReleaseWatch::follow(const std::string& path) {
-  if (fd_ < 0) return;
+  if (!watch_.usable()) return;
   const auto ours = [&](int wd) {
     return std::find(lease_watches_.begin(), lease_watches_.end(), wd) != lease_watches_.end() ||
            std::find(queue_watches_.begin(), queue_watches_.end(), wd) != queue_watches_.end();
@@ -1687,20 +1633,19 @@ void ReleaseWatch::follow(const std::string& path) {
   followed_gone_ = false;
   int wd = -1;
   if (!path.empty()) {
-    // The ticket's holder unlinks it (IN_ATTRIB: its link count drops) or ends (IN_CLOSE_WRITE:
+    // The ticket's holder unlinks it (attributes: its link count drops) or ends (closed written:
     // the ticket was opened for writing); others only read it.
-    wd = inotify_add_watch(
-        fd_, path.c_str(),
-        IN_ATTRIB | IN_CLOSE_WRITE | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW);
+    wd = watch_.add_file(
+        path, watch::kAttributes | watch::kClosedWritten | watch::kSelfDeleted | watch::kSelfMoved);
     if (wd < 0) followed_gone_ = true;  // gone already: look again at once
     if (ours(wd)) wd = -1;              // never a folder's watch (cannot be: a regular file)
   }
-  if (followed_ >= 0 && followed_ != wd) inotify_rm_watch(fd_, followed_);
+  if (followed_ >= 0 && followed_ != wd) watch_.remove(followed_);
   followed_ = wd;
 }
 
 bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std::string>& gpus) {
-  if (fd_ < 0) {
+  if (!watch_.usable()) {
     poll(nullptr, 0, static_cast<int>(std::min<long long>(timeout.count(), 50)));
     return true;  // without notifications, look again often
   }
@@ -1737,9 +1682,8 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
     }
     const auto left =
         std::chrono::ceil<std::chrono::milliseconds>(std::min(until, recheck_at) - Clock::now());
-    pollfd p{fd_, POLLIN, 0};
     const int ready =
-        poll(&p, 1, static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30)));
+        watch_.wait(static_cast<int>(std::clamp<long long>(left.count(), 0, 1 << 30)));
     if (ready < 0 && errno == EINTR) continue;
     if (ready < 0) return false;
     if (ready == 0) {
@@ -1748,38 +1692,31 @@ bool ReleaseWatch::wait(std::chrono::milliseconds timeout, const std::vector<std
       continue;
     }
     bool relevant = false;
-    alignas(inotify_event) char buf[8192];
-    while (true) {
-      const ssize_t got = read(fd_, buf, sizeof buf);
-      if (got <= 0) break;
-      for (ssize_t at = 0; at < got;) {
-        const auto* e = reinterpret_cast<const inotify_event*>(buf + at);
-        at += static_cast<ssize_t>(sizeof(inotify_event) + e->len);
-        const bool lease_dir =
-            std::find(lease_watches_.begin(), lease_watches_.end(), e->wd) != lease_watches_.end();
-        const bool queue_dir =
-            std::find(queue_watches_.begin(), queue_watches_.end(), e->wd) != queue_watches_.end();
-        if (e->wd == followed_ && following) {
-          relevant = true;  // the job ahead moved on: left the queue, or ended
-        } else if (e->mask & IN_Q_OVERFLOW) {
-          relevant = true;  // events were lost
-        } else if (following) {
-          // Behind another job: no release and no other ticket concerns this one yet.
-        } else if (queue_dir && e->len > 0 && e->name[0] == '.') {
-          // A ticket being written, renamed into view: a newcomer queues behind everyone.
-        } else if (!lease_dir || queue_dir) {
-          relevant = true;  // a ticket left the queue, or its holder died (or events were lost)
-        } else if (e->len > 0 && !relevant) {
-          const std::string name(e->name);
-          const bool wanted = names.empty()
-                                  ? name.size() > 5 && name.substr(name.size() - 5) == ".lock"
-                                  : names.count(name) != 0;
-          if (wanted && !still_held(e->wd, name)) {
-            relevant = true;
-          } else if (wanted) {
-            recheck.emplace(e->wd, name);
-            recheck_at = std::min(recheck_at, Clock::now() + std::chrono::milliseconds(3));
-          }
+    for (const WatchNotice& e : watch_.take()) {
+      const bool lease_dir =
+          std::find(lease_watches_.begin(), lease_watches_.end(), e.watch) != lease_watches_.end();
+      const bool queue_dir =
+          std::find(queue_watches_.begin(), queue_watches_.end(), e.watch) != queue_watches_.end();
+      if (e.watch == followed_ && following) {
+        relevant = true;  // the job ahead moved on: left the queue, or ended
+      } else if (e.events & watch::kOverflow) {
+        relevant = true;  // notices were lost
+      } else if (following) {
+        // Behind another job: no release and no other ticket concerns this one yet.
+      } else if (queue_dir && !e.name.empty() && e.name[0] == '.') {
+        // A ticket being written, renamed into view: a newcomer queues behind everyone.
+      } else if (!lease_dir || queue_dir) {
+        relevant = true;  // a ticket left the queue, or its holder died (or notices were lost)
+      } else if (!e.name.empty() && !relevant) {
+        const std::string& name = e.name;
+        const bool wanted = names.empty()
+                                ? name.size() > 5 && name.substr(name.size() - 5) == ".lock"
+                                : names.count(name) != 0;
+        if (wanted && !still_held(e.watch, name)) {
+          relevant = true;
+        } else if (wanted) {
+          recheck.emplace(e.watch, name);
+          recheck_at = std::min(recheck_at, Clock::now() + std::chrono::milliseconds(3));
         }
       }
     }

@@ -18,6 +18,9 @@
 #include <vector>
 
 #include "gpusel/lease.hpp"
+#ifndef _WIN32
+#include "dir_watch.hpp"
+#endif
 
 namespace gpusel::detail {
 
@@ -128,7 +131,9 @@ class ReleaseWatch {
   // this waits: closing them would wake the other waiters.
   bool still_held(int wd, const std::string& name);
 
-  int fd_ = -1;
+#ifndef _WIN32
+  DirWatch watch_{true};  // its descriptor reused: a woken waiter should not wait for a close
+#endif
   std::map<int, std::string> lease_dirs_;  // the lease folders, by their watch
   std::map<std::string, int> looked_at_;   // lease files opened by still_held, by path
   std::vector<int> lease_watches_;

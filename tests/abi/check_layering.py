@@ -19,6 +19,9 @@ breaks it:
    undefined symbols with nm; no exceptions). As experiments, an object calling fork,
    one calling posix_spawn and one calling waitpid, compiled in the launch layer, are refused by
    the same reading, and the platform layer's own objects do call them (the control).
+5. Locks on open files and watches on folders are the platform layer's too (file_lock.hpp,
+   dir_watch.hpp): no other object calls flock or inotify_*; experiments: flock and
+   inotify_add_watch compiled in the lease layer; control: the platform layer calls them.
 
 Usage: check_layering.py BUILD_DIR SOURCE_DIR CXX [LINK_FLAG...]
 BUILD_DIR holds compile_commands.json and layer-checks/layers.txt (written by cmake/layers.cmake:
@@ -95,15 +98,51 @@ PROCESS_EXPERIMENTS = [
 ]
 
 
-def process_calls(obj):
-    """The calls of PROCESS_CALLS that object file `obj` makes, less the exceptions."""
+# Locks on open files and watches on folders: the platform layer's alone too (file_lock.hpp,
+# dir_watch.hpp). (fcntl's OFD locks cannot be told from its other uses by the symbol.)
+FILE_CALLS = {"flock", "inotify_init", "inotify_init1", "inotify_add_watch", "inotify_rm_watch"}
+FILE_EXPERIMENTS = [
+    ("lease", "#include <sys/file.h>", "return flock(0, LOCK_EX | LOCK_NB);", "flock"),
+    ("lease", "#include <sys/inotify.h>", 'return inotify_add_watch(0, "/", IN_CREATE);', "inotify_add_watch"),
+]
+
+
+def process_calls(obj, calls_of=None):
+    """The calls of PROCESS_CALLS (or of `calls_of`) that object file `obj` makes, less the
+    exceptions."""
+    wanted = PROCESS_CALLS if calls_of is None else calls_of
     out = subprocess.run(["nm", "-u", obj], capture_output=True, text=True).stdout
     calls = set()
     for line in out.splitlines():
         name = line.split()[-1].split("@")[0]
-        if name in PROCESS_CALLS and (os.path.basename(obj), name) not in PROCESS_CALL_EXCEPTIONS:
+        if name in wanted and (os.path.basename(obj), name) not in PROCESS_CALL_EXCEPTIONS:
             calls.add(name)
     return sorted(calls)
+
+
+def check_file_calls(layers, commands, source, tmp, problems):
+    """Part 5: flock and inotify only in the platform layer."""
+    for name, (_, objects) in sorted(layers.items()):
+        if name == "platform":
+            if not any(process_calls(o, FILE_CALLS) for o in objects):
+                problems.append("the platform layer calls no flock/inotify: the reading of part 5 is broken")
+            continue
+        for obj in objects:
+            for call in process_calls(obj, FILE_CALLS):
+                problems.append(f"{os.path.basename(obj)} (layer {name}) calls {call}: lock files and watch "
+                                "folders through src/platform/file_lock.hpp and dir_watch.hpp")
+    for obj in command_objects(commands):
+        for call in process_calls(obj, FILE_CALLS):
+            problems.append(f"{os.path.basename(obj)} (the gpusel command) calls {call}: lock files and watch "
+                            "folders through src/platform/file_lock.hpp and dir_watch.hpp")
+    for i, (layer, prelude, call, symbol) in enumerate(FILE_EXPERIMENTS):
+        obj, r = compile_experiment(commands, source, tmp, layer, f"file_experiment_{i}", prelude, call)
+        if r.returncode != 0:
+            problems.append(f"{layer} calling {symbol}: the experiment does not compile:\n{r.stderr}")
+        elif symbol not in process_calls(obj, FILE_CALLS):
+            problems.append(f"{layer} calling {symbol}: not seen by the reading of part 5")
+        else:
+            print(f"{layer} -> {symbol}: refused outside the platform layer, as it must be")
 
 
 def command_objects(commands):
@@ -265,8 +304,9 @@ def main(argv):
                 problems.append(f"{header} in {relative}'s place fails, but not for want of the header:\n{r.stderr}")
             else:
                 print(f"{header}: not on the include path of {relative}, as it must be")
-        # 4. processes: the platform layer's alone
+        # 4, 5. processes, file locks and folder watches: the platform layer's alone
         check_process_calls(layers, commands, source, tmp, problems)
+        check_file_calls(layers, commands, source, tmp, problems)
     # 3. no relative includes into other folders
     pattern = re.compile(r'^\s*#\s*include\s*"([^"]*\.\./[^"]*)"', re.M)
     for top in ("src", "tools", "sim"):
