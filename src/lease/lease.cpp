@@ -1598,8 +1598,6 @@ void name_waiters(std::vector<Waiter>& waiters) {
   }
 }
 
-namespace {}  // namespace
-
 ReleaseWatch::ReleaseWatch(const LeaseStore& store) {
   if (!watch_.usable()) return;  // wait() then sleeps for its timeout
   // A lease is released when its file's last descriptor closes: closed unwritten (files are

@@ -69,6 +69,21 @@ class OptionalValueTest(Case):
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertEqual(r.stdout, "-x\n")
 
+    def test_an_empty_value_leaves_the_next_word_alone(self):
+        # `--wait="$T"` with T unset: waits as --wait alone does; the next word is not its value.
+        r = gpusel("--sim", "dgx-h100", "run", "--quiet", "--gpu", "1", "--wait=", "echo", "hi")
+        self.assertEqual((r.returncode, r.stdout), (0, "hi\n"), r.stderr)
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "1", "--wait=", "30"), 2,
+                             'takes no argument "30"')
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "list", "--watch=", "5"), 2, 'takes no argument "5"')
+
+    def test_the_last_word_is_the_value_not_the_program(self):
+        # As anywhere else: the word after --wait is its value, so run still needs its program.
+        for value in ("30", "true"):
+            with self.subTest(value=value):
+                self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "1", "--wait", value), 2,
+                                     "COMMAND is required")
+
     def test_a_value_that_is_no_duration_is_refused_by_wait_itself(self):
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "1", "--wait", "soon", "--", "true"), 2,
                              '--wait "soon" is not a duration')
@@ -76,6 +91,14 @@ class OptionalValueTest(Case):
     def test_watch_takes_the_next_word_as_its_interval(self):
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "list", "--watch", "never"), 2,
                              '--watch "never" is not a number of seconds')
+
+
+class TopLevelHelpTest(Case):
+    def test_options_in_their_order(self):
+        r = gpusel("--help")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        at = [r.stdout.index(o) for o in ("-h,--help", "--version", "--sim MACHINE")]
+        self.assertEqual(at, sorted(at), r.stdout)
 
 
 class SimAnywhereTest(Case):

@@ -145,7 +145,7 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
   return prefixed;
 }
 
-CommandLine::CommandLine(CLI::App& app, const std::string& sim_help,
+CommandLine::CommandLine(CLI::App& app, const std::string& version, const std::string& sim_help,
                          const std::function<void(CommandLine&)>& declare, bool exec_form)
     : app_(app) {
   if (const CLI::Option* help = app.get_help_ptr()) {
@@ -155,6 +155,7 @@ CommandLine::CommandLine(CLI::App& app, const std::string& sim_help,
   app.set_help_flag();
   declare(*this);
   app.set_help_flag(help_name_, help_description_);
+  if (!version.empty()) app.set_version_flag("--version", version);
   add_sim(app, sim_help, false);
   // `gpusel [--sim MACHINE] -- COMMAND`: the words after `--`, and only those (before it, a word
   // is a command's name, or a misspelt one).
@@ -210,16 +211,36 @@ void CommandLine::complete(Command& command) {
     if (sub != command.app) {
       sub->preparse_callback([this, sub, parent](std::size_t left) { entered(sub, parent, left); });
     }
-    // An option whose value may be left out (--wait, --watch): CLI11 takes the next word for its
-    // value unless that word is an option or `--`, and then drops a `--` that follows, as the end
-    // of the option's values. That `--` is put back as CLI11 reads the option, so that what comes
-    // after it is still a program's words.
+    // An option whose value may be left out (--wait, --watch). Its value is the next word unless
+    // that word is an option or `--`, which CLI11 2.1 reads in its own way in three places, each
+    // set right here as CLI11 reads the option (the words and CLI11's list of what is left to
+    // read are this object's):
+    // - it drops a `--` that follows, as the end of the option's values: put back, so that what
+    //   comes after it is still a program's words;
+    // - it leaves the next word to a required positional (run's COMMAND) when that word is the
+    //   last: taken as the value, so `run --gpu 1 --wait 30` asks for its COMMAND;
+    // - `--wait=` (empty, as `--wait="$T"` with T unset) takes the next word: given back, and
+    //   the option has its value-less meaning.
     for (CLI::Option* o : sub->get_options()) {
       if (o->get_positional() || o->get_expected_min() != 0 || o->get_expected_max() != 1) continue;
-      o->trigger_on_parse()->check(CLI::Validator(
-          [this](std::string&) -> std::string {
-            const std::size_t next = read_.size() - args_.size();
-            if (next > 0 && read_[next - 1] == "--") args_.push_back("--");
+      // (A transform, not a check: CLI11 gives a check a copy of the value.)
+      o->trigger_on_parse()->transform(CLI::Validator(
+          [this, o](std::string& value) -> std::string {
+            const std::string name = "--" + o->get_lnames().front();
+            const std::size_t next = read_.size() - args_.size();  // the next word to read
+            if (next == 0) return "";
+            const std::string& last = read_[next - 1];  // the last word CLI11 took
+            const bool empty_inline = next >= 2 && read_[next - 2] == name + "=";
+            if (last == "--") {
+              args_.push_back("--");
+            } else if (empty_inline) {
+              args_.push_back(last);
+              value = o->get_flag_value(o->get_lnames().front(), "");
+            } else if (last == name && !args_.empty() && !looks_like_option(args_.back()) &&
+                       args_.back() != "--") {
+              value = args_.back();
+              args_.pop_back();
+            }
             return "";
           },
           ""));

@@ -28,11 +28,11 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 // words around them.
 class CommandLine {
  public:
-  // Runs `declare`, which declares the commands (add_command); then declares --sim (`sim_help`)
-  // on `app` (and, hidden, on each command, so that it may stand before or after the command's
-  // name) and, with `exec_form`, the COMMAND of `gpusel --sim MACHINE -- COMMAND`. `app` must
-  // outlive this object.
-  CommandLine(CLI::App& app, const std::string& sim_help,
+  // Runs `declare`, which declares the commands (add_command); then declares, after app's help,
+  // --version (`version`, when not empty) and --sim (`sim_help`) on `app` (and, hidden, --sim on
+  // each command, so that it may stand before or after the command's name) and, with
+  // `exec_form`, the COMMAND of `gpusel --sim MACHINE -- COMMAND`. `app` must outlive this object.
+  CommandLine(CLI::App& app, const std::string& version, const std::string& sim_help,
               const std::function<void(CommandLine&)>& declare, bool exec_form = true);
   CommandLine(const CommandLine&) = delete;
   CommandLine& operator=(const CommandLine&) = delete;

@@ -21,7 +21,8 @@ void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing) {
       ->check(CLI::Range(0u, 100u))
       ->type_name("PCT");
   // A flag that may take a value: `--wait` alone waits for ever, `--wait SECONDS` (or
-  // `--wait=SECONDS`) at most that long; the next word is its value unless it is an option or `--`.
+  // `--wait=SECONDS`) at most that long; the next word is its value unless it is an option or `--`
+  // (CommandLine sees to it where CLI11 reads it otherwise).
   cmd.add_flag("--wait{inf}", options.wait_text,
                leasing ? "wait for leased or busy GPUs instead of failing, at most DURATION (30, "
                          "90s, 15m, 2h; for ever without a value); waiting jobs are served in "

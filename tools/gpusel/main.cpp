@@ -70,12 +70,11 @@ struct Cli {
     app.name("gpusel");
     app.formatter(std::make_shared<HelpFormatter>());  // before the commands, which copy it
     app.require_subcommand(1);
-    line.emplace(app,
+    line.emplace(app, GPUSEL_VERSION_STRING,
                  "run on a simulated machine: a bundled name (`gpusel sim list`) or a machine "
                  "file; accepted before or after the command name; `gpusel --sim MACHINE -- "
                  "COMMAND` runs any program on it",
                  [this](CommandLine& l) { declare(l); });
-    app.set_version_flag("--version", GPUSEL_VERSION_STRING);
   }
 
   void declare(CommandLine& l) {
