@@ -59,6 +59,8 @@ class DirWatch {
   std::vector<WatchNotice> take();
 
  private:
+  int add(const std::string& path, std::uint32_t mask) noexcept;  // mask: inotify's bits
+
   int fd_ = -1;
   bool reuse_ = false;
   std::vector<int> watches_;

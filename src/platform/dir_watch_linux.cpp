@@ -82,20 +82,20 @@ DirWatch::~DirWatch() {
   close(fd_);
 }
 
-int DirWatch::add_folder(const std::string& path, std::uint32_t events) noexcept {
+int DirWatch::add(const std::string& path, std::uint32_t mask) noexcept {
   if (fd_ < 0) return -1;
-  const int w = inotify_add_watch(fd_, path.c_str(), to_inotify(events) | IN_ONLYDIR);
+  const int w = inotify_add_watch(fd_, path.c_str(), mask);
   if (w >= 0 && std::find(watches_.begin(), watches_.end(), w) == watches_.end())
     watches_.push_back(w);
   return w;
 }
 
+int DirWatch::add_folder(const std::string& path, std::uint32_t events) noexcept {
+  return add(path, to_inotify(events) | IN_ONLYDIR);
+}
+
 int DirWatch::add_file(const std::string& path, std::uint32_t events) noexcept {
-  if (fd_ < 0) return -1;
-  const int w = inotify_add_watch(fd_, path.c_str(), to_inotify(events) | IN_DONT_FOLLOW);
-  if (w >= 0 && std::find(watches_.begin(), watches_.end(), w) == watches_.end())
-    watches_.push_back(w);
-  return w;
+  return add(path, to_inotify(events) | IN_DONT_FOLLOW);
 }
 
 void DirWatch::remove(int watch) noexcept {

@@ -120,31 +120,6 @@ def process_calls(obj, calls_of=None):
     return sorted(calls)
 
 
-def check_file_calls(layers, commands, source, tmp, problems):
-    """Part 5: flock and inotify only in the platform layer."""
-    for name, (_, objects) in sorted(layers.items()):
-        if name == "platform":
-            if not any(process_calls(o, FILE_CALLS) for o in objects):
-                problems.append("the platform layer calls no flock/inotify: the reading of part 5 is broken")
-            continue
-        for obj in objects:
-            for call in process_calls(obj, FILE_CALLS):
-                problems.append(f"{os.path.basename(obj)} (layer {name}) calls {call}: lock files and watch "
-                                "folders through src/platform/file_lock.hpp and dir_watch.hpp")
-    for obj in command_objects(commands):
-        for call in process_calls(obj, FILE_CALLS):
-            problems.append(f"{os.path.basename(obj)} (the gpusel command) calls {call}: lock files and watch "
-                            "folders through src/platform/file_lock.hpp and dir_watch.hpp")
-    for i, (layer, prelude, call, symbol) in enumerate(FILE_EXPERIMENTS):
-        obj, r = compile_experiment(commands, source, tmp, layer, f"file_experiment_{i}", prelude, call)
-        if r.returncode != 0:
-            problems.append(f"{layer} calling {symbol}: the experiment does not compile:\n{r.stderr}")
-        elif symbol not in process_calls(obj, FILE_CALLS):
-            problems.append(f"{layer} calling {symbol}: not seen by the reading of part 5")
-        else:
-            print(f"{layer} -> {symbol}: refused outside the platform layer, as it must be")
-
-
 def command_objects(commands):
     """The object files of the gpusel command (its compile commands' -o), unity batches included."""
     objects = []
@@ -156,32 +131,40 @@ def command_objects(commands):
     return objects
 
 
-def check_process_calls(layers, commands, source, tmp, problems):
-    """Part 4: fork, exec, posix_spawn, wait and kill only in the platform layer."""
-    for name, (_, objects) in sorted(layers.items()):
-        if name == "platform":
-            if not any(process_calls(o) for o in objects):
-                problems.append("the platform layer calls no fork/exec/spawn/wait: the reading of part 4 is broken")
-            continue
-        for obj in objects:
-            for call in process_calls(obj):
-                problems.append(f"{os.path.basename(obj)} (layer {name}) calls {call}: start, wait for and signal "
-                                "processes through src/platform/process.hpp")
+# Parts 4 and 5: (part, calls, what the platform layer does with them, the remedy, experiments).
+PLATFORM_ONLY = [
+    (4, PROCESS_CALLS, "fork/exec/spawn/wait", "start, wait for and signal processes through "
+     "src/platform/process.hpp", PROCESS_EXPERIMENTS),
+    (5, FILE_CALLS, "flock/inotify", "lock files and watch folders through src/platform/file_lock.hpp and "
+     "dir_watch.hpp", FILE_EXPERIMENTS),
+]
+
+
+def check_platform_calls(layers, commands, source, tmp, problems):
+    """Parts 4 and 5: processes, file locks and folder watches only in the platform layer."""
     cli = command_objects(commands)
     if not cli:
         problems.append("no object of the gpusel command in compile_commands.json")
-    for obj in cli:
-        for call in process_calls(obj):
-            problems.append(f"{os.path.basename(obj)} (the gpusel command) calls {call}: start, wait for and "
-                            "signal processes through src/platform/process.hpp")
-    for i, (layer, prelude, call, symbol) in enumerate(PROCESS_EXPERIMENTS):
-        obj, r = compile_experiment(commands, source, tmp, layer, f"process_experiment_{i}", prelude, call)
-        if r.returncode != 0:
-            problems.append(f"{layer} calling {symbol}: the experiment does not compile:\n{r.stderr}")
-        elif symbol not in process_calls(obj):
-            problems.append(f"{layer} calling {symbol}: not seen by the reading of part 4")
-        else:
-            print(f"{layer} -> {symbol}: refused outside the platform layer, as it must be")
+    for part, calls, kind, remedy, experiments in PLATFORM_ONLY:
+        for name, (_, objects) in sorted(layers.items()):
+            if name == "platform":
+                if not any(process_calls(o, calls) for o in objects):
+                    problems.append(f"the platform layer calls no {kind}: the reading of part {part} is broken")
+                continue
+            for obj in objects:
+                for call in process_calls(obj, calls):
+                    problems.append(f"{os.path.basename(obj)} (layer {name}) calls {call}: {remedy}")
+        for obj in cli:
+            for call in process_calls(obj, calls):
+                problems.append(f"{os.path.basename(obj)} (the gpusel command) calls {call}: {remedy}")
+        for i, (layer, prelude, call, symbol) in enumerate(experiments):
+            obj, r = compile_experiment(commands, source, tmp, layer, f"part{part}_experiment_{i}", prelude, call)
+            if r.returncode != 0:
+                problems.append(f"{layer} calling {symbol}: the experiment does not compile:\n{r.stderr}")
+            elif symbol not in process_calls(obj, calls):
+                problems.append(f"{layer} calling {symbol}: not seen by the reading of part {part}")
+            else:
+                print(f"{layer} -> {symbol}: refused outside the platform layer, as it must be")
 
 
 def compile_experiment(commands, source, tmp, layer, name, prelude, call):
@@ -305,8 +288,7 @@ def main(argv):
             else:
                 print(f"{header}: not on the include path of {relative}, as it must be")
         # 4, 5. processes, file locks and folder watches: the platform layer's alone
-        check_process_calls(layers, commands, source, tmp, problems)
-        check_file_calls(layers, commands, source, tmp, problems)
+        check_platform_calls(layers, commands, source, tmp, problems)
     # 3. no relative includes into other folders
     pattern = re.compile(r'^\s*#\s*include\s*"([^"]*\.\./[^"]*)"', re.M)
     for top in ("src", "tools", "sim"):
@@ -323,8 +305,8 @@ def main(argv):
         print("FAILED: " + p)
     if not problems:
         print(f"{len(FORBIDDEN_CALLS)} forbidden calls and {len(FORBIDDEN_HEADERS)} private headers refused; "
-              f"no relative includes; no process calls outside the platform layer ({len(PROCESS_EXPERIMENTS)} "
-              "experiments refused)")
+              f"no relative includes; no process, file lock or folder watch calls outside the platform layer "
+              f"({len(PROCESS_EXPERIMENTS) + len(FILE_EXPERIMENTS)} experiments refused)")
     return 1 if problems else 0
 
 
