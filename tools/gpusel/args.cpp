@@ -211,39 +211,9 @@ void CommandLine::complete(Command& command) {
     if (sub != command.app) {
       sub->preparse_callback([this, sub, parent](std::size_t left) { entered(sub, parent, left); });
     }
-    // An option whose value may be left out (--wait, --watch). Its value is the next word unless
-    // that word is an option or `--`, which CLI11 2.1 reads in its own way in three places, each
-    // set right here as CLI11 reads the option (the words and CLI11's list of what is left to
-    // read are this object's):
-    // - it drops a `--` that follows, as the end of the option's values: put back, so that what
-    //   comes after it is still a program's words;
-    // - it leaves the next word to a required positional (run's COMMAND) when that word is the
-    //   last: taken as the value, so `run --gpu 1 --wait 30` asks for its COMMAND;
-    // - `--wait=` (empty, as `--wait="$T"` with T unset) takes the next word: given back, and
-    //   the option has its value-less meaning.
     for (CLI::Option* o : sub->get_options()) {
-      if (o->get_positional() || o->get_expected_min() != 0 || o->get_expected_max() != 1) continue;
-      // (A transform, not a check: CLI11 gives a check a copy of the value.)
-      o->trigger_on_parse()->transform(CLI::Validator(
-          [this, o](std::string& value) -> std::string {
-            const std::string name = "--" + o->get_lnames().front();
-            const std::size_t next = read_.size() - args_.size();  // the next word to read
-            if (next == 0) return "";
-            const std::string& last = read_[next - 1];  // the last word CLI11 took
-            const bool empty_inline = next >= 2 && read_[next - 2] == name + "=";
-            if (last == "--") {
-              args_.push_back("--");
-            } else if (empty_inline) {
-              args_.push_back(last);
-              value = o->get_flag_value(o->get_lnames().front(), "");
-            } else if (last == name && !args_.empty() && !looks_like_option(args_.back()) &&
-                       args_.back() != "--") {
-              value = args_.back();
-              args_.pop_back();
-            }
-            return "";
-          },
-          ""));
+      if (!o->get_positional() && o->get_expected_min() == 0 && o->get_expected_max() == 1)
+        read_optional_value(*o);
     }
     // A program's first word (run, sim exec): CLI11 validates each word before it takes it.
     if (CLI::Option* program = sub->get_option_no_throw("COMMAND");
@@ -261,6 +231,39 @@ void CommandLine::complete(Command& command) {
     }
     for (CLI::App* s : sub->get_subcommands(named)) subcommands.emplace_back(s, sub);
   }
+}
+
+// An option whose value may be left out (--wait, --watch). Its value is the next word unless that
+// word is an option or `--`, which CLI11 2.1 reads in its own way in three places, each set right
+// here as CLI11 reads the option (the words and CLI11's list of what is left to read are this
+// object's):
+// - it drops a `--` that follows, as the end of the option's values: put back, so that what comes
+//   after it is still a program's words;
+// - it leaves the next word to a required positional (run's COMMAND) when that word is the last:
+//   taken as the value, so `run --gpu 1 --wait 30` asks for its COMMAND;
+// - `--wait=` (empty, as `--wait="$T"` with T unset) takes the next word: given back, and the
+//   option has its value-less meaning.
+void CommandLine::read_optional_value(CLI::Option& option) {
+  const std::string name = option.get_lnames().front();
+  // (A transform, not a check: CLI11 gives a check a copy of the value.)
+  option.trigger_on_parse()->transform(CLI::Validator(
+      [this, &option, name](std::string& value) -> std::string {
+        const std::size_t next = read_.size() - args_.size();  // the next word to read
+        if (next == 0) return "";
+        const std::string& last = read_[next - 1];  // the last word CLI11 took
+        if (last == "--") {
+          args_.push_back("--");
+        } else if (next >= 2 && read_[next - 2] == "--" + name + "=") {
+          args_.push_back(last);
+          value = option.get_flag_value(name, "");
+        } else if (last == "--" + name && !args_.empty() && !looks_like_option(args_.back()) &&
+                   args_.back() != "--") {
+          value = args_.back();
+          args_.pop_back();
+        }
+        return "";
+      },
+      ""));
 }
 
 void CommandLine::add_sim(CLI::App& app, const std::string& help, bool hidden) {

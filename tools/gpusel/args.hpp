@@ -100,6 +100,8 @@ class CommandLine {
   void complete(Command& command);
   // Records, as CLI11 enters `sub` (`left`: words still to read), where its name stood.
   void entered(const CLI::App* sub, const CLI::App* parent, std::size_t left);
+  // Reads `option`, whose value may be left out, as gpusel's users expect (args.cpp says how).
+  void read_optional_value(CLI::Option& option);
   void add_sim(CLI::App& app, const std::string& help, bool hidden);
   void took_sim(const CLI::App& app, const std::string& value);
   void check_gpu_slips() const;
