@@ -18,7 +18,6 @@ enum class LockMode { Shared, Exclusive };
 bool try_lock_file(int fd, LockMode mode) noexcept;
 // Waits for the lock (a signal does not end the wait): true when taken, else false with errno.
 bool lock_file(int fd, LockMode mode) noexcept;
-void unlock_file(int fd) noexcept;
 // Whether any other open file holds a lock on the file open as `fd`: a probe for an exclusive lock
 // fails with EWOULDBLOCK (the probe is let go at once when it succeeds).
 bool file_locked(int fd) noexcept;

@@ -24,10 +24,6 @@ bool lock_file(int fd, LockMode mode) noexcept {
   return rc == 0;
 }
 
-void unlock_file(int fd) noexcept {
-  (void)flock(fd, LOCK_UN);
-}
-
 bool file_locked(int fd) noexcept {
   if (flock(fd, LOCK_EX | LOCK_NB) == 0) {
     flock(fd, LOCK_UN);
