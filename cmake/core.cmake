@@ -4,7 +4,7 @@
 get_filename_component(GPUSEL_ROOT_DIR "${CMAKE_CURRENT_LIST_DIR}/.." ABSOLUTE)
 
 set(GPUSEL_CORE_SOURCES error.cpp spec.cpp visible.cpp resolve.cpp units.cpp assignment.cpp pick.cpp
-  text.cpp placement.cpp placement_slurm.cpp amd_visible.cpp)
+  text.cpp gpu_fields.cpp placement.cpp placement_slurm.cpp amd_visible.cpp)
 list(TRANSFORM GPUSEL_CORE_SOURCES PREPEND ${GPUSEL_ROOT_DIR}/src/core/)
 
 # gpusel_header_targets(): the driver's ABI declarations (the .def lists, nvml_abi.hpp,

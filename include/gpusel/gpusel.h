@@ -108,6 +108,28 @@ GPUSEL_API gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t
                                              gpusel_gpu_info* info);
 GPUSEL_API void gpusel_gpu_list_free(gpusel_gpu_list* list);
 
+/* Every field of a GPU by name, from the one table gpusel/gpu_fields.def (docs/design.md): the
+ * same names as `gpusel list --json`, so a field added to the table reaches C and Python with no
+ * new struct. gpusel_gpu_field_name(k) is the k-th name, k = 0, 1, ...; NULL past the last. */
+GPUSEL_API const char* gpusel_gpu_field_name(size_t k);
+/* How the k-th field is written: GPUSEL_FIELD_TEXT, _NUMBER (a decimal integer, "-1" possible)
+ * or _FLAG ("1" or "0"); -1 past the last. */
+#define GPUSEL_FIELD_TEXT 0
+#define GPUSEL_FIELD_NUMBER 1
+#define GPUSEL_FIELD_FLAG 2
+GPUSEL_API int gpusel_gpu_field_kind(size_t k);
+/* GPUSEL_LIST_USAGE: also read what changes as GPUs are used (memory in use, utilisation,
+ * persistence mode); without it, those fields are absent. */
+#define GPUSEL_LIST_USAGE 1u
+/* gpusel_list_gpus with `flags` (0 or GPUSEL_LIST_USAGE). */
+GPUSEL_API gpusel_status gpusel_list_gpus_with(unsigned flags, gpusel_gpu_list** list);
+/* Field `name` of GPU i of the list, as text, copied into buf as gpusel_parse_gpu_spec copies;
+ * *present (when not NULL) is 1 when NVML gave it, 0 when it did not (the text is then ""). A
+ * name not in the table is GPUSEL_BAD_INPUT. */
+GPUSEL_API gpusel_status gpusel_gpu_list_field(const gpusel_gpu_list* list, size_t i,
+                                               const char* name, char* buf, size_t size,
+                                               size_t* needed, int* present);
+
 /* The worker side (see gpusel/worker.hpp). */
 GPUSEL_API gpusel_status gpusel_set_assigned_gpu(const char* target);
 GPUSEL_API gpusel_status gpusel_assign_gpu(const char* value);

@@ -2,6 +2,7 @@
 // CUDA_DEVICE_ORDER (pure, no I/O). The rules are those of docs/driver-rules.md.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -9,6 +10,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/export.h"
+#include "gpusel/gpu_fields.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -17,7 +19,7 @@ struct MigDevice {
   unsigned gpu_instance = 0;
   unsigned compute_instance = 0;
   std::string name;
-  std::uint64_t total_bytes = 0;
+  std::uint64_t memory_total_bytes = 0;
 };
 
 // A compute process on a GPU, as NVML lists it.
@@ -31,9 +33,9 @@ struct GpuProcess {
 struct GpuRecord {
   std::string uuid;  // GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx (MIG-... for a MIG device)
   std::string name;
-  std::string pci_bus_id;         // NVML's form, 00000000:18:00.0
-  std::uint64_t total_bytes = 0;  // its memory, in bytes; 0 when unknown
-  int cc_major = -1;              // compute capability; -1 when unknown
+  std::string pci_bus_id;                // NVML's form, 00000000:18:00.0
+  std::uint64_t memory_total_bytes = 0;  // its memory, in bytes; 0 when unknown
+  int cc_major = -1;                     // compute capability; -1 when unknown
   int cc_minor = -1;
 };
 
@@ -57,7 +59,12 @@ struct GpuInfo : GpuRecord {
   std::optional<std::uint64_t> memory_used;
   std::optional<unsigned> utilization;  // percent
   std::optional<std::vector<GpuProcess>> processes;
-  std::optional<bool> persistence_mode;  // read with usage; nullopt: not read or not reported
+  // The numbers NVML gives by one call each (gpu_fields.def's GPUSEL_GPU_READING rows), by
+  // GpuReading; nullopt: not read or not reported.
+  std::array<std::optional<std::uint64_t>, kGpuReadingCount> readings{};
+  std::optional<std::uint64_t> reading(GpuReading r) const {
+    return readings[static_cast<std::size_t>(r)];
+  }
 };
 
 // What the process environment says; nullopt means the variable is unset.

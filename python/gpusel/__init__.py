@@ -23,7 +23,7 @@ __all__ = [
     "UUID_PREFIX", "is_gpu_uuid", "is_gpu_index", "parse_gpu_spec", "gpu_arg", "single_gpu_arg",
     "resolve_gpu_uuids", "set_assigned_gpu", "assign_gpu", "assign_from_environment", "bind_assigned_gpu",
     "assigned_visible_gpu", "assignment_source", "local_rank", "format_gpu_uuid", "gpu_identity",
-    "library_path", "ClaimWarning",
+    "library_path", "ClaimWarning", "list_gpus",
 ]
 
 UUID_PREFIX = "GPU-"
@@ -114,6 +114,13 @@ _PROTOTYPES = {
     "gpusel_gpu_identity": (ctypes.c_int, [ctypes.c_int, ctypes.c_void_p]),
     "gpusel_claim_note": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_size_t, _size_p]),
     "gpusel_set_stderr_warnings": (None, [ctypes.c_int]),
+    "gpusel_list_gpus_with": (ctypes.c_int, [ctypes.c_uint, ctypes.POINTER(ctypes.c_void_p)]),
+    "gpusel_gpu_list_count": (ctypes.c_size_t, [ctypes.c_void_p]),
+    "gpusel_gpu_list_free": (None, [ctypes.c_void_p]),
+    "gpusel_gpu_field_name": (ctypes.c_char_p, [ctypes.c_size_t]),
+    "gpusel_gpu_field_kind": (ctypes.c_int, [ctypes.c_size_t]),
+    "gpusel_gpu_list_field": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_char_p,
+                                             ctypes.c_size_t, _size_p, _int_p]),
 }
 for _name, (_restype, _argtypes) in _PROTOTYPES.items():
     _fn = getattr(_lib, _name)
@@ -335,7 +342,53 @@ def gpu_identity(index: int) -> dict:
         "nvidia_smi_index": None if ident.nvidia_smi_index < 0 else int(ident.nvidia_smi_index),
         "name": ident.name.decode(),
         "uuid": ident.uuid.decode(),
+        # "total_bytes" is the reference module's key; "memory_total_bytes" the name gpusel gives
+        # the field everywhere else (list --json, list_gpus).
         "total_bytes": int(ident.total_bytes),
+        "memory_total_bytes": int(ident.total_bytes),
         "compute_capability": None if ident.cc_major < 0 else (int(ident.cc_major), int(ident.cc_minor)),
         "pci_bus_id": ident.pci_bus_id.decode() or None,
     }
+
+
+def _gpu_fields():
+    """[(name, kind)] of the library's field table; kind 0 text, 1 number, 2 flag."""
+    fields, k = [], 0
+    while True:
+        name = _lib.gpusel_gpu_field_name(k)
+        if name is None:
+            return fields
+        fields.append((name.decode(), _lib.gpusel_gpu_field_kind(k)))
+        k += 1
+
+
+def _gpu_field(lst, i, name):
+    size, present = ctypes.c_size_t(256), ctypes.c_int(0)
+    while True:
+        buf = ctypes.create_string_buffer(size.value)
+        status = _lib.gpusel_gpu_list_field(lst, i, name.encode(), buf, size, ctypes.byref(size),
+                                            ctypes.byref(present))
+        if status != _TOO_SMALL:
+            _check(status, RuntimeError)
+            return buf.value.decode("utf-8", "replace") if present.value else None
+
+
+def list_gpus(usage: bool = False) -> list:
+    """Every GPU NVML lists, in nvidia-smi order: one dict each, keyed by the field names of
+    `gpusel list --json` (None where NVML gave nothing); with `usage`, also what changes as a GPU
+    is used (memory_used_bytes, utilization_percent, ...). Never initialises CUDA; RuntimeError
+    when NVML is unavailable."""
+    lst = ctypes.c_void_p()
+    _check(_lib.gpusel_list_gpus_with(1 if usage else 0, ctypes.byref(lst)), RuntimeError)
+    try:
+        fields = _gpu_fields()
+        gpus = []
+        for i in range(_lib.gpusel_gpu_list_count(lst)):
+            gpu = {}
+            for name, kind in fields:
+                text = _gpu_field(lst, i, name)
+                gpu[name] = text if text is None or kind == 0 else (int(text) if kind == 1 else text == "1")
+            gpus.append(gpu)
+        return gpus
+    finally:
+        _lib.gpusel_gpu_list_free(lst)

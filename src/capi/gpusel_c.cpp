@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "gpusel/error.hpp"
+#include "gpusel/gpu_fields.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolution.hpp"
@@ -127,7 +128,9 @@ std::string need(const char* s, const char* what) {
 }  // namespace
 
 struct gpusel_gpu_list {
-  std::vector<gpusel_gpu_info> gpus;
+  std::vector<gpusel::GpuInfo> gpus;
+  std::vector<int> cuda_ordinals;  // per GPU; -1 hidden or unknown
+  bool cuda_known = true;          // false: the ordinals depend on what NVML cannot tell
 };
 
 extern "C" {
@@ -179,33 +182,30 @@ gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* 
 }
 
 gpusel_status gpusel_list_gpus(gpusel_gpu_list** list) {
+  return gpusel_list_gpus_with(0, list);
+}
+
+gpusel_status gpusel_list_gpus_with(unsigned flags, gpusel_gpu_list** list) {
   return guarded([&] {
     if (list == nullptr) throw gpusel::bad_input("list is NULL");
     *list = nullptr;
-    const gpusel::NvmlSnapshot snap = gpusel::query_nvml();
+    if ((flags & ~GPUSEL_LIST_USAGE) != 0)
+      throw gpusel::bad_input("flags " + std::to_string(flags) +
+                              " has bits other than GPUSEL_LIST_USAGE");
+    gpusel::NvmlQuery query;
+    query.usage = (flags & GPUSEL_LIST_USAGE) != 0;
+    gpusel::NvmlSnapshot snap = gpusel::query_nvml(query);
     if (!snap.available) throw gpusel::failure("NVML is unavailable: " + snap.reason, snap.problem);
     const gpusel::VisibleSet vs =
         gpusel::model_visible(snap.gpus, gpusel::cuda_env_from_environment());
     auto out = std::make_unique<gpusel_gpu_list>();
-    for (const gpusel::GpuInfo& g : snap.gpus) {
-      gpusel_gpu_info info{};
-      info.size = sizeof info;
-      info.nvidia_smi_index = g.index;
-      info.cuda_ordinal = -1;
-      copy_field(info.uuid, g.uuid);
-      copy_field(info.name, g.name);
-      copy_field(info.pci_bus_id, g.pci_bus_id);
-      info.total_bytes = g.total_bytes;
-      info.numa_node = g.numa_node.value_or(-1);
-      info.cc_major = g.cc_major;
-      info.cc_minor = g.cc_minor;
-      info.mig_enabled = g.mig_enabled ? 1 : 0;
-      out->gpus.push_back(info);
-    }
+    out->cuda_ordinals.assign(snap.gpus.size(), -1);
+    out->cuda_known = vs.known;
     for (std::size_t k = 0; k < vs.devices.size(); ++k) {
       if (vs.devices[k].mig < 0)
-        out->gpus[static_cast<std::size_t>(vs.devices[k].gpu)].cuda_ordinal = static_cast<int>(k);
+        out->cuda_ordinals[static_cast<std::size_t>(vs.devices[k].gpu)] = static_cast<int>(k);
     }
+    out->gpus = std::move(snap.gpus);
     *list = out.release();
     return GPUSEL_OK;
   });
@@ -223,13 +223,71 @@ gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i, gpusel_
       throw gpusel::bad_input("GPU " + std::to_string(i) + " is past the end of the list (" +
                               std::to_string(list->gpus.size()) + " GPUs)");
     }
-    fill_sized(info, list->gpus[i], kGpuInfoFieldsEnd);
+    const gpusel::GpuInfo& g = list->gpus[i];
+    gpusel_gpu_info out{};
+    out.size = sizeof out;
+    out.nvidia_smi_index = g.index;
+    out.cuda_ordinal = list->cuda_ordinals[i];
+    copy_field(out.uuid, g.uuid);
+    copy_field(out.name, g.name);
+    copy_field(out.pci_bus_id, g.pci_bus_id);
+    out.total_bytes = g.memory_total_bytes;
+    out.numa_node = g.numa_node.value_or(-1);
+    out.cc_major = g.cc_major;
+    out.cc_minor = g.cc_minor;
+    out.mig_enabled = g.mig_enabled ? 1 : 0;
+    fill_sized(info, out, kGpuInfoFieldsEnd);
     return GPUSEL_OK;
   });
 }
 
 void gpusel_gpu_list_free(gpusel_gpu_list* list) {
   delete list;
+}
+
+const char* gpusel_gpu_field_name(size_t k) {
+  const auto specs = gpusel::gpu_field_specs();
+  return k < specs.size() ? specs[k].name : nullptr;
+}
+
+int gpusel_gpu_field_kind(size_t k) {
+  const auto specs = gpusel::gpu_field_specs();
+  if (k >= specs.size()) return -1;
+  switch (specs[k].kind) {
+    case gpusel::FieldKind::Text:
+      return GPUSEL_FIELD_TEXT;
+    case gpusel::FieldKind::Flag:
+      return GPUSEL_FIELD_FLAG;
+    default:
+      return GPUSEL_FIELD_NUMBER;
+  }
+}
+
+gpusel_status gpusel_gpu_list_field(const gpusel_gpu_list* list, size_t i, const char* name,
+                                    char* buf, size_t size, size_t* needed, int* present) {
+  return guarded([&] {
+    if (present != nullptr) *present = 0;
+    if (list == nullptr) throw gpusel::bad_input("list is NULL");
+    const std::string field = need(name, "name");
+    const gpusel::FieldSpec* spec = gpusel::find_gpu_field(field);
+    if (spec == nullptr) {
+      std::string known;
+      for (const gpusel::FieldSpec& s : gpusel::gpu_field_specs())
+        known += (known.empty() ? "" : ", ") + std::string(s.name);
+      throw gpusel::bad_input("no GPU field is named " + gpusel::detail::quote_value(field) +
+                              "; the fields are " + known);
+    }
+    if (i >= list->gpus.size()) {
+      throw gpusel::bad_input("GPU " + std::to_string(i) + " is past the end of the list (" +
+                              std::to_string(list->gpus.size()) + " GPUs)");
+    }
+    const gpusel::GpuView view{list->gpus[i], list->cuda_ordinals[i], list->cuda_known};
+    const gpusel::FieldValue value = gpusel::gpu_field(view, spec->field);
+    const gpusel_status status =
+        out_string(gpusel::field_plain_text(*spec, value), buf, size, needed);
+    if (status == GPUSEL_OK && present != nullptr) *present = value.present ? 1 : 0;
+    return status;
+  });
 }
 
 gpusel_status gpusel_set_assigned_gpu(const char* target) {
@@ -311,7 +369,7 @@ gpusel_status gpusel_gpu_identity(int cuda_ordinal, gpusel_identity* identity) {
     out.cuda_ordinal = id.cuda_ordinal;
     copy_field(out.uuid, id.uuid);
     copy_field(out.name, id.name);
-    out.total_bytes = id.total_bytes;
+    out.total_bytes = id.memory_total_bytes;
     out.cc_major = id.cc_major;
     out.cc_minor = id.cc_minor;
     copy_field(out.pci_bus_id, id.pci_bus_id);

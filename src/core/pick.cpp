@@ -543,11 +543,11 @@ std::string busy_reason(const GpuInfo& gpu, const FreeLimits& limits) {
     return std::to_string(gpu.processes->size()) + " compute process" +
            (gpu.processes->size() == 1 ? "" : "es") + " on it (pid " + pids + ")";
   }
-  if (gpu.memory_used && gpu.total_bytes > 0) {
+  if (gpu.memory_used && gpu.memory_total_bytes > 0) {
     const std::uint64_t free_bytes =
-        gpu.total_bytes > *gpu.memory_used ? gpu.total_bytes - *gpu.memory_used : 0;
+        gpu.memory_total_bytes > *gpu.memory_used ? gpu.memory_total_bytes - *gpu.memory_used : 0;
     const std::uint64_t need =
-        limits.min_free_memory.value_or(gpu.total_bytes - gpu.total_bytes / 10);
+        limits.min_free_memory.value_or(gpu.memory_total_bytes - gpu.memory_total_bytes / 10);
     if (free_bytes < need) {
       return detail::format_bytes(*gpu.memory_used) + " of memory in use, " +
              detail::format_bytes(free_bytes) + " free (needs " + detail::format_bytes(need) + ")";

@@ -178,7 +178,7 @@ CudaDevice cuda_device(const CudaHandle& h) {
   d.name = read_string(name);
   std::size_t total = 0;
   check(api, api.cuDeviceTotalMem(&total, dev), "cuDeviceTotalMem_v2");
-  d.total_bytes = total;
+  d.memory_total_bytes = total;
   check(api,
         api.cuDeviceGetAttribute(&d.cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, dev),
         "cuDeviceGetAttribute");

@@ -204,7 +204,7 @@ std::string read_mig(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
           api.nvmlDeviceGetComputeInstanceId(mdev, &mig.compute_instance);
         nvmlMemory_t mm{};
         if (api.nvmlDeviceGetMemoryInfo && api.nvmlDeviceGetMemoryInfo(mdev, &mm) == NVML_SUCCESS) {
-          mig.total_bytes = mm.total;
+          mig.memory_total_bytes = mm.total;
         }
         if (!mig.uuid.empty()) gpu.migs.push_back(std::move(mig));
       }
@@ -246,10 +246,10 @@ void read_rest(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
   nvmlMemory_t mem1{};
   if (api.nvmlDeviceGetMemoryInfo_v2 &&
       api.nvmlDeviceGetMemoryInfo_v2(dev, &mem2) == NVML_SUCCESS) {
-    gpu.total_bytes = mem2.total;
+    gpu.memory_total_bytes = mem2.total;
   } else if (api.nvmlDeviceGetMemoryInfo &&
              api.nvmlDeviceGetMemoryInfo(dev, &mem1) == NVML_SUCCESS) {
-    gpu.total_bytes = mem1.total;
+    gpu.memory_total_bytes = mem1.total;
   }
   constexpr unsigned kWords = 16;  // 1024 CPUs or NUMA nodes
   unsigned long mask[kWords] = {};
@@ -289,11 +289,28 @@ void read_rest(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
   link(api.nvmlDeviceGetMaxPcieLinkWidth, gpu.pcie_max_width);
 }
 
+// The fields of gpu_fields.def's GPUSEL_GPU_READING rows read `when`, each by its one NVML call.
+void read_readings(const NvmlApi& api, nvmlDevice_t dev, FieldRead when, GpuInfo& gpu) {
+#define GPUSEL_GPU_FIELD(name, kind, read, header, width, give_way, cut)
+#define GPUSEL_GPU_READING(name, kind, read, header, width, give_way, cut, symbol) \
+  if (FieldRead::read == when && api.symbol) {                                     \
+    unsigned value = 0;                                                            \
+    if (api.symbol(dev, &value) == NVML_SUCCESS)                                   \
+      gpu.readings[static_cast<std::size_t>(GpuReading::name)] = value;            \
+  }
+#include "gpusel/gpu_fields.def"
+#undef GPUSEL_GPU_FIELD
+#undef GPUSEL_GPU_READING
+}
+
 // What `detail` asks for beyond the UUID; the same return as read_model.
 std::string read_detail(const NvmlApi& api, nvmlDevice_t dev, NvmlDetail detail, GpuInfo& gpu) {
   if (detail == NvmlDetail::Uuid) return {};
   std::string broken = read_model(api, dev, gpu);
-  if (broken.empty() && detail == NvmlDetail::Full) read_rest(api, dev, gpu);
+  if (broken.empty() && detail == NvmlDetail::Full) {
+    read_rest(api, dev, gpu);
+    read_readings(api, dev, FieldRead::Always, gpu);
+  }
   return broken;
 }
 
@@ -310,11 +327,7 @@ void read_usage(const NvmlApi& api, nvmlDevice_t dev, GpuInfo& gpu) {
              api.nvmlDeviceGetMemoryInfo(dev, &mem1) == NVML_SUCCESS) {
     gpu.memory_used = mem1.used;
   }
-  unsigned persistence = 0;  // nvmlEnableState_t: 0 disabled, 1 enabled
-  if (api.nvmlDeviceGetPersistenceMode &&
-      api.nvmlDeviceGetPersistenceMode(dev, &persistence) == NVML_SUCCESS) {
-    gpu.persistence_mode = persistence != 0;
-  }
+  read_readings(api, dev, FieldRead::Usage, gpu);
   nvmlUtilization_t util{};
   if (api.nvmlDeviceGetUtilizationRates &&
       api.nvmlDeviceGetUtilizationRates(dev, &util) == NVML_SUCCESS) {
@@ -744,7 +757,10 @@ std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::siz
       fresh.memory_used = gpu.memory_used;
       fresh.utilization = gpu.utilization;
       fresh.processes = std::move(gpu.processes);
-      fresh.persistence_mode = gpu.persistence_mode;
+      for (std::size_t r = 0; r < kGpuReadingCount; ++r) {  // the usage readings, as read
+        if (gpu_reading_spec(static_cast<GpuReading>(r)).when == FieldRead::Usage)
+          fresh.readings[r] = gpu.readings[r];
+      }
     }
     gpu = std::move(fresh);
   }

@@ -131,7 +131,7 @@ class FreeLook {
     std::uint64_t largest = 0;
     for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
       if (!eligible_[i]) continue;
-      const std::uint64_t total = snap_.gpus[i].total_bytes;
+      const std::uint64_t total = snap_.gpus[i].memory_total_bytes;
       largest = std::max(largest, total);
       if (total == 0 || total >= *limits_.min_free_memory) {
         ++big_enough;  // a size NVML did not give is not held against it
@@ -168,12 +168,12 @@ class FreeLook {
       const GpuInfo& g = gpus[i];
       c[i].eligible = eligible_[i];
       if (!c[i].eligible) {
-        const bool small = limits_.min_free_memory && g.total_bytes != 0 &&
-                           g.total_bytes < *limits_.min_free_memory;
+        const bool small = limits_.min_free_memory && g.memory_total_bytes != 0 &&
+                           g.memory_total_bytes < *limits_.min_free_memory;
         c[i].not_free = g.failed()      ? "failed: " + g.failure
                         : g.mig_enabled ? std::string("MIG enabled")
-                        : small         ? detail::format_bytes(g.total_bytes) + " of memory in all"
-                                        : "hidden by " + detail::describe_preset(env_);
+                        : small ? detail::format_bytes(g.memory_total_bytes) + " of memory in all"
+                                : "hidden by " + detail::describe_preset(env_);
         continue;
       }
       // A lease says more than the usage it causes: named first.

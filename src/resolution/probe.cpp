@@ -262,7 +262,7 @@ std::string serialise_devices(const std::vector<gpusel::CudaDevice>& devices) {
   std::ostringstream out;
   for (const gpusel::CudaDevice& d : devices) {
     out << d.cuda_ordinal << '\t' << field_safe(d.uuid) << '\t' << field_safe(d.parent_uuid) << '\t'
-        << field_safe(d.pci_bus_id) << '\t' << d.total_bytes << '\t' << d.cc_major << '\t'
+        << field_safe(d.pci_bus_id) << '\t' << d.memory_total_bytes << '\t' << d.cc_major << '\t'
         << d.cc_minor << '\t' << d.sm_count << '\t' << field_safe(d.name) << '\n';
   }
   return out.str();
@@ -309,7 +309,7 @@ std::optional<std::vector<gpusel::CudaDevice>> parse_devices(const std::string& 
     f.push_back(line.substr(start));
     if (f.size() != 9) return std::nullopt;
     gpusel::CudaDevice d;
-    if (!parse_number(f[0], d.cuda_ordinal) || !parse_number(f[4], d.total_bytes) ||
+    if (!parse_number(f[0], d.cuda_ordinal) || !parse_number(f[4], d.memory_total_bytes) ||
         !parse_number(f[5], d.cc_major) || !parse_number(f[6], d.cc_minor) ||
         !parse_number(f[7], d.sm_count)) {
       return std::nullopt;
@@ -385,13 +385,13 @@ std::vector<GpuInfo> gpus_from_cuda(const std::vector<CudaDevice>& devices) {
       g.pci_bus_id = detail::normalise_bus_id(d.pci_bus_id);
       g.cc_major = d.cc_major;
       g.cc_minor = d.cc_minor;
-      g.total_bytes = d.total_bytes;
+      g.memory_total_bytes = d.memory_total_bytes;
       gpus.push_back(std::move(g));
       it = std::prev(gpus.end());
     }
     if (!detail::same_entry(d.uuid, uuid)) {  // a MIG device of that GPU
       it->mig_enabled = true;
-      it->migs.push_back(MigDevice{d.uuid, 0, 0, d.name, d.total_bytes});
+      it->migs.push_back(MigDevice{d.uuid, 0, 0, d.name, d.memory_total_bytes});
     }
   }
   std::stable_sort(gpus.begin(), gpus.end(),

@@ -23,7 +23,8 @@ HOLD = os.path.abspath(CUDA_HOLD)
 # `gpusel bind --json`'s keys before `bind -- PROGRAM` came: scripts read them, none may go.
 JSON_KEYS = {"rank", "rank_variable", "source", "ignored", "uuid", "nvidia_smi_index", "index", "cuda_ordinal",
              "shared", "shared_with_pid", "claim_note", "name", "total_bytes", "compute_capability", "pci_bus_id",
-             "cuda_driver_version", "cpus", "simulated"}
+             "cuda_driver_version", "cpus", "simulated",
+             "memory_total_bytes"}  # added: the field's one name (gpu_fields.def), beside total_bytes
 
 
 def env(**extra):

@@ -11,7 +11,7 @@ import unittest
 
 import reference_answers
 from reference_answers import Answers
-from support import SHARED, SOURCE, Case, for_python, machine, sim_env, uuids
+from support import SHARED, SOURCE, Case, for_python, gpusel_json, machine, sim_env, uuids
 
 LIBRARY = os.environ.get("GPUSEL_LIBRARY_FILE", "build/lib/libgpusel.so.2")
 DGX = uuids("dgx-h100")
@@ -182,7 +182,7 @@ class ModuleTest(Case):
         # "index" is the CUDA ordinal, as in the reference module; both numberings by their names too.
         self.assertEqual(out["identity"], {"index": 2, "cuda_ordinal": 2, "nvidia_smi_index": 0,
                                            "name": "NVIDIA RTX A4000", "uuid": MIX[0], "total_bytes": 16 << 30,
-                                           "compute_capability": [8, 6], "pci_bus_id": "00000000:01:00.0"})
+                                           "memory_total_bytes": 16 << 30, "compute_capability": [8, 6], "pci_bus_id": "00000000:01:00.0"})
         self.assertEqual(out["bad_assign"][0], "ValueError")
 
     def test_probe_from_python(self):
@@ -208,6 +208,26 @@ print(json.dumps(out))
         out = python(code, "workstation-mixed", CUDA_VISIBLE_DEVICES="-1")
         self.assertEqual(out["hidden"], ["RuntimeError", 6, "cuInit", 100])  # GPUSEL_ERROR_NO_DEVICE
         self.assertEqual(out["bad"], ["ValueError", 2, "", 0])  # GPUSEL_ERROR_BAD_INPUT
+
+    def test_list_gpus_says_what_list_json_says(self):
+        # One field table (gpu_fields.def) drives `list --json`, the C accessor and list_gpus():
+        # every GPU has the same fields, under the same names, with the same values, on machines
+        # with MIG, a lost GPU and a preset that hides and reorders GPUs.
+        code = "import gpusel, json; print(json.dumps([gpusel.list_gpus(), gpusel.list_gpus(usage=True)]))"
+        for name, env in (("dgx-h100", {}), ("mig-a100", {}), ("lost-gpu", {}),
+                          ("workstation-mixed", {"CUDA_DEVICE_ORDER": "PCI_BUS_ID", "CUDA_VISIBLE_DEVICES": "1"})):
+            with self.subTest(machine=name):
+                plain, usage = python(code, name, **env)
+                listed = gpusel_json("list", "--json", env=sim_env(name, **env))["gpus"]
+                self.assertEqual(len(usage), len(listed))
+                for ours, theirs, without in zip(usage, listed, plain):
+                    self.assertIn("memory_total_bytes", ours)
+                    self.assertEqual(ours, {key: theirs[key] for key in ours})
+                    # Without usage, the fields read with usage are absent and the others agree.
+                    self.assertIsNone(without["memory_used_bytes"])
+                    self.assertEqual({k: v for k, v in without.items() if without[k] is not None},
+                                     {k: ours[k] for k in without if without[k] is not None})
+        self.assertIsNotNone(usage[0]["persistence_mode"])  # read with usage on this machine
 
     def test_a_relative_library_path_still_finds_the_probe_helper(self):
         # GPUSEL_LIBRARY=build/lib/libgpusel.so.2: the library finds gpusel-probe-cuda beside it as

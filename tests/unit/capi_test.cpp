@@ -295,7 +295,62 @@ TEST(CApi, GpuListEntryWritesNoFurtherThanItsOwnStructWhateverSizeSays) {
   if (status == 77) GTEST_SKIP() << "no simulator beside the test";
   EXPECT_EQ(status, 0) << "see the child's message above";
 }
+TEST(CApi, GpuFieldsByName) {
+  const int status = on_simulated_machine([] {
+    gpusel_gpu_list* list = nullptr;
+    CHILD_CHECK(gpusel_list_gpus_with(GPUSEL_LIST_USAGE, &list) == GPUSEL_OK, 20);
+    char buf[64];
+    size_t needed = 0;
+    int present = -1;
+    CHILD_CHECK(gpusel_gpu_list_field(list, 5, "nvidia_smi_index", buf, sizeof buf, &needed,
+                                      &present) == GPUSEL_OK,
+                21);
+    CHILD_CHECK(std::string(buf) == "5" && present == 1 && needed == 2, 22);
+    CHILD_CHECK(gpusel_gpu_list_field(list, 5, "memory_used_bytes", buf, sizeof buf, &needed,
+                                      &present) == GPUSEL_OK &&
+                    present == 1,
+                23);
+    char small[4];
+    CHILD_CHECK(gpusel_gpu_list_field(list, 5, "uuid", small, sizeof small, &needed, &present) ==
+                        GPUSEL_TOO_SMALL &&
+                    needed == 41 && present == 0,
+                24);
+    CHILD_CHECK(gpusel_gpu_list_field(list, 5, "total_bytes", buf, sizeof buf, &needed, &present) ==
+                    GPUSEL_BAD_INPUT,
+                25);
+    CHILD_CHECK(std::string(gpusel_last_error()).find("memory_total_bytes") != std::string::npos,
+                26);
+    CHILD_CHECK(gpusel_gpu_list_field(list, 8, "uuid", buf, sizeof buf, &needed, &present) ==
+                    GPUSEL_BAD_INPUT,
+                27);
+    gpusel_gpu_list_free(list);
+    // Without usage, the fields read with it are absent.
+    CHILD_CHECK(gpusel_list_gpus(&list) == GPUSEL_OK, 28);
+    CHILD_CHECK(gpusel_gpu_list_field(list, 5, "memory_used_bytes", buf, sizeof buf, &needed,
+                                      &present) == GPUSEL_OK &&
+                    present == 0 && buf[0] == '\0',
+                29);
+    gpusel_gpu_list_free(list);
+    CHILD_CHECK(gpusel_list_gpus_with(2, &list) == GPUSEL_BAD_INPUT && list == nullptr, 30);
+    return 0;
+  });
+  if (status == 77) GTEST_SKIP() << "no simulator beside the test";
+  EXPECT_EQ(status, 0) << "see the child's message above";
+}
+
 #endif
+
+TEST(CApi, GpuFieldNamesEndWithNull) {
+  size_t k = 0;
+  while (gpusel_gpu_field_name(k) != nullptr) {
+    EXPECT_GE(gpusel_gpu_field_kind(k), GPUSEL_FIELD_TEXT);
+    EXPECT_LE(gpusel_gpu_field_kind(k), GPUSEL_FIELD_FLAG);
+    ++k;
+  }
+  EXPECT_GT(k, 10u);
+  EXPECT_EQ(gpusel_gpu_field_kind(k), -1);
+  EXPECT_STREQ(gpusel_gpu_field_name(0), "nvidia_smi_index");
+}
 
 // Failures as data: the code, and the driver call with its return value, whatever the message says.
 TEST(CApi, FailuresCarryACode) {

@@ -39,7 +39,7 @@ TEST(Pick, ParseFreeRequest) {
 
 TEST(Pick, BusyReasons) {
   GpuInfo g = four_same()[0];
-  g.total_bytes = 80ull << 30;
+  g.memory_total_bytes = 80ull << 30;
   FreeLimits limits;
   EXPECT_EQ(detail::busy_reason(g, limits), "");  // usage unknown: free
   g.processes = std::vector<GpuProcess>{{4242, 1ull << 30}};

@@ -82,7 +82,8 @@ void print_json(const std::optional<AssignmentInfo>& info, const std::optional<L
       info && info->shared_with_pid ? nlohmann::json(*info->shared_with_pid) : nullptr;
   j["claim_note"] = info && !info->claim_note.empty() ? nlohmann::json(info->claim_note) : nullptr;
   j["name"] = id.name;
-  j["total_bytes"] = id.total_bytes;
+  j["memory_total_bytes"] = id.memory_total_bytes;  // the field's name in list --json too
+  j["total_bytes"] = id.memory_total_bytes;         // the reference module's key
   j["compute_capability"] = cc;
   j["pci_bus_id"] = id.pci_bus_id;
   // The CUDA driver's own version (cuDriverGetVersion), "12.8"; null when it gave none.
@@ -274,7 +275,7 @@ int run_bind(const BindOptions& options) {
     fmt::print("{}{}: CUDA ordinal {} = {}\n", simulated_machine() ? "[simulated] " : "",
                who_text(rank), id.cuda_ordinal, detail::printable(id.uuid));
     fmt::print("  nvidia-smi index {}, {}, {}, compute capability {}, PCI {}\n", index_text(id),
-               detail::printable(id.name), detail::format_bytes(id.total_bytes), cc,
+               detail::printable(id.name), detail::format_bytes(id.memory_total_bytes), cc,
                id.pci_bus_id.empty() ? "unknown" : detail::printable(id.pci_bus_id));
     fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
     if (!shared_text(info).empty()) fmt::print("  {}\n", shared_text(info));

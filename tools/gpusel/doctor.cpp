@@ -214,7 +214,7 @@ class Doctor {
                      "check under load with `gpusel bench bw --gpu N`",
             {g.index});
       }
-      if (g.persistence_mode && !*g.persistence_mode) {
+      if (g.reading(GpuReading::persistence_mode) == std::uint64_t{0}) {
         off_persistence.push_back(g.index);
       }
     }

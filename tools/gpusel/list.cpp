@@ -1,6 +1,7 @@
 // gpusel list: every physical GPU with its nvidia-smi index and its CUDA ordinal here.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -24,6 +25,7 @@
 #include "common.hpp"
 #include "gpusel/bandwidth.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/gpu_fields.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
@@ -251,30 +253,31 @@ std::optional<unsigned> nvml_index(const NvmlSnapshot& snap, const CudaDevice& d
   return std::nullopt;
 }
 
+GpuView gpu_view(const Listing& l, std::size_t g) {
+  const Row& row = l.rows[g];
+  return GpuView{l.snap.gpus[g], row.visibility == Visibility::Visible ? row.ordinal : -1,
+                 row.visibility != Visibility::Unknown};
+}
+
+nlohmann::json field_json(const FieldSpec& spec, const FieldValue& value) {
+  if (!value.present) return nullptr;
+  if (spec.kind == FieldKind::Text) return value.text;
+  if (spec.kind == FieldKind::Flag) return value.number != 0;
+  return value.number;
+}
+
 nlohmann::json gpu_json(const Listing& l, std::size_t g) {
   const NvmlSnapshot& snap = l.snap;
   const std::vector<Row>& rows = l.rows;
   const std::vector<LeaseStanding>& leases = l.leases;
   const GpuInfo& gpu = snap.gpus[g];
   nlohmann::json j;
-  j["index"] = gpu.index;  // the nvidia-smi index, also under its explicit name
-  j["nvidia_smi_index"] = gpu.index;
-  j["cuda_ordinal"] = ordinal_json(rows[g].ordinal);
-  j["cuda_visibility"] = rows[g].visibility == Visibility::Visible  ? "visible"
-                         : rows[g].visibility == Visibility::Hidden ? "hidden"
-                                                                    : "unknown";
-  j["uuid"] = gpu.failed() ? nlohmann::json(nullptr) : nlohmann::json(gpu.uuid);
-  j["state"] = gpu.failed() ? (gpu.problem.code == ErrorCode::GpuLost ? "lost" : "error") : "ok";
-  j["failure"] = gpu.failed() ? nlohmann::json(gpu.failure) : nlohmann::json(nullptr);
+  // Every field of the table (gpu_fields.def) under its name; the nvidia-smi index also as "index".
+  const GpuView view = gpu_view(l, g);
+  for (const FieldSpec& spec : gpu_field_specs())
+    j[spec.name] = field_json(spec, gpu_field(view, spec.field));
+  j["index"] = gpu.index;
   j["problem"] = problem_json(gpu.problem);  // the failure as data: code, call, result
-  j["name"] = gpu.name;
-  j["memory_total_bytes"] = gpu.total_bytes;
-  j["pci_bus_id"] = gpu.pci_bus_id;
-  j["numa_node"] = gpu.numa_node ? nlohmann::json(*gpu.numa_node) : nlohmann::json(nullptr);
-  j["compute_capability"] = gpu.cc_major < 0
-                                ? nlohmann::json(nullptr)
-                                : nlohmann::json(fmt::format("{}.{}", gpu.cc_major, gpu.cc_minor));
-  j["cpus"] = detail::format_cpu_list(gpu.cpus);
   j["pcie_link"] =
       gpu.pcie_generation == 0
           ? nlohmann::json(nullptr)
@@ -284,10 +287,6 @@ nlohmann::json gpu_json(const Listing& l, std::size_t g) {
                  {"max_generation", gpu.pcie_max_generation},
                  {"max_width", gpu.pcie_max_width},
                  {"max_gbps", pcie_link_gbps(gpu.pcie_max_generation, gpu.pcie_max_width)}});
-  j["memory_used_bytes"] =
-      gpu.memory_used ? nlohmann::json(*gpu.memory_used) : nlohmann::json(nullptr);
-  j["utilization_percent"] =
-      gpu.utilization ? nlohmann::json(*gpu.utilization) : nlohmann::json(nullptr);
   j["processes"] = nlohmann::json::array();
   for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
     const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
@@ -311,12 +310,11 @@ nlohmann::json gpu_json(const Listing& l, std::size_t g) {
                         : nlohmann::json::object();
   j["lease_problem"] = lease.state == LeaseStanding::State::Unusable ? nlohmann::json(lease.problem)
                                                                      : nlohmann::json(nullptr);
-  j["mig_enabled"] = gpu.mig_enabled;
   j["mig_devices"] = nlohmann::json::array();
   for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
     j["mig_devices"].push_back({{"uuid", gpu.migs[m].uuid},
                                 {"name", gpu.migs[m].name},
-                                {"memory_total_bytes", gpu.migs[m].total_bytes},
+                                {"memory_total_bytes", gpu.migs[m].memory_total_bytes},
                                 {"gpu_instance", gpu.migs[m].gpu_instance},
                                 {"compute_instance", gpu.migs[m].compute_instance},
                                 {"cuda_ordinal", ordinal_json(rows[g].mig_ordinals[m])}});
@@ -375,38 +373,93 @@ std::string list_json(const Listing& l, const ListOptions& options) {
          "\n";
 }
 
-// Which of the table's columns are shown: all of them unless `columns` (a terminal's width) is
-// narrower than the rows; then, in this order, until they fit: PCI BUS ID left out, NUMA left
-// out, UUIDs cut to their first 12 characters (GPU-4ba71ab7).
-struct TableLayout {
-  std::size_t name_width = 4;
-  bool pci = true, numa = true, full_uuid = true;
+// The text table's columns: the fields of gpu_fields.def with a header, in the table's order.
+// All of them are shown unless `columns` (a terminal's width) is narrower than the rows; then, in
+// the order of their give_way (PCI BUS ID, NUMA, UUID), they give way until the rows fit: dropped,
+// or cut (a UUID to its first 12 characters: GPU-4ba71ab7).
+class TableLayout {
+ public:
+  struct Column {
+    GpuField field;
+    std::size_t width;
+    bool right;  // numbers with a unit are right-aligned
+    bool cut = false;
+  };
 
-  TableLayout(std::size_t name, std::size_t columns) : name_width(name) {
-    std::size_t width = 5 + 1 + 4 + 1 + 40 + 1 + name + 1 + 10 + 1 + 16 + 1 + 4 + 1 + 10 + 1 + 4;
-    if (columns == 0) return;
-    if (width > columns) {
-      pci = false;
-      width -= 17;
+  // `at_least`: a column's width when other rows (MIG devices) need more than the GPUs' cells.
+  TableLayout(const std::vector<GpuView>& gpus, std::size_t columns,
+              const std::vector<std::pair<GpuField, std::size_t>>& at_least) {
+    std::size_t total = 0;
+    for (const FieldSpec& spec : gpu_field_specs()) {
+      if (*spec.header == '\0') continue;
+      std::size_t width = spec.width != 0 ? spec.width : std::string_view(spec.header).size();
+      if (spec.width == 0) {
+        for (const GpuView& v : gpus) width = std::max(width, gpu_field_cell(v, spec.field).size());
+      }
+      for (const auto& [field, least] : at_least) {
+        if (field == spec.field) width = std::max(width, least);
+      }
+      shown_.push_back(
+          {spec.field, width, spec.kind == FieldKind::Bytes || spec.kind == FieldKind::Percent});
+      total += (shown_.size() > 1 ? 1 : 0) + width;
     }
-    if (width > columns) {
-      numa = false;
-      width -= 5;
+    unsigned turns = 0;
+    for (const FieldSpec& spec : gpu_field_specs()) turns = std::max(turns, spec.give_way);
+    for (unsigned turn = 1; turn <= turns && columns != 0 && total > columns; ++turn) {
+      auto it = std::find_if(shown_.begin(), shown_.end(), [&](const Column& c) {
+        return gpu_field_spec(c.field).give_way == turn;
+      });
+      if (it == shown_.end()) continue;
+      const unsigned cut = gpu_field_spec(it->field).cut;
+      if (cut != 0) {
+        total -= it->width - std::min<std::size_t>(cut, it->width);
+        it->width = std::min<std::size_t>(cut, it->width);
+        it->cut = true;
+      } else {
+        total -= it->width + 1;
+        shown_.erase(it);
+      }
     }
-    if (width > columns) full_uuid = false;
   }
-  std::size_t uuid_width() const { return full_uuid ? 40 : 12; }
-  std::string uuid(const std::string& text) const {
-    return full_uuid || text.size() <= 12 ? text : text.substr(0, 12);
+
+  // A column's width, 0 when it gave way.
+  std::size_t width(GpuField field) const {
+    const Column* c = find(field);
+    return c == nullptr ? 0 : c->width;
   }
-  // A row: INDEX, CUDA, UUID, NAME, MEMORY, PCI BUS ID, NUMA, USED, UTIL.
-  std::string row(const std::array<std::string, 9>& c) const {
-    std::string line = fmt::format("{:<5} {:<4} {:<{}} {:<{}} {:>10}", c[0], c[1], uuid(c[2]),
-                                   uuid_width(), c[3], name_width, c[4]);
-    if (pci) line += fmt::format(" {:<16}", c[5]);
-    if (numa) line += fmt::format(" {:<4}", c[6]);
-    return line + fmt::format(" {:>10} {:>4}\n", c[7], c[8]);
+  // A cell of that column as shown: cut when the column is.
+  std::string fit(GpuField field, const std::string& text) const {
+    const Column* c = find(field);
+    return c != nullptr && c->cut && text.size() > c->width ? text.substr(0, c->width) : text;
   }
+  // The header row.
+  std::string header() const {
+    return line([](const Column& c) { return std::string(gpu_field_spec(c.field).header); });
+  }
+  // One GPU's row.
+  std::string row(const GpuView& view) const {
+    return line([&](const Column& c) { return fit(c.field, gpu_field_cell(view, c.field)); });
+  }
+
+ private:
+  template <typename Cell>
+  std::string line(Cell cell) const {
+    std::string out;
+    for (std::size_t i = 0; i < shown_.size(); ++i) {
+      const Column& c = shown_[i];
+      if (i > 0) out += ' ';
+      out += c.right ? fmt::format("{:>{}}", cell(c), c.width)
+                     : fmt::format("{:<{}}", cell(c), c.width);
+    }
+    return out + "\n";
+  }
+  const Column* find(GpuField field) const {
+    for (const Column& c : shown_) {
+      if (c.field == field) return &c;
+    }
+    return nullptr;
+  }
+  std::vector<Column> shown_;
 };
 
 void list_text(const Listing& l, const ListOptions& options, std::string& out_text) {
@@ -425,16 +478,16 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
                  cuda_version_text(snap.cuda_driver_version), detail::describe_preset(env),
                  env.device_order ? "=" + detail::quote_value(*env.device_order)
                                   : std::string(" unset (FASTEST_FIRST)"));
-  std::size_t name_width = 4;
   // Text from the driver is printed with control bytes escaped: it never drives the terminal.
-  for (const GpuInfo& gpu : snap.gpus) {
-    name_width = std::max(name_width, detail::printable(gpu.name).size());
-    for (const auto& mig : gpu.migs)
-      name_width = std::max(name_width, detail::printable(mig.name).size());
+  std::size_t mig_name_width = 0;
+  std::vector<GpuView> views;
+  for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
+    views.push_back(gpu_view(l, g));
+    for (const auto& mig : snap.gpus[g].migs)
+      mig_name_width = std::max(mig_name_width, detail::printable(mig.name).size());
   }
-  const TableLayout layout(name_width, options.columns);
-  out_text +=
-      layout.row({"INDEX", "CUDA", "UUID", "NAME", "MEMORY", "PCI BUS ID", "NUMA", "USED", "UTIL"});
+  const TableLayout layout(views, options.columns, {{GpuField::name, mig_name_width}});
+  out_text += layout.header();
   for (std::size_t g = 0; g < snap.gpus.size(); ++g) {
     const GpuInfo& gpu = snap.gpus[g];
     if (gpu.failed()) {
@@ -442,13 +495,7 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
                      "FAILED: " + detail::printable(gpu.failure));
       continue;
     }
-    out_text += layout.row(
-        {std::to_string(gpu.index), ordinal_text(rows[g].visibility, rows[g].ordinal),
-         detail::printable(gpu.uuid), detail::printable(gpu.name),
-         gpu.total_bytes ? detail::format_bytes(gpu.total_bytes) : "?",
-         detail::printable(gpu.pci_bus_id), gpu.numa_node ? std::to_string(*gpu.numa_node) : "-",
-         gpu.memory_used ? detail::format_bytes(*gpu.memory_used) : "?",
-         gpu.utilization ? std::to_string(*gpu.utilization) + "%" : "?"});
+    out_text += layout.row(views[g]);
     for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
       const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
       fmt::format_to(out, "      process {}{}{}, {}\n", p.pid,
@@ -461,15 +508,15 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
     }
     for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
       const int ord = rows[g].mig_ordinals[m];
-      fmt::format_to(out,
-                     "  MIG {:<4} {:<{}} {:<{}} {:>10}  (GPU instance {}, compute instance {})\n",
-                     ordinal_text(rows[g].visibility == Visibility::Unknown ? Visibility::Unknown
-                                                                            : Visibility::Visible,
-                                  ord),
-                     layout.uuid(detail::printable(gpu.migs[m].uuid)), layout.uuid_width(),
-                     detail::printable(gpu.migs[m].name), name_width,
-                     detail::format_bytes(gpu.migs[m].total_bytes), gpu.migs[m].gpu_instance,
-                     gpu.migs[m].compute_instance);
+      fmt::format_to(
+          out, "  MIG {:<4} {:<{}} {:<{}} {:>10}  (GPU instance {}, compute instance {})\n",
+          ordinal_text(
+              rows[g].visibility == Visibility::Unknown ? Visibility::Unknown : Visibility::Visible,
+              ord),
+          layout.fit(GpuField::uuid, detail::printable(gpu.migs[m].uuid)),
+          layout.width(GpuField::uuid), detail::printable(gpu.migs[m].name),
+          layout.width(GpuField::name), detail::format_bytes(gpu.migs[m].memory_total_bytes),
+          gpu.migs[m].gpu_instance, gpu.migs[m].compute_instance);
     }
   }
   if (snap.gpus.empty()) fmt::format_to(out, "(no GPUs)\n");
