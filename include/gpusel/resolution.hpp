@@ -29,6 +29,7 @@ CudaEnv cuda_env_from_environment();
 struct Resolution {
   bool resolved = false;      // false: entries passed on as given (UUIDs without NVML)
   std::string reason;         // why NVML is unavailable
+  Problem nvml_problem;       // the same as data (the code, the call and what it returned)
   bool probed = false;        // CUDA's order came from a probe
   bool through_cuda = false;  // NVML unavailable: indices mapped through CUDA's PCI order
   std::vector<std::string> gpus;

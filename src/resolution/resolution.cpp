@@ -38,9 +38,10 @@ std::string join_texts(const std::vector<GpuEntry>& entries) {
 // `probed`: an unfiltered probe made already (for `all`), else one is made here.
 Resolution resolve_through_cuda(const std::vector<GpuEntry>& entries, const CudaEnv& env,
                                 const std::string& probe_helper, const std::string& nvml_reason,
-                                const ProbeResult* probed = nullptr) {
+                                const Problem& nvml_problem, const ProbeResult* probed = nullptr) {
   Resolution r;
   r.reason = nvml_reason;
+  r.nvml_problem = nvml_problem;
   if (entries.empty() || entries.front().is_uuid()) {
     for (const GpuEntry& e : entries) r.gpus.push_back(e.text);
     return r;
@@ -177,7 +178,8 @@ std::vector<std::size_t> all_indices(const NvmlSnapshot& snap, const CudaEnv& en
 // when NVML is unavailable (`probed`: a probe made already, or nullptr).
 Resolution resolve_on(NvmlSnapshot snap, const std::vector<GpuEntry>& entries, const CudaEnv& env,
                       const std::string& probe_helper, const ProbeResult* probed) {
-  if (!snap.available) return resolve_through_cuda(entries, env, probe_helper, snap.reason, probed);
+  if (!snap.available)
+    return resolve_through_cuda(entries, env, probe_helper, snap.reason, snap.problem, probed);
   Resolution r;
   r.resolved = true;
   // The CUDA_VISIBLE_DEVICES model, made once: resolution reads the same one.
@@ -206,7 +208,10 @@ Resolution resolve_on(NvmlSnapshot snap, const std::vector<GpuEntry>& entries, c
   } else {
     std::string broken;
     picked = positions_by_uuid(entries, snap.gpus, env, broken);
-    if (!broken.empty()) return resolve_through_cuda(entries, env, probe_helper, broken);
+    if (!broken.empty()) {  // NVML failed part way: no code of its own
+      return resolve_through_cuda(entries, env, probe_helper, broken,
+                                  Problem{ErrorCode::Unspecified, {}, 0});
+    }
   }
   for (std::size_t g : picked) r.gpus.push_back(snap.gpus[g].uuid);
   note_renumbering(r, entries, env, snap.gpus, picked);

@@ -31,7 +31,8 @@ class ResolveTest(Case):
 
     def test_json(self):
         j = gpusel_json("--sim", "dgx-h100", "resolve", "--gpu", "1,2", "--json")
-        self.assertEqual(j, {"resolved": True, "through_cuda": False, "notes": [], "gpus": [DGX[1], DGX[2]]})
+        self.assertEqual(j, {"resolved": True, "through_cuda": False, "notes": [], "gpus": [DGX[1], DGX[2]],
+                             "nvml_problem": None})
 
     def test_json_failure_carries_the_code(self):
         # Bad input under --json: exit 2, the message on stderr, and on stdout an error object with
@@ -147,6 +148,10 @@ class ResolveTest(Case):
                 j = gpusel_json("--sim", name, "resolve", "--gpu", "1,0", "--json")
                 self.assertEqual((j["resolved"], j["through_cuda"], j["gpus"]), (True, True, [u[1], u[0]]))
                 self.assertIn("PCI bus order", j["notes"][0])
+                # Why NVML is unavailable, as data beside the note's words.
+                want = {"nvml-missing": ("library-not-loaded", None), "nvml-no-v2": ("library-incomplete", None),
+                        "nvml-init-fails": ("driver-call-failed", "nvmlInit_v2")}[name]
+                self.assertEqual((j["nvml_problem"]["code"], j["nvml_problem"]["call"]), want)
         # Without NVML and without CUDA, indices cannot be placed: refused, never guessed.
         path = private_path("nothing.toml")
         with open(os.path.join(SOURCE, "sim", "machines", "nvml-init-fails.toml")) as f:

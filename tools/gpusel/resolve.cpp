@@ -11,6 +11,7 @@
 #include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
 #include "interface.hpp"
+#include "problem_json.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -54,6 +55,8 @@ int run_resolve(const ResolveOptions& options) {
     nlohmann::json j;
     j["resolved"] = resolved;
     j["through_cuda"] = r.through_cuda;
+    // Why NVML is unavailable, as data (null when it answered): {"code", "call", "result"}.
+    j["nvml_problem"] = problem_json(r.nvml_problem);
     j["notes"] = r.notes;
     if (!picked.why.empty()) j["picked"] = picked.why;
     j["gpus"] = out;
