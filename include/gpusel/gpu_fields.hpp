@@ -69,8 +69,10 @@ struct GpuView {
   bool cuda_known = true;  // false: the ordinal depends on what NVML cannot tell
 };
 
-// A field's value: absent when NVML did not give it (or it does not apply: the UUID of a GPU NVML
-// cannot read, the CUDA ordinal of a hidden GPU). Numbers in `number`, Text in `text`, Flag as 0/1.
+// A field's value: absent when NVML did not give a number, or the field does not apply (the UUID
+// of a GPU NVML cannot read, the CUDA ordinal of a hidden GPU, the failure of a readable GPU); a
+// text NVML did not give (name, pci_bus_id, cpus) is present and "". Numbers in `number`, Text in
+// `text`, Flag as 0/1.
 struct FieldValue {
   bool present = false;
   std::int64_t number = 0;

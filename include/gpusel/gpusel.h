@@ -118,14 +118,17 @@ GPUSEL_API const char* gpusel_gpu_field_name(size_t k);
 #define GPUSEL_FIELD_NUMBER 1
 #define GPUSEL_FIELD_FLAG 2
 GPUSEL_API int gpusel_gpu_field_kind(size_t k);
-/* GPUSEL_LIST_USAGE: also read what changes as GPUs are used (memory in use, utilisation,
- * persistence mode); without it, those fields are absent. */
+/* GPUSEL_LIST_USAGE: also read the fields gpusel/gpu_fields.def reads only with usage (memory in
+ * use, utilisation, persistence mode, the power limit: what `gpusel list` alone needs); without
+ * it, those fields are absent. */
 #define GPUSEL_LIST_USAGE 1u
 /* gpusel_list_gpus with `flags` (0 or GPUSEL_LIST_USAGE). */
 GPUSEL_API gpusel_status gpusel_list_gpus_with(unsigned flags, gpusel_gpu_list** list);
 /* Field `name` of GPU i of the list, as text, copied into buf as gpusel_parse_gpu_spec copies;
- * *present (when not NULL) is 1 when NVML gave it, 0 when it did not (the text is then ""). A
- * name not in the table is GPUSEL_BAD_INPUT. */
+ * *present (when not NULL) is 0 where the field is absent (the text is then ""): a number NVML
+ * did not give, a GPU's uuid, compute_capability and failure where they do not apply. A text
+ * field NVML did not give (name, pci_bus_id, cpus) is present and "", as in `gpusel list --json`.
+ * A name not in the table is GPUSEL_BAD_INPUT. */
 GPUSEL_API gpusel_status gpusel_gpu_list_field(const gpusel_gpu_list* list, size_t i,
                                                const char* name, char* buf, size_t size,
                                                size_t* needed, int* present);

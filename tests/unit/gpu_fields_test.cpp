@@ -36,7 +36,18 @@ TEST(GpuFields, EveryNameIsOneFieldAndFoundByIt) {
     EXPECT_EQ(gpusel::find_gpu_field(spec.name)->field, spec.field);
     EXPECT_EQ(&gpusel::gpu_field_spec(spec.field), &spec);
     EXPECT_EQ(spec.cut != 0, spec.field == GpuField::uuid) << spec.name;
+    // A cut column's header fits its cut width; a column without a header never gives way.
+    if (spec.cut != 0) {
+      EXPECT_GE(spec.cut, std::string(spec.header).size()) << spec.name;
+    }
+    if (*spec.header == '\0') {
+      EXPECT_EQ(spec.give_way, 0u) << spec.name;
+    }
   }
+  // The MIG rows under a GPU use the NAME and UUID columns' widths: NAME never gives way, UUID
+  // is cut, never dropped.
+  EXPECT_EQ(gpusel::gpu_field_spec(GpuField::name).give_way, 0u);
+  EXPECT_NE(gpusel::gpu_field_spec(GpuField::uuid).cut, 0u);
   EXPECT_EQ(gpusel::find_gpu_field("total_bytes"), nullptr);  // the one name is memory_total_bytes
   EXPECT_EQ(gpusel::find_gpu_field(""), nullptr);
   EXPECT_EQ(gpusel::gpu_reading_spec(GpuReading::persistence_mode).field,
