@@ -6,7 +6,9 @@
 //   one GPU
 //
 // The value is parsed by gpusel::parse_gpu_spec; a bad value fails CLI11's parse with gpusel's
-// message. Header-only; needs CLI11 in the including program, not in libgpusel.
+// message, in the words of a command line that reads --gpu when the option is named so, else in
+// a program's ("GPU request"). Header-only; needs CLI11 in the including program, not in
+// libgpusel.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -19,6 +21,12 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
+// A bad value of the option `name` as CLI11 reports it.
+inline CLI::ValidationError gpu_option_error(const Error& e, const std::string& name) {
+  return CLI::ValidationError(
+      e.message(name == "--gpu" ? Audience::CommandLine : Audience::Program));
+}
+
 inline CLI::Option* add_gpu_option(CLI::App& app, std::vector<std::string>& entries,
                                    const std::string& name = "--gpu",
                                    const std::string& help =
@@ -27,11 +35,11 @@ inline CLI::Option* add_gpu_option(CLI::App& app, std::vector<std::string>& entr
   return app
       .add_option_function<std::string>(
           name,
-          [&entries](const std::string& value) {
+          [&entries, name](const std::string& value) {
             try {
               entries = parse_gpu_spec(value);
             } catch (const Error& e) {
-              throw CLI::ValidationError(e.what());
+              throw gpu_option_error(e, name);
             }
           },
           help)
@@ -45,11 +53,11 @@ inline CLI::Option* add_gpu_option(CLI::App& app, GpuRequest& request, const std
   return app
       .add_option_function<std::string>(
           name,
-          [&request, all_allowed](const std::string& value) {
+          [&request, all_allowed, name](const std::string& value) {
             try {
               request = read_gpu_request(value, all_allowed);
             } catch (const Error& e) {
-              throw CLI::ValidationError(e.what());
+              throw gpu_option_error(e, name);
             }
           },
           help)
@@ -64,11 +72,11 @@ inline CLI::Option* add_single_gpu_option(CLI::App& app, std::string& entry,
   return app
       .add_option_function<std::string>(
           name,
-          [&entry](const std::string& value) {
+          [&entry, name](const std::string& value) {
             try {
               entry = parse_single_gpu(value);
             } catch (const Error& e) {
-              throw CLI::ValidationError(e.what());
+              throw gpu_option_error(e, name);
             }
           },
           help)

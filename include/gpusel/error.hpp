@@ -5,6 +5,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "gpusel/export.h"
@@ -48,10 +49,26 @@ struct Problem {
 // value outside the enumeration.
 const char* error_code_name(ErrorCode code) noexcept;
 
+// Whom a message is worded for. The library's messages name the value they are about and the
+// remedy in the words of whoever gave the value: a program (C++, C through gpusel.h, Python) hears
+// of a "GPU request" and a "GPU entry" and is pointed to gpusel_list_gpus and nvidia-smi; the
+// gpusel command's users hear of --gpu and `gpusel list`, as they typed them. Where the two
+// wordings differ, a message holds both, and whoever shows it (the C ABI, the gpusel command) words
+// it for its own reader.
+enum class Audience { Program, CommandLine };
+
+// A message holding both wordings, as its reader reads it; text without the second wording is
+// returned as it is.
+std::string worded(std::string_view message, Audience audience);
+
 class Error : public std::runtime_error {
  public:
+  // `message` may hold both wordings (detail::reader_text); what() is the program's.
   Error(ErrorKind kind, const std::string& message, Problem problem = {})
-      : std::runtime_error(message), kind_(kind), problem_(std::move(problem)) {
+      : std::runtime_error(worded(message, Audience::Program)),
+        kind_(kind),
+        problem_(std::move(problem)),
+        text_(message) {
     if (!problem_) {
       problem_.code = kind == ErrorKind::BadInput ? ErrorCode::BadInput : ErrorCode::Unspecified;
     }
@@ -60,10 +77,15 @@ class Error : public std::runtime_error {
   int exit_code() const noexcept { return static_cast<int>(kind_); }
   ErrorCode code() const noexcept { return problem_.code; }
   const Problem& problem() const noexcept { return problem_; }
+  // The message in `audience`'s words (what() is the program's).
+  std::string message(Audience audience) const { return worded(text_, audience); }
+  // The message with both wordings, to build another message from.
+  const std::string& text() const noexcept { return text_; }
 
  private:
   ErrorKind kind_;
   Problem problem_;
+  std::string text_;
 };
 
 inline Error bad_input(const std::string& message) {

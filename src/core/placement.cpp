@@ -81,7 +81,7 @@ void from_gpusel_gpu(const PlacementModel& m, const std::string& one, PlacementV
   try {
     entry = worker_gpus(read_single_gpu(one));
   } catch (const Error& e) {
-    refuse(v, "gpusel-gpu", worker_variable_message("GPUSEL_GPU", one, e.what()),
+    refuse(v, "gpusel-gpu", worker_variable_message("GPUSEL_GPU", one, e.text()),
            "unset GPUSEL_GPU (gpusel run sets it per rank), or give it one GPU");
     return;
   }
@@ -171,7 +171,7 @@ void from_gpusel_gpus(const PlacementModel& m, const std::string& list, Placemen
   try {
     entries = worker_gpus(read_gpu_request(list, false));
   } catch (const Error& e) {
-    refuse(v, "gpusel-gpus", worker_variable_message("GPUSEL_GPUS", list, e.what()),
+    refuse(v, "gpusel-gpus", worker_variable_message("GPUSEL_GPUS", list, e.text()),
            "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\"");
     return;
   }
@@ -404,7 +404,7 @@ PlacementVerdict analyse_placement(const PlacementModel& m, int default_ordinal)
   try {
     v.rank = choose_local_rank(m.launchers);
   } catch (const Error& e) {
-    refuse(v, "local-rank", e.what(),
+    refuse(v, "local-rank", e.text(),
            "unset the variable an outer launcher left behind, or give each process its GPU "
            "(GPUSEL_GPU, GPUSEL_GPUS, gpusel run)");
     return v;
@@ -412,7 +412,7 @@ PlacementVerdict analyse_placement(const PlacementModel& m, int default_ordinal)
   try {
     v.share = sharing_in(m.vars);
   } catch (const Error& e) {
-    refuse(v, "gpusel-share", e.what(), "set GPUSEL_SHARE=1 or unset it");
+    refuse(v, "gpusel-share", e.text(), "set GPUSEL_SHARE=1 or unset it");
     return v;
   }
   if (const auto problem = uuid_case_problem(m.cuda)) {

@@ -1,7 +1,6 @@
 // The core's text helpers: see text.hpp.
 #include "text.hpp"
 
-#include <atomic>
 #include <charconv>
 #include <cstdio>
 
@@ -9,21 +8,48 @@ namespace gpusel::detail {
 
 namespace {
 
-// Set once by the gpusel command, read by any thread.
-std::atomic<bool> g_command_line{false};
+// A message's two wordings of one piece (reader_text): kOpen, the command line's, kSplit, the
+// program's, kClose. Control bytes that quote_value and printable always escape, so no value a
+// message quotes can hold them.
+constexpr char kOpen = '\x1e';
+constexpr char kSplit = '\x1f';
+constexpr char kClose = '\x1d';
+
+// Appends `text` from `at` on (worded for `audience`; nothing when `keep` is false) up to the end
+// or, `inside` a piece, the kSplit or kClose that ends the wording being read; returns where it
+// stopped (at that byte).
+std::size_t append_worded(std::string& out, std::string_view text, std::size_t at,
+                          Audience audience, bool inside, bool keep) {
+  while (at < text.size()) {
+    const char c = text[at];
+    if (c == kOpen) {  // a piece: the command line's wording, then the program's
+      at = append_worded(out, text, at + 1, audience, true,
+                         keep && audience == Audience::CommandLine);
+      if (at < text.size() && text[at] == kSplit) {
+        at =
+            append_worded(out, text, at + 1, audience, true, keep && audience == Audience::Program);
+      }
+      if (at < text.size() && text[at] == kClose) ++at;
+      continue;
+    }
+    if (inside && (c == kSplit || c == kClose)) return at;
+    if (keep) out += c;
+    ++at;
+  }
+  return at;
+}
 
 }  // namespace
 
-void speak_to_command_line(bool command_line) noexcept {
-  g_command_line.store(command_line, std::memory_order_relaxed);
-}
-
-bool speaking_to_command_line() noexcept {
-  return g_command_line.load(std::memory_order_relaxed);
-}
-
 std::string reader_text(std::string_view command_line, std::string_view library) {
-  return std::string(speaking_to_command_line() ? command_line : library);
+  std::string out;
+  out.reserve(command_line.size() + library.size() + 3);
+  out += kOpen;
+  out += command_line;
+  out += kSplit;
+  out += library;
+  out += kClose;
+  return out;
 }
 
 std::string gpu_request_words() {
@@ -35,7 +61,7 @@ std::string gpu_entry_words() {
 }
 
 std::string gpu_example(std::string_view value) {
-  return speaking_to_command_line() ? "--gpu " + std::string(value) : quote_value(value);
+  return reader_text("--gpu " + std::string(value), quote_value(value));
 }
 
 std::string_view trim_blanks(std::string_view s) noexcept {
@@ -181,3 +207,15 @@ std::string printable(std::string_view text) {
 }
 
 }  // namespace gpusel::detail
+
+GPUSEL_BEGIN_NAMESPACE
+
+std::string worded(std::string_view message, Audience audience) {
+  if (message.find(detail::kOpen) == std::string_view::npos) return std::string(message);
+  std::string out;
+  out.reserve(message.size());
+  detail::append_worded(out, message, 0, audience, false, true);
+  return out;
+}
+
+GPUSEL_END_NAMESPACE

@@ -70,16 +70,13 @@ std::string describe_preset(const CudaEnv& env);
 
 // ---- core: whom messages speak to (src/core/text.cpp) -------------------------------------------
 
-// The library's messages name the value they are about and the remedy, in the words of whoever
-// gave the value. By default that is a program calling the library (C++, C through gpusel.h,
-// Python): messages speak of a "GPU request" and a "GPU entry", and point to the library's own
-// functions (gpusel_list_gpus) and to nvidia-smi. The gpusel command calls speak_to_command_line()
-// once, at its start: messages then name its option, --gpu, and its commands (`gpusel list`), as
-// its users typed them (false goes back to the library's words). Thread-safe.
-void speak_to_command_line(bool command_line = true) noexcept;
-bool speaking_to_command_line() noexcept;
+// The library's messages name the value they are about and the remedy in the words of whoever
+// gave the value (gpusel::Audience, gpusel/error.hpp): where a program's words and the gpusel
+// command's differ, a message holds both, and whoever shows it words it for its reader
+// (gpusel::worded, Error::message). No setting of the process decides it.
 
-// `command_line` when speaking to the gpusel command's users, else `library`.
+// A piece of a message in both wordings: `command_line` for the gpusel command's users,
+// `library` for a program.
 std::string reader_text(std::string_view command_line, std::string_view library);
 
 // What a GPU request and one of its entries are called: "--gpu" / "GPU request", "--gpu entry" /

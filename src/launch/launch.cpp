@@ -265,8 +265,9 @@ void write_all(int fd, const std::string& text) {
 
 std::string find_program(const std::string& name) {
   if (name.empty())
-    throw bad_input(
-        "run: no command given; put it after --, as in: gpusel run --gpu 0,1 -- python3 train.py");
+    throw bad_input(detail::reader_text(
+        "run: no command given; put it after --, as in: gpusel run --gpu 0,1 -- python3 train.py",
+        "no program to start: LaunchOptions::command is empty; its first word names the program"));
   if (name.find('/') != std::string::npos) {
     if (!executable_file(name)) {
       throw bad_input(

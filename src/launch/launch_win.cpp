@@ -237,8 +237,9 @@ std::string runnable(const std::filesystem::path& p, const std::string& name) {
 
 std::string find_program(const std::string& name) {
   if (name.empty())
-    throw bad_input(
-        "run: no command given; put it after --, as in: gpusel run --gpu 0,1 -- python train.py");
+    throw bad_input(detail::reader_text(
+        "run: no command given; put it after --, as in: gpusel run --gpu 0,1 -- python train.py",
+        "no program to start: LaunchOptions::command is empty; its first word names the program"));
   const std::filesystem::path given(win::widen(name));
   if (name.find_first_of("/\\:") != std::string::npos) {
     if (auto p = with_extension(given)) return runnable(*p, name);

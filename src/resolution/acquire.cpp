@@ -470,7 +470,7 @@ void Acquirer::join_queue() {
                                           free_request_ ? "free:" + std::to_string(n_)
                                                         : "GPUs " + detail::join_entries(w)});
   } catch (const Error& e) {
-    if (no_ticket_.empty()) no_ticket_ = e.what();
+    if (no_ticket_.empty()) no_ticket_ = e.text();
   }
 }
 

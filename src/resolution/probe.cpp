@@ -342,7 +342,7 @@ int probe_child_main() {
     std::cout << serialise_devices(cuda_devices()) << std::flush;
     return 0;
   } catch (const Error& e) {
-    std::cout << serialise_failure(e.what(), e.problem()) << std::flush;
+    std::cout << serialise_failure(e.text(), e.problem()) << std::flush;
     return 1;
   } catch (const std::exception& e) {
     std::cout << serialise_failure(e.what(), Problem{ErrorCode::Unspecified, "", 0}) << std::flush;

@@ -194,7 +194,7 @@ Resolution resolve_on(NvmlSnapshot snap, const std::vector<GpuEntry>& entries, c
       try {
         detail::resolve_positions(entries, snap.gpus, env, &*vs);
       } catch (const Error& e) {
-        throw bad_input(std::string(e.what()) + " (asking CUDA for its order did not help: " +
+        throw bad_input(std::string(e.text()) + " (asking CUDA for its order did not help: " +
                         (probe.ok ? "its devices did not match NVML's" : probe.reason) + ")");
       }
       throw failure("CUDA's device order is unknown and could not be probed");

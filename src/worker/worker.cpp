@@ -154,6 +154,8 @@ std::vector<PlacementProblem> placement_problems(std::optional<std::size_t> visi
       continue;
     }
     out.push_back(p);
+    out.back().message = worded(p.message, Audience::Program);  // a program's words: C++ callers
+    out.back().remedy = worded(p.remedy, Audience::Program);
   }
   return out;
 }
@@ -309,7 +311,7 @@ void warn_unclaimed(const std::string& gpu, const std::string& why, bool partial
   std::call_once(said, [&] {
     const std::string line =
         "gpusel: warning: " + gpu + " was bound without a " + (partial ? "full " : "") + "claim (" +
-        detail::printable(why) +
+        detail::printable(worded(why, Audience::Program)) +
         "), so another process may bind it too; set GPUSEL_LEASE_DIR to a folder of yours, or "
         "have root run `gpusel setup`\n";
     std::fputs(line.c_str(), stderr);
@@ -325,8 +327,8 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
   try {
     store = LeaseStore::locate();
   } catch (const Error& e) {
-    info.claim_note = std::string("no claim was taken: ") + e.what();
-    if (!share) warn_unclaimed(gpu, e.what());
+    info.claim_note = std::string("no claim was taken: ") + e.text();
+    if (!share) warn_unclaimed(gpu, e.text());
     return;
   }
   const ClaimResult c = store->claim(chosen.uuid, share);
@@ -660,7 +662,7 @@ PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
       try {
         m.resolved = resolve_gpus(*request, m.cuda, default_probe_helper()).gpus;
       } catch (const Error& e) {
-        m.resolve_error = e.what();
+        m.resolve_error = e.text();
       }
     }
   }

@@ -1,14 +1,18 @@
 // The library's messages speak to whoever gave the value: a program calling the library hears of a
 // "GPU request" and is pointed to the library's functions and nvidia-smi; the gpusel command's
-// users hear of --gpu and `gpusel list`, as they typed them (speak_to_command_line).
+// users hear of --gpu and `gpusel list`, as they typed them. One error holds both wordings, and
+// whoever shows it words it for its reader (Error::message, gpusel::worded): no setting of the
+// process decides.
 #include <gtest/gtest.h>
 
 #include <functional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "fixtures.hpp"
 #include "gpusel/error.hpp"
+#include "gpusel/launch.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
@@ -17,22 +21,17 @@ using namespace gpusel;
 
 namespace {
 
-std::string message_of(const std::function<void()>& call) {
+std::string message_of(const std::function<void()>& call, Audience audience = Audience::Program) {
   try {
     call();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::BadInput) << e.what();
-    return e.what();
+    EXPECT_EQ(e.message(Audience::Program), e.what());  // what() is the program's wording
+    return e.message(audience);
   }
   ADD_FAILURE() << "no error";
   return {};
 }
-
-// Leaves the process speaking to programs again, whatever the test did.
-struct CommandLineWords {
-  CommandLineWords() { detail::speak_to_command_line(true); }
-  ~CommandLineWords() { detail::speak_to_command_line(false); }
-};
 
 struct Slip {
   const char* what;
@@ -86,14 +85,15 @@ TEST(Messages, ProgramsHearOfAGpuRequestNotOfTheCommandsOption) {
 }
 
 TEST(Messages, TheCommandsUsersHearOfGpuAndItsCommands) {
-  const CommandLineWords words;
+  const Audience words = Audience::CommandLine;
   for (const Slip& s : slips()) {
-    const std::string msg = message_of(s.call);
+    const std::string msg = message_of(s.call, words);
     EXPECT_EQ(msg.rfind("--gpu ", 0), 0u) << s.what << ": " << msg;
     EXPECT_EQ(msg.find("GPU request"), std::string::npos) << s.what << ": " << msg;
   }
-  EXPECT_NE(message_of([] { parse_gpu_spec("abc"); }).find("run `gpusel list`"), std::string::npos);
-  const std::string blanks = message_of([] { parse_gpu_spec("0 1"); });
+  EXPECT_NE(message_of([] { parse_gpu_spec("abc"); }, words).find("run `gpusel list`"),
+            std::string::npos);
+  const std::string blanks = message_of([] { parse_gpu_spec("0 1"); }, words);
   EXPECT_NE(blanks.find("commas, not blanks: --gpu 0,1"), std::string::npos) << blanks;
 }
 
@@ -101,15 +101,63 @@ TEST(Messages, EachSaysTheSameThingToBoth) {
   // Only the words for the option and the commands differ: the value and the remedy are in both.
   for (const Slip& s : slips()) {
     const std::string library = message_of(s.call);
-    std::string command_line;
-    {
-      const CommandLineWords words;
-      command_line = message_of(s.call);
-    }
+    const std::string command_line = message_of(s.call, Audience::CommandLine);
     EXPECT_NE(library, command_line) << s.what;
     const std::size_t quote = command_line.find('"');
     ASSERT_NE(quote, std::string::npos) << s.what << ": " << command_line;
     const std::string value = command_line.substr(quote, command_line.find('"', quote + 1) - quote);
     EXPECT_NE(library.find(value), std::string::npos) << s.what << ": " << library;
+  }
+}
+
+TEST(Messages, OneErrorIsWordedForEachReaderAtOnce) {
+  // The same error, shown to a program and to the command line from two threads at once: each
+  // reader gets its own words, whatever the other does (no process-wide setting).
+  Error error(ErrorKind::BadInput, "x");
+  try {
+    parse_gpu_spec("0 1");
+  } catch (const Error& e) {
+    error = e;
+  }
+  std::vector<std::string> program(200), command_line(200);
+  std::thread a([&] {
+    for (std::string& m : program) m = error.message(Audience::Program);
+  });
+  std::thread b([&] {
+    for (std::string& m : command_line) m = error.message(Audience::CommandLine);
+  });
+  a.join();
+  b.join();
+  for (const std::string& m : program) EXPECT_EQ(m, program.front());
+  for (const std::string& m : command_line) EXPECT_EQ(m, command_line.front());
+  EXPECT_EQ(program.front().rfind("GPU entry ", 0), 0u) << program.front();
+  EXPECT_EQ(command_line.front().rfind("--gpu ", 0), 0u) << command_line.front();
+  // Built into another message, an error keeps both wordings (Error::text).
+  const Error wrapped = bad_input("while reading: " + error.text());
+  EXPECT_EQ(wrapped.message(Audience::CommandLine), "while reading: " + command_line.front());
+  EXPECT_EQ(std::string(wrapped.what()), "while reading: " + program.front());
+}
+
+TEST(Messages, WordingsNestAndPlainTextStaysAsItIs) {
+  const std::string nested = detail::reader_text("A " + detail::reader_text("b", "c") + " D", "E");
+  EXPECT_EQ(worded("<" + nested + ">", Audience::CommandLine), "<A b D>");
+  EXPECT_EQ(worded("<" + nested + ">", Audience::Program), "<E>");
+  const std::string inner = detail::reader_text("x", "[" + detail::reader_text("y", "z") + "]");
+  EXPECT_EQ(worded(inner, Audience::Program), "[z]");
+  EXPECT_EQ(worded(inner, Audience::CommandLine), "x");
+  EXPECT_EQ(worded("plain \"text\"", Audience::CommandLine), "plain \"text\"");
+  EXPECT_EQ(worded(worded(nested, Audience::Program), Audience::CommandLine), "E");  // idempotent
+}
+
+TEST(Messages, TheLauncherNamesTheCommandOnlyToItsUsers) {
+  // A C++ program calling the launcher hears of LaunchOptions; `gpusel run`'s users of run's
+  // syntax.
+  try {
+    find_program("");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).find("gpusel run"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("LaunchOptions::command"), std::string::npos) << e.what();
+    EXPECT_NE(e.message(Audience::CommandLine).find("gpusel run --gpu 0,1 --"), std::string::npos);
   }
 }

@@ -106,7 +106,7 @@ int run_bench(const BenchOptions& options) {
       try {
         cpus[i] = plan_cpus({*info[i]}, CpuBinding::Node, allowed).front();
       } catch (const Error& e) {
-        warnings.push_back(std::string("host buffers are not placed near the GPU: ") + e.what());
+        warnings.push_back(std::string("host buffers are not placed near the GPU: ") + said(e));
       }
     }
   }

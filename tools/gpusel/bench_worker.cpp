@@ -80,8 +80,8 @@ int run_bench_worker(const BenchOptions& options) {
     };
     report.results = measure_bandwidth(b, observe);
   } catch (const Error& e) {
-    report.error = e.what();
-    print_error("GPU " + name + ": " + e.what());
+    report.error = said(e);
+    print_error("GPU " + name + ": " + said(e));
     status = e.exit_code();
   }
   bench::write_report(options.out, name, report);

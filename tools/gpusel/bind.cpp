@@ -80,7 +80,8 @@ void print_json(const std::optional<AssignmentInfo>& info, const std::optional<L
   j["shared"] = info && info->shared;
   j["shared_with_pid"] =
       info && info->shared_with_pid ? nlohmann::json(*info->shared_with_pid) : nullptr;
-  j["claim_note"] = info && !info->claim_note.empty() ? nlohmann::json(info->claim_note) : nullptr;
+  j["claim_note"] =
+      info && !info->claim_note.empty() ? nlohmann::json(said(info->claim_note)) : nullptr;
   j["name"] = id.name;
   j["memory_total_bytes"] = id.memory_total_bytes;  // the field's name in list --json too
   j["total_bytes"] = id.memory_total_bytes;         // the reference module's key
@@ -186,7 +187,7 @@ std::string program_file(const std::string& name) {
   } catch (const Error& e) {
     // `gpusel bind 3`: a GPU written without --gpu.
     if (!name.empty() && name.find_first_not_of("0123456789,") == std::string::npos) {
-      throw bad_input(std::string(e.what()) + "; to name a GPU, use --gpu: gpusel bind --gpu " +
+      throw bad_input(std::string(said(e)) + "; to name a GPU, use --gpu: gpusel bind --gpu " +
                       name);
     }
     throw;
@@ -208,7 +209,7 @@ int bind_and_run(const BindOptions& options) {
   try {
     (void)find_program(options.command.front());  // before anything is claimed
   } catch (const Error& e) {
-    std::string what = e.what();
+    std::string what = said(e);
     if (what.rfind("run: ", 0) == 0) what = what.substr(5);
     throw bad_input("bind: " + what);
   }
@@ -236,7 +237,7 @@ int bind_and_run(const BindOptions& options) {
   // Without a claim, the library has said so on stderr already (once per process), except when
   // sharing was asked for; that note stays under --quiet.
   if (info && info->shared && !info->claim_note.empty()) {
-    print_note(detail::printable(info->claim_note));
+    print_note(detail::printable(said(info->claim_note)));
   }
   // The program sees that GPU alone. GPUSEL_GPU and GPUSEL_GPUS named GPUs in this process's
   // numbering, which CUDA_VISIBLE_DEVICES changes: a program that binds through gpusel finds the
@@ -280,7 +281,7 @@ int run_bind(const BindOptions& options) {
     fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
     if (!shared_text(info).empty()) fmt::print("  {}\n", shared_text(info));
     if (info && !info->claim_note.empty())
-      fmt::print("  note: {}\n", detail::printable(info->claim_note));
+      fmt::print("  note: {}\n", detail::printable(said(info->claim_note)));
     if (rank) {
       for (const std::string& why : rank->ignored) fmt::print("  not counted: {}\n", why);
     }

@@ -340,17 +340,25 @@ std::string count_of(std::size_t n, const std::string& noun) {
   return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
 }
 
+std::string said(std::string_view text) {
+  return worded(text, Audience::CommandLine);
+}
+std::string said(const std::exception& e) {
+  const auto* error = dynamic_cast<const Error*>(&e);
+  return error != nullptr ? error->message(Audience::CommandLine) : std::string(e.what());
+}
+
 void print_error(const std::string& message) {
-  std::cerr << "gpusel: " << message << std::endl;
+  std::cerr << "gpusel: " << said(message) << std::endl;
 }
 void print_warning(const std::string& message) {
-  std::cerr << "gpusel: warning: " << message << std::endl;
+  std::cerr << "gpusel: warning: " << said(message) << std::endl;
 }
 void print_note(const std::string& message) {
-  std::cerr << "gpusel: note: " << message << std::endl;
+  std::cerr << "gpusel: note: " << said(message) << std::endl;
 }
 void print_line(const std::string& message) {
-  std::cerr << "gpusel: " << message << std::endl;
+  std::cerr << "gpusel: " << said(message) << std::endl;
 }
 
 }  // namespace gpusel::cli

@@ -1,9 +1,11 @@
 // Helpers shared by gpusel's subcommands.
 #pragma once
 
+#include <exception>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "gpusel/resolution.hpp"
@@ -118,7 +120,13 @@ std::string sentence(const std::string& text);
 // "1 GPU", "2 GPUs": a count and a noun, in the plural unless the count is 1.
 std::string count_of(std::size_t n, const std::string& noun);
 
-// "gpusel: <message>" on stderr.
+// The library's messages hold a program's wording beside the command line's where they differ
+// (gpusel::worded): what this command shows of them is said in its users' words, --gpu and
+// `gpusel list`. said(e) is the same for an exception (its what() unless it is a gpusel::Error).
+std::string said(std::string_view text);
+std::string said(const std::exception& e);
+
+// "gpusel: <message>" on stderr, in the command line's words (said).
 void print_error(const std::string& message);
 void print_warning(const std::string& message);
 void print_note(const std::string& message);  // "gpusel: note: ..."

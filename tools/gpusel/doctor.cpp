@@ -87,7 +87,8 @@ class Doctor {
 
   void add(Severity s, std::string id, std::string message, std::string remedy,
            std::vector<unsigned> gpus = {}) {
-    findings.push_back({s, std::move(id), std::move(message), std::move(remedy), std::move(gpus)});
+    // The library's texts in the command line's words (said).
+    findings.push_back({s, std::move(id), said(message), said(remedy), std::move(gpus)});
   }
 
   void run() {
@@ -360,7 +361,7 @@ class Doctor {
     try {
       store = LeaseStore::locate();
     } catch (const Error& e) {
-      add(Severity::Error, "lease-folder", e.what(),
+      add(Severity::Error, "lease-folder", said(e),
           "fix the folder, or unset GPUSEL_LEASE_DIR to use the shared store (`sudo gpusel setup` "
           "makes it)");
       return;

@@ -206,7 +206,7 @@ void read_leases(Listing& l, std::vector<std::string>& lease_notes) {
       if (snap.gpus[i].failed()) leases[i] = LeaseStanding{};
     }
   } catch (const Error& e) {
-    lease_notes.push_back(std::string("leases cannot be read: ") + e.what());
+    lease_notes.push_back(std::string("leases cannot be read: ") + said(e));
   }
 }
 
@@ -384,6 +384,7 @@ class TableLayout {
     std::size_t width;
     bool right;  // numbers with a unit are right-aligned
     bool cut = false;
+    bool dropped = false;
   };
 
   // `at_least`: a column's width when other rows (MIG devices) need more than the GPUs' cells.
@@ -405,20 +406,18 @@ class TableLayout {
     }
     unsigned turns = 0;
     for (const FieldSpec& spec : gpu_field_specs()) turns = std::max(turns, spec.give_way);
+    // Columns of the same give_way give way together.
     for (unsigned turn = 1; turn <= turns && columns != 0 && total > columns; ++turn) {
-      auto it = std::find_if(shown_.begin(), shown_.end(), [&](const Column& c) {
-        return gpu_field_spec(c.field).give_way == turn;
-      });
-      if (it == shown_.end()) continue;
-      const unsigned cut = gpu_field_spec(it->field).cut;
-      if (cut != 0) {
-        total -= it->width - std::min<std::size_t>(cut, it->width);
-        it->width = std::min<std::size_t>(cut, it->width);
-        it->cut = true;
-      } else {
-        total -= it->width + 1;
-        shown_.erase(it);
+      for (Column& c : shown_) {
+        const FieldSpec& spec = gpu_field_spec(c.field);
+        if (spec.give_way != turn) continue;
+        const std::size_t cut = std::min<std::size_t>(spec.cut, c.width);
+        total -= spec.cut != 0 ? c.width - cut : c.width + 1;
+        c.width = spec.cut != 0 ? cut : 0;
+        c.cut = spec.cut != 0;
+        c.dropped = spec.cut == 0;
       }
+      std::erase_if(shown_, [](const Column& c) { return c.dropped; });
     }
   }
 
@@ -434,7 +433,7 @@ class TableLayout {
   }
   // The header row.
   std::string header() const {
-    return line([](const Column& c) { return std::string(gpu_field_spec(c.field).header); });
+    return line([&](const Column& c) { return fit(c.field, gpu_field_spec(c.field).header); });
   }
   // One GPU's row.
   std::string row(const GpuView& view) const {
@@ -562,6 +561,7 @@ static int render_list(const ListOptions& options, std::string& out_text) {
   l.rows = place(l.snap, l.env, l.vs, l.notes);
   l.notes.insert(l.notes.end(), probe_notes.begin(), probe_notes.end());
   l.notes.insert(l.notes.end(), lease_notes.begin(), lease_notes.end());
+  for (std::string& note : l.notes) note = said(note);  // the library's, in this command's words
   l.order = detail::pci_bus_order(l.env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
   if (options.json) {
     out_text += list_json(l, options);

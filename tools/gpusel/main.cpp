@@ -145,8 +145,6 @@ struct Cli {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // The library's messages name --gpu and gpusel's commands, as this command's users write them.
-  gpusel::detail::speak_to_command_line();
   Cli cli;
   const CommandLine& line = *cli.line;
   // --sim stands before or after the command's name; `gpusel --sim X -- COMMAND` runs COMMAND on
@@ -155,17 +153,16 @@ int main(int argc, char** argv) {
     cli.line->parse(argc, argv);
     if (line.exec()) return run_sim_exec(line.sim(), line.command());
   } catch (const gpusel::Error& e) {
-    print_error(e.what());
+    print_error(said(e));
     return e.exit_code();
   } catch (const CLI::Success& e) {
     return cli.app.exit(e);
   } catch (const CLI::ValidationError& e) {
-    print_error(e.what());  // gpusel's own message, with its remedy
+    print_error(said(e));  // gpusel's own message, with its remedy
     return 2;
   } catch (const CLI::ParseError& e) {
     const std::string better = line.explain();
-    print_error(better.empty() ? std::string(e.what()) + "; run `gpusel --help` for usage"
-                               : better);
+    print_error(better.empty() ? std::string(said(e)) + "; run `gpusel --help` for usage" : better);
     return 2;
   }
   return cli.dispatch();

@@ -24,12 +24,12 @@ nlohmann::json failure_json(const std::exception& failure) {
     j = problem_json(Problem{ErrorCode::Unspecified, "", 0});
     j["exit_code"] = 1;
   }
-  j["message"] = failure.what();
+  j["message"] = said(failure);
   return nlohmann::json{{"error", j}};
 }
 
 int report_failure(const std::exception& failure, bool json) {
-  print_error(failure.what());
+  print_error(said(failure));
   if (json) {
     std::cout << failure_json(failure).dump(-1, ' ', false,
                                             nlohmann::json::error_handler_t::replace)

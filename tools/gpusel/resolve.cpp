@@ -57,8 +57,9 @@ int run_resolve(const ResolveOptions& options) {
     j["through_cuda"] = r.through_cuda;
     // Why NVML is unavailable, as data (null when it answered): {"code", "call", "result"}.
     j["nvml_problem"] = problem_json(r.nvml_problem);
-    j["notes"] = r.notes;
-    if (!picked.why.empty()) j["picked"] = picked.why;
+    j["notes"] = nlohmann::json::array();
+    for (const std::string& note : r.notes) j["notes"].push_back(said(note));
+    if (!picked.why.empty()) j["picked"] = said(picked.why);
     j["gpus"] = out;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (options.format == "csv") {

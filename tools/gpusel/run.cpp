@@ -202,12 +202,12 @@ int run_run(const RunOptions& options) {
                               own_cpus());
     } catch (const Error& e) {
 #ifdef _WIN32
-      throw failure("--bind-cpu " + options.bind_cpu + ": " + e.what() +
+      throw failure("--bind-cpu " + options.bind_cpu + ": " + said(e) +
                     "; run with --bind-cpu none (to keep the workers on chosen CPUs, start "
                     "gpusel with `start /affinity HEXMASK gpusel ...`: they inherit its affinity)");
 #else
       throw failure(
-          "--bind-cpu " + options.bind_cpu + ": " + e.what() +
+          "--bind-cpu " + options.bind_cpu + ": " + said(e) +
           "; run with --bind-cpu none, or allow those CPUs (taskset, the cgroup's cpuset)");
 #endif
     }

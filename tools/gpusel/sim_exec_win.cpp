@@ -35,7 +35,7 @@ int run_program_in_job(const std::string& who, const std::vector<std::string>& c
   try {
     program = find_program(command.front());
   } catch (const Error& e) {
-    std::string what = e.what();
+    std::string what = said(e);
     if (what.rfind("run: ", 0) == 0) what = what.substr(5);
     throw bad_input(who + ": " + what);
   }
@@ -81,7 +81,7 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
   try {
     (void)find_program(command.front());
   } catch (const Error& e) {
-    std::string what = e.what();
+    std::string what = said(e);
     if (what.rfind("run: ", 0) == 0) what = what.substr(5);
     throw bad_input("sim exec: " + what);
   }
