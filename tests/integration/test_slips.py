@@ -175,3 +175,34 @@ class SmallSlips(Case):
         for line in rows:
             # Every row's memory ends under the MEMORY heading ("40 GiB", "9.8 GiB").
             self.assertEqual(line[memory_end - 3:memory_end], "GiB", line)
+
+
+class WordedForTheCommandLine(Case):
+    """The library writes both wordings of a message where a program's and the command line's
+    differ (between the control bytes 0x1d-0x1f); whatever the command shows of it is worded for its
+    users: no such byte reaches stdout or stderr, on any path of these refusals and notes."""
+
+    MARKS = re.compile("[\x1d\x1e\x1f]")
+
+    def test_no_message_shows_both_wordings(self):
+        lines = "\n".join(DGX[:2])
+        cases = [
+            ("resolve", "--gpu", "0 1"), ("resolve", "--gpu", "cuda:1"), ("resolve", "--gpu", lines),
+            ("resolve", "--gpu", "GPU 3"), ("resolve", "--gpu", "9"), ("resolve", "--gpu", "GPU-zz"),
+            ("resolve", "--gpu", "CUDA_VISIBLE_DEVICES=2,3"), ("resolve", "--gpu", "1,01"),
+            ("resolve", "--gpu", "0,GPU-aa"), ("resolve", "--gpu", " , "), ("resolve", "--gpu", "free:0"),
+            ("resolve", "--gpu", "free:99"), ("resolve", "--gpu", "9", "--json"),
+            ("resolve", "--gpu", "1,0", "--json"), ("run", "--gpu", "0 1", "--", "true"),
+            ("run", "--gpu", "0", "--", ""), ("bind", "--gpu", "0,1"), ("bind", "--gpu", "9", "--json"),
+            ("bench", "bw", "--gpu", "9"), ("doctor",), ("doctor", "--json"), ("list",), ("list", "--json"),
+        ]
+        envs = [{}, {"CUDA_VISIBLE_DEVICES": "0,1"}, {"GPUSEL_GPUS": "9"}, {"GPUSEL_GPU": "cuda:0"}]
+        for args in cases:
+            for extra in envs:
+                r = gpusel("--sim", "dgx-h100", *args, env=base_env(**extra))
+                with self.subTest(args=args, env=extra):
+                    self.assertIsNone(self.MARKS.search(r.stdout + r.stderr), r.stdout + r.stderr)
+        # A refusal that names the library's remedies in a program's words reads --gpu here.
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0 1")
+        self.assertIn("--gpu 0,1", r.stderr)
+        self.assertNotIn("GPU request", r.stderr)
