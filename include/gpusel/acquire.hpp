@@ -29,7 +29,8 @@ struct AcquireOptions {
 struct Acquisition {
   Resolution resolution;
   std::vector<Lease> leases;  // one per GPU, in rank order, when leasing
-  std::string why;            // free:N: what was picked and why; empty otherwise
+  // free:N: what was picked and why (show it with gpusel::worded); empty otherwise.
+  std::string why;
   // free:N: each GPU's standing at the moment of picking, in nvidia-smi order ("" free).
   std::vector<std::string> standing;
 };

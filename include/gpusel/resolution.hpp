@@ -38,7 +38,9 @@ struct Resolution {
   // without one, the MIG devices of the GPUs resolved to. (free:N reads every field of GpuInfo.)
   // query_nvml() reads the rest.
   std::vector<GpuInfo> machine;
-  std::vector<std::string> notes;  // what a user should be told once (renumbering, fallbacks)
+  // What a user should be told once (renumbering, fallbacks), with both wordings where a
+  // program's and the command line's differ: show each with gpusel::worded (gpusel/error.hpp).
+  std::vector<std::string> notes;
 };
 
 // The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place

@@ -412,7 +412,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
         run_test(r, options, observe, api, mem, timer);
       }
     } catch (const Error& e) {
-      r.failure = e.text();
+      r.failure = e.what();
       r.verified = false;
     }
     if (!r.gbps.empty()) {

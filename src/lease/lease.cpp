@@ -706,7 +706,7 @@ int lock_lease_file(const LeaseStore& store, const std::string& uuid, const std:
       try {
         prepare_store_folder(l.path.substr(0, l.path.rfind('/')));
       } catch (const Error& e) {
-        return unusable(e.text());
+        return unusable(e.what());
       }
       const int made = open(l.path.c_str(), O_RDONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
                             l.shared ? 0444 : 0400);

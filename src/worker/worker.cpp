@@ -311,7 +311,7 @@ void warn_unclaimed(const std::string& gpu, const std::string& why, bool partial
   std::call_once(said, [&] {
     const std::string line =
         "gpusel: warning: " + gpu + " was bound without a " + (partial ? "full " : "") + "claim (" +
-        detail::printable(worded(why, Audience::Program)) +
+        detail::printable(why) +
         "), so another process may bind it too; set GPUSEL_LEASE_DIR to a folder of yours, or "
         "have root run `gpusel setup`\n";
     std::fputs(line.c_str(), stderr);
@@ -327,8 +327,9 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
   try {
     store = LeaseStore::locate();
   } catch (const Error& e) {
-    info.claim_note = std::string("no claim was taken: ") + e.text();
-    if (!share) warn_unclaimed(gpu, e.text());
+    // A program's words: the note reaches C++, C and Python callers as it is.
+    info.claim_note = std::string("no claim was taken: ") + e.what();
+    if (!share) warn_unclaimed(gpu, e.what());
     return;
   }
   const ClaimResult c = store->claim(chosen.uuid, share);

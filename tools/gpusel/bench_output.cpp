@@ -8,7 +8,6 @@
 #include <mutex>
 #include <utility>
 
-#include "common.hpp"
 #include "gpusel_detail.hpp"
 
 namespace gpusel::cli::bench {
@@ -75,7 +74,7 @@ nlohmann::json make_row(const WorkerGpu& gpu, const BandwidthResult& t, const Gp
   row["gbps_max"] = t.max;
   row["samples"] = t.gbps;
   row["verified"] = t.verified;
-  if (!t.failure.empty()) row["failure"] = said(t.failure);  // the library's, in our words
+  if (!t.failure.empty()) row["failure"] = t.failure;
   if (t.test == "d2d") row["traffic_gbps"] = 2 * t.median;
   if (t.test == "p2p") {
     put_peer(row, t, g, peer);
