@@ -22,7 +22,7 @@ struct AcquireOptions {
   // Wait for leased or busy GPUs instead of failing: nullopt no waiting, else at most this many
   // seconds (infinity: for ever). Waiters are served in arrival order.
   std::optional<double> wait_seconds;
-  // Told once, when waiting starts, what is awaited.
+  // Told once, when waiting starts, what is awaited (both wordings: show it with gpusel::worded).
   std::function<void(const std::string&)> on_wait;
 };
 

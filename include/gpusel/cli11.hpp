@@ -21,10 +21,11 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
-// A bad value of the option `name` as CLI11 reports it.
+// A bad value of the option `name` ("--gpu", "-g,--gpu" ...) as CLI11 reports it: in the command
+// line's words when one of its names is --gpu.
 inline CLI::ValidationError gpu_option_error(const Error& e, const std::string& name) {
-  return CLI::ValidationError(
-      e.message(name == "--gpu" ? Audience::CommandLine : Audience::Program));
+  const bool gpu = ("," + name + ",").find(",--gpu,") != std::string::npos;
+  return CLI::ValidationError(e.message(gpu ? Audience::CommandLine : Audience::Program));
 }
 
 inline CLI::Option* add_gpu_option(CLI::App& app, std::vector<std::string>& entries,

@@ -15,7 +15,9 @@ GPUSEL_BEGIN_NAMESPACE
 
 struct ProbeResult {
   bool ok = false;
-  std::string reason;  // why the probe failed, for messages
+  // Why the probe failed, for messages: both wordings where a program's and the command line's
+  // differ (show it with gpusel::worded, gpusel/error.hpp).
+  std::string reason;
   // The same as data: the probe's own failure (ProbeUnavailable, ProbeTimedOut, ProbeFailed), or
   // what CUDA answered in the child (LibraryNotLoaded, CudaLinkStub, NoDevice, DriverCallFailed
   // with the call and its CUresult ...).

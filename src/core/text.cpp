@@ -9,34 +9,40 @@ namespace gpusel::detail {
 namespace {
 
 // A message's two wordings of one piece (reader_text): kOpen, the command line's, kSplit, the
-// program's, kClose. Control bytes that quote_value and printable always escape, so no value a
-// message quotes can hold them.
+// program's, kClose. Pieces do not nest. A value a message quotes (quote_value, printable) never
+// holds these bytes; raw text that does (an environment value, a path) loses them when worded.
 constexpr char kOpen = '\x1e';
 constexpr char kSplit = '\x1f';
 constexpr char kClose = '\x1d';
 
-// Appends `text` from `at` on (worded for `audience`; nothing when `keep` is false) up to the end
-// or, `inside` a piece, the kSplit or kClose that ends the wording being read; returns where it
-// stopped (at that byte).
-std::size_t append_worded(std::string& out, std::string_view text, std::size_t at,
-                          Audience audience, bool inside, bool keep) {
+constexpr bool is_mark(char c) noexcept {
+  return c == kOpen || c == kSplit || c == kClose;
+}
+
+// Appends `text` worded for `audience`: each well-formed piece (kOpen, no mark, kSplit, no mark,
+// kClose) becomes the audience's wording; every other mark is left out. One pass, no recursion.
+void append_worded(std::string& out, std::string_view text, Audience audience) {
+  std::size_t at = 0;
   while (at < text.size()) {
     const char c = text[at];
-    if (c == kOpen) {  // a piece: the command line's wording, then the program's
-      at = append_worded(out, text, at + 1, audience, true,
-                         keep && audience == Audience::CommandLine);
-      if (at < text.size() && text[at] == kSplit) {
-        at =
-            append_worded(out, text, at + 1, audience, true, keep && audience == Audience::Program);
-      }
-      if (at < text.size() && text[at] == kClose) ++at;
+    if (!is_mark(c)) {
+      out += c;
+      ++at;
       continue;
     }
-    if (inside && (c == kSplit || c == kClose)) return at;
-    if (keep) out += c;
-    ++at;
+    if (c == kOpen) {
+      const std::size_t split = text.find_first_of("\x1e\x1f\x1d", at + 1);
+      const std::size_t close =
+          split == std::string_view::npos ? split : text.find_first_of("\x1e\x1f\x1d", split + 1);
+      if (close != std::string_view::npos && text[split] == kSplit && text[close] == kClose) {
+        out += audience == Audience::CommandLine ? text.substr(at + 1, split - at - 1)
+                                                 : text.substr(split + 1, close - split - 1);
+        at = close + 1;
+        continue;
+      }
+    }
+    ++at;  // a mark outside a well-formed piece
   }
-  return at;
 }
 
 }  // namespace
@@ -61,7 +67,7 @@ std::string gpu_entry_words() {
 }
 
 std::string gpu_example(std::string_view value) {
-  return reader_text("--gpu " + std::string(value), quote_value(value));
+  return reader_text("--gpu " + printable(value), quote_value(value));
 }
 
 std::string_view trim_blanks(std::string_view s) noexcept {
@@ -211,10 +217,10 @@ std::string printable(std::string_view text) {
 GPUSEL_BEGIN_NAMESPACE
 
 std::string worded(std::string_view message, Audience audience) {
-  if (message.find(detail::kOpen) == std::string_view::npos) return std::string(message);
+  if (message.find_first_of("\x1e\x1f\x1d") == std::string_view::npos) return std::string(message);
   std::string out;
   out.reserve(message.size());
-  detail::append_worded(out, message, 0, audience, false, true);
+  detail::append_worded(out, message, audience);
   return out;
 }
 

@@ -104,7 +104,7 @@ const CudaApi& cuda_initialised() {
   if (init_rc == CUDA_ERROR_NO_DEVICE) {
     const auto cvd = gpusel::detail::env_value("CUDA_VISIBLE_DEVICES");
     throw failure(std::string("CUDA sees no device (CUDA_ERROR_NO_DEVICE) with ") +
-                      (cvd ? "CUDA_VISIBLE_DEVICES=\"" + *cvd + "\""
+                      (cvd ? "CUDA_VISIBLE_DEVICES=" + detail::quote_value(*cvd)
                            : std::string("CUDA_VISIBLE_DEVICES unset")) +
                       detail::reader_text("; run `gpusel list` to see which GPUs it exposes",
                                           "; gpusel_list_gpus (or `gpusel list`) shows which GPUs "

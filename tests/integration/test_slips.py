@@ -2,6 +2,7 @@
 split by the shell or copied with their variable, misspelt machines and choices (did you mean),
 and small wording and layout slips."""
 
+import json
 import re
 import shlex
 import subprocess
@@ -182,7 +183,7 @@ class WordedForTheCommandLine(Case):
     differ (between the control bytes 0x1d-0x1f); whatever the command shows of it is worded for its
     users: no such byte reaches stdout or stderr, on any path of these refusals and notes."""
 
-    MARKS = re.compile("[\x1d\x1e\x1f]")
+    MARKS = re.compile(r"[\x1d\x1e\x1f]|\\u001[def]")  # the bytes, or JSON's escapes of them
 
     def test_no_message_shows_both_wordings(self):
         lines = "\n".join(DGX[:2])
@@ -197,11 +198,19 @@ class WordedForTheCommandLine(Case):
             ("bench", "bw", "--gpu", "9"), ("doctor",), ("doctor", "--json"), ("list",), ("list", "--json"),
         ]
         envs = [{}, {"CUDA_VISIBLE_DEVICES": "0,1"}, {"GPUSEL_GPUS": "9"}, {"GPUSEL_GPU": "cuda:0"}]
-        for args in cases:
-            for extra in envs:
-                r = gpusel("--sim", "dgx-h100", *args, env=base_env(**extra))
-                with self.subTest(args=args, env=extra):
-                    self.assertIsNone(self.MARKS.search(r.stdout + r.stderr), r.stdout + r.stderr)
+        # Values holding the marks themselves (a value pasted with control bytes): escaped where a
+        # message quotes them, dropped from raw text, never a second wording shown.
+        odd = [{"GPUSEL_GPUS": "X=0\x1d1"}, {"GPUSEL_GPUS": "X=0\x1f1"}, {"CUDA_VISIBLE_DEVICES": "a\x1fb"},
+               {"CUDA_VISIBLE_DEVICES": "x\x1ey"}, {"CUDA_VISIBLE_DEVICES": "99"}]
+        cases_odd = [("bind",), ("bind", "--json"), ("doctor", "--json"), ("list", "--probe", "--json"),
+                     ("list", "--probe")]
+        for args, extra in [(a, e) for a in cases for e in envs] + [(a, e) for a in cases_odd for e in odd]:
+            r = gpusel("--sim", "dgx-h100", *args, env=base_env(**extra))
+            shown = r.stdout + r.stderr
+            for value in extra.values():  # the value itself, echoed as data by --json, is no message
+                shown = shown.replace(json.dumps(value)[1:-1], "")
+            with self.subTest(args=args, env=extra):
+                self.assertIsNone(self.MARKS.search(shown), shown)
         # A refusal that names the library's remedies in a program's words reads --gpu here.
         r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0 1")
         self.assertIn("--gpu 0,1", r.stderr)

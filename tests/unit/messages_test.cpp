@@ -138,15 +138,34 @@ TEST(Messages, OneErrorIsWordedForEachReaderAtOnce) {
   EXPECT_EQ(std::string(wrapped.what()), "while reading: " + program.front());
 }
 
-TEST(Messages, WordingsNestAndPlainTextStaysAsItIs) {
-  const std::string nested = detail::reader_text("A " + detail::reader_text("b", "c") + " D", "E");
-  EXPECT_EQ(worded("<" + nested + ">", Audience::CommandLine), "<A b D>");
-  EXPECT_EQ(worded("<" + nested + ">", Audience::Program), "<E>");
-  const std::string inner = detail::reader_text("x", "[" + detail::reader_text("y", "z") + "]");
-  EXPECT_EQ(worded(inner, Audience::Program), "[z]");
-  EXPECT_EQ(worded(inner, Audience::CommandLine), "x");
+TEST(Messages, WordingsAndStrayMarks) {
+  const std::string piece = detail::reader_text("--gpu 0,1", "\"0,1\"");
+  EXPECT_EQ(worded("give " + piece + ".", Audience::CommandLine), "give --gpu 0,1.");
+  EXPECT_EQ(worded("give " + piece + ".", Audience::Program), "give \"0,1\".");
   EXPECT_EQ(worded("plain \"text\"", Audience::CommandLine), "plain \"text\"");
-  EXPECT_EQ(worded(worded(nested, Audience::Program), Audience::CommandLine), "E");  // idempotent
+  EXPECT_EQ(worded(worded(piece, Audience::Program), Audience::CommandLine), "\"0,1\"");
+  // Raw text holding the marks (an environment value, a path) loses them, and nothing else: the
+  // rest of the message, remedy included, stays for both readers.
+  for (const Audience a : {Audience::Program, Audience::CommandLine}) {
+    EXPECT_EQ(worded("a\x1e"
+                     "b; fix it",
+                     a),
+              "ab; fix it");
+    EXPECT_EQ(worded("a\x1f"
+                     "b\x1d"
+                     "c",
+                     a),
+              "abc");
+    EXPECT_EQ(worded("x\x1e" + piece, a), "x" + worded(piece, a));
+  }
+  // A long run of marks is read in one pass (no recursion, no stack to exhaust).
+  EXPECT_EQ(worded(std::string(1 << 20, '\x1e') + "end", Audience::Program), "end");
+  // A value a message quotes never breaks a piece: an example shows it escaped.
+  const std::string example = detail::gpu_example(
+      "0\x1f"
+      "1");
+  EXPECT_EQ(worded(example, Audience::CommandLine), "--gpu 0\\x1f1");
+  EXPECT_EQ(worded(example, Audience::Program), "\"0\\x1f1\"");
 }
 
 TEST(Messages, TheLauncherNamesTheCommandOnlyToItsUsers) {

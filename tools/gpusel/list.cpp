@@ -354,7 +354,7 @@ std::string list_json(const Listing& l, const ListOptions& options) {
   if (options.probe) {
     nlohmann::json p;
     p["ok"] = probe.ok;
-    p["reason"] = probe.ok ? nlohmann::json(nullptr) : nlohmann::json(probe.reason);
+    p["reason"] = probe.ok ? nlohmann::json(nullptr) : nlohmann::json(said(probe.reason));
     p["devices"] = nlohmann::json::array();
     for (const CudaDevice& d : probe.devices) {
       auto idx = nvml_index(snap, d);
