@@ -41,17 +41,10 @@ constexpr std::array<GpuField, kGpuReadingCount> kReadingFields = {
 
 // The reading a GPUSEL_GPU_READING row keeps, by its field; nullopt for the other rows.
 constexpr std::optional<GpuReading> reading_of(GpuField field) {
-  switch (field) {
-#define GPUSEL_GPU_FIELD(name, kind, when, header, width, give_way, cut)
-#define GPUSEL_GPU_READING(name, kind, when, header, width, give_way, cut, symbol) \
-  case GpuField::name:                                                             \
-    return GpuReading::name;
-#include "gpusel/gpu_fields.def"
-#undef GPUSEL_GPU_FIELD
-#undef GPUSEL_GPU_READING
-    default:
-      return std::nullopt;
+  for (std::size_t r = 0; r < kReadingFields.size(); ++r) {
+    if (kReadingFields[r] == field) return static_cast<GpuReading>(r);
   }
+  return std::nullopt;
 }
 
 FieldValue number(std::int64_t n) {

@@ -15,8 +15,10 @@ constexpr char kOpen = '\x1e';
 constexpr char kSplit = '\x1f';
 constexpr char kClose = '\x1d';
 
+constexpr std::string_view kMarks = "\x1e\x1f\x1d";
+
 constexpr bool is_mark(char c) noexcept {
-  return c == kOpen || c == kSplit || c == kClose;
+  return kMarks.find(c) != std::string_view::npos;
 }
 
 // Appends `text` worded for `audience`: each well-formed piece (kOpen, no mark, kSplit, no mark,
@@ -31,9 +33,9 @@ void append_worded(std::string& out, std::string_view text, Audience audience) {
       continue;
     }
     if (c == kOpen) {
-      const std::size_t split = text.find_first_of("\x1e\x1f\x1d", at + 1);
+      const std::size_t split = text.find_first_of(kMarks, at + 1);
       const std::size_t close =
-          split == std::string_view::npos ? split : text.find_first_of("\x1e\x1f\x1d", split + 1);
+          split == std::string_view::npos ? split : text.find_first_of(kMarks, split + 1);
       if (close != std::string_view::npos && text[split] == kSplit && text[close] == kClose) {
         out += audience == Audience::CommandLine ? text.substr(at + 1, split - at - 1)
                                                  : text.substr(split + 1, close - split - 1);
@@ -217,7 +219,7 @@ std::string printable(std::string_view text) {
 GPUSEL_BEGIN_NAMESPACE
 
 std::string worded(std::string_view message, Audience audience) {
-  if (message.find_first_of("\x1e\x1f\x1d") == std::string_view::npos) return std::string(message);
+  if (message.find_first_of(detail::kMarks) == std::string_view::npos) return std::string(message);
   std::string out;
   out.reserve(message.size());
   detail::append_worded(out, message, audience);
