@@ -227,6 +227,11 @@ print(json.dumps(out))
                     self.assertIsNone(without["memory_used_bytes"])
                     self.assertEqual({k: v for k, v in without.items() if without[k] is not None},
                                      {k: ours[k] for k in without if without[k] is not None})
+        # Without NVML: RuntimeError, with the failure as data (GPUSEL_ERROR_LIBRARY_NOT_LOADED).
+        missing = python("import gpusel, json\ntry:\n    gpusel.list_gpus()\n    print('null')\n"
+                         "except RuntimeError as e:\n    print(json.dumps([e.code, str(e)]))", "nvml-missing")
+        self.assertEqual(missing[0], 3)
+        self.assertIn("NVML is unavailable", missing[1])
         # The simulator models every field of the table: on a healthy machine, with usage, each
         # GPU has them all (a field added without the simulator's getter fails here).
         dgx = python(code, "dgx-h100")[1]
