@@ -1,14 +1,15 @@
 // gpusel: the --gpu option for any CLI11 program, in one line:
 //
 //   std::vector<std::string> gpus;
-//   gpusel::add_gpu_option(app, gpus);                 // a list: --gpu 0,1 or --gpu
-//   GPU-8f3a,GPU-1c std::string gpu; gpusel::add_single_gpu_option(app, gpu);           // exactly
-//   one GPU
+//   gpusel::add_gpu_option(app, gpus);      // a list: --gpu 0,1 or --gpu GPU-8f3a,GPU-1c
+//   std::string gpu;
+//   gpusel::add_single_gpu_option(app, gpu);  // exactly one GPU
 //
 // The value is parsed by gpusel::parse_gpu_spec; a bad value fails CLI11's parse with gpusel's
 // message, in the words of a command line that reads --gpu when the option is named so, else in
-// a program's ("GPU request"). Header-only; needs CLI11 in the including program, not in
-// libgpusel.
+// a program's ("GPU request"). The exception is a GpuOptionError, a CLI::ValidationError that
+// also carries gpusel's Error (its code, subject and fields). Header-only; needs CLI11 in the
+// including program, not in libgpusel.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -21,11 +22,23 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
-// A bad value of the option `name` ("--gpu", "-g,--gpu" ...) as CLI11 reports it: in the command
-// line's words when one of its names is --gpu.
-inline CLI::ValidationError gpu_option_error(const Error& e, const std::string& name) {
+// A bad value of a GPU option, as CLI11 reports it (what() is the message), with gpusel's Error
+// as data for a program that reports failures as data (gpusel's own --json).
+class GpuOptionError : public CLI::ValidationError {
+ public:
+  GpuOptionError(const std::string& message, const gpusel::Error& error)
+      : CLI::ValidationError(message), error_(error.kind(), message, error.problem()) {}
+  const gpusel::Error& error() const noexcept { return error_; }
+
+ private:
+  gpusel::Error error_;
+};
+
+// A bad value of the option `name` ("--gpu", "-g,--gpu" ...): in the command line's words when
+// one of its names is --gpu.
+inline GpuOptionError gpu_option_error(const Error& e, const std::string& name) {
   const bool gpu = ("," + name + ",").find(",--gpu,") != std::string::npos;
-  return CLI::ValidationError(e.message(gpu ? Audience::CommandLine : Audience::Program));
+  return GpuOptionError(e.message(gpu ? Audience::CommandLine : Audience::Program), e);
 }
 
 inline CLI::Option* add_gpu_option(CLI::App& app, std::vector<std::string>& entries,

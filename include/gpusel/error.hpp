@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "gpusel/export.h"
 
@@ -35,19 +36,76 @@ enum class ErrorCode {
   BufferTooSmall = 13,    // a caller's buffer is too small for the answer (the C ABI's)
 };
 
-// The data of a failure. `call` and `result` are set where a driver function returned an error
-// (DriverCallFailed, GpuLost, NoDevice ...): its name ("cuInit", "nvmlDeviceGetUUID") and its
-// return value (a CUresult or nvmlReturn_t).
+// What a problem is about: the value or thing its message names, so a caller can decide from it
+// without reading the message. Each has a stable name (subject_name) for machine-readable output.
+enum class Subject {
+  None,            // nothing in particular (a driver call's failure names its call)
+  GpuRequest,      // a GPU request as a whole (--gpu's value): field "request"
+  GpuEntry,        // one entry of a GPU request: "entry", "reason", and "gpu" (a UUID) where known
+  VisibleDevices,  // the CUDA_VISIBLE_DEVICES preset: "variable", "value", "reason"
+  DeviceOrder,     // CUDA_DEVICE_ORDER: "variable", "value"
+  LaunchVariable,  // a rank or size variable a launcher set: "variable", "value", "reason"
+  Gpu,             // one GPU: "gpu" (a UUID) and "index" where known
+  Lease,           // the lease store or one lease: "path" where known
+  Command,         // the program gpusel is asked to run: "command"
+  Probe,           // the CUDA probe (asking CUDA in a child process)
+};
+
+// One named value of a problem: the entry as given, the variable's value, a GPU's UUID. Values are
+// text as the user or the driver gave them.
+struct ProblemField {
+  std::string name;
+  std::string value;
+  friend bool operator==(const ProblemField&, const ProblemField&) = default;
+};
+
+// The data of a failure: a code, what it is about (subject) and the values it names (fields).
+// `call` and `result` are set where a driver function returned an error (DriverCallFailed,
+// GpuLost, NoDevice ...): its name ("cuInit", "nvmlDeviceGetUUID") and its return value (a
+// CUresult or nvmlReturn_t).
 struct Problem {
+  Problem() = default;
+  Problem(ErrorCode code_, std::string call_ = {}, long long result_ = 0)
+      : code(code_), call(std::move(call_)), result(result_) {}
   ErrorCode code = ErrorCode::None;
   std::string call;
   long long result = 0;
+  Subject subject = Subject::None;
+  std::vector<ProblemField> fields;
   explicit operator bool() const noexcept { return code != ErrorCode::None; }
+  // The field named `name`, or nullptr.
+  const std::string* field(std::string_view name) const noexcept {
+    for (const ProblemField& f : fields) {
+      if (f.name == name) return &f.value;
+    }
+    return nullptr;
+  }
 };
+
+// A note: something true that explains an answer without failing it (a preset that renumbers
+// GPUs, a GPU left out, leases that bind one user only), in words and by a stable code, so that a
+// caller decides from the code ("preset-renumbers") and never from the words. docs/commands.md
+// lists the codes.
+struct Note {
+  std::string code;
+  std::string text;
+  friend bool operator==(const Note&, const Note&) = default;
+};
+
+// A problem with no code yet (Error gives it one from its kind) about `subject`.
+inline Problem about(Subject subject, std::vector<ProblemField> fields = {}) {
+  Problem p;
+  p.subject = subject;
+  p.fields = std::move(fields);
+  return p;
+}
 
 // The stable name of a code ("cuda-link-stub"), for machine-readable output; "unknown" for a
 // value outside the enumeration.
 const char* error_code_name(ErrorCode code) noexcept;
+
+// The stable name of a subject ("gpu-entry"); "none" for Subject::None.
+const char* subject_name(Subject subject) noexcept;
 
 // Whom a message is worded for. The library's messages name the value they are about and the
 // remedy in the words of whoever gave the value: a program (C++, C through gpusel.h, Python) hears
@@ -88,8 +146,8 @@ class Error : public std::runtime_error {
   std::string text_;
 };
 
-inline Error bad_input(const std::string& message) {
-  return Error(ErrorKind::BadInput, message);
+inline Error bad_input(const std::string& message, Problem problem = {}) {
+  return Error(ErrorKind::BadInput, message, std::move(problem));
 }
 inline Error failure(const std::string& message, Problem problem = {}) {
   return Error(ErrorKind::Failure, message, std::move(problem));

@@ -54,6 +54,19 @@ GPUSEL_API int gpusel_last_error_code(void);
  * *result when `result` is not NULL (0 when none). Valid until the thread's next gpusel call. */
 GPUSEL_API const char* gpusel_last_error_call(long long* result);
 
+/* What the calling thread's last failure is about, by a stable name: "gpu-entry" (one entry of a
+ * GPU request), "gpu-request", "cuda-visible-devices", "cuda-device-order", "launch-variable",
+ * "gpu", "lease", "command", "probe"; "" when it is about nothing in particular or none failed.
+ * Valid until the thread's next gpusel call. */
+GPUSEL_API const char* gpusel_last_error_subject(void);
+
+/* The named values of the calling thread's last failure (the entry as given, a variable's value,
+ * a GPU's UUID, a stable "reason" word): the name of the i-th, or NULL past the last, and the
+ * value of the one named `name`, or NULL when it has none. docs/c-api.md lists them by subject.
+ * Valid until the thread's next gpusel call. */
+GPUSEL_API const char* gpusel_last_error_field_name(size_t i);
+GPUSEL_API const char* gpusel_last_error_field(const char* name);
+
 /* 1 when `entry` starts with "GPU-" in any case / is ASCII digits only, else 0. */
 GPUSEL_API int gpusel_is_gpu_uuid(const char* entry);
 GPUSEL_API int gpusel_is_gpu_index(const char* entry);

@@ -40,7 +40,7 @@ struct Resolution {
   std::vector<GpuInfo> machine;
   // What a user should be told once (renumbering, fallbacks), with both wordings where a
   // program's and the command line's differ: show each with gpusel::worded (gpusel/error.hpp).
-  std::vector<std::string> notes;
+  std::vector<Note> notes;
 };
 
 // The whole of a parent's resolution: NVML once, and a CUDA probe only where NVML cannot place

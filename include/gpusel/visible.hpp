@@ -97,7 +97,7 @@ struct VisibleSet {
   std::size_t used_entries = 0;              // entries read before the first invalid one
   std::optional<std::string> invalid_entry;  // the entry that ended the list
   bool duplicate = false;  // a device named twice: the driver then exposes nothing
-  std::vector<std::string> notes;
+  std::vector<Note> notes;
   std::vector<VisibleDevice> devices;  // CUDA ordinal order
 };
 

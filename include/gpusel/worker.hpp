@@ -34,8 +34,9 @@ struct AssignmentInfo {
   // process whose claim it runs beside when it knows one.
   bool shared = false;
   std::optional<int> shared_with_pid;
-  // After binding: why no claim could be taken on the GPU (its file could not be used), or "".
-  std::string claim_note;
+  // After binding: why no claim could be taken on the GPU (its file could not be used), with the
+  // code "unclaimed" (no claim at all) or "claim-partial"; an empty note after a full claim.
+  Note claim_note;
 };
 
 // Whether this process shares its GPU with others on purpose: GPUSEL_SHARE=1 (set by gpusel run
@@ -50,6 +51,7 @@ struct PlacementProblem {
   std::string id;  // "gpusel-gpu-shared", "gpusel-gpus-count", ... (docs/placement.md)
   std::string message;
   std::string remedy;
+  Problem data;  // the refusal as data: its subject and fields (a variable and its value ...)
 };
 
 // The problems of this process's environment: GPUSEL_GPU inherited by several ranks, GPUSEL_GPUS

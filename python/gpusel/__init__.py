@@ -99,6 +99,9 @@ _PROTOTYPES = {
     "gpusel_last_error": (ctypes.c_char_p, []),
     "gpusel_last_error_code": (ctypes.c_int, []),
     "gpusel_last_error_call": (ctypes.c_char_p, [ctypes.POINTER(ctypes.c_longlong)]),
+    "gpusel_last_error_subject": (ctypes.c_char_p, []),
+    "gpusel_last_error_field_name": (ctypes.c_char_p, [ctypes.c_size_t]),
+    "gpusel_last_error_field": (ctypes.c_char_p, [ctypes.c_char_p]),
     "gpusel_is_gpu_uuid": (ctypes.c_int, [ctypes.c_char_p]),
     "gpusel_is_gpu_index": (ctypes.c_int, [ctypes.c_char_p]),
     "gpusel_parse_gpu_spec": (ctypes.c_int, [ctypes.c_char_p, ctypes.c_char_p, ctypes.c_size_t, _size_p]),
@@ -139,7 +142,9 @@ def _message():
 def _check(status, errors=ValueError):
     """Raises for a failed call: `errors` for bad input, RuntimeError for other failures. The
     exception carries the failure as data: `code` (the C ABI's GPUSEL_ERROR_* number), `call` (the
-    NVIDIA driver function that failed, "" when none did) and `result` (what it returned)."""
+    NVIDIA driver function that failed, "" when none did), `result` (what it returned), `subject`
+    (what the failure is about: "gpu-entry", "cuda-visible-devices" ..., "" for nothing in
+    particular) and `fields` (a dict of its named values: the entry as given, a stable "reason")."""
     if status == _OK:
         return
     exc = (errors if status == _BAD_INPUT else RuntimeError)(_message())
@@ -147,6 +152,13 @@ def _check(status, errors=ValueError):
     exc.call = _lib.gpusel_last_error_call(ctypes.byref(result)).decode("utf-8", "replace")
     exc.result = result.value
     exc.code = _lib.gpusel_last_error_code()
+    exc.subject = _lib.gpusel_last_error_subject().decode("utf-8", "replace")
+    exc.fields = {}
+    i = 0
+    while (name := _lib.gpusel_last_error_field_name(i)) is not None:
+        value = _lib.gpusel_last_error_field(name)
+        exc.fields[name.decode("utf-8", "replace")] = value.decode("utf-8", "surrogateescape")
+        i += 1
     raise exc
 
 

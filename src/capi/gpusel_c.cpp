@@ -148,6 +148,18 @@ const char* gpusel_last_error_call(long long* result) {
   if (result != nullptr) *result = last_problem.result;
   return last_problem.call.c_str();
 }
+const char* gpusel_last_error_subject(void) {
+  return last_problem.subject == gpusel::Subject::None ? ""
+                                                       : gpusel::subject_name(last_problem.subject);
+}
+const char* gpusel_last_error_field_name(size_t i) {
+  return i < last_problem.fields.size() ? last_problem.fields[i].name.c_str() : nullptr;
+}
+const char* gpusel_last_error_field(const char* name) {
+  if (name == nullptr) return nullptr;
+  const std::string* value = last_problem.field(name);
+  return value != nullptr ? value->c_str() : nullptr;
+}
 
 int gpusel_is_gpu_uuid(const char* entry) {
   return entry != nullptr && gpusel::is_gpu_uuid(entry) ? 1 : 0;
@@ -350,7 +362,8 @@ gpusel_status gpusel_claim_note(char* buf, size_t size, size_t* needed) {
   return guarded([&] {
     const std::optional<gpusel::AssignmentInfo> info = gpusel::assignment_info();
     // Sharing on purpose takes no claim and is not warned about.
-    return out_string(info && !info->shared ? info->claim_note : std::string(), buf, size, needed);
+    return out_string(info && !info->shared ? info->claim_note.text : std::string(), buf, size,
+                      needed);
   });
 }
 

@@ -79,6 +79,13 @@ std::string LocalRank::describe_size() const {
 
 namespace {
 
+// The data of a refused launcher variable.
+Problem variable_problem(const std::string& variable, const std::string& value,
+                         const char* reason) {
+  return about(Subject::LaunchVariable,
+               {{"variable", variable}, {"value", value}, {"reason", reason}});
+}
+
 // The size a candidate's launcher reports; nullopt when it sets none. Throws for a malformed one.
 std::optional<int> size_of(const detail::RankCandidate& c, const detail::LauncherView& view,
                            std::string* size_variable) {
@@ -92,12 +99,14 @@ std::optional<int> size_of(const detail::RankCandidate& c, const detail::Launche
             : detail::read_rank_number(*c.size_value);
     if (!n) {
       throw bad_input(std::string(v.size_name) + "=" + detail::quote_value(*c.size_value) +
-                      " is not a number of local ranks; fix the launcher's setting or unset it");
+                          " is not a number of local ranks; fix the launcher's setting or unset it",
+                      variable_problem(v.size_name, *c.size_value, "size-unreadable"));
     }
     if (*n <= *detail::read_rank_number(c.value)) {
       throw bad_input(setting(c) + " is not below " + v.size_name + "=" +
-                      detail::quote_value(*c.size_value) +
-                      "; the launcher's variables contradict each other");
+                          detail::quote_value(*c.size_value) +
+                          "; the launcher's variables contradict each other",
+                      variable_problem(c.variable, c.value, "rank-not-below-size"));
     }
     return n;
   }
@@ -232,9 +241,11 @@ std::optional<LocalRank> choose_local_rank(const detail::LauncherView& view) {
       continue;
     }
     if (!detail::read_rank_number(c.value)) {
-      throw bad_input(setting(c) +
-                      " is not a local rank (a non-negative integer); fix the launcher's setting "
-                      "or unset it");
+      throw bad_input(
+          setting(c) +
+              " is not a local rank (a non-negative integer); fix the launcher's setting "
+              "or unset it",
+          variable_problem(c.variable, c.value, "rank-unreadable"));
     }
     counted.push_back(&c);
   }
@@ -259,12 +270,13 @@ std::optional<LocalRank> choose_local_rank(const detail::LauncherView& view) {
       if (!innermost && !size) {
         if (value != 0) {
           throw bad_input(setting(c) + " (" + where_set(c) + ") is set by a launcher of " +
-                          std::string(detail::launcher_of(c.variable)) +
-                          " that does not say how many processes it started on this node, "
-                          "and a launcher inside it sets " +
-                          (*levels)[i + 1].front()->variable +
-                          "; gpusel cannot tell the processes apart. Give each process its GPU "
-                          "(GPUSEL_GPU, GPUSEL_GPUS) or do not nest the launchers");
+                              std::string(detail::launcher_of(c.variable)) +
+                              " that does not say how many processes it started on this node, "
+                              "and a launcher inside it sets " +
+                              (*levels)[i + 1].front()->variable +
+                              "; gpusel cannot tell the processes apart. Give each process its GPU "
+                              "(GPUSEL_GPU, GPUSEL_GPUS) or do not nest the launchers",
+                          variable_problem(c.variable, c.value, "nested-without-size"));
         }
         ignored.push_back(setting(c) + " (" + where_set(c) +
                           "; its launcher says no size, and rank 0 counts as one task)");
@@ -272,9 +284,11 @@ std::optional<LocalRank> choose_local_rank(const detail::LauncherView& view) {
       }
       if (rank != 0 && !size) {
         throw bad_input((*levels)[i].front()->variable + " runs inside " +
-                        out.levels.back().variable +
-                        ", but its launcher does not say how many processes it started; "
-                        "give each process its GPU (GPUSEL_GPU, GPUSEL_GPUS)");
+                            out.levels.back().variable +
+                            ", but its launcher does not say how many processes it started; "
+                            "give each process its GPU (GPUSEL_GPU, GPUSEL_GPUS)",
+                        variable_problem((*levels)[i].front()->variable,
+                                         (*levels)[i].front()->value, "nested-without-size"));
       }
       rank = rank * size.value_or(1) + value;
       total = total && size ? std::optional<int>(*total * *size) : std::nullopt;
@@ -304,8 +318,9 @@ std::optional<LocalRank> choose_local_rank(const detail::LauncherView& view) {
       }
       throw bad_input(
           "the local rank is ambiguous: " + list +
-          "; gpusel cannot tell which launcher started this process. Unset the variable an "
-          "outer launcher left behind, or give the process its GPU with GPUSEL_GPU or --gpu");
+              "; gpusel cannot tell which launcher started this process. Unset the variable an "
+              "outer launcher left behind, or give the process its GPU with GPUSEL_GPU or --gpu",
+          variable_problem(counted.front()->variable, counted.front()->value, "ambiguous"));
     }
     for (const detail::RankCandidate* c : counted) {
       if (detail::read_rank_number(c->value) != detail::read_rank_number(chosen->value)) {

@@ -37,4 +37,30 @@ const char* error_code_name(ErrorCode code) noexcept {
   return "unknown";
 }
 
+const char* subject_name(Subject subject) noexcept {
+  switch (subject) {
+    case Subject::None:
+      return "none";
+    case Subject::GpuRequest:
+      return "gpu-request";
+    case Subject::GpuEntry:
+      return "gpu-entry";
+    case Subject::VisibleDevices:
+      return "cuda-visible-devices";
+    case Subject::DeviceOrder:
+      return "cuda-device-order";
+    case Subject::LaunchVariable:
+      return "launch-variable";
+    case Subject::Gpu:
+      return "gpu";
+    case Subject::Lease:
+      return "lease";
+    case Subject::Command:
+      return "command";
+    case Subject::Probe:
+      return "probe";
+  }
+  return "unknown";
+}
+
 GPUSEL_END_NAMESPACE

@@ -565,21 +565,30 @@ std::optional<int> parse_free_request(std::string_view value) {
   if (!detail::starts_with_ci(v, kFree)) return std::nullopt;
   const std::string_view count = trim(v.substr(kFree.size()));
   const std::string shown = detail::gpu_request_words() + " " + detail::quote_value(value);
+  const auto refused = [&](const char* reason) {
+    return about(Subject::GpuRequest, {{"request", std::string(value)}, {"reason", reason}});
+  };
   if (count.find(',') != std::string_view::npos) {
     throw bad_input(shown +
-                    ": free:N stands alone; it cannot be mixed with other GPUs (give either "
-                    "free:N or a list of GPUs)");
+                        ": free:N stands alone; it cannot be mixed with other GPUs (give either "
+                        "free:N or a list of GPUs)",
+                    refused("free-mixed"));
   }
   if (!is_gpu_index(count)) {
     throw bad_input(shown + ": after free: comes a number of GPUs (free:2 picks two free " +
-                    "GPUs); " + detail::quote_value(count) + " is not one");
+                        "GPUs); " + detail::quote_value(count) + " is not one",
+                    refused("free-count-unreadable"));
   }
   const std::optional<std::uint64_t> requested = detail::read_decimal(count, kMaxFreeRequest);
   if (!requested) {
-    throw bad_input(shown + " asks for more GPUs than any machine holds");
+    throw bad_input(shown + " asks for more GPUs than any machine holds",
+                    refused("free-count-too-large"));
   }
   const int n = static_cast<int>(*requested);
-  if (n == 0) throw bad_input(shown + " asks for no GPU; ask for at least one (free:1)");
+  if (n == 0) {
+    throw bad_input(shown + " asks for no GPU; ask for at least one (free:1)",
+                    refused("free-count-zero"));
+  }
   return n;
 }
 

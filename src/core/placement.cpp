@@ -16,8 +16,9 @@ std::optional<std::string> var(const std::map<std::string, std::string>& vars, c
   return it->second;
 }
 
-void refuse(PlacementVerdict& v, std::string id, std::string message, std::string remedy) {
-  v.problems.push_back({std::move(id), std::move(message), std::move(remedy)});
+void refuse(PlacementVerdict& v, std::string id, std::string message, std::string remedy,
+            Problem data = {}) {
+  v.problems.push_back({std::move(id), std::move(message), std::move(remedy), std::move(data)});
 }
 
 // "LOCAL_WORLD_SIZE=4 ranks run on this node", "4 processes on this node (SLURM_LOCALID=1 of 2 x
@@ -82,7 +83,7 @@ void from_gpusel_gpu(const PlacementModel& m, const std::string& one, PlacementV
     entry = worker_gpus(read_single_gpu(one));
   } catch (const Error& e) {
     refuse(v, "gpusel-gpu", worker_variable_message("GPUSEL_GPU", one, e.text()),
-           "unset GPUSEL_GPU (gpusel run sets it per rank), or give it one GPU");
+           "unset GPUSEL_GPU (gpusel run sets it per rank), or give it one GPU", e.problem());
     return;
   }
   const std::optional<LocalRank>& rank = v.rank;
@@ -172,7 +173,7 @@ void from_gpusel_gpus(const PlacementModel& m, const std::string& list, Placemen
     entries = worker_gpus(read_gpu_request(list, false));
   } catch (const Error& e) {
     refuse(v, "gpusel-gpus", worker_variable_message("GPUSEL_GPUS", list, e.text()),
-           "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\"");
+           "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\"", e.problem());
     return;
   }
   const std::string shown = "GPUSEL_GPUS=" + quote_value(list);
@@ -406,13 +407,14 @@ PlacementVerdict analyse_placement(const PlacementModel& m, int default_ordinal)
   } catch (const Error& e) {
     refuse(v, "local-rank", e.text(),
            "unset the variable an outer launcher left behind, or give each process its GPU "
-           "(GPUSEL_GPU, GPUSEL_GPUS, gpusel run)");
+           "(GPUSEL_GPU, GPUSEL_GPUS, gpusel run)",
+           e.problem());
     return v;
   }
   try {
     v.share = sharing_in(m.vars);
   } catch (const Error& e) {
-    refuse(v, "gpusel-share", e.text(), "set GPUSEL_SHARE=1 or unset it");
+    refuse(v, "gpusel-share", e.text(), "set GPUSEL_SHARE=1 or unset it", e.problem());
     return v;
   }
   if (const auto problem = uuid_case_problem(m.cuda)) {

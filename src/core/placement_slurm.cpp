@@ -117,7 +117,8 @@ PlacementProblem why(const Context& c, const GrantedGpus& g, const std::string& 
                 ", which Slurm did not give it",
             "have the node drained and the GPU reset or taken out of gres.conf (scontrol update "
             "nodename=NODE state=drain reason=...); meanwhile run elsewhere (srun -x NODE) or "
-            "with fewer GPUs"};
+            "with fewer GPUs",
+            {}};
   }
   if (c.carried) {
     const bool known = !c.grant.value.empty();
@@ -132,7 +133,8 @@ PlacementProblem why(const Context& c, const GrantedGpus& g, const std::string& 
                 ", and this process would run on " + bound,
             "let each node's processes take that node's own GPUs: start them with srun, or keep "
             "the launcher from passing CUDA_VISIBLE_DEVICES on (mpiexec.hydra: -genvnone, or list "
-            "what to pass with -genvlist), or give each node GPUSEL_GPUS resolved there"};
+            "what to pass with -genvlist), or give each node GPUSEL_GPUS resolved there",
+            {}};
   }
   const std::string slurm_set = c.slurm_cvd.value_or(c.grant.value);
   if (!same_numbers(*c.m.cuda.visible_devices, slurm_set)) {
@@ -146,7 +148,8 @@ PlacementProblem why(const Context& c, const GrantedGpus& g, const std::string& 
             "leave CUDA_VISIBLE_DEVICES as Slurm set it (drop the wrapper's export, or mpirun's -x "
             "CUDA_VISIBLE_DEVICES) and let gpusel pick each rank's GPU within it, or set it only "
             "to GPUs of " +
-                c.grant.variable};
+                c.grant.variable,
+            {}};
   }
   if (!homogeneous(nvml) && !pci_bus_order(c.m.cuda)) {
     return {"slurm-gpu-order",
@@ -158,12 +161,14 @@ PlacementProblem why(const Context& c, const GrantedGpus& g, const std::string& 
                 ", which Slurm did not give it: on a machine of mixed GPU models the numbers "
                 "differ",
             "export CUDA_DEVICE_ORDER=PCI_BUS_ID in the job script (before srun), so that CUDA "
-            "reads Slurm's numbers as nvidia-smi does"};
+            "reads Slurm's numbers as nvidia-smi does",
+            {}};
   }
   return {"slurm-gpu-not-given",
           given_text(c) + ", and this process would run on " + bound + " (" + preset +
               "), which Slurm did not give it",
-          "bind a GPU of " + c.grant.variable + ", or let gpusel pick within them"};
+          "bind a GPU of " + c.grant.variable + ", or let gpusel pick within them",
+          {}};
 }
 
 std::optional<Context> context_of(const PlacementModel& m) {
@@ -235,7 +240,8 @@ std::optional<PlacementProblem> slurm_exposure_warning(const PlacementModel& m) 
           " (CUDA_VISIBLE_DEVICES=" + quote_value(*m.cuda.visible_devices) +
           "); a program that picks its own device may run there",
       "bind through gpusel (it binds only GPUs Slurm gave), or make CUDA_VISIBLE_DEVICES show "
-      "only those (CUDA_DEVICE_ORDER=PCI_BUS_ID on a machine of mixed models)"};
+      "only those (CUDA_DEVICE_ORDER=PCI_BUS_ID on a machine of mixed models)",
+      {}};
 }
 
 }  // namespace gpusel::detail

@@ -13,6 +13,24 @@
 GPUSEL_BEGIN_NAMESPACE
 namespace {
 
+// The data of a refused GPU entry: the entry as given, why (a stable word), and the GPU it names
+// where it names one.
+Problem entry_problem(const std::string& entry, const char* reason, const GpuInfo* gpu = nullptr) {
+  Problem p = about(Subject::GpuEntry, {{"entry", entry}, {"reason", reason}});
+  if (gpu != nullptr) {
+    p.fields.push_back({"gpu", gpu->uuid});
+    p.fields.push_back({"index", std::to_string(gpu->index)});
+  }
+  return p;
+}
+
+// The data of a refused CUDA_VISIBLE_DEVICES preset.
+Problem preset_problem(const CudaEnv& env, const char* reason) {
+  return about(Subject::VisibleDevices, {{"variable", "CUDA_VISIBLE_DEVICES"},
+                                         {"value", env.visible_devices.value_or("")},
+                                         {"reason", reason}});
+}
+
 // Where to see the GPUs by every name.
 std::string list_hint() {
   return detail::reader_text("run `gpusel list` to see the GPUs and how CUDA numbers them",
@@ -85,9 +103,10 @@ std::string list_uuids(const std::vector<GpuInfo>& gpus, const std::vector<std::
 void refuse_failed(const GpuInfo& gpu, const std::string& entry) {
   if (!gpu.failed()) return;
   throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) + " names GPU " +
-                  std::to_string(gpu.index) + ", which NVML cannot use (" + gpu.failure +
-                  "); pick another GPU, and have the failed one checked (nvidia-smi -q -i " +
-                  std::to_string(gpu.index) + ")");
+                      std::to_string(gpu.index) + ", which NVML cannot use (" + gpu.failure +
+                      "); pick another GPU, and have the failed one checked (nvidia-smi -q -i " +
+                      std::to_string(gpu.index) + ")",
+                  entry_problem(entry, "gpu-failed", &gpu));
 }
 
 // "nvidia-smi 6,7" for the GPUs a preset exposes (MIG devices by their parent GPU).
@@ -102,10 +121,11 @@ std::string smi_indices(const std::vector<GpuInfo>& gpus, const VisibleSet& vs) 
 void refuse_mig(const GpuInfo& gpu, const std::string& entry) {
   if (!gpu.mig_enabled) return;
   throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) + " names GPU " +
-                  std::to_string(gpu.index) + " (" + gpu.uuid +
-                  "), which has MIG enabled: CUDA exposes only its MIG devices, and gpusel "
-                  "assigns whole GPUs; pick a GPU without MIG (" +
-                  list_hint() + ")");
+                      std::to_string(gpu.index) + " (" + gpu.uuid +
+                      "), which has MIG enabled: CUDA exposes only its MIG devices, and gpusel "
+                      "assigns whole GPUs; pick a GPU without MIG (" +
+                      list_hint() + ")",
+                  entry_problem(entry, "mig-enabled", &gpu));
 }
 
 // An index with no preset: the nvidia-smi index.
@@ -113,9 +133,10 @@ std::size_t physical_index(const std::vector<GpuInfo>& gpus, const GpuEntry& ent
   if (entry.index >= gpus.size()) {
     throw bad_input(
         detail::gpu_entry_words() + " " + detail::quote_value(entry.text) +
-        " is out of range: this machine has " + count_gpus(gpus.size()) +
-        (gpus.empty() ? std::string() : ", indices 0 to " + std::to_string(gpus.size() - 1)) +
-        "; " + list_hint());
+            " is out of range: this machine has " + count_gpus(gpus.size()) +
+            (gpus.empty() ? std::string() : ", indices 0 to " + std::to_string(gpus.size() - 1)) +
+            "; " + list_hint(),
+        entry_problem(entry.text, "out-of-range"));
   }
   return static_cast<std::size_t>(entry.index);
 }
@@ -125,13 +146,15 @@ std::size_t physical_uuid(const std::vector<GpuInfo>& gpus, const std::string& e
   if (hits.empty()) {
     const std::string hint = near_uuid_hint(gpus, entry);
     throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-                    " matches no GPU on this machine (" + count_gpus(gpus.size()) + ")" +
-                    (hint.empty() ? "; check for a typo, " + list_hint() : hint));
+                        " matches no GPU on this machine (" + count_gpus(gpus.size()) + ")" +
+                        (hint.empty() ? "; check for a typo, " + list_hint() : hint),
+                    entry_problem(entry, "no-match"));
   }
   if (hits.size() > 1) {
     throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-                    " is a prefix of " + std::to_string(hits.size()) + " GPUs (" +
-                    list_uuids(gpus, hits) + "); give enough characters to name one");
+                        " is a prefix of " + std::to_string(hits.size()) + " GPUs (" +
+                        list_uuids(gpus, hits) + "); give enough characters to name one",
+                    entry_problem(entry, "ambiguous-prefix"));
   }
   return hits.front();
 }
@@ -140,10 +163,12 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                          const GpuEntry& index, const std::string& preset) {
   const std::string& entry = index.text;
   if (!vs.known) {
-    throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-                    " counts within " + preset + ", but " + vs.unknown_reason +
-                    detail::reader_text("; give --gpu as GPU UUIDs", "; give the GPUs as UUIDs") +
-                    ", or set CUDA_DEVICE_ORDER=PCI_BUS_ID (" + list_hint() + ")");
+    throw bad_input(
+        detail::gpu_entry_words() + " " + detail::quote_value(entry) + " counts within " + preset +
+            ", but " + vs.unknown_reason +
+            detail::reader_text("; give --gpu as GPU UUIDs", "; give the GPUs as UUIDs") +
+            ", or set CUDA_DEVICE_ORDER=PCI_BUS_ID (" + list_hint() + ")",
+        entry_problem(entry, "order-unknown"));
   }
   if (index.index >= vs.devices.size()) {
     std::string why;
@@ -153,9 +178,11 @@ std::size_t preset_index(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
     }
     throw bad_input(
         detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-        " is out of range: " + preset + " exposes " + count_gpus(vs.devices.size(), "device") +
-        " (" + smi_indices(gpus, vs) + ")" + why +
-        "; with a preset, indices count within that list (0 is its first device); " + list_hint());
+            " is out of range: " + preset + " exposes " + count_gpus(vs.devices.size(), "device") +
+            " (" + smi_indices(gpus, vs) + ")" + why +
+            "; with a preset, indices count within that list (0 is its first device); " +
+            list_hint(),
+        entry_problem(entry, "out-of-range"));
   }
   const VisibleDevice& d = vs.devices[static_cast<std::size_t>(index.index)];
   const GpuInfo& gpu = gpus[static_cast<std::size_t>(d.gpu)];
@@ -167,10 +194,12 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                         const std::string& entry, const std::string& preset) {
   if (vs.mode == VisibleMode::Indices && !vs.known) {
     throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-                    " is a UUID, but " + preset + " lists GPUs by index and " + vs.unknown_reason +
-                    detail::reader_text("; give --gpu as positions", "; give positions") +
-                    " in that list (0 is its first device), set "
-                    "CUDA_DEVICE_ORDER=PCI_BUS_ID, or set CUDA_VISIBLE_DEVICES to GPU UUIDs");
+                        " is a UUID, but " + preset + " lists GPUs by index and " +
+                        vs.unknown_reason +
+                        detail::reader_text("; give --gpu as positions", "; give positions") +
+                        " in that list (0 is its first device), set "
+                        "CUDA_DEVICE_ORDER=PCI_BUS_ID, or set CUDA_VISIBLE_DEVICES to GPU UUIDs",
+                    entry_problem(entry, "order-unknown"));
   }
   // The whole GPUs the preset exposes, matched by full UUID, so both a short preset entry and a
   // short --gpu entry work, and only GPUs the driver really exposes count.
@@ -182,9 +211,10 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
   if (visible_hits.size() == 1) return visible_hits.front();
   if (visible_hits.size() > 1) {
     throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-                    " is a prefix of " + std::to_string(visible_hits.size()) + " GPUs exposed by " +
-                    preset + " (" + list_uuids(gpus, visible_hits) +
-                    "); give enough characters to name one");
+                        " is a prefix of " + std::to_string(visible_hits.size()) +
+                        " GPUs exposed by " + preset + " (" + list_uuids(gpus, visible_hits) +
+                        "); give enough characters to name one",
+                    entry_problem(entry, "ambiguous-prefix"));
   }
   auto anywhere = uuid_hits(gpus, entry);
   if (anywhere.size() == 1) refuse_mig(gpus[anywhere.front()], entry);
@@ -193,12 +223,15 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
     why = "; the driver stops reading it at the invalid entry " +
           detail::quote_value(*vs.invalid_entry);
   }
-  throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-                  " is not one of the GPUs " + preset + " lets this process use" +
-                  (anywhere.size() == 1 ? " (GPU " + std::to_string(gpus[anywhere.front()].index) +
-                                              " exists, outside that list" + why + ")"
-                                        : std::string(" (it matches no GPU on this machine)")) +
-                  "; pick from that list, or change CUDA_VISIBLE_DEVICES (" + list_hint() + ")");
+  throw bad_input(
+      detail::gpu_entry_words() + " " + detail::quote_value(entry) + " is not one of the GPUs " +
+          preset + " lets this process use" +
+          (anywhere.size() == 1 ? " (GPU " + std::to_string(gpus[anywhere.front()].index) +
+                                      " exists, outside that list" + why + ")"
+                                : std::string(" (it matches no GPU on this machine)")) +
+          "; pick from that list, or change CUDA_VISIBLE_DEVICES (" + list_hint() + ")",
+      entry_problem(entry, "outside-preset",
+                    anywhere.size() == 1 ? &gpus[anywhere.front()] : nullptr));
 }
 
 }  // namespace
@@ -223,7 +256,8 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
                                            const std::vector<GpuInfo>& gpus, const CudaEnv& env,
                                            const VisibleSet* vs) {
   std::vector<std::size_t> picked;
-  if (const auto problem = detail::uuid_case_problem(env)) throw bad_input(*problem);
+  if (const auto problem = detail::uuid_case_problem(env))
+    throw bad_input(*problem, preset_problem(env, "uuid-case"));
   if (!env.visible_devices) {
     for (const GpuEntry& entry : entries) {
       std::size_t g =
@@ -236,14 +270,17 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
     const std::string preset = detail::describe_preset(env);
     if (vs->mode == VisibleMode::MigUuids) {
       throw bad_input(preset + " selects MIG devices; gpusel assigns whole GPUs, so " +
-                      detail::reader_text("--gpu", "a GPU request") +
-                      " cannot choose among them; run without MIG devices in "
-                      "CUDA_VISIBLE_DEVICES, or unset it");
+                          detail::reader_text("--gpu", "a GPU request") +
+                          " cannot choose among them; run without MIG devices in "
+                          "CUDA_VISIBLE_DEVICES, or unset it",
+                      preset_problem(env, "mig-devices"));
     }
     if (vs->duplicate) {
-      throw bad_input(preset +
-                      " names one GPU twice, so CUDA exposes no device at all; remove the repeated "
-                      "entry from CUDA_VISIBLE_DEVICES");
+      throw bad_input(
+          preset +
+              " names one GPU twice, so CUDA exposes no device at all; remove the repeated "
+              "entry from CUDA_VISIBLE_DEVICES",
+          preset_problem(env, "duplicate"));
     }
     for (const GpuEntry& entry : entries) {
       picked.push_back(entry.is_uuid() ? preset_uuid(gpus, *vs, entry.text, preset)
@@ -254,9 +291,10 @@ std::vector<std::size_t> resolve_positions(const std::vector<GpuEntry>& entries,
     for (std::size_t j = 0; j < i; ++j) {
       if (picked[i] == picked[j]) {
         throw bad_input(detail::reader_text("--gpu entries ", "GPU entries ") +
-                        detail::quote_value(entries[j].text) + " and " +
-                        detail::quote_value(entries[i].text) + " both name GPU " +
-                        gpus[picked[i]].uuid + "; each rank needs a GPU of its own");
+                            detail::quote_value(entries[j].text) + " and " +
+                            detail::quote_value(entries[i].text) + " both name GPU " +
+                            gpus[picked[i]].uuid + "; each rank needs a GPU of its own",
+                        entry_problem(entries[i].text, "same-gpu-twice", &gpus[picked[i]]));
       }
     }
   }

@@ -132,6 +132,14 @@ std::string pasted_entry_hint(std::string_view entry) {
   return "";
 }
 
+// The data of a refused GPU request, or of one entry of it.
+Problem request_problem(std::string_view value, const char* reason) {
+  return about(Subject::GpuRequest, {{"request", std::string(value)}, {"reason", reason}});
+}
+Problem entry_problem(std::string_view entry, const char* reason) {
+  return about(Subject::GpuEntry, {{"entry", std::string(entry)}, {"reason", reason}});
+}
+
 // Whole-value mistakes, before the entries are read: a list pasted one entry a line (`gpusel
 // resolve`'s output without `| paste -sd,`), and entries separated by blanks ("GPU-a GPU-b",
 // which would otherwise read as one UUID prefix that matches nothing).
@@ -145,36 +153,40 @@ void precheck_pasted(std::string_view value) {
                (c >= 'A' && c <= 'Z');
       })) {
     const std::string_view name = inner.substr(0, eq);
-    throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) +
-                    " is the assignment of " + std::string(name) + "; " +
-                    detail::reader_text("--gpu takes", "a GPU request names") +
-                    " the GPUs themselves: " + detail::gpu_example(trim(inner.substr(eq + 1))) +
-                    (name == "CUDA_VISIBLE_DEVICES"
-                         ? detail::reader_text(" (as nvidia-smi indices or UUIDs; `gpusel list` "
-                                               "shows how CUDA numbers them)",
-                                               " (as nvidia-smi indices or UUIDs; "
-                                               "gpusel_list_gpus shows how CUDA numbers them)")
-                         : ""));
+    throw bad_input(
+        detail::gpu_request_words() + " " + detail::quote_value(value) + " is the assignment of " +
+            std::string(name) + "; " + detail::reader_text("--gpu takes", "a GPU request names") +
+            " the GPUs themselves: " + detail::gpu_example(trim(inner.substr(eq + 1))) +
+            (name == "CUDA_VISIBLE_DEVICES"
+                 ? detail::reader_text(" (as nvidia-smi indices or UUIDs; `gpusel list` "
+                                       "shows how CUDA numbers them)",
+                                       " (as nvidia-smi indices or UUIDs; "
+                                       "gpusel_list_gpus shows how CUDA numbers them)")
+                 : ""),
+        request_problem(value, "assignment"));
   }
   if (inner.find_first_of("\n\r") != std::string_view::npos) {
     const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');
-    throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) + " holds " +
-                    std::to_string(lines) +
-                    detail::reader_text(
-                        " lines; it takes one line, entries separated by commas (was the output "
-                        "of `gpusel resolve` pasted in as it is?): join the lines with commas, as "
-                        "`gpusel resolve --gpu SPEC --format csv` prints them, or pipe through "
-                        "`paste -sd,`",
-                        " lines; a request is one line, entries separated by commas: join the "
-                        "lines with commas"));
+    throw bad_input(
+        detail::gpu_request_words() + " " + detail::quote_value(value) + " holds " +
+            std::to_string(lines) +
+            detail::reader_text(
+                " lines; it takes one line, entries separated by commas (was the output "
+                "of `gpusel resolve` pasted in as it is?): join the lines with commas, as "
+                "`gpusel resolve --gpu SPEC --format csv` prints them, or pipe through "
+                "`paste -sd,`",
+                " lines; a request is one line, entries separated by commas: join the "
+                "lines with commas"),
+        request_problem(value, "several-lines"));
   }
   for (std::string_view piece : detail::split_commas(value)) {
     piece = trim(piece);
     if (is_gpu_uuid(piece) && std::any_of(piece.begin(), piece.end(), is_blank)) {
       throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(piece) +
-                      " holds blanks" + pasted_entry_hint(piece) +
-                      detail::reader_text("; run `gpusel list` to see every GPU's UUID",
-                                          "; `nvidia-smi -L` lists every GPU's UUID"));
+                          " holds blanks" + pasted_entry_hint(piece) +
+                          detail::reader_text("; run `gpusel list` to see every GPU's UUID",
+                                              "; `nvidia-smi -L` lists every GPU's UUID"),
+                      entry_problem(piece, "blanks"));
     }
   }
 }
@@ -205,16 +217,19 @@ std::vector<GpuEntry> read_entries(std::string_view value) {
   if (entries.empty()) {
     throw bad_input(
         detail::gpu_request_words() + " " + detail::quote_value(value) +
-        " names no GPU; give nvidia-smi indices or GPU UUIDs separated by commas " +
-        detail::reader_text("(run `gpusel list` to see them)", "(`nvidia-smi -L` lists them)"));
+            " names no GPU; give nvidia-smi indices or GPU UUIDs separated by commas " +
+            detail::reader_text("(run `gpusel list` to see them)", "(`nvidia-smi -L` lists them)"),
+        request_problem(value, "empty"));
   }
   const GpuEntry& head = entries.front();
   for (const GpuEntry& e : entries) {
     if (e.kind != head.kind) {
-      throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) +
-                      " mixes UUIDs (" + detail::quote_value(head.is_uuid() ? head.text : e.text) +
-                      ") and indices (" + detail::quote_value(head.is_uuid() ? e.text : head.text) +
-                      "); use one kind for the whole list, as CUDA_VISIBLE_DEVICES requires");
+      throw bad_input(
+          detail::gpu_request_words() + " " + detail::quote_value(value) + " mixes UUIDs (" +
+              detail::quote_value(head.is_uuid() ? head.text : e.text) + ") and indices (" +
+              detail::quote_value(head.is_uuid() ? e.text : head.text) +
+              "); use one kind for the whole list, as CUDA_VISIBLE_DEVICES requires",
+          request_problem(value, "mixed-kinds"));
     }
   }
   // Each entry once: `same_entry` is equality of these keys, so a set finds the first repeat in
@@ -225,9 +240,11 @@ std::vector<GpuEntry> read_entries(std::string_view value) {
     const auto [seen, fresh] = first.emplace(entry_key(entries[i].text), i);
     if (!fresh) {
       throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) +
-                      " names the same GPU twice (" +
-                      detail::quote_value(entries[seen->second].text) + " and " +
-                      detail::quote_value(entries[i].text) + "); each rank needs a GPU of its own");
+                          " names the same GPU twice (" +
+                          detail::quote_value(entries[seen->second].text) + " and " +
+                          detail::quote_value(entries[i].text) +
+                          "); each rank needs a GPU of its own",
+                      request_problem(value, "same-gpu-twice"));
     }
   }
   return entries;
@@ -275,10 +292,11 @@ GpuRequest read_single_gpu(std::string_view value) {
   GpuRequest r = read_gpu_request(value, false);
   if (r.kind == GpuRequest::Kind::Gpus && r.gpus.size() != 1) {
     throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) + " holds " +
-                    std::to_string(r.gpus.size()) +
-                    detail::reader_text(" GPUs, but this option takes exactly one",
-                                        " GPUs, but exactly one is asked for") +
-                    "; give a single index or UUID");
+                        std::to_string(r.gpus.size()) +
+                        detail::reader_text(" GPUs, but this option takes exactly one",
+                                            " GPUs, but exactly one is asked for") +
+                        "; give a single index or UUID",
+                    request_problem(value, "not-one-gpu"));
   }
   return r;
 }
@@ -304,12 +322,14 @@ std::string canonical_entry(std::string_view entry) {
              is_gpu_index(entry.substr(0, 1))) {
     hint = "; ranges are not accepted, list each index (for example 0,1,2,3)";
   }
-  throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-                  " is neither an nvidia-smi index (ASCII digits) nor a GPU UUID "
-                  "(GPU-..., a unique prefix is enough)" +
-                  hint +
-                  detail::reader_text("; run `gpusel list` to see both for every GPU",
-                                      "; `nvidia-smi -L` lists both for every GPU"));
+  throw bad_input(
+      detail::gpu_entry_words() + " " + detail::quote_value(entry) +
+          " is neither an nvidia-smi index (ASCII digits) nor a GPU UUID "
+          "(GPU-..., a unique prefix is enough)" +
+          hint +
+          detail::reader_text("; run `gpusel list` to see both for every GPU",
+                              "; `nvidia-smi -L` lists both for every GPU"),
+      about(Subject::GpuEntry, {{"entry", std::string(entry)}, {"reason", "unreadable"}}));
 }
 
 bool same_entry(std::string_view a, std::string_view b) noexcept {

@@ -82,8 +82,10 @@ VisibleSet model_visible(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
   for (VisibleDevice& d : vs.devices) d.gpu = position[static_cast<std::size_t>(d.gpu)];
   for (std::size_t i = 0; i < gpus.size(); ++i) {
     if (!gpus[i].failed()) continue;
-    vs.notes.push_back("GPU " + std::to_string(gpus[i].index) + " has failed (" + gpus[i].failure +
-                       "): CUDA does not enumerate it, so CUDA's numbering skips it");
+    vs.notes.push_back({"gpu-failed", "GPU " + std::to_string(gpus[i].index) + " has failed (" +
+                                          gpus[i].failure +
+                                          "): CUDA does not enumerate it, so CUDA's numbering "
+                                          "skips it"});
   }
   return vs;
 }
@@ -153,8 +155,9 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
   // [OPEN] An unknown CUDA_DEVICE_ORDER value is read as the default, FASTEST_FIRST.
   if (env.device_order && *env.device_order != "PCI_BUS_ID" &&
       *env.device_order != "FASTEST_FIRST") {
-    vs.notes.push_back("CUDA_DEVICE_ORDER=\"" + *env.device_order +
-                       "\" is not PCI_BUS_ID or FASTEST_FIRST; it is read as FASTEST_FIRST");
+    vs.notes.push_back({"device-order-unknown",
+                        "CUDA_DEVICE_ORDER=\"" + *env.device_order +
+                            "\" is not PCI_BUS_ID or FASTEST_FIRST; it is read as FASTEST_FIRST"});
   }
 
   // Order first: CUDA's enumeration order of the physical GPUs, before any filter.
@@ -197,7 +200,8 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
       vs.mode = VisibleMode::Indices;
     }
     if (value.empty())
-      vs.notes.push_back("CUDA_VISIBLE_DEVICES is set but empty: CUDA sees no device");
+      vs.notes.push_back(
+          {"preset-empty", "CUDA_VISIBLE_DEVICES is set but empty: CUDA sees no device"});
 
     const Candidates candidates = candidates_for(gpus, vs.mode);
     std::vector<VisibleDevice> named;  // physical device named by each valid entry
@@ -214,7 +218,9 @@ VisibleSet model_present(const std::vector<GpuInfo>& gpus, const CudaEnv& env,
     // [DRV] A device named twice hides every device.
     vs.duplicate = names_one_twice(named);
     if (vs.duplicate) {
-      vs.notes.push_back("CUDA_VISIBLE_DEVICES names one device twice: CUDA sees no device at all");
+      vs.notes.push_back(
+          {"preset-duplicate",
+           "CUDA_VISIBLE_DEVICES names one device twice: CUDA sees no device at all"});
       return vs;
     }
 

@@ -18,6 +18,7 @@
 
 #include "gpusel/assignment.hpp"
 #include "gpusel/cuda.hpp"
+#include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/pick.hpp"
@@ -370,9 +371,9 @@ enum class NvmlPart {
 // NVML session, through this session's enumeration's handles where they are still valid, else
 // finding each again by its UUID: a resolution reads first only the UUIDs, then the rest of the
 // GPUs it picked. Returns why it could not (NVML unavailable, the library broken, a GPU no longer
-// found); empty when done.
-std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& positions,
-                          NvmlPart part);
+// found), as an Error with its Problem; nullopt when done.
+std::optional<Error> nvml_complete(std::vector<GpuInfo>& gpus,
+                                   const std::vector<std::size_t>& positions, NvmlPart part);
 
 // The NVLink path between two whole GPUs (UUIDs) as NVML reports it: the links a copy from one to
 // the other can use (those of each GPU that are active and reach the other GPU directly, or reach

@@ -507,6 +507,8 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
       if (rc == NVML_SUCCESS && gpu.uuid.empty()) {
         gpu.failure = "nvmlDeviceGetUUID returned an empty UUID";
         gpu.problem = Problem{ErrorCode::DriverBroken, call, rc};
+        gpu.problem.subject = Subject::Gpu;
+        gpu.problem.fields = {{"index", std::to_string(i)}};
         snap.gpus.push_back(std::move(gpu));
         continue;
       }
@@ -517,6 +519,8 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
       gpu.problem =
           Problem{rc == NVML_ERROR_GPU_IS_LOST ? ErrorCode::GpuLost : ErrorCode::DriverCallFailed,
                   call, rc};
+      gpu.problem.subject = Subject::Gpu;
+      gpu.problem.fields = {{"index", std::to_string(i)}};
       snap.gpus.push_back(std::move(gpu));
       continue;
     }
@@ -709,15 +713,17 @@ std::optional<NvlinkPath> nvml_nvlink_path(const std::string& a, const std::stri
 
 namespace gpusel::detail {
 
-std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::size_t>& positions,
-                          detail::NvmlPart part) {
+std::optional<Error> nvml_complete(std::vector<GpuInfo>& gpus,
+                                   const std::vector<std::size_t>& positions,
+                                   detail::NvmlPart part) {
   const NvmlLibrary& lib = library();
-  if (!lib.usable) return lib.reason;
+  if (!lib.usable) return failure(lib.reason, Problem{lib.code});
   const NvmlApi& api = lib.api;
   std::lock_guard<std::mutex> lock(nvml_mutex);
   const bool was_open = session.open && session.pid == detail::current_pid();
   if (const nvmlReturn_t rc = open_session(api); rc != NVML_SUCCESS) {
-    return "nvmlInit_v2 failed: " + error_text(api, rc);
+    return failure("nvmlInit_v2 failed: " + error_text(api, rc),
+                   Problem{ErrorCode::DriverCallFailed, "nvmlInit_v2", rc});
   }
   for (std::size_t p : positions) {
     GpuInfo& gpu = gpus.at(p);
@@ -735,12 +741,25 @@ std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::siz
     if (rc != NVML_SUCCESS) {
       // An older library: by index, and only if that index still holds the same UUID.
       char buf[abi::kNvmlUuidBuffer] = {};
+      const char* call = "nvmlDeviceGetHandleByIndex_v2";
       rc = api.nvmlDeviceGetHandleByIndex_v2(gpu.index, &dev);
-      if (rc == NVML_SUCCESS) rc = api.nvmlDeviceGetUUID(dev, buf, sizeof buf);
+      if (rc == NVML_SUCCESS) {
+        call = "nvmlDeviceGetUUID";
+        rc = api.nvmlDeviceGetUUID(dev, buf, sizeof buf);
+      }
       if (rc != NVML_SUCCESS || read_string(rc, buf) != gpu.uuid) {
-        return "GPU " + std::to_string(gpu.index) + " (" + gpu.uuid +
-               ") is no longer where NVML listed it" +
-               (rc != NVML_SUCCESS ? " (" + error_text(api, rc) + ")" : std::string());
+        Problem moved = rc == NVML_SUCCESS
+                            ? Problem{ErrorCode::Unspecified}
+                            : Problem{rc == NVML_ERROR_GPU_IS_LOST ? ErrorCode::GpuLost
+                                                                   : ErrorCode::DriverCallFailed,
+                                      call, rc};
+        moved.subject = Subject::Gpu;
+        moved.fields = {
+            {"gpu", gpu.uuid}, {"index", std::to_string(gpu.index)}, {"reason", "moved"}};
+        return failure("GPU " + std::to_string(gpu.index) + " (" + gpu.uuid +
+                           ") is no longer where NVML listed it" +
+                           (rc != NVML_SUCCESS ? " (" + error_text(api, rc) + ")" : std::string()),
+                       std::move(moved));
       }
     }
     GpuInfo fresh;
@@ -750,10 +769,13 @@ std::string nvml_complete(std::vector<GpuInfo>& gpus, const std::vector<std::siz
       fresh = gpu;
       fresh.mig_enabled = false;
       fresh.migs.clear();
-      if (std::string broken = read_mig(api, dev, fresh); !broken.empty()) return broken;
+      if (std::string broken = read_mig(api, dev, fresh); !broken.empty()) {
+        return failure(broken, Problem{ErrorCode::DriverBroken});
+      }
     } else {
-      if (std::string broken = read_detail(api, dev, NvmlDetail::Full, fresh); !broken.empty())
-        return broken;
+      if (std::string broken = read_detail(api, dev, NvmlDetail::Full, fresh); !broken.empty()) {
+        return failure(broken, Problem{ErrorCode::DriverBroken});
+      }
       fresh.memory_used = gpu.memory_used;
       fresh.utilization = gpu.utilization;
       fresh.processes = std::move(gpu.processes);

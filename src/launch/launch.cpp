@@ -265,15 +265,18 @@ void write_all(int fd, const std::string& text) {
 
 std::string find_program(const std::string& name) {
   if (name.empty())
-    throw bad_input(detail::reader_text(
-        "run: no command given; put it after --, as in: gpusel run --gpu 0,1 -- python3 train.py",
-        "no program to start: LaunchOptions::command is empty; its first word names the program"));
+    throw bad_input(detail::reader_text("run: no command given; put it after --, as in: gpusel run "
+                                        "--gpu 0,1 -- python3 train.py",
+                                        "no program to start: LaunchOptions::command is empty; its "
+                                        "first word names the program"),
+                    about(Subject::Command, {{"command", ""}, {"reason", "empty"}}));
   if (name.find('/') != std::string::npos) {
     if (!executable_file(name)) {
       throw bad_input(
           "run: " + detail::quote_value(name) +
-          (access(name.c_str(), F_OK) == 0 ? " is not an executable file" : " does not exist") +
-          "; no worker was started");
+              (access(name.c_str(), F_OK) == 0 ? " is not an executable file" : " does not exist") +
+              "; no worker was started",
+          about(Subject::Command, {{"command", name}, {"reason", "not-executable"}}));
     }
     return name;
   }
@@ -288,8 +291,10 @@ std::string find_program(const std::string& name) {
     if (executable_file(candidate)) return candidate;
     start = colon + 1;
   }
-  throw bad_input("run: command " + detail::quote_value(name) +
-                  " not found in PATH=" + detail::quote_value(dirs) + "; no worker was started");
+  throw bad_input(
+      "run: command " + detail::quote_value(name) +
+          " not found in PATH=" + detail::quote_value(dirs) + "; no worker was started",
+      about(Subject::Command, {{"command", name}, {"reason", "not-found"}, {"PATH", dirs}}));
 }
 
 int launch_workers(const LaunchOptions& options) {

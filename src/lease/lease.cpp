@@ -404,15 +404,18 @@ void prepare_store_folder(const std::string& dir) {
   if (lstat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT) {
       throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno) +
-                    "; set GPUSEL_LEASE_DIR to a folder of yours");
+                        "; set GPUSEL_LEASE_DIR to a folder of yours",
+                    about(Subject::Lease, {{"path", dir}}));
     }
     if (const int e = make_folders(dir); e != 0) {
       throw failure("cannot create the lease folder " + dir + ": " + errno_text(e) +
-                    "; set GPUSEL_LEASE_DIR to a folder of yours");
+                        "; set GPUSEL_LEASE_DIR to a folder of yours",
+                    about(Subject::Lease, {{"path", dir}}));
     }
     if (geteuid() == 0) chmod(dir.c_str(), 0755);
     if (lstat(dir.c_str(), &st) != 0) {
-      throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno));
+      throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno),
+                    about(Subject::Lease, {{"path", dir}}));
     }
   }
   std::string problem = folder_problem(dir, st);
@@ -486,7 +489,8 @@ LeaseStore LeaseStore::at(const std::string& dir) {
   if (lstat(dir.c_str(), &st) != 0) {
     if (errno != ENOENT) {
       throw failure("cannot use the lease folder " + dir + ": " + errno_text(errno) +
-                    "; set GPUSEL_LEASE_DIR to a folder you can use");
+                        "; set GPUSEL_LEASE_DIR to a folder you can use",
+                    about(Subject::Lease, {{"path", dir}}));
     }
     // Made by the first lease taken in it, as this user's.
     s.shared_ = geteuid() == 0;
@@ -496,7 +500,8 @@ LeaseStore LeaseStore::at(const std::string& dir) {
   }
   if (const std::string problem = folder_problem(dir, st); !problem.empty()) {
     throw failure(problem + "; use a folder that only root (`sudo gpusel setup --lease-dir " + dir +
-                  "`) or only you can write, in GPUSEL_LEASE_DIR");
+                      "`) or only you can write, in GPUSEL_LEASE_DIR",
+                  about(Subject::Lease, {{"path", dir}}));
   }
   s.shared_ = st.st_uid == 0;
   s.own_primary_ = st.st_uid == geteuid();
@@ -1277,7 +1282,8 @@ void clean_queue(int queue_fd, const std::string& queue, StoreSetup& report) {
 StoreSetup set_up_shared_store(const std::string& dir, const std::vector<std::string>& uuids) {
   if (geteuid() != 0) {
     throw failure("only root can make the shared lease store " + dir +
-                  " (a store any user could change would bind no one): run `sudo gpusel setup`");
+                      " (a store any user could change would bind no one): run `sudo gpusel setup`",
+                  about(Subject::Lease, {{"path", dir}}));
   }
   StoreSetup report;
   const OwnedFd store(open_store_path(dir, dir == kSharedLeaseStore ? 2 : 1, report));
@@ -1407,7 +1413,8 @@ Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(ne
     prepare_store_folder(store.own_dir());
     dir = store.own_dir() + "/queue";
     if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-      throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(errno));
+      throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(errno),
+                    about(Subject::Lease, {{"path", dir}}));
     }
   }
   unsigned char random[8] = {};
@@ -1429,7 +1436,8 @@ Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(ne
   const std::string path = dir + "/" + name, hidden = dir + "/." + name;
   const int fd = open(hidden.c_str(), O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
   if (fd < 0) {
-    throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(errno));
+    throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(errno),
+                  about(Subject::Lease, {{"path", dir}}));
   }
   impl_->fd = fd;
   const std::string text = format_ticket(request);
@@ -1442,7 +1450,8 @@ Ticket::Ticket(const LeaseStore& store, const TicketRequest& request) : impl_(ne
     unlink(hidden.c_str());
     close(fd);
     impl_->fd = -1;
-    throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(e));
+    throw failure("cannot join the queue of waiting jobs in " + dir + ": " + errno_text(e),
+                  about(Subject::Lease, {{"path", dir}}));
   }
   impl_->dev = st.st_dev;
   impl_->ino = st.st_ino;

@@ -67,10 +67,10 @@ std::vector<bool> eligible_gpus(const std::vector<GpuInfo>& gpus, const CudaEnv&
 // What one look at the machine found.
 struct Attempt {
   std::optional<Acquisition> got;
-  std::string why_not;               // each GPU on a line (free:N), or the GPU that is taken
-  bool busy = false;                 // something other than a lease stands in the way (NVML usage)
-  bool unusable = false;             // a named GPU's lease file cannot be used: waiting won't help
-  std::vector<std::string> skipped;  // notes: GPUs skipped for lease files that cannot be used
+  std::string why_not;        // each GPU on a line (free:N), or the GPU that is taken
+  bool busy = false;          // something other than a lease stands in the way (NVML usage)
+  bool unusable = false;      // a named GPU's lease file cannot be used: waiting won't help
+  std::vector<Note> skipped;  // notes: GPUs skipped for lease files that cannot be used
 };
 
 // free:N: the machine as NVML sees it, read once per look; the topology only the first time.
@@ -183,7 +183,8 @@ class FreeLook {
         c[i].not_free = describe_standing(standing[i]);
       } else if (standing[i].state == LeaseStanding::State::Unusable) {
         c[i].not_free = describe_standing(standing[i]);
-        out.skipped.push_back(gpu_label(g) + " was skipped: " + describe_standing(standing[i]));
+        out.skipped.push_back(
+            {"gpu-skipped", gpu_label(g) + " was skipped: " + describe_standing(standing[i])});
       } else if (std::string busy = detail::busy_reason(g, options.limits); !busy.empty()) {
         c[i].not_free = std::move(busy);
         if (standing[i].state == LeaseStanding::State::Free) out.busy = true;
@@ -201,7 +202,8 @@ class FreeLook {
           if (!l) {
             c[i].not_free = describe_standing(s);
             if (s.state == LeaseStanding::State::Unusable) {
-              out.skipped.push_back(gpu_label(gpus[i]) + " was skipped: " + describe_standing(s));
+              out.skipped.push_back(
+                  {"gpu-skipped", gpu_label(gpus[i]) + " was skipped: " + describe_standing(s)});
             }
             lost = true;
             break;  // the leases taken so far are released: a new pick may not want them
@@ -533,7 +535,7 @@ Acquisition Acquirer::run() {
       tried_direct_ = direct && !attempt.got;
       if (attempt.got) {
         if (take_ && !store_.scope_note().empty()) {
-          attempt.got->resolution.notes.push_back(store_.scope_note());
+          attempt.got->resolution.notes.push_back({"lease-scope", store_.scope_note()});
         }
         return std::move(*attempt.got);
       }

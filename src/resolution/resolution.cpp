@@ -63,9 +63,10 @@ Resolution resolve_through_cuda(const std::vector<GpuEntry>& entries, const Cuda
   r.resolved = true;
   r.through_cuda = true;
   r.probed = true;
-  r.notes.push_back("NVML is unavailable (" + nvml_reason +
-                    "); nvidia-smi indices were mapped through CUDA's own device list in PCI bus "
-                    "order");
+  r.notes.push_back({"nvml-unavailable",
+                     "NVML is unavailable (" + nvml_reason +
+                         "); nvidia-smi indices were mapped through CUDA's own device list in PCI "
+                         "bus order"});
   return r;
 }
 
@@ -82,8 +83,9 @@ void note_renumbering(Resolution& r, const std::vector<GpuEntry>& entries, const
     renumbered = renumbered || entries[i].index != index;
   }
   if (renumbered) {
-    r.notes.push_back(detail::gpu_request_words() + " " + join_texts(entries) + " counts within " +
-                      detail::describe_preset(env) + ": nvidia-smi " + smi);
+    r.notes.push_back({"preset-renumbers", detail::gpu_request_words() + " " + join_texts(entries) +
+                                               " counts within " + detail::describe_preset(env) +
+                                               ": nvidia-smi " + smi});
   }
 }
 
@@ -93,7 +95,7 @@ void note_renumbering(Resolution& r, const std::vector<GpuEntry>& entries, const
 // `broken`: why NVML turned out unusable (then nothing is returned).
 std::vector<std::size_t> positions_by_uuid(const std::vector<GpuEntry>& entries,
                                            std::vector<GpuInfo>& gpus, const CudaEnv& env,
-                                           std::string& broken) {
+                                           std::optional<Error>& broken) {
   std::vector<std::size_t> picked;
   try {
     picked = detail::resolve_positions(entries, gpus, env, nullptr);
@@ -102,7 +104,7 @@ std::vector<std::size_t> positions_by_uuid(const std::vector<GpuEntry>& entries,
     for (std::size_t g = 0; g < gpus.size(); ++g) picked.push_back(g);
   }
   broken = detail::nvml_complete(gpus, picked, detail::NvmlPart::Mig);
-  if (!broken.empty()) return {};
+  if (broken) return {};
   return detail::resolve_positions(entries, gpus, env, nullptr);
 }
 
@@ -113,8 +115,7 @@ std::vector<std::size_t> positions_by_uuid(const std::vector<GpuEntry>& entries,
 // `probe` for the resolution. Throws Error(BadInput) when there is no GPU to use, Error(Failure)
 // when the GPUs cannot be told.
 std::vector<std::size_t> all_indices(const NvmlSnapshot& snap, const CudaEnv& env,
-                                     const std::string& probe_helper,
-                                     std::vector<std::string>& notes,
+                                     const std::string& probe_helper, std::vector<Note>& notes,
                                      std::optional<ProbeResult>& probe) {
   std::size_t count = 0;
   std::vector<std::size_t> entries;
@@ -149,7 +150,7 @@ std::vector<std::size_t> all_indices(const NvmlSnapshot& snap, const CudaEnv& en
     if (!left_out.empty()) {
       std::string names;
       for (const std::string& n : left_out) names += (names.empty() ? "" : ", ") + n;
-      notes.push_back(detail::gpu_request_words() + " all leaves out " + names);
+      notes.push_back({"all-leaves-out", detail::gpu_request_words() + " all leaves out " + names});
     }
   } else {
     const VisibleSet vs = model_visible(snap.gpus, env);
@@ -206,11 +207,10 @@ Resolution resolve_on(NvmlSnapshot snap, const std::vector<GpuEntry>& entries, c
   if (vs || snap.detail >= NvmlDetail::Model) {
     picked = detail::resolve_positions(entries, snap.gpus, env, vs ? &*vs : nullptr);
   } else {
-    std::string broken;
+    std::optional<Error> broken;
     picked = positions_by_uuid(entries, snap.gpus, env, broken);
-    if (!broken.empty()) {  // NVML failed part way: no code of its own
-      return resolve_through_cuda(entries, env, probe_helper, broken,
-                                  Problem{ErrorCode::Unspecified, {}, 0});
+    if (broken) {  // NVML failed part way
+      return resolve_through_cuda(entries, env, probe_helper, broken->text(), broken->problem());
     }
   }
   for (std::size_t g : picked) r.gpus.push_back(snap.gpus[g].uuid);
@@ -229,7 +229,7 @@ Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
   if (request.kind == GpuRequest::Kind::All) {
     // One enumeration for both: which GPUs `all` stands for, and resolving them.
     NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
-    std::vector<std::string> notes;
+    std::vector<Note> notes;
     std::optional<ProbeResult> probe;
     std::vector<GpuEntry> every;
     for (std::size_t index : all_indices(snap, env, probe_helper, notes, probe)) {

@@ -87,11 +87,13 @@ int ordinal_of(const std::string& uuid, const std::vector<CudaHandle>& devices) 
   const std::string preset = detail::describe_preset(cuda_env_from_environment());
   if (hits.empty()) {
     throw bad_input("GPU " + uuid + " is not visible to CUDA in this process (" + preset +
-                    "; visible: " + (seen.empty() ? "none" : seen) +
-                    "); give the worker a GPU from that list, or change CUDA_VISIBLE_DEVICES");
+                        "; visible: " + (seen.empty() ? "none" : seen) +
+                        "); give the worker a GPU from that list, or change CUDA_VISIBLE_DEVICES",
+                    about(Subject::Gpu, {{"gpu", uuid}, {"reason", "not-visible-to-cuda"}}));
   }
   throw bad_input("GPU " + uuid + " is a prefix of " + std::to_string(hits.size()) +
-                  " devices CUDA sees here (" + seen + "); give enough characters to name one");
+                      " devices CUDA sees here (" + seen + "); give enough characters to name one",
+                  about(Subject::Gpu, {{"gpu", uuid}, {"reason", "ambiguous-prefix"}}));
 }
 
 }  // namespace
@@ -201,12 +203,19 @@ void assign_gpu(std::string_view value) {
 
 namespace {
 
+// A placement problem as an error: its data, with the check's id as the field "check".
+Error placement_error(const PlacementProblem& p) {
+  Problem data = p.data;
+  data.fields.push_back({"check", p.id});
+  return bad_input(p.message + "; " + p.remedy, std::move(data));
+}
+
 // The environment's verdict, without CUDA's devices (publishing, not binding): the entry of
 // GPUSEL_GPU or GPUSEL_GPUS this process takes.
 detail::PlacementVerdict verdict_without_devices() {
   detail::PlacementVerdict v = detail::analyse_placement(detail::placement_model(std::nullopt));
   if (!v.problems.empty()) {
-    throw bad_input(v.problems.front().message + "; " + v.problems.front().remedy);
+    throw placement_error(v.problems.front());
   }
   return v;
 }
@@ -328,7 +337,7 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
     store = LeaseStore::locate();
   } catch (const Error& e) {
     // A program's words: the note reaches C++, C and Python callers as it is.
-    info.claim_note = std::string("no claim was taken: ") + e.what();
+    info.claim_note = {"unclaimed", std::string("no claim was taken: ") + e.what()};
     if (!share) warn_unclaimed(gpu, e.what());
     return;
   }
@@ -337,19 +346,23 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
     // In a store that binds every user, a GPU whose lease file is missing or unusable is held
     // by nobody: binding it unclaimed could put two users on it. Sharing asked for it anyway.
     if (!c.claimed && store->shared() && !share) {
-      throw failure(gpu + " cannot be claimed: " + detail::printable(c.problem));
+      throw failure(gpu + " cannot be claimed: " + detail::printable(c.problem),
+                    about(Subject::Gpu, {{"gpu", chosen.uuid}, {"reason", "claim-failed"}}));
     }
-    info.claim_note = (c.claimed ? "the claim is partial: " : "no claim was taken: ") + c.problem;
+    info.claim_note = {c.claimed ? "claim-partial" : "unclaimed",
+                       (c.claimed ? "the claim is partial: " : "no claim was taken: ") + c.problem};
     if (!share) warn_unclaimed(gpu, c.problem, c.claimed);
     return;
   }
   if (c.claimed) return;
   if (c.leased_elsewhere && !share) {
-    throw bad_input(gpu + " is leased by another job: " +
-                    (c.leased_by_other_job ? describe_holder(*c.leased_by_other_job)
-                                           : std::string("its holder is not visible here")) +
-                    "; this process was not started by it. Choose another GPU, wait for that job, "
-                    "or set GPUSEL_SHARE=1 to run beside it on purpose");
+    throw bad_input(
+        gpu + " is leased by another job: " +
+            (c.leased_by_other_job ? describe_holder(*c.leased_by_other_job)
+                                   : std::string("its holder is not visible here")) +
+            "; this process was not started by it. Choose another GPU, wait for that job, "
+            "or set GPUSEL_SHARE=1 to run beside it on purpose",
+        about(Subject::Gpu, {{"gpu", chosen.uuid}, {"reason", "leased-by-another-job"}}));
   }
   if (c.beside) {
     if (c.other) info.shared_with_pid = c.other->pid;
@@ -363,14 +376,18 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
   if (c.other && c.other->pid > 0) theirs = detail::initial_environment(c.other->pid);
   throw bad_input(
       gpu + " is already bound by " +
-      (c.other ? describe_holder(*c.other) : std::string("another process")) +
-      ": one process per GPU, unless sharing is asked for.\n  " +
-      (c.other ? "pid " + std::to_string(c.other->pid) : std::string("it")) + " was started with " +
-      (theirs ? rank_settings(*theirs) : std::string("an environment gpusel cannot read")) +
-      "\n  this process (pid " + std::to_string(detail::current_pid()) + ") with " +
-      rank_settings(mine) + "\nLikely cause: " + likely_cause(mine, theirs) +
-      ". To share the GPU on purpose, set GPUSEL_SHARE=1 in both (gpusel run --share, "
-      "--ranks-per-gpu)");
+          (c.other ? describe_holder(*c.other) : std::string("another process")) +
+          ": one process per GPU, unless sharing is asked for.\n  " +
+          (c.other ? "pid " + std::to_string(c.other->pid) : std::string("it")) +
+          " was started with " +
+          (theirs ? rank_settings(*theirs) : std::string("an environment gpusel cannot read")) +
+          "\n  this process (pid " + std::to_string(detail::current_pid()) + ") with " +
+          rank_settings(mine) + "\nLikely cause: " + likely_cause(mine, theirs) +
+          ". To share the GPU on purpose, set GPUSEL_SHARE=1 in both (gpusel run --share, "
+          "--ranks-per-gpu)",
+      about(Subject::Gpu, {{"gpu", chosen.uuid},
+                           {"reason", "bound-by-another-process"},
+                           {"pid", c.other ? std::to_string(c.other->pid) : std::string()}}));
 }
 
 }  // namespace
@@ -378,7 +395,7 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
 namespace {
 
 [[noreturn]] void refuse(const PlacementProblem& p) {
-  throw bad_input(p.message + "; " + p.remedy);
+  throw placement_error(p);
 }
 
 std::vector<std::string> uuids_of(const std::vector<CudaHandle>& devices) {

@@ -13,6 +13,7 @@ test_launchers_nvcc.py.
 import json
 import os
 import subprocess
+import tempfile
 import unittest
 
 from support import BIN, CUDA_HOLD, Case, Holding, contexts, private_path, shell_script, sim_env, uuids
@@ -24,7 +25,8 @@ HOLD = os.path.abspath(CUDA_HOLD)
 JSON_KEYS = {"rank", "rank_variable", "source", "ignored", "uuid", "nvidia_smi_index", "index", "cuda_ordinal",
              "shared", "shared_with_pid", "claim_note", "name", "total_bytes", "compute_capability", "pci_bus_id",
              "cuda_driver_version", "cpus", "simulated",
-             "memory_total_bytes"}  # added: the field's one name (gpu_fields.def), beside total_bytes
+             "memory_total_bytes",  # added: the field's one name (gpu_fields.def), beside total_bytes
+             "claim_code"}  # added: claim_note's code, to decide from
 
 
 def env(**extra):
@@ -179,6 +181,19 @@ class BareBindTest(Case):
         self.assertEqual(set(json.loads(r.stdout)), JSON_KEYS)
         r = run([BIN, "run", "--quiet", "--gpu", "2", "--", "gpusel", "bind"], env())
         self.assertEqual((r.returncode, r.stderr), (0, ""))
+
+    def test_a_bind_without_a_claim_says_so_by_code(self):
+        # A full claim: no note, no code. A lease folder that cannot be used (a plain file): the
+        # bind goes on without a claim, and says so in words and by the code "unclaimed".
+        j = json.loads(run([BIN, "bind", "--json", "--gpu", "2"], env()).stdout)
+        self.assertEqual((j["claim_note"], j["claim_code"]), (None, None))
+        with tempfile.NamedTemporaryFile() as not_a_folder:
+            r = run([BIN, "bind", "--json", "--gpu", "2"], env(GPUSEL_LEASE_DIR=not_a_folder.name))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        j = json.loads(r.stdout)
+        self.assertEqual(j["claim_code"], "unclaimed")
+        self.assertIn("no claim was taken", j["claim_note"])
+        self.assertIn("without a claim", r.stderr)
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ class ListTest(Case):
         self.assertEqual(j["driver_version"], "570.124.06")
         self.assertIsNone(j["cuda_visible_devices"])
         self.assertEqual(j["cuda_device_order"], "FASTEST_FIRST")
-        self.assertEqual(j["notes"], [])
+        self.assertEqual((j["notes"], j["note_codes"]), ([], []))
         m = machine("dgx-h100")["gpu"]
         self.assertEqual(len(j["gpus"]), 8)
         for i, g in enumerate(j["gpus"]):
@@ -50,6 +50,9 @@ class ListTest(Case):
         self.assertEqual(j["gpus"][0]["cuda_visibility"], "hidden")
         self.assertTrue(any("'-': hidden from CUDA by CUDA_VISIBLE_DEVICES=\"5,2\"" in n for n in j["notes"]))
         self.assertTrue(any("CUDA ordinals differ" in n for n in j["notes"]))
+        # Each note by its code too, in the same order: a script decides from the code.
+        self.assertEqual(j["note_codes"], ["preset-hides", "ordinals-differ"])
+        self.assertIn("hidden from CUDA", j["notes"][j["note_codes"].index("preset-hides")])
         text = gpusel("--sim", "dgx-h100", "list", CUDA_VISIBLE_DEVICES="5,2").stdout
         self.assertIn("note: '-': hidden", text)
 
@@ -124,7 +127,8 @@ class ListTest(Case):
         self.assertIn("GPU is lost", j["gpus"][2]["failure"])
         # The failure as data, beside the words: the library's code, the NVML call and its result.
         self.assertEqual(j["gpus"][2]["problem"],
-                         {"code": "gpu-lost", "call": "nvmlDeviceGetHandleByIndex_v2", "result": 15})
+                         {"code": "gpu-lost", "call": "nvmlDeviceGetHandleByIndex_v2", "result": 15,
+                          "subject": "gpu", "fields": {"index": "2"}})
         self.assertEqual([g["problem"] for g in j["gpus"] if g["index"] != 2], [None] * 3)
 
     def test_nvml_faults_under_json_carry_the_code(self):
@@ -156,11 +160,14 @@ class ListTest(Case):
     def test_unknown_order_value_noted(self):
         j = gpusel_json("--sim", "dgx-h100", "list", "--json", CUDA_DEVICE_ORDER="SLOWEST_FIRST")
         self.assertTrue(any("read as FASTEST_FIRST" in n for n in j["notes"]))
+        self.assertEqual(j["note_codes"], ["device-order-unknown"])
 
     def test_empty_preset(self):
         j = gpusel_json("--sim", "single-l4", "list", "--json", CUDA_VISIBLE_DEVICES="")
         self.assertEqual(j["gpus"][0]["cuda_ordinal"], None)
         self.assertTrue(any("set but empty" in n for n in j["notes"]))
+        self.assertIn("preset-empty", j["note_codes"])
+        self.assertEqual(len(j["note_codes"]), len(j["notes"]))
 
 
 class CommandLineTest(Case):

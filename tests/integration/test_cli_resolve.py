@@ -31,8 +31,12 @@ class ResolveTest(Case):
 
     def test_json(self):
         j = gpusel_json("--sim", "dgx-h100", "resolve", "--gpu", "1,2", "--json")
-        self.assertEqual(j, {"resolved": True, "through_cuda": False, "notes": [], "gpus": [DGX[1], DGX[2]],
-                             "nvml_problem": None})
+        self.assertEqual(j, {"resolved": True, "through_cuda": False, "notes": [], "note_codes": [],
+                             "gpus": [DGX[1], DGX[2]], "nvml_problem": None})
+        # A note in words and by its code, in the same order.
+        j = gpusel_json("--sim", "dgx-h100", "resolve", "--gpu", "1", "--json", CUDA_VISIBLE_DEVICES="4,5")
+        self.assertEqual(j["note_codes"], ["preset-renumbers"])
+        self.assertIn("nvidia-smi 5", j["notes"][0])
 
     def test_json_failure_carries_the_code(self):
         # Bad input under --json: exit 2, the message on stderr, and on stdout an error object with
@@ -42,11 +46,37 @@ class ResolveTest(Case):
         e = json.loads(r.stdout)["error"]
         self.assertEqual((e["code"], e["call"], e["result"], e["exit_code"]), ("bad-input", None, None, 2))
         self.assertIn('--gpu entry "9" is out of range', e["message"])
+        # What it is about and the values it names, as data.
+        self.assertEqual((e["subject"], e["fields"]), ("gpu-entry", {"entry": "9", "reason": "out-of-range"}))
         self.assertEqual(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "9").stdout, "")
         # The same through the whole parser (--sim after the command).
         r = gpusel("resolve", "--sim", "dgx-h100", "--json", "--gpu", "GPU-zz")
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(json.loads(r.stdout)["error"]["code"], "bad-input")
+
+    def test_json_failure_while_reading_the_command_line(self):
+        # A value refused while the command line is read (CLI11 runs --gpu's check then), a slip
+        # the explainer words, an unknown option: each still answers --json with its data, before
+        # or after --json on the line; without --json stdout stays empty.
+        cases = (
+            (["--gpu", "0,0", "--json"], "gpu-request", {"request": "0,0", "reason": "same-gpu-twice"}),
+            (["--json", "--gpu", "free:x"], "gpu-request", {"request": "free:x", "reason": "free-count-unreadable"}),
+            (["--gpu", "0,x", "--json"], "gpu-entry", {"entry": "x", "reason": "unreadable"}),
+            (["--json", "--gpu", "CUDA_VISIBLE_DEVICES=1"], "gpu-request",
+             {"request": "CUDA_VISIBLE_DEVICES=1", "reason": "assignment", "variable": "CUDA_VISIBLE_DEVICES"}),
+            (["--json", "--gpu", "0", "1"], "gpu-request", {"request": "0 1", "reason": "split-by-shell"}),
+            (["--json", "--gpu", "0", "--colour"], None, {}),
+        )
+        for words, subject, fields in cases:
+            with self.subTest(words=words):
+                r = gpusel("--sim", "dgx-h100", "resolve", *words)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                e = json.loads(r.stdout)["error"]
+                self.assertEqual((e["code"], e["exit_code"], e["subject"], e["fields"]),
+                                 ("bad-input", 2, subject, fields))
+                self.assertIn(e["message"], r.stderr)
+                quiet = gpusel("--sim", "dgx-h100", "resolve", *[w for w in words if w != "--json"])
+                self.assertEqual((quiet.returncode, quiet.stdout), (2, ""))
 
     def test_preset_renumbering_is_said_once(self):
         r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "2,3", CUDA_VISIBLE_DEVICES="4,5,6,7")
@@ -148,6 +178,7 @@ class ResolveTest(Case):
                 j = gpusel_json("--sim", name, "resolve", "--gpu", "1,0", "--json")
                 self.assertEqual((j["resolved"], j["through_cuda"], j["gpus"]), (True, True, [u[1], u[0]]))
                 self.assertIn("PCI bus order", j["notes"][0])
+                self.assertEqual(j["note_codes"], ["nvml-unavailable"])
                 # Why NVML is unavailable, as data beside the note's words.
                 want = {"nvml-missing": ("library-not-loaded", None), "nvml-no-v2": ("library-incomplete", None),
                         "nvml-init-fails": ("driver-call-failed", "nvmlInit_v2")}[name]

@@ -274,7 +274,8 @@ class GpuAllTest(Case):
         self.assertIn(r.stdout.split()[0], mig)
         # The note is the resolution's: --json lists it too.
         r = self.resolve("--gpu", "all", "--json", machine="mig-a100")
-        self.assertEqual(json.loads(r.stdout)["notes"], ["--gpu all leaves out GPU 0 (MIG mode)"])
+        j = json.loads(r.stdout)
+        self.assertEqual((j["notes"], j["note_codes"]), (["--gpu all leaves out GPU 0 (MIG mode)"], ["all-leaves-out"]))
 
     def test_all_in_run(self):
         r = gpusel("run", "--sim", "dgx-h100", "--tag-output", "--gpu", "all", "--", sys.executable, "-c",

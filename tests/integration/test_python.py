@@ -197,17 +197,27 @@ class ModuleTest(Case):
         code = r'''
 import gpusel, json
 out = {}
-for name, call in (("hidden", lambda: gpusel.gpu_identity(0)), ("bad", lambda: gpusel.parse_gpu_spec("0,GPU-1"))):
+for name, call in (("hidden", lambda: gpusel.gpu_identity(0)), ("bad", lambda: gpusel.parse_gpu_spec("0,GPU-1")),
+                   ("far", lambda: gpusel.resolve_gpu_uuids(["7"])),
+                   ("typo", lambda: gpusel.resolve_gpu_uuids(["GPU-\u00e9x"]))):
     try:
         call()
         out[name] = None
     except Exception as e:
-        out[name] = [type(e).__name__, e.code, e.call, e.result]
+        out[name] = [type(e).__name__, e.code, e.call, e.result, e.subject, e.fields]
 print(json.dumps(out))
 '''
         out = python(code, "workstation-mixed", CUDA_VISIBLE_DEVICES="-1")
-        self.assertEqual(out["hidden"], ["RuntimeError", 6, "cuInit", 100])  # GPUSEL_ERROR_NO_DEVICE
-        self.assertEqual(out["bad"], ["ValueError", 2, "", 0])  # GPUSEL_ERROR_BAD_INPUT
+        self.assertEqual(out["hidden"], ["RuntimeError", 6, "cuInit", 100, "", {}])  # GPUSEL_ERROR_NO_DEVICE
+        # GPUSEL_ERROR_BAD_INPUT, with what it is about (the request as a whole, or one entry of
+        # it) and the values it names, as given (a non-ASCII entry comes back as it went in).
+        self.assertEqual(out["bad"], ["ValueError", 2, "", 0, "gpu-request",
+                                      {"request": "0,GPU-1", "reason": "mixed-kinds"}])
+        self.assertEqual(out["far"], ["ValueError", 2, "", 0, "gpu-entry", {"entry": "7", "reason": "out-of-range"}])
+        self.assertEqual(out["typo"][4:], ["gpu-entry", {"entry": "GPU-\u00e9x", "reason": "outside-preset"}])
+        out = python(code, "workstation-mixed")
+        self.assertEqual(out["far"][4:], ["gpu-entry", {"entry": "7", "reason": "out-of-range"}])
+        self.assertEqual(out["typo"][4:], ["gpu-entry", {"entry": "GPU-\u00e9x", "reason": "no-match"}])
 
     def test_list_gpus_says_what_list_json_says(self):
         # One field table (gpu_fields.def) drives `list --json`, the C accessor and list_gpus():

@@ -368,6 +368,34 @@ TEST(CApi, FailuresCarryACode) {
   EXPECT_STREQ(gpusel_last_error_call(nullptr), "");
 }
 
+TEST(CApi, FailuresSayWhatTheyAreAboutAndTheirValues) {
+  char buf[256];
+  size_t needed = 0;
+  // A refused request: its subject, and its fields by name and in order.
+  ASSERT_EQ(gpusel_parse_gpu_spec("3,GPU-ab", buf, sizeof buf, &needed), GPUSEL_BAD_INPUT);
+  EXPECT_STREQ(gpusel_last_error_subject(), "gpu-request");
+  ASSERT_NE(gpusel_last_error_field("request"), nullptr);
+  EXPECT_STREQ(gpusel_last_error_field("request"), "3,GPU-ab");
+  EXPECT_STREQ(gpusel_last_error_field("reason"), "mixed-kinds");
+  EXPECT_EQ(gpusel_last_error_field("entry"), nullptr);
+  EXPECT_EQ(gpusel_last_error_field(nullptr), nullptr);
+  EXPECT_STREQ(gpusel_last_error_field_name(0), "request");
+  EXPECT_STREQ(gpusel_last_error_field_name(1), "reason");
+  EXPECT_EQ(gpusel_last_error_field_name(2), nullptr);
+  // One entry that cannot be read: about that entry, as given.
+  ASSERT_EQ(gpusel_parse_gpu_spec("0,x7", buf, sizeof buf, &needed), GPUSEL_BAD_INPUT);
+  EXPECT_STREQ(gpusel_last_error_subject(), "gpu-entry");
+  EXPECT_STREQ(gpusel_last_error_field("entry"), "x7");
+  EXPECT_STREQ(gpusel_last_error_field("reason"), "unreadable");
+  // A success clears them; so does a failure about nothing in particular.
+  ASSERT_EQ(gpusel_parse_gpu_spec("1", buf, sizeof buf, &needed), GPUSEL_OK);
+  EXPECT_STREQ(gpusel_last_error_subject(), "");
+  EXPECT_EQ(gpusel_last_error_field_name(0), nullptr);
+  ASSERT_EQ(gpusel_parse_gpu_spec("GPU-abcdef", buf, 2, &needed), GPUSEL_TOO_SMALL);
+  EXPECT_STREQ(gpusel_last_error_subject(), "");
+  EXPECT_EQ(gpusel_last_error_field("request"), nullptr);
+}
+
 #ifndef _WIN32
 TEST(CApi, DriverFailuresNameTheCallAndItsResult) {
   // No NVML at all: the library could not be loaded, no call failed.

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "fixtures.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolution.hpp"
@@ -150,4 +152,83 @@ TEST(Resolve, FailedGpusKeepTheirIndexAndAreRefused) {
 
 TEST(Resolve, OutOfRangeUnderAPresetNamesItsGpus) {
   expect_error({"\"2\"", "exposes 2 devices", "nvidia-smi 3,1"}, "2", kGpus, "3,1");
+}
+
+// Each refusal as data: what it is about and the values it names, so that a caller decides from
+// them and never from the message's words.
+namespace {
+
+Problem refusal(const char* spec, const std::vector<GpuInfo>& gpus, const char* cvd = nullptr) {
+  try {
+    resolve(spec, gpus, cvd);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::BadInput) << spec;
+    return e.problem();
+  }
+  ADD_FAILURE() << spec << " resolved";
+  return {};
+}
+
+std::string field(const Problem& p, const char* name) {
+  const std::string* value = p.field(name);
+  return value != nullptr ? *value : "(none)";
+}
+
+}  // namespace
+
+TEST(ResolveData, EachRefusalSaysWhatItIsAbout) {
+  struct Case {
+    const char* spec;
+    const char* cvd;
+    Subject subject;
+    const char* reason;
+    const char* entry;  // the field naming the value: "entry" for an entry, else "request"
+  };
+  const Case cases[] = {
+      {"9", nullptr, Subject::GpuEntry, "out-of-range", "9"},
+      {"GPU-ffff", nullptr, Subject::GpuEntry, "no-match", "GPU-ffff"},
+      {"GPU-", nullptr, Subject::GpuEntry, "ambiguous-prefix", "GPU-"},
+      {"2", "0,1", Subject::GpuEntry, "out-of-range", "2"},
+      {"0,x", nullptr, Subject::GpuEntry, "unreadable", "x"},
+      {"0,0", nullptr, Subject::GpuRequest, "same-gpu-twice", "0,0"},
+      {"0,GPU-1", nullptr, Subject::GpuRequest, "mixed-kinds", "0,GPU-1"},
+      {"", nullptr, Subject::GpuRequest, "empty", ""},
+      {"0", "1,1", Subject::VisibleDevices, "duplicate", nullptr},
+  };
+  for (const Case& c : cases) {
+    const Problem p = refusal(c.spec, kGpus, c.cvd);
+    EXPECT_EQ(p.subject, c.subject) << c.spec << ": " << subject_name(p.subject);
+    EXPECT_EQ(field(p, "reason"), c.reason) << c.spec;
+    if (c.subject == Subject::GpuEntry) {
+      EXPECT_EQ(field(p, "entry"), c.entry) << c.spec;
+    }
+    if (c.subject == Subject::GpuRequest) {
+      EXPECT_EQ(field(p, "request"), c.entry) << c.spec;
+    }
+    if (c.subject == Subject::VisibleDevices) {
+      EXPECT_EQ(field(p, "variable"), "CUDA_VISIBLE_DEVICES");
+      EXPECT_EQ(field(p, "value"), c.cvd);
+    }
+  }
+  // A GPU the entry names is named by UUID and index.
+  const Problem outside = refusal(U1.substr(0, 12).c_str(), kGpus, "0,2");
+  EXPECT_EQ(field(outside, "reason"), "outside-preset");
+  EXPECT_EQ(field(outside, "gpu"), U1);
+  EXPECT_EQ(field(outside, "index"), "1");
+  const Problem twice = refusal(("1," + U1.substr(0, 12)).c_str(), kGpus);
+  EXPECT_EQ(twice.subject, Subject::GpuRequest);  // mixed kinds, before resolution
+}
+
+TEST(ResolveData, SubjectsHaveNamesOfTheirOwn) {
+  std::set<std::string> names;
+  for (int s = 0; s <= static_cast<int>(Subject::Probe); ++s) {
+    const std::string name = subject_name(static_cast<Subject>(s));
+    EXPECT_NE(name, "unknown") << s;
+    EXPECT_TRUE(names.insert(name).second) << name << " named twice";
+  }
+  // An error given a subject and no code takes its code from its kind and keeps the rest.
+  const Error e = bad_input("x", about(Subject::Lease, {{"path", "/p"}}));
+  EXPECT_EQ(e.code(), ErrorCode::BadInput);
+  EXPECT_EQ(e.problem().subject, Subject::Lease);
+  EXPECT_EQ(*e.problem().field("path"), "/p");
 }

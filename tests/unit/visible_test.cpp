@@ -149,7 +149,8 @@ TEST(Visible, MixedMachineOrder) {
 TEST(Visible, UnknownOrderValueIsNoted) {
   VisibleSet vs = model_visible(four_same(), CudaEnv{std::nullopt, opt("SLOWEST")});
   ASSERT_EQ(vs.notes.size(), 1u);
-  EXPECT_NE(vs.notes[0].find("read as FASTEST_FIRST"), std::string::npos);
+  EXPECT_NE(vs.notes[0].text.find("read as FASTEST_FIRST"), std::string::npos);
+  EXPECT_EQ(vs.notes[0].code, "device-order-unknown");
   EXPECT_FALSE(model_visible(three_mixed(), CudaEnv{std::nullopt, opt("pci_bus_id")}).known);
 }
 

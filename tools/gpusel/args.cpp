@@ -475,7 +475,10 @@ void CommandLine::check_gpu_slips() const {
           "order, which is nvidia-smi's on a machine of one GPU model or under "
           "CUDA_DEVICE_ORDER=PCI_BUS_ID; `gpusel list` shows both)";
     }
-    throw bad_input(message + "; write: " + prefix() + " " + join_words(fixed, 0, fixed.size()));
+    throw bad_input(message + "; write: " + prefix() + " " + join_words(fixed, 0, fixed.size()),
+                    about(Subject::GpuRequest, {{"request", std::string(value)},
+                                                {"reason", "assignment"},
+                                                {"variable", std::string(name)}}));
   }
 
   // The words right after the value that are more GPUs. CLI11 read --gpu's one value and left
@@ -499,9 +502,10 @@ void CommandLine::check_gpu_slips() const {
   if (leaf.app->get_name() == "bind") {
     throw bad_input(
         "--gpu " + split + ": bind takes one GPU, and the shell passed " +
-        detail::quote_value(words[v + 1]) +
-        " as a word of its own; to bind each of several GPUs in a process of its own, write: " +
-        prefix() + " run --gpu " + merged + " -- gpusel bind");
+            detail::quote_value(words[v + 1]) +
+            " as a word of its own; to bind each of several GPUs in a process of its own, write: " +
+            prefix() + " run --gpu " + merged + " -- gpusel bind",
+        about(Subject::GpuRequest, {{"request", split}, {"reason", "split-by-shell"}}));
   }
   fixed.erase(fixed.begin() + static_cast<std::ptrdiff_t>(v + 1),
               fixed.begin() + static_cast<std::ptrdiff_t>(end));
@@ -517,10 +521,11 @@ void CommandLine::check_gpu_slips() const {
     }
   }
   throw bad_input("--gpu " + split +
-                  ": GPUs are separated by commas, not blanks (the shell passed " +
-                  detail::quote_value(words[v + 1]) + " to `" + command_path(path_.size() - 1) +
-                  "` as a word of its own, so that GPU would be lost); write: " + prefix() + " " +
-                  join_words(fixed, 0, fixed.size()));
+                      ": GPUs are separated by commas, not blanks (the shell passed " +
+                      detail::quote_value(words[v + 1]) + " to `" + command_path(path_.size() - 1) +
+                      "` as a word of its own, so that GPU would be lost); write: " + prefix() +
+                      " " + join_words(fixed, 0, fixed.size()),
+                  about(Subject::GpuRequest, {{"request", split}, {"reason", "split-by-shell"}}));
 }
 
 std::optional<CommandLine::Problem> CommandLine::first_problem() const {

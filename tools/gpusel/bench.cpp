@@ -92,7 +92,7 @@ int run_bench(const BenchOptions& options) {
     print_warning("NVML is unavailable (" + r.reason +
                   "); GPUs are matched by CUDA in each worker, without CPU placement");
   }
-  for (const std::string& note : r.notes) print_note(note);
+  for (const Note& note : r.notes) print_note(note.text);
   const std::vector<std::optional<GpuInfo>> full = resolved_in_full(r);
   std::vector<const GpuInfo*> info(r.gpus.size(), nullptr);
   for (std::size_t i = 0; i < r.gpus.size(); ++i) {

@@ -80,8 +80,12 @@ void print_json(const std::optional<AssignmentInfo>& info, const std::optional<L
   j["shared"] = info && info->shared;
   j["shared_with_pid"] =
       info && info->shared_with_pid ? nlohmann::json(*info->shared_with_pid) : nullptr;
-  j["claim_note"] =
-      info && !info->claim_note.empty() ? nlohmann::json(said(info->claim_note)) : nullptr;
+  j["claim_note"] = info && !info->claim_note.text.empty()
+                        ? nlohmann::json(said(info->claim_note.text))
+                        : nlohmann::json(nullptr);
+  // Its code, to decide from: "unclaimed" or "claim-partial"; null after a full claim.
+  j["claim_code"] = info && !info->claim_note.code.empty() ? nlohmann::json(info->claim_note.code)
+                                                           : nlohmann::json(nullptr);
   j["name"] = id.name;
   j["memory_total_bytes"] = id.memory_total_bytes;  // the field's name in list --json too
   j["total_bytes"] = id.memory_total_bytes;         // the reference module's key
@@ -236,8 +240,8 @@ int bind_and_run(const BindOptions& options) {
   if (!options.quiet && !shared_text(info).empty()) print_line("  " + shared_text(info));
   // Without a claim, the library has said so on stderr already (once per process), except when
   // sharing was asked for; that note stays under --quiet.
-  if (info && info->shared && !info->claim_note.empty()) {
-    print_note(detail::printable(said(info->claim_note)));
+  if (info && info->shared && !info->claim_note.text.empty()) {
+    print_note(detail::printable(said(info->claim_note.text)));
   }
   // The program sees that GPU alone. GPUSEL_GPU and GPUSEL_GPUS named GPUs in this process's
   // numbering, which CUDA_VISIBLE_DEVICES changes: a program that binds through gpusel finds the
@@ -280,8 +284,8 @@ int run_bind(const BindOptions& options) {
                id.pci_bus_id.empty() ? "unknown" : detail::printable(id.pci_bus_id));
     fmt::print("  CPUs {}; chosen by {}\n", cpus, info ? source_name(info->source) : "default");
     if (!shared_text(info).empty()) fmt::print("  {}\n", shared_text(info));
-    if (info && !info->claim_note.empty())
-      fmt::print("  note: {}\n", detail::printable(said(info->claim_note)));
+    if (info && !info->claim_note.text.empty())
+      fmt::print("  note: {}\n", detail::printable(said(info->claim_note.text)));
     if (rank) {
       for (const std::string& why : rank->ignored) fmt::print("  not counted: {}\n", why);
     }

@@ -48,7 +48,7 @@ struct Row {
 
 // Where each GPU lands in CUDA's numbering, and the notes that explain it.
 std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const VisibleSet& vs,
-                       std::vector<std::string>& notes) {
+                       std::vector<Note>& notes) {
   std::vector<Row> rows(snap.gpus.size());
   for (std::size_t g = 0; g < rows.size(); ++g) {
     rows[g].mig_ordinals.assign(snap.gpus[g].migs.size(), -1);
@@ -67,10 +67,11 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
   notes = vs.notes;
   if (!vs.known) {
     notes.push_back(
-        "'?': " + vs.unknown_reason +
-        ". `gpusel list --probe` asks CUDA itself; to make CUDA ordinals follow this table, set "
-        "CUDA_DEVICE_ORDER=PCI_BUS_ID. gpusel's --gpu "
-        "takes nvidia-smi indices or UUIDs, which never depend on CUDA's order.");
+        {"order-unknown",
+         "'?': " + vs.unknown_reason +
+             ". `gpusel list --probe` asks CUDA itself; to make CUDA ordinals follow this table, "
+             "set CUDA_DEVICE_ORDER=PCI_BUS_ID. gpusel's --gpu "
+             "takes nvidia-smi indices or UUIDs, which never depend on CUDA's order."});
   }
   bool hidden = false;
   bool reordered = false;
@@ -84,10 +85,11 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
     if (rows[g].visibility == Visibility::Visible && rows[g].ordinal != static_cast<int>(g))
       reordered = true;
     if (snap.gpus[g].mig_enabled) {
-      notes.push_back(fmt::format(
-          "GPU {} has MIG enabled: CUDA sees its MIG devices (listed under it), not the "
-          "GPU itself; gpusel assigns whole GPUs, so --gpu cannot name it.",
-          g));
+      notes.push_back({"mig-enabled",
+                       fmt::format("GPU {} has MIG enabled: CUDA sees its MIG devices (listed "
+                                   "under it), not the GPU itself; gpusel assigns whole GPUs, so "
+                                   "--gpu cannot name it.",
+                                   g)});
     }
   }
   if (hidden) {
@@ -96,9 +98,10 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
                                         detail::quote_value(*vs.invalid_entry))
                           : std::string();
     notes.push_back(
-        "'-': hidden from CUDA by " + detail::describe_preset(env) + why +
-        ". With this preset, --gpu indices count within the devices CUDA sees (the CUDA "
-        "column); to use another GPU, change or unset CUDA_VISIBLE_DEVICES.");
+        {"preset-hides",
+         "'-': hidden from CUDA by " + detail::describe_preset(env) + why +
+             ". With this preset, --gpu indices count within the devices CUDA sees (the CUDA "
+             "column); to use another GPU, change or unset CUDA_VISIBLE_DEVICES."});
   }
   if (reordered) {
     // The example names a GPU that --gpu accepts (not one with MIG enabled, not a failed one).
@@ -112,11 +115,13 @@ std::vector<Row> place(const NvmlSnapshot& snap, const CudaEnv& env, const Visib
                               : failed            ? std::string("because CUDA skips the failed GPU")
                               : !vs.pci_order     ? std::string("in CUDA's FASTEST_FIRST order")
                                                   : std::string("because MIG devices come first");
-    notes.push_back(
-        "CUDA ordinals differ from nvidia-smi indices here (" + cause + "); --gpu takes " +
-        (env.visible_devices ? std::string("positions in the CUDA column while the preset is set")
-                             : "nvidia-smi indices, the INDEX column" + example) +
-        ", or UUIDs.");
+    notes.push_back({"ordinals-differ",
+                     "CUDA ordinals differ from nvidia-smi indices here (" + cause +
+                         "); --gpu takes " +
+                         (env.visible_devices
+                              ? std::string("positions in the CUDA column while the preset is set")
+                              : "nvidia-smi indices, the INDEX column" + example) +
+                         ", or UUIDs."});
   }
   return rows;
 }
@@ -182,14 +187,14 @@ struct Listing {
   std::vector<WaitingJob> waiting;
   VisibleSet vs;
   ProbeResult probe;  // CUDA's own view under this environment (--probe)
-  std::vector<std::string> notes;
+  std::vector<Note> notes;
   std::vector<Row> rows;
   std::string order;  // CUDA_DEVICE_ORDER in effect
 };
 
 // Each GPU's lease, from one read of the kernel's lock table; a lease folder that cannot be used
 // is a note, not a failure of `list`.
-void read_leases(Listing& l, std::vector<std::string>& lease_notes) {
+void read_leases(Listing& l, std::vector<Note>& lease_notes) {
   const NvmlSnapshot& snap = l.snap;
   std::vector<LeaseStanding>& leases = l.leases;
   std::vector<WaitingJob>& waiting = l.waiting;
@@ -206,12 +211,12 @@ void read_leases(Listing& l, std::vector<std::string>& lease_notes) {
       if (snap.gpus[i].failed()) leases[i] = LeaseStanding{};
     }
   } catch (const Error& e) {
-    lease_notes.push_back(std::string("leases cannot be read: ") + said(e));
+    lease_notes.push_back({"leases-unreadable", std::string("leases cannot be read: ") + said(e)});
   }
 }
 
 // --probe: CUDA's own view, and whether it matches gpusel's reading (notes).
-void probe_listing(Listing& l, std::vector<std::string>& probe_notes) {
+void probe_listing(Listing& l, std::vector<Note>& probe_notes) {
   const NvmlSnapshot& snap = l.snap;
   VisibleSet& vs = l.vs;
   ProbeResult& probe = l.probe;
@@ -221,12 +226,14 @@ void probe_listing(Listing& l, std::vector<std::string>& probe_notes) {
     ProbeResult all = probe_cuda(helper, true);
     if (auto order = all.ok ? detail::cuda_order_from(snap.gpus, all.devices) : std::nullopt) {
       vs = model_visible(snap.gpus, env, &*order);
-      probe_notes.push_back("CUDA ordinals come from asking CUDA (--probe), not from NVML alone.");
+      probe_notes.push_back(
+          {"probe-ordinals",
+           "CUDA ordinals come from asking CUDA (--probe), not from NVML alone."});
     }
   }
   probe = probe_cuda(helper, false);
   if (!probe.ok) {
-    probe_notes.push_back("--probe: asking CUDA failed: " + probe.reason);
+    probe_notes.push_back({"probe-failed", "--probe: asking CUDA failed: " + probe.reason});
   } else if (vs.known) {
     std::vector<std::string> predicted;
     for (const VisibleDevice& d : vs.devices) {
@@ -236,11 +243,13 @@ void probe_listing(Listing& l, std::vector<std::string>& probe_notes) {
     std::vector<std::string> actual;
     for (const CudaDevice& d : probe.devices) actual.push_back(d.uuid);
     if (predicted != actual) {
-      probe_notes.push_back(
-          "--probe: CUDA's numbering DIFFERS from gpusel's reading of NVML and the "
-          "environment; trust the CUDA map, and please report this machine");
+      probe_notes.push_back({"probe-differs",
+                             "--probe: CUDA's numbering DIFFERS from gpusel's reading of NVML "
+                             "and the environment; trust the CUDA map, and please report this "
+                             "machine"});
     } else {
-      probe_notes.push_back("--probe: CUDA's numbering matches gpusel's reading.");
+      probe_notes.push_back(
+          {"probe-matches", "--probe: CUDA's numbering matches gpusel's reading."});
     }
   }
 }
@@ -327,7 +336,7 @@ std::string list_json(const Listing& l, const ListOptions& options) {
   const auto& simulated = l.simulated;
   const CudaEnv& env = l.env;
   const std::string& order = l.order;
-  const std::vector<std::string>& notes = l.notes;
+  const std::vector<Note>& notes = l.notes;
   const std::vector<WaitingJob>& waiting = l.waiting;
   const ProbeResult& probe = l.probe;
   nlohmann::json doc;
@@ -337,7 +346,12 @@ std::string list_json(const Listing& l, const ListOptions& options) {
   doc["cuda_visible_devices"] =
       env.visible_devices ? nlohmann::json(*env.visible_devices) : nlohmann::json(nullptr);
   doc["cuda_device_order"] = order;
-  doc["notes"] = notes;
+  doc["notes"] = nlohmann::json::array();
+  doc["note_codes"] = nlohmann::json::array();  // note_codes[i] is the code of notes[i]
+  for (const Note& note : notes) {
+    doc["notes"].push_back(note.text);
+    doc["note_codes"].push_back(note.code);
+  }
   // Jobs waiting for GPUs (gpusel run --wait), in the order they will be served.
   doc["waiting"] = nlohmann::json::array();
   for (const WaitingJob& w : waiting) {
@@ -470,7 +484,7 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
   const std::vector<LeaseStanding>& leases = l.leases;
   const std::vector<WaitingJob>& waiting = l.waiting;
   const ProbeResult& probe = l.probe;
-  const std::vector<std::string>& notes = l.notes;
+  const std::vector<Note>& notes = l.notes;
   if (simulated) fmt::format_to(out, "simulated machine: {}\n", *simulated);
   fmt::format_to(out, "driver {}, CUDA {}; {}; CUDA_DEVICE_ORDER{}\n",
                  snap.driver_version.empty() ? "unknown" : detail::printable(snap.driver_version),
@@ -533,7 +547,7 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
                      detail::printable(d.name));
     }
   }
-  for (const std::string& note : notes) fmt::format_to(out, "note: {}\n", detail::printable(note));
+  for (const Note& note : notes) fmt::format_to(out, "note: {}\n", detail::printable(note.text));
 }
 
 }  // namespace
@@ -554,14 +568,14 @@ static int render_list(const ListOptions& options, std::string& out_text) {
     return report_failure(gpusel::failure(message, l.snap.problem), options.json && !options.watch);
   }
   l.env = cuda_env_from_environment();
-  std::vector<std::string> lease_notes, probe_notes;
+  std::vector<Note> lease_notes, probe_notes;
   read_leases(l, lease_notes);
   l.vs = model_visible(l.snap.gpus, l.env);
   if (options.probe) probe_listing(l, probe_notes);
   l.rows = place(l.snap, l.env, l.vs, l.notes);
   l.notes.insert(l.notes.end(), probe_notes.begin(), probe_notes.end());
   l.notes.insert(l.notes.end(), lease_notes.begin(), lease_notes.end());
-  for (std::string& note : l.notes) note = said(note);  // the library's, in this command's words
+  for (Note& note : l.notes) note.text = said(note.text);  // the library's, in this command's words
   l.order = detail::pci_bus_order(l.env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
   if (options.json) {
     out_text += list_json(l, options);

@@ -7,6 +7,7 @@
 #include "args.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/version.h"
 #include "gpusel_detail.hpp"
@@ -134,6 +135,19 @@ struct Cli {
     return 1;
   }
 
+  // Whether --json was given to the command (or one of its commands) that CLI11 entered, for a
+  // command line that failed to parse: what CLI11 read counts, whatever failed after it.
+  static bool asked_json(const CLI::App* cmd) {
+    if (cmd == nullptr) return false;
+    if (const CLI::Option* o = cmd->get_option_no_throw("--json"); o != nullptr && o->count() > 0) {
+      return true;
+    }
+    for (const CLI::App* sub : cmd->get_subcommands()) {
+      if (asked_json(sub)) return true;
+    }
+    return false;
+  }
+
   // Whether the parsed command was asked for --json: a failure is then reported on stdout too.
   bool json_output() const {
     return (parsed(list) && list_options.json) || (parsed(resolve) && resolve_options.json) ||
@@ -153,17 +167,19 @@ int main(int argc, char** argv) {
     cli.line->parse(argc, argv);
     if (line.exec()) return run_sim_exec(line.sim(), line.command());
   } catch (const gpusel::Error& e) {
-    print_error(said(e));
-    return e.exit_code();
+    return report_failure(e, Cli::asked_json(&cli.app));
   } catch (const CLI::Success& e) {
     return cli.app.exit(e);
+  } catch (const gpusel::GpuOptionError& e) {
+    return report_failure(e.error(), Cli::asked_json(&cli.app));  // gpusel's message, as data too
   } catch (const CLI::ValidationError& e) {
-    print_error(said(e));  // gpusel's own message, with its remedy
-    return 2;
+    return report_failure(gpusel::bad_input(said(e)), Cli::asked_json(&cli.app));
   } catch (const CLI::ParseError& e) {
     const std::string better = line.explain();
-    print_error(better.empty() ? std::string(said(e)) + "; run `gpusel --help` for usage" : better);
-    return 2;
+    return report_failure(
+        gpusel::bad_input(better.empty() ? std::string(said(e)) + "; run `gpusel --help` for usage"
+                                         : better),
+        Cli::asked_json(&cli.app));
   }
   return cli.dispatch();
 }

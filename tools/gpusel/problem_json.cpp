@@ -12,6 +12,10 @@ nlohmann::json problem_json(const Problem& problem) {
   j["code"] = error_code_name(problem.code);
   j["call"] = problem.call.empty() ? nlohmann::json(nullptr) : nlohmann::json(problem.call);
   j["result"] = problem.call.empty() ? nlohmann::json(nullptr) : nlohmann::json(problem.result);
+  j["subject"] = problem.subject == Subject::None ? nlohmann::json(nullptr)
+                                                  : nlohmann::json(subject_name(problem.subject));
+  j["fields"] = nlohmann::json::object();
+  for (const ProblemField& f : problem.fields) j["fields"][f.name] = f.value;
   return j;
 }
 

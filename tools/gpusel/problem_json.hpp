@@ -9,13 +9,15 @@
 
 namespace gpusel::cli {
 
-// {"code": "gpu-lost", "call": "nvmlDeviceGetHandleByIndex_v2", "result": 15}; `call` and
-// `result` are null where no driver call failed. null for ErrorCode::None.
+// {"code": "gpu-lost", "call": "nvmlDeviceGetHandleByIndex_v2", "result": 15, "subject": null,
+// "fields": {}}; `call` and `result` are null where no driver call failed, `subject` where the
+// problem is about nothing in particular; `fields` holds the named values, as text
+// ({"entry": "9", "reason": "out-of-range"}). null for ErrorCode::None.
 nlohmann::json problem_json(const Problem& problem);
 
 // What a --json command prints on stdout when it fails, beside its message on stderr:
-// {"error": {"code", "call", "result", "exit_code", "message"}}; a failure that is not a
-// gpusel::Error is "unspecified" with exit code 1.
+// {"error": {"code", "call", "result", "subject", "fields", "exit_code", "message"}}; a failure
+// that is not a gpusel::Error is "unspecified" with exit code 1.
 nlohmann::json failure_json(const std::exception& failure);
 
 // Reports a failed command: its message on stderr, and with `json` failure_json on stdout.

@@ -47,7 +47,7 @@ int run_resolve(const ResolveOptions& options) {
                   "); the UUIDs are passed on unresolved, and each worker will match its entry "
                   "against CUDA's own devices when it binds");
   }
-  for (const std::string& note : r.notes) print_note(note);
+  for (const Note& note : r.notes) print_note(note.text);
   if (auto sim = simulated_machine(); sim && !options.json) {
     std::cerr << "gpusel: simulated machine: " << *sim << "\n";
   }
@@ -58,7 +58,11 @@ int run_resolve(const ResolveOptions& options) {
     // Why NVML is unavailable, as data (null when it answered): {"code", "call", "result"}.
     j["nvml_problem"] = problem_json(r.nvml_problem);
     j["notes"] = nlohmann::json::array();
-    for (const std::string& note : r.notes) j["notes"].push_back(said(note));
+    j["note_codes"] = nlohmann::json::array();  // note_codes[i] is the code of notes[i]
+    for (const Note& note : r.notes) {
+      j["notes"].push_back(said(note.text));
+      j["note_codes"].push_back(note.code);
+    }
     if (!picked.why.empty()) j["picked"] = said(picked.why);
     j["gpus"] = out;
     std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";

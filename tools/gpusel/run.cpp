@@ -63,15 +63,12 @@ bool due_today(const std::string& folder, const char* name) {
 // user's jobs) is never said under --quiet and at most once a day, stamped in this user's state
 // folder beside its own lease store (setting GPUSEL_LEASE_DIR silences it, as does a shared store).
 void print_notes(const Resolution& r, bool quiet) {
-  for (const std::string& note : r.notes) {
-    if (note.find("GPUSEL_LEASE_DIR=") != std::string::npos) {
-      const LeaseStore store = LeaseStore::locate();
-      if (note == store.scope_note()) {
-        const std::string own = store.own_dir();
-        if (quiet || !due_today(own.substr(0, own.rfind('/')), "lease-scope-note-day")) continue;
-      }
+  for (const Note& note : r.notes) {
+    if (note.code == "lease-scope") {
+      const std::string own = LeaseStore::locate().own_dir();
+      if (quiet || !due_today(own.substr(0, own.rfind('/')), "lease-scope-note-day")) continue;
     }
-    print_note(note);
+    print_note(note.text);
   }
 }
 
