@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/error.hpp"
 #include "gpusel/export.h"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -99,8 +100,16 @@ struct ClaimResult {
   // A lease on the GPU held by a job that did not start this process (and its holder).
   std::optional<LeaseHolder> leased_by_other_job;
   bool leased_elsewhere = false;
-  std::string problem;  // the claim file cannot be used: nothing was claimed, and why
+  // The claim file cannot be used (nothing was claimed, unless `claimed` says the job's lease
+  // holds the GPU): why, with its data (subject Subject::Lease, the file's "path", "reason"
+  // "unusable"); nullopt when it could be used.
+  std::optional<Error> unusable;
 };
+
+// A claim's unusable file as an Error: `why`, about the file at `path`.
+inline Error unusable_claim(const std::string& why, const std::string& path) {
+  return failure(why, about(Subject::Lease, {{"path", path}, {"reason", "unusable"}}));
+}
 
 // Where this process's leases live. Looking at a store changes nothing on disk; the user's own
 // store is made (mode 0700) the first time a lease is taken in it.

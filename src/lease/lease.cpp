@@ -833,7 +833,7 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
       held_claims.push_back(fd);
       job_holds = true;
     } else if (s.state == LeaseStanding::State::Unusable) {
-      out.problem = s.problem;
+      out.unusable = unusable_claim(s.problem, s.path);
       return out;
     } else if (s.holder && ancestor_or_self(s.holder->pid)) {
       job_holds = true;
@@ -862,7 +862,8 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
   if (s.state == LeaseStanding::State::Unusable) {
     // The lease keeps other jobs off the GPU; only two processes of this job are not told apart.
     out.claimed = job_holds;
-    out.problem = s.problem + " (two processes of one job on this GPU are not told apart)";
+    out.unusable = unusable_claim(
+        s.problem + " (two processes of one job on this GPU are not told apart)", s.path);
     return out;
   }
   out.other = s.holder;

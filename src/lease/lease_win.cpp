@@ -245,7 +245,7 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
     std::lock_guard<std::mutex> lock(held_claims_mutex);
     held_claims.push_back(std::move(*lease));
   } else if (s.state == LeaseStanding::State::Unusable) {
-    out.problem = s.problem;
+    out.unusable = unusable_claim(s.problem, s.path);
     return out;
   } else if (!(s.holder && ancestor_or_self(s.holder->pid))) {
     out.other = s.holder;
@@ -268,7 +268,8 @@ ClaimResult LeaseStore::claim(const std::string& uuid, bool share) const {
   }
   if (c.state == LeaseStanding::State::Unusable) {
     out.claimed = true;  // the job's lease still keeps other jobs off the GPU
-    out.problem = c.problem + " (two processes of one job on this GPU are not told apart)";
+    out.unusable = unusable_claim(
+        c.problem + " (two processes of one job on this GPU are not told apart)", c.path);
     return out;
   }
   out.other = c.holder;

@@ -342,16 +342,18 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
     return;
   }
   const ClaimResult c = store->claim(chosen.uuid, share);
-  if (!c.problem.empty()) {
+  if (c.unusable) {
+    const std::string why = c.unusable->text();
     // In a store that binds every user, a GPU whose lease file is missing or unusable is held
     // by nobody: binding it unclaimed could put two users on it. Sharing asked for it anyway.
     if (!c.claimed && store->shared() && !share) {
-      throw failure(gpu + " cannot be claimed: " + detail::printable(c.problem),
-                    about(Subject::Gpu, {{"gpu", chosen.uuid}, {"reason", "claim-failed"}}));
+      Problem data = c.unusable->problem();
+      data.fields.push_back({"gpu", chosen.uuid});
+      throw failure(gpu + " cannot be claimed: " + detail::printable(why), std::move(data));
     }
     info.claim_note = {c.claimed ? "claim-partial" : "unclaimed",
-                       (c.claimed ? "the claim is partial: " : "no claim was taken: ") + c.problem};
-    if (!share) warn_unclaimed(gpu, c.problem, c.claimed);
+                       (c.claimed ? "the claim is partial: " : "no claim was taken: ") + why};
+    if (!share) warn_unclaimed(gpu, why, c.claimed);
     return;
   }
   if (c.claimed) return;

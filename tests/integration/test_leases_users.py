@@ -679,6 +679,10 @@ class OneStoreTest(SharedStoreCase):
         r = run_as("alice", "bind", "--json", GPUSEL_GPU="7")
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
         self.assertIn("sudo gpusel setup", r.stderr)
+        # As data: about the lease store's file for that GPU, which cannot be used.
+        e = json.loads(r.stdout)["error"]
+        self.assertEqual((e["subject"], e["fields"]["reason"], e["fields"]["gpu"]), ("lease", "unusable", DGX[7]))
+        self.assertEqual(e["fields"]["path"], f"{STORE}/{DGX[7]}.lock")  # the file that is missing
         r = run_as("alice", "resolve", "--gpu", "free:7")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn(DGX[7], r.stdout)
