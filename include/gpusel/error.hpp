@@ -43,12 +43,11 @@ enum class Subject {
   GpuRequest,      // a GPU request as a whole (--gpu's value): field "request"
   GpuEntry,        // one entry of a GPU request: "entry", "reason", and "gpu" (a UUID) where known
   VisibleDevices,  // the CUDA_VISIBLE_DEVICES preset: "variable", "value", "reason"
-  DeviceOrder,     // CUDA_DEVICE_ORDER: "variable", "value"
-  LaunchVariable,  // a rank or size variable a launcher set: "variable", "value", "reason"
+  LaunchVariable,  // a variable of the launch (LOCAL_RANK, GPUSEL_SHARE ...): "variable", "value"
   Gpu,             // one GPU: "gpu" (a UUID) and "index" where known
   Lease,           // the lease store or one lease: "path" where known
   Command,         // the program gpusel is asked to run: "command"
-  Probe,           // the CUDA probe (asking CUDA in a child process)
+  Probe,           // the CUDA probe (asking CUDA in a child process): "variable", "value"
 };
 
 // One named value of a problem: the entry as given, the variable's value, a GPU's UUID. Values are

@@ -55,8 +55,8 @@ GPUSEL_API int gpusel_last_error_code(void);
 GPUSEL_API const char* gpusel_last_error_call(long long* result);
 
 /* What the calling thread's last failure is about, by a stable name: "gpu-entry" (one entry of a
- * GPU request), "gpu-request", "cuda-visible-devices", "cuda-device-order", "launch-variable",
- * "gpu", "lease", "command", "probe"; "" when it is about nothing in particular or none failed.
+ * GPU request), "gpu-request", "cuda-visible-devices", "launch-variable", "gpu", "lease",
+ * "command", "probe"; "" when it is about nothing in particular or none failed.
  * Valid until the thread's next gpusel call. */
 GPUSEL_API const char* gpusel_last_error_subject(void);
 

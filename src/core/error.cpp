@@ -47,8 +47,6 @@ const char* subject_name(Subject subject) noexcept {
       return "gpu-entry";
     case Subject::VisibleDevices:
       return "cuda-visible-devices";
-    case Subject::DeviceOrder:
-      return "cuda-device-order";
     case Subject::LaunchVariable:
       return "launch-variable";
     case Subject::Gpu:

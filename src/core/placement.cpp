@@ -16,6 +16,15 @@ std::optional<std::string> var(const std::map<std::string, std::string>& vars, c
   return it->second;
 }
 
+// `data` naming the variable it is about as well: {"variable", "value"} when it has none.
+Problem naming(Problem data, const std::string& variable, const std::string& value) {
+  if (data.field("variable") == nullptr) {
+    data.fields.push_back({"variable", variable});
+    data.fields.push_back({"value", value});
+  }
+  return data;
+}
+
 void refuse(PlacementVerdict& v, std::string id, std::string message, std::string remedy,
             Problem data = {}) {
   v.problems.push_back({std::move(id), std::move(message), std::move(remedy), std::move(data)});
@@ -36,9 +45,10 @@ std::vector<GpuEntry> worker_gpus(GpuRequest r) {
     const std::string request = r.texts().front();
     throw bad_input(
         "it asks for " + request +
-        ", but a worker's list names the GPUs themselves: pick them in the parent, with "
-        "`gpusel run --gpu " +
-        request + " -- ...` or eval \"$(gpusel resolve --gpu " + request + " --format env)\"");
+            ", but a worker's list names the GPUs themselves: pick them in the parent, with "
+            "`gpusel run --gpu " +
+            request + " -- ...` or eval \"$(gpusel resolve --gpu " + request + " --format env)\"",
+        about(Subject::GpuRequest, {{"request", request}, {"reason", "not-a-list"}}));
   }
   return std::move(r.gpus);
 }
@@ -71,7 +81,8 @@ std::optional<std::string> published(const PlacementModel& m, PlacementVerdict& 
            variable + "=" + quote_value(value) + " does not resolve here: " +
                (m.resolve_error.empty() ? std::string("it was not resolved") : m.resolve_error),
            "resolve it on this node, within the job's GPUs: eval \"$(gpusel resolve --gpu SPEC "
-           "--format env)\"");
+           "--format env)\"",
+           naming(m.resolve_problem, variable, value));
     return std::nullopt;
   }
   return m.resolved[which];
@@ -83,7 +94,8 @@ void from_gpusel_gpu(const PlacementModel& m, const std::string& one, PlacementV
     entry = worker_gpus(read_single_gpu(one));
   } catch (const Error& e) {
     refuse(v, "gpusel-gpu", worker_variable_message("GPUSEL_GPU", one, e.text()),
-           "unset GPUSEL_GPU (gpusel run sets it per rank), or give it one GPU", e.problem());
+           "unset GPUSEL_GPU (gpusel run sets it per rank), or give it one GPU",
+           naming(e.problem(), "GPUSEL_GPU", one));
     return;
   }
   const std::optional<LocalRank>& rank = v.rank;
@@ -173,7 +185,8 @@ void from_gpusel_gpus(const PlacementModel& m, const std::string& list, Placemen
     entries = worker_gpus(read_gpu_request(list, false));
   } catch (const Error& e) {
     refuse(v, "gpusel-gpus", worker_variable_message("GPUSEL_GPUS", list, e.text()),
-           "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\"", e.problem());
+           "set it with eval \"$(gpusel resolve --gpu SPEC --format env)\"",
+           naming(e.problem(), "GPUSEL_GPUS", list));
     return;
   }
   const std::string shown = "GPUSEL_GPUS=" + quote_value(list);
@@ -368,8 +381,11 @@ bool sharing_in(const std::map<std::string, std::string>& vars) {
     const std::string_view value = trim_blanks(*share);
     if (value == "1") return true;
     if (value != "0") {
-      throw bad_input("GPUSEL_SHARE=" + quote_value(*share) +
-                      " is neither 1 (share this process's GPU with others on purpose) nor 0");
+      throw bad_input(
+          "GPUSEL_SHARE=" + quote_value(*share) +
+              " is neither 1 (share this process's GPU with others on purpose) nor 0",
+          about(Subject::LaunchVariable,
+                {{"variable", "GPUSEL_SHARE"}, {"value", *share}, {"reason", "not-0-or-1"}}));
     }
   }
   // srun --ntasks-per-gpu: several tasks per GPU, by request (Slurm 22.05 tells the tasks
@@ -419,7 +435,10 @@ PlacementVerdict analyse_placement(const PlacementModel& m, int default_ordinal)
   }
   if (const auto problem = uuid_case_problem(m.cuda)) {
     refuse(v, "cuda-visible-case", *problem,
-           "write UUIDs in CUDA_VISIBLE_DEVICES as nvidia-smi -L prints them (GPU-..., MIG-...)");
+           "write UUIDs in CUDA_VISIBLE_DEVICES as nvidia-smi -L prints them (GPU-..., MIG-...)",
+           about(Subject::VisibleDevices, {{"variable", "CUDA_VISIBLE_DEVICES"},
+                                           {"value", m.cuda.visible_devices.value_or("")},
+                                           {"reason", "uuid-case"}}));
     return v;
   }
   check_truncated(m, v);

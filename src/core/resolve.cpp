@@ -18,7 +18,7 @@ namespace {
 Problem entry_problem(const std::string& entry, const char* reason, const GpuInfo* gpu = nullptr) {
   Problem p = about(Subject::GpuEntry, {{"entry", entry}, {"reason", reason}});
   if (gpu != nullptr) {
-    p.fields.push_back({"gpu", gpu->uuid});
+    if (!gpu->uuid.empty()) p.fields.push_back({"gpu", gpu->uuid});
     p.fields.push_back({"index", std::to_string(gpu->index)});
   }
   return p;
@@ -230,8 +230,9 @@ std::size_t preset_uuid(const std::vector<GpuInfo>& gpus, const VisibleSet& vs,
                                       " exists, outside that list" + why + ")"
                                 : std::string(" (it matches no GPU on this machine)")) +
           "; pick from that list, or change CUDA_VISIBLE_DEVICES (" + list_hint() + ")",
-      entry_problem(entry, "outside-preset",
-                    anywhere.size() == 1 ? &gpus[anywhere.front()] : nullptr));
+      anywhere.empty() ? entry_problem(entry, "no-match")
+                       : entry_problem(entry, "outside-preset",
+                                       anywhere.size() == 1 ? &gpus[anywhere.front()] : nullptr));
 }
 
 }  // namespace

@@ -163,7 +163,9 @@ void precheck_pasted(std::string_view value) {
                                        " (as nvidia-smi indices or UUIDs; "
                                        "gpusel_list_gpus shows how CUDA numbers them)")
                  : ""),
-        request_problem(value, "assignment"));
+        about(Subject::GpuRequest, {{"request", std::string(value)},
+                                    {"reason", "assignment"},
+                                    {"variable", std::string(name)}}));
   }
   if (inner.find_first_of("\n\r") != std::string_view::npos) {
     const auto lines = 1 + std::count(inner.begin(), inner.end(), '\n');

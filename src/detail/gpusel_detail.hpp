@@ -283,6 +283,7 @@ struct PlacementModel {
   // `resolve_error` saying why when they could not be.
   std::vector<std::string> resolved;
   std::string resolve_error;
+  Problem resolve_problem;  // resolve_error's data
   // The Slurm variables of the process Slurm itself started on this node (the task, or the batch
   // script), read from this process's ancestors; nullopt when no such ancestor could be read.
   // They tell this node's own allocation where a launcher carried another node's variables here.

@@ -276,7 +276,9 @@ std::string find_program(const std::string& name) {
           "run: " + detail::quote_value(name) +
               (access(name.c_str(), F_OK) == 0 ? " is not an executable file" : " does not exist") +
               "; no worker was started",
-          about(Subject::Command, {{"command", name}, {"reason", "not-executable"}}));
+          about(Subject::Command,
+                {{"command", name},
+                 {"reason", access(name.c_str(), F_OK) == 0 ? "not-executable" : "not-found"}}));
     }
     return name;
   }

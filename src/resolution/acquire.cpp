@@ -49,11 +49,14 @@ std::vector<bool> eligible_gpus(const std::vector<GpuInfo>& gpus, const CudaEnv&
     const ProbeResult probe = probe_cuda(probe_helper, true);
     const auto order = probe.ok ? detail::cuda_order_from(gpus, probe.devices) : std::nullopt;
     if (!order) {
-      throw bad_input(detail::gpu_request_words() + " free:N picks within " +
-                      detail::describe_preset(env) + ", but " + vs.unknown_reason +
-                      " and asking CUDA failed (" +
-                      (probe.ok ? std::string("its devices did not match NVML's") : probe.reason) +
-                      "); set CUDA_DEVICE_ORDER=PCI_BUS_ID or give the preset as GPU UUIDs");
+      throw bad_input(
+          detail::gpu_request_words() + " free:N picks within " + detail::describe_preset(env) +
+              ", but " + vs.unknown_reason + " and asking CUDA failed (" +
+              (probe.ok ? std::string("its devices did not match NVML's") : probe.reason) +
+              "); set CUDA_DEVICE_ORDER=PCI_BUS_ID or give the preset as GPU UUIDs",
+          about(Subject::VisibleDevices, {{"variable", "CUDA_VISIBLE_DEVICES"},
+                                          {"value", env.visible_devices.value_or("")},
+                                          {"reason", "order-unknown"}}));
     }
     vs = model_visible(gpus, env, &*order);
   }
@@ -96,11 +99,14 @@ class FreeLook {
       usable_ = static_cast<int>(std::count(eligible_.begin(), eligible_.end(), true));
       if (usable_ < n_) {
         throw bad_input(detail::gpu_request_words() + " free:" + std::to_string(n_) + " asks for " +
-                        std::to_string(n_) + (n_ == 1 ? " GPU" : " GPUs") + ", but only " +
-                        std::to_string(usable_) + " can be used here (" +
-                        std::to_string(snap_.gpus.size()) + " on this machine; " +
-                        detail::describe_preset(env_) + "); ask for at most " +
-                        std::to_string(usable_));
+                            std::to_string(n_) + (n_ == 1 ? " GPU" : " GPUs") + ", but only " +
+                            std::to_string(usable_) + " can be used here (" +
+                            std::to_string(snap_.gpus.size()) + " on this machine; " +
+                            detail::describe_preset(env_) + "); ask for at most " +
+                            std::to_string(usable_),
+                        about(Subject::GpuRequest, {{"request", "free:" + std::to_string(n_)},
+                                                    {"reason", "too-few-gpus"},
+                                                    {"usable", std::to_string(usable_)}}));
       }
       refuse_impossible_memory();
       for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
@@ -140,12 +146,14 @@ class FreeLook {
       }
     }
     if (big_enough >= n_) return;
-    throw bad_input(detail::gpu_request_words() + " free:" + std::to_string(n_) +
-                    " with --min-free-memory " + detail::format_bytes(*limits_.min_free_memory) +
-                    " can never be met: " + std::to_string(big_enough) + " of the GPUs here " +
-                    (big_enough == 1 ? "has" : "have") +
-                    " that much memory at all (the largest has " + detail::format_bytes(largest) +
-                    "); ask for at most " + detail::format_bytes(largest));
+    throw bad_input(
+        detail::gpu_request_words() + " free:" + std::to_string(n_) + " with --min-free-memory " +
+            detail::format_bytes(*limits_.min_free_memory) +
+            " can never be met: " + std::to_string(big_enough) + " of the GPUs here " +
+            (big_enough == 1 ? "has" : "have") + " that much memory at all (the largest has " +
+            detail::format_bytes(largest) + "); ask for at most " + detail::format_bytes(largest),
+        about(Subject::GpuRequest,
+              {{"request", "free:" + std::to_string(n_)}, {"reason", "memory-never-free"}}));
   }
 
   // Picks the best N free GPUs and, when `store` is given, leases them. A GPU whose lease is

@@ -55,9 +55,13 @@ double probe_timeout() {
   auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
   if (ec != std::errc() || ptr != text.data() + text.size() || !(seconds > 0) ||
       seconds > kMaxProbeTimeout) {
-    throw bad_input("GPUSEL_PROBE_TIMEOUT=" + detail::quote_value(text) +
-                    " is not a number of seconds above 0 and at most 3600 (how long gpusel waits "
-                    "for its CUDA probe; default 20)");
+    throw bad_input(
+        "GPUSEL_PROBE_TIMEOUT=" + detail::quote_value(text) +
+            " is not a number of seconds above 0 and at most 3600 (how long gpusel waits "
+            "for its CUDA probe; default 20)",
+        about(Subject::Probe, {{"variable", "GPUSEL_PROBE_TIMEOUT"},
+                               {"value", std::string(text)},
+                               {"reason", "unreadable"}}));
   }
   return seconds;
 }

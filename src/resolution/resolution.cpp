@@ -167,10 +167,11 @@ std::vector<std::size_t> all_indices(const NvmlSnapshot& snap, const CudaEnv& en
   if (entries.empty()) {
     throw bad_input(
         detail::gpu_request_words() + " all: no GPU to run on here (" +
-        detail::describe_preset(env) + (snap.available ? "" : "; NVML: " + snap.reason) +
-        detail::reader_text("); run `gpusel list` to see the GPUs and what CUDA exposes",
-                            "); gpusel_list_gpus (or `gpusel list`) shows the GPUs "
-                            "and what CUDA exposes"));
+            detail::describe_preset(env) + (snap.available ? "" : "; NVML: " + snap.reason) +
+            detail::reader_text("); run `gpusel list` to see the GPUs and what CUDA exposes",
+                                "); gpusel_list_gpus (or `gpusel list`) shows the GPUs "
+                                "and what CUDA exposes"),
+        about(Subject::GpuRequest, {{"request", "all"}, {"reason", "no-gpu-here"}}));
   }
   return entries;
 }
@@ -196,7 +197,8 @@ Resolution resolve_on(NvmlSnapshot snap, const std::vector<GpuEntry>& entries, c
         detail::resolve_positions(entries, snap.gpus, env, &*vs);
       } catch (const Error& e) {
         throw bad_input(std::string(e.text()) + " (asking CUDA for its order did not help: " +
-                        (probe.ok ? "its devices did not match NVML's" : probe.reason) + ")");
+                            (probe.ok ? "its devices did not match NVML's" : probe.reason) + ")",
+                        e.problem());
       }
       throw failure("CUDA's device order is unknown and could not be probed");
     }

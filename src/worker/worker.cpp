@@ -327,6 +327,13 @@ void warn_unclaimed(const std::string& gpu, const std::string& why, bool partial
   });
 }
 
+// The data of a GPU another process holds: the GPU, and the holder's pid where it is known.
+Problem holder_problem(const std::string& uuid, const std::optional<LeaseHolder>& other) {
+  Problem p = about(Subject::Gpu, {{"gpu", uuid}, {"reason", "bound-by-another-process"}});
+  if (other && other->pid > 0) p.fields.push_back({"pid", std::to_string(other->pid)});
+  return p;
+}
+
 void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
   const bool share = sharing_asked();
   info.shared = share;
@@ -387,9 +394,7 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
           rank_settings(mine) + "\nLikely cause: " + likely_cause(mine, theirs) +
           ". To share the GPU on purpose, set GPUSEL_SHARE=1 in both (gpusel run --share, "
           "--ranks-per-gpu)",
-      about(Subject::Gpu, {{"gpu", chosen.uuid},
-                           {"reason", "bound-by-another-process"},
-                           {"pid", c.other ? std::to_string(c.other->pid) : std::string()}}));
+      holder_problem(chosen.uuid, c.other));
 }
 
 }  // namespace
@@ -683,6 +688,7 @@ PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
         m.resolved = resolve_gpus(*request, m.cuda, default_probe_helper()).gpus;
       } catch (const Error& e) {
         m.resolve_error = e.text();
+        m.resolve_problem = e.problem();
       }
     }
   }

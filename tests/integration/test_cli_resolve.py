@@ -54,6 +54,44 @@ class ResolveTest(Case):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertEqual(json.loads(r.stdout)["error"]["code"], "bad-input")
 
+    def test_json_failure_data_of_each_kind_of_refusal(self):
+        # Refusals found past the command line, each with what it is about and its values, as
+        # gpusel_last_error_subject/_field give them (docs/c-api.md's table).
+        mixed_order = {"CUDA_VISIBLE_DEVICES": "0,1", "GPUSEL_PROBE_HELPER": "/nonexistent"}
+        cases = (
+            ("dgx-h100", {}, ["resolve", "--gpu", "free:20"], "gpu-request",
+             {"request": "free:20", "reason": "too-few-gpus", "usable": "8"}),
+            ("workstation-mixed", mixed_order, ["resolve", "--gpu", "5"], "gpu-entry",
+             {"entry": "5", "reason": "order-unknown"}),
+            ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "0,1"}, ["resolve", "--gpu", "GPU-zz"], "gpu-entry",
+             {"entry": "GPU-zz", "reason": "no-match"}),
+            ("lost-gpu", {}, ["resolve", "--gpu", "2"], "gpu-entry",
+             {"entry": "2", "index": "2", "reason": "gpu-failed"}),  # a lost GPU has no UUID to name
+            ("dgx-h100", {"GPUSEL_GPUS": "0,9", "LOCAL_RANK": "1"}, ["bind"], "gpu-entry",
+             {"entry": "9", "reason": "out-of-range", "variable": "GPUSEL_GPUS", "value": "0,9",
+              "check": "gpusel-gpus"}),
+            ("dgx-h100", {"GPUSEL_GPU": "free:2"}, ["bind"], "gpu-request",
+             {"request": "free:2", "reason": "not-a-list", "variable": "GPUSEL_GPU", "value": "free:2",
+              "check": "gpusel-gpu"}),
+            ("dgx-h100", {"LOCAL_RANK": "x"}, ["bind"], "launch-variable",
+             {"variable": "LOCAL_RANK", "value": "x", "reason": "rank-unreadable", "check": "local-rank"}),
+            ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "gpu-4ba7"}, ["bind"], "cuda-visible-devices",
+             {"variable": "CUDA_VISIBLE_DEVICES", "value": "gpu-4ba7", "reason": "uuid-case",
+              "check": "cuda-visible-case"}),
+            ("dgx-h100", {"GPUSEL_SHARE": "maybe"}, ["bind", "--gpu", "1"], "launch-variable",
+             {"variable": "GPUSEL_SHARE", "value": "maybe", "reason": "not-0-or-1"}),
+        )
+        for name, env, words, subject, fields in cases:
+            with self.subTest(words=words, env=env):
+                r = gpusel("--sim", name, *words, "--json", **env)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                e = json.loads(r.stdout)["error"]
+                self.assertEqual((e["subject"], e["fields"]), (subject, fields))
+        # --json=false asks for no JSON, also when the command line is refused.
+        for words in (["--gpu", "abc", "--json=false"], ["--gpu", "9", "--json=false"]):
+            r = gpusel("--sim", "dgx-h100", "resolve", *words)
+            self.assertEqual((r.returncode, r.stdout), (2, ""), r.stderr)
+
     def test_json_failure_while_reading_the_command_line(self):
         # A value refused while the command line is read (CLI11 runs --gpu's check then), a slip
         # the explainer words, an unknown option: each still answers --json with its data, before

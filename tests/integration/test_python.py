@@ -214,7 +214,7 @@ print(json.dumps(out))
         self.assertEqual(out["bad"], ["ValueError", 2, "", 0, "gpu-request",
                                       {"request": "0,GPU-1", "reason": "mixed-kinds"}])
         self.assertEqual(out["far"], ["ValueError", 2, "", 0, "gpu-entry", {"entry": "7", "reason": "out-of-range"}])
-        self.assertEqual(out["typo"][4:], ["gpu-entry", {"entry": "GPU-\u00e9x", "reason": "outside-preset"}])
+        self.assertEqual(out["typo"][4:], ["gpu-entry", {"entry": "GPU-\u00e9x", "reason": "no-match"}])
         out = python(code, "workstation-mixed")
         self.assertEqual(out["far"][4:], ["gpu-entry", {"entry": "7", "reason": "out-of-range"}])
         self.assertEqual(out["typo"][4:], ["gpu-entry", {"entry": "GPU-\u00e9x", "reason": "no-match"}])

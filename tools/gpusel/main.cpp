@@ -140,7 +140,11 @@ struct Cli {
   static bool asked_json(const CLI::App* cmd) {
     if (cmd == nullptr) return false;
     if (const CLI::Option* o = cmd->get_option_no_throw("--json"); o != nullptr && o->count() > 0) {
-      return true;
+      try {
+        if (o->as<bool>()) return true;  // --json=false asks for none
+      } catch (const CLI::Error&) {
+        // a value that is not a flag's: not asked
+      }
     }
     for (const CLI::App* sub : cmd->get_subcommands()) {
       if (asked_json(sub)) return true;
