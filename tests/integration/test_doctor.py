@@ -194,12 +194,19 @@ class DoctorTest(Case):
         self.assertEqual((out["worker"]["nvidia_smi_index"], out["worker"]["source"]), (1, "GPUSEL_GPUS"))
         _, out = self.doctor("dgx-h100", GPUSEL_GPUS="3,12", LOCAL_RANK="0")
         self.assertIn("out of range", self.finding(out, "gpusel-gpus")["message"])
+        # With its data, as bind --json's error gives it: the entry and the variable it came in.
+        found = self.finding(out, "gpusel-gpus")
+        self.assertEqual((found["subject"], found["fields"]),
+                         ("gpu-entry", {"entry": "12", "reason": "out-of-range", "variable": "GPUSEL_GPUS",
+                                        "value": "3,12"}))
         _, out = self.doctor("dgx-h100", GPUSEL_GPUS="3\n1", LOCAL_RANK="0")
         self.assertEqual(self.ids(out, "error"), ["gpusel-gpus"])
         _, out = self.doctor("dgx-h100", GPUSEL_GPU="2", LOCAL_RANK="0", LOCAL_WORLD_SIZE="2")
         self.assertEqual(self.ids(out), ["gpusel-gpu-shared"])
         _, out = self.doctor("dgx-h100", LOCAL_RANK="x")
         self.assertEqual(self.ids(out), ["local-rank"])
+        self.assertEqual((out["findings"][0]["subject"], out["findings"][0]["fields"]),
+                         ("launch-variable", {"variable": "LOCAL_RANK", "value": "x", "reason": "rank-unreadable"}))
 
     def write_machine(self, base, gpu_extra):
         with open(os.path.join(MACHINES, base + ".toml")) as f:

@@ -59,6 +59,7 @@ struct Finding {
   std::string message;
   std::string remedy;
   std::vector<unsigned> gpus;  // nvidia-smi indices concerned, when any
+  Problem data;                // what it is about, and its values (the placement check's)
 };
 
 std::string join(const std::vector<std::string>& items, const std::string& sep = ", ") {
@@ -86,9 +87,10 @@ class Doctor {
   std::vector<Finding> findings;
 
   void add(Severity s, std::string id, std::string message, std::string remedy,
-           std::vector<unsigned> gpus = {}) {
+           std::vector<unsigned> gpus = {}, Problem data = {}) {
     // The library's texts in the command line's words (said).
-    findings.push_back({s, std::move(id), said(message), said(remedy), std::move(gpus)});
+    findings.push_back(
+        {s, std::move(id), said(message), said(remedy), std::move(gpus), std::move(data)});
   }
 
   void run() {
@@ -546,9 +548,11 @@ class Doctor {
     for (const PlacementProblem& p : v.problems) {
       const bool said = std::any_of(findings.begin(), findings.end(),
                                     [&](const Finding& f) { return f.id == p.id; });
-      if (!said) add(Severity::Error, p.id, p.message, p.remedy);
+      if (!said) add(Severity::Error, p.id, p.message, p.remedy, {}, p.data);
     }
-    for (const PlacementProblem& p : v.warnings) add(Severity::Warning, p.id, p.message, p.remedy);
+    for (const PlacementProblem& p : v.warnings) {
+      add(Severity::Warning, p.id, p.message, p.remedy, {}, p.data);
+    }
     if (!v.problems.empty() || !v.uuid) return;
     worker = nlohmann::json{
         {"uuid", *v.uuid},
@@ -615,6 +619,13 @@ int run_doctor(const DoctorOptions& options) {
                                  {"message", f.message},
                                  {"remedy", f.remedy},
                                  {"gpus", f.gpus}});
+      // What it is about and its values, as in an error object (null and {} when none).
+      nlohmann::json& added = out["findings"].back();
+      added["subject"] = f.data.subject == Subject::None
+                             ? nlohmann::json(nullptr)
+                             : nlohmann::json(subject_name(f.data.subject));
+      added["fields"] = nlohmann::json::object();
+      for (const ProblemField& field : f.data.fields) added["fields"][field.name] = field.value;
     }
     std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
