@@ -51,7 +51,8 @@ struct ChildSpec : ChildCommand {
   // equal to its `to` loses FD_CLOEXEC). Every other descriptor opened with O_CLOEXEC stays here.
   std::vector<std::pair<int, int>> descriptors;
 
-  // The rest makes the child by fork() (else posix_spawn):
+  // The rest makes the child by fork_exec (a clone sharing this process's memory until its
+  // execve, or fork; else posix_spawn):
   bool dies_with_parent = false;        // SIGKILL when this process ends (and no start once it has)
   std::vector<int> cpus;                // the CPUs it may run on; empty: this one's
   std::optional<sigset_t> signal_mask;  // its signal mask; nullopt: this thread's
@@ -86,7 +87,14 @@ class PreparedChild {
   bool by_fork() const;
   Started spawn() const;
   Started fork_exec() const;
-  [[noreturn]] void in_child(int error_pipe) const;
+  // What a child that shares this process's memory starts with (clone's argument).
+  struct SharedStart {
+    const PreparedChild* child;
+    int error_pipe;
+    const sigset_t* mask;  // the parent's mask before it blocked every signal
+  };
+  [[noreturn]] static int start_shared(void* start);
+  [[noreturn]] void in_child(int error_pipe, const sigset_t* mask) const;
 
   ChildSpec spec_;
   pid_t parent_;
