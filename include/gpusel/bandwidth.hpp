@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/error.hpp"
 #include "gpusel/export.h"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -40,6 +41,9 @@ struct BandwidthResult {
   double median = 0, min = 0, max = 0;
   bool verified = false;  // every sample's data checked and right
   std::string failure;    // a verification failure or a CUDA error, empty when none
+  // The failure as data: a CUDA error's code, call and result, or for copies whose data came back
+  // wrong the field "reason" "data-mismatch"; ErrorCode::None when none.
+  Problem problem;
   // p2p: the device copied to (its CUDA ordinal and UUID), and whether the copy went over peer
   // access (cuDeviceCanAccessPeer said yes and it was enabled) or was staged through host memory.
   int peer = -1;

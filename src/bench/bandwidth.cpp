@@ -378,6 +378,8 @@ void run_test(BandwidthResult& r, const BandwidthOptions& options, const Bandwid
     r.gbps.push_back(ms > 0 ? moved / (ms / 1e3) / 1e9 : 0);
     if (!bad.empty() && r.failure.empty()) {
       r.failure = bad;
+      r.problem = Problem{ErrorCode::Unspecified};
+      r.problem.fields = {{"reason", "data-mismatch"}};
       r.verified = false;
     }
     if (observe) observe({test, sample + 1, options.samples, seconds_since(began), nullptr});
@@ -413,6 +415,7 @@ std::vector<BandwidthResult> measure_bandwidth(const BandwidthOptions& options,
       }
     } catch (const Error& e) {
       r.failure = e.what();
+      r.problem = e.problem();
       r.verified = false;
     }
     if (!r.gbps.empty()) {

@@ -65,7 +65,8 @@ class BenchTest(Case):
         self.assertTrue(any("under 4x its L2 cache (50 MiB)" in w for w in out["warnings"]))
 
     def test_single_l4_every_test(self):
-        self.check_machine("single-l4", "0")
+        out = self.check_machine("single-l4", "0")
+        self.assertEqual([row["problem"] for row in out["results"]], [None] * len(out["results"]))
 
     def test_text_table(self):
         r = gpusel("bench", "bw", "--gpu", "0", *SMALL, env=sim_env("single-l4"))
@@ -91,6 +92,9 @@ class BenchTest(Case):
         self.assertEqual(len(out["results"]), 6)
         self.assertTrue(all(not row["verified"] for row in out["results"]))
         self.assertIn("data mismatch", out["results"][0]["failure"])
+        # As data too: each row's problem, null where the copies verified.
+        self.assertEqual({(row["problem"]["code"], row["problem"]["fields"]["reason"]) for row in out["results"]},
+                         {("unspecified", "data-mismatch")})
         self.assertIn("did not verify", r.stderr)
         r = gpusel("bench", "bw", "--gpu", "0", *SMALL, env=sim_env("corrupt-copies"))
         self.assertIn("FAILED: data mismatch", r.stdout)

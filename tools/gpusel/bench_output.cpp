@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "gpusel_detail.hpp"
+#include "problem_json.hpp"
 
 namespace gpusel::cli::bench {
 namespace {
@@ -75,6 +76,8 @@ nlohmann::json make_row(const WorkerGpu& gpu, const BandwidthResult& t, const Gp
   row["samples"] = t.gbps;
   row["verified"] = t.verified;
   if (!t.failure.empty()) row["failure"] = t.failure;
+  // The failure as data (problem_json: code, call, result, subject, fields); null when none.
+  row["problem"] = problem_json(t.problem);
   if (t.test == "d2d") row["traffic_gbps"] = 2 * t.median;
   if (t.test == "p2p") {
     put_peer(row, t, g, peer);

@@ -14,6 +14,13 @@ std::string dump(const json& j) {
 json result_json(const BandwidthResult& r) {
   json j = {{"test", r.test}, {"bytes", r.bytes}, {"samples", r.gbps},      {"median", r.median},
             {"min", r.min},   {"max", r.max},     {"verified", r.verified}, {"failure", r.failure}};
+  if (r.problem) {  // the failure as data, across the pipe from the bench worker
+    j["problem"] = {{"code", static_cast<int>(r.problem.code)},
+                    {"call", r.problem.call},
+                    {"result", r.problem.result},
+                    {"fields", json::object()}};
+    for (const ProblemField& f : r.problem.fields) j["problem"]["fields"][f.name] = f.value;
+  }
   if (r.peer >= 0) {
     j["peer"] = r.peer;
     j["peer_uuid"] = r.peer_uuid;
@@ -32,6 +39,14 @@ BandwidthResult result_from(const json& j) {
   r.max = j.at("max").get<double>();
   r.verified = j.at("verified").get<bool>();
   r.failure = j.at("failure").get<std::string>();
+  if (j.contains("problem")) {
+    const json& p = j.at("problem");
+    r.problem = Problem{static_cast<ErrorCode>(p.at("code").get<int>()),
+                        p.at("call").get<std::string>(), p.at("result").get<long long>()};
+    for (const auto& [name, value] : p.at("fields").items()) {
+      r.problem.fields.push_back({name, value.get<std::string>()});
+    }
+  }
   if (j.contains("peer")) {
     r.peer = j.at("peer").get<int>();
     r.peer_uuid = j.at("peer_uuid").get<std::string>();
