@@ -233,13 +233,15 @@ void not_visible(const PlacementModel& m, const std::string& uuid, PlacementVerd
                "GPUSEL_GPUS resolved on one node and carried to others)",
            "resolve GPUSEL_GPUS on each node, in a step that runs there (srun ... sh -c 'eval "
            "\"$(gpusel resolve --gpu SPEC --format env)\"; exec ./worker'), or name GPUs by "
-           "index, which each node reads as its own");
+           "index, which each node reads as its own",
+           about(Subject::Gpu, {{"gpu", uuid}, {"reason", "not-on-this-machine"}}));
     return;
   }
   refuse(v, "gpu-not-visible",
          "GPU " + uuid + " is not visible to CUDA in this process (" + describe_preset(m.cuda) +
              "; visible: " + (seen.empty() ? "none" : seen) + ")",
-         "give the worker a GPU from that list, or change CUDA_VISIBLE_DEVICES");
+         "give the worker a GPU from that list, or change CUDA_VISIBLE_DEVICES",
+         about(Subject::Gpu, {{"gpu", uuid}, {"reason", "not-visible-to-cuda"}}));
 }
 
 // The published entry among CUDA's devices.
@@ -255,7 +257,8 @@ void place_entry(const PlacementModel& m, const std::string& entry, PlacementVer
            "cannot use CUDA device " + entry + ": " + std::to_string(devices.size()) +
                " visible (" + describe_preset(m.cuda) + ")",
            reader_text("run `gpusel list` to see them",
-                       "gpusel_list_gpus (or `gpusel list`) shows them"));
+                       "gpusel_list_gpus (or `gpusel list`) shows them"),
+           about(Subject::GpuEntry, {{"entry", entry}, {"reason", "out-of-range"}}));
     return;
   }
   std::vector<int> hits;
@@ -273,7 +276,8 @@ void place_entry(const PlacementModel& m, const std::string& entry, PlacementVer
   refuse(
       v, "gpu-prefix",
       "GPU " + entry + " is a prefix of " + std::to_string(hits.size()) + " devices CUDA sees here",
-      "give enough characters to name one");
+      "give enough characters to name one",
+      about(Subject::Gpu, {{"gpu", entry}, {"reason", "ambiguous-prefix"}}));
 }
 
 // Steps 4 to 6 of the rule: a launcher's local rank over several visible devices, the only

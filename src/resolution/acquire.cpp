@@ -350,6 +350,13 @@ class Acquirer {
   const std::vector<std::string>& wanted() const {
     return free_request_ ? look_->candidates() : named_.gpus;
   }
+  // The request as data: "free:N", or the named GPUs' UUIDs.
+  std::string request_text() const {
+    if (free_request_) return "free:" + std::to_string(n_);
+    std::string out;
+    for (const std::string& g : named_.gpus) out += (out.empty() ? "" : ",") + g;
+    return out;
+  }
   void pace();
   QueueLook look_at_queue();
   [[noreturn]] void refuse(const Attempt& attempt, bool held_back) const;
@@ -465,9 +472,13 @@ void Acquirer::refuse(const Attempt& attempt, bool held_back) const {
   } else if (!attempt.unusable) {
     remedy = "wait for them with --wait, pass --share to run beside the holder, or pick other GPUs";
   }
+  // As data: the request, and whether others hold its GPUs, earlier waiters go first, or a
+  // lease file cannot be used.
+  const char* reason = held_back ? "waiters-first" : attempt.unusable ? "lease-unusable" : "taken";
   throw failure(attempt.why_not + (remedy.empty()                 ? ""
                                    : (free_request_ || held_back) ? "\n" + remedy
-                                                                  : "; " + remedy));
+                                                                  : "; " + remedy),
+                about(Subject::GpuRequest, {{"request", request_text()}, {"reason", reason}}));
 }
 
 // A store that cannot hold a ticket (full, read-only) does not end the wait: this process waits
@@ -565,8 +576,10 @@ Acquisition Acquirer::run() {
     }
     if ((!options_.wait_seconds && !moment) || attempt.unusable) refuse(attempt, held_back);
     if (timed_out) {
-      throw failure("still waiting after " + detail::format_seconds(*options_.wait_seconds) + ": " +
-                    attempt.why_not);
+      throw failure(
+          "still waiting after " + detail::format_seconds(*options_.wait_seconds) + ": " +
+              attempt.why_not,
+          about(Subject::GpuRequest, {{"request", request_text()}, {"reason", "wait-timed-out"}}));
     }
     if (take_ && !ticket_ && options_.wait_seconds) join_queue();
     if (!watch_) {

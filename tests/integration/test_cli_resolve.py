@@ -78,6 +78,10 @@ class ResolveTest(Case):
             ("dgx-h100", {"CUDA_VISIBLE_DEVICES": "gpu-4ba7"}, ["bind"], "cuda-visible-devices",
              {"variable": "CUDA_VISIBLE_DEVICES", "value": "gpu-4ba7", "reason": "uuid-case",
               "check": "cuda-visible-case"}),
+            ("dgx-h100", {"GPUSEL_GPU": "GPU-ffff"}, ["bind"], "gpu",
+             {"gpu": "GPU-ffff", "reason": "not-on-this-machine", "check": "gpu-on-another-node"}),
+            ("dgx-h100", {"GPUSEL_GPU": DGX[1][:12], "CUDA_VISIBLE_DEVICES": DGX[0]}, ["bind"], "gpu",
+             {"gpu": DGX[1][:12], "reason": "not-visible-to-cuda", "check": "gpu-not-visible"}),
             ("dgx-h100", {"GPUSEL_SHARE": "maybe"}, ["bind", "--gpu", "1"], "launch-variable",
              {"variable": "GPUSEL_SHARE", "value": "maybe", "reason": "not-0-or-1"}),
         )

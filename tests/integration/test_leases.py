@@ -158,6 +158,10 @@ class PickTest(LeaseCase):
             self.assertEqual(worker.stdout.readline().strip(), "ready")
             r = self.run_gpusel("resolve", "--gpu", "free:8")
             self.assertFailsWith(r, 1, "7 of the 8 GPUs here are free", f"GPU 0 ({DGX[0]}): 1 compute process on it")
+            # As data: the request, and why it cannot be met now.
+            r = self.run_gpusel("resolve", "--gpu", "free:8", "--json")
+            e = json.loads(r.stdout)["error"]
+            self.assertEqual((e["subject"], e["fields"]), ("gpu-request", {"request": "free:8", "reason": "taken"}))
             r = self.run_gpusel("resolve", "--gpu", "free:7")
             self.assertEqual(r.stdout.split(), DGX[1:])
         finally:

@@ -557,6 +557,7 @@ class Doctor {
     worker = nlohmann::json{
         {"uuid", *v.uuid},
         {"cuda_ordinal", *v.ordinal},
+        {"nvidia_smi_index", nullptr},  // set below where NVML lists the GPU
         {"source", source_name(v.source)},
         {"rank", v.rank ? nlohmann::json(v.rank->rank) : nlohmann::json()},
         {"rank_variable", v.rank ? nlohmann::json(v.rank->variable) : nlohmann::json()}};
