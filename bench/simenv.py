@@ -1,13 +1,22 @@
 """Shared by the bench scripts: the environment `gpusel sim env MACHINE` prints, as a dict."""
 
+import atexit
 import os
+import shutil
 import subprocess
+import tempfile
 
 
 def sim_environment(gpusel, machine, base=None):
     """`base` (default: this process's environment) is also the environment `sim env` runs in, so
-    a GPUSEL_SIM_ROOT there picks the simulator."""
+    a GPUSEL_SIM_ROOT there picks the simulator. Without a GPUSEL_LEASE_DIR of its own, a script
+    leases in a private folder removed at its exit, never in the machine's store (the user's, or
+    root's shared /var/lib/gpusel/leases)."""
     env = dict(os.environ if base is None else base)
+    if not env.get("GPUSEL_LEASE_DIR"):
+        leases = tempfile.mkdtemp(prefix="gpusel-bench-leases-")  # mode 0700
+        atexit.register(shutil.rmtree, leases, True)
+        env["GPUSEL_LEASE_DIR"] = leases
     out = subprocess.run([gpusel, "sim", "env", machine], capture_output=True, text=True, check=True,
                          env=env).stdout
     for line in out.splitlines():
