@@ -35,7 +35,7 @@ CUresult initialise(State& s) {
   load_once(s);
   if (!s.loaded.ok) return CUDA_ERROR_NO_DEVICE;
   const SimMachine& m = s.loaded.machine();
-  if (m.faults.cuda == "missing") return CUDA_ERROR_STUB_LIBRARY;
+  if (m.faults.cuda == "missing" || m.vendor == "amd") return CUDA_ERROR_STUB_LIBRARY;
   if (m.faults.cuda == "init_fails") return CUDA_ERROR_UNKNOWN;
   // Enumeration by the simulator's own transcription of the driver's rules (cuda_rules.hpp),
   // never by gpusel's model: tests compare the two.

@@ -80,6 +80,11 @@ struct SimGpu {
   unsigned compute_mode = 0;    // nvmlComputeMode_t: 0 DEFAULT, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS
   bool display_active = false;  // a display is driven from this GPU
   unsigned encoders = 0, decoders = 0;  // video engines
+  // AMD machines (vendor "amd") only: the GPU's place in the kernel's KFD topology (the order of
+  // its [[gpu]] table in the file, which ROCr and HIP number from) and its DRM card number (the
+  // order rocm-smi 5.x numbers in; its position in that order when the file gives none).
+  unsigned kfd_position = 0;
+  int drm_card = -1;
 };
 
 struct SimFaults {
@@ -91,6 +96,7 @@ struct SimFaults {
 struct SimMachine {
   std::string path;
   std::string name;
+  std::string vendor = "nvidia";  // "nvidia" or "amd" (the machine file's `vendor` key)
   std::string description;
   std::string driver_version;
   int cuda_driver_version = 0;

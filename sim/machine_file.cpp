@@ -216,6 +216,65 @@ void parse_sensors(const Reader& r, const toml::table& t, SimGpu& g) {
   }
 }
 
+// An AMD GPU's id as ROCr and HIP print it: GPU- and the 64-bit unique id in 16 lower-case hex
+// digits.
+bool well_formed_amd_id(const std::string& u) {
+  if (u.size() != 20 || u.compare(0, 4, "GPU-") != 0) return false;
+  return std::all_of(u.begin() + 4, u.end(),
+                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+}
+
+// A GPU of an AMD machine (vendor = "amd"): what ROCm SMI reports of it. The tables are in the
+// kernel's KFD topology order, the order ROCr and HIP number GPUs in.
+void parse_amd_gpu(const Reader& r, const toml::table& t, std::size_t position, SimGpu& g) {
+  const std::string ctx = " in [[gpu]] number " + std::to_string(position + 1);
+  g.uuid = r.text(r.need(t, "uuid", ctx), "uuid");
+  if (!well_formed_amd_id(g.uuid)) {
+    r.fail(t["uuid"].node()->source(),
+           "key 'uuid' of an AMD GPU must be its unique id as ROCr prints it: GPU- and 16 "
+           "lower-case hex digits, such as GPU-3c4d5e6f708192a3");
+  }
+  g.name = r.text(r.need(t, "name", ctx), "name");
+  const auto& bus = r.need(t, "pci_bus_id", ctx);
+  const std::string bus_text = r.text(bus, "pci_bus_id");
+  unsigned dom = 0, b = 0, d = 0, f = 0;
+  char tail = 0;
+  if (std::sscanf(bus_text.c_str(), "%8x:%2x:%2x.%1x%c", &dom, &b, &d, &f, &tail) != 4 ||
+      bus_text.size() != 16) {
+    r.fail(bus.source(), "key 'pci_bus_id' must look like 00000000:18:00.0");
+  }
+  g.pci_domain = dom;
+  g.pci_bus = b;
+  g.pci_device = d;
+  g.pci_function = f;
+  char canon[32];
+  std::snprintf(canon, sizeof canon, "%08X:%02X:%02X.%X", dom, b, d, f);
+  g.pci_bus_id = canon;
+  g.pci_device_id = 0x1002u;  // AMD's vendor id
+  if (const auto* n = t.get("pci_device_id"))
+    g.pci_device_id |= static_cast<unsigned>(r.integer(*n, "pci_device_id")) << 16;
+  g.memory_total = r.bytes(r.need(t, "memory_total", ctx), "memory_total");
+  g.kfd_position = static_cast<unsigned>(position);
+  if (const auto* n = t.get("drm_card")) {
+    const long long v = r.integer(*n, "drm_card");
+    if (v < 0 || v > 1023) r.fail(n->source(), "key 'drm_card' must be between 0 and 1023");
+    g.drm_card = static_cast<int>(v);
+  }
+  if (const auto* n = t.get("numa_node"))
+    g.numa_node = static_cast<int>(r.integer(*n, "numa_node"));
+  if (const auto* n = t.get("utilization_gpu")) {
+    const long long v = r.integer(*n, "utilization_gpu");
+    if (v < 0 || v > 100) r.fail(n->source(), "key 'utilization_gpu' must be between 0 and 100");
+    g.utilization_gpu = static_cast<unsigned>(v);
+  }
+  if (const auto* n = t.get("memory_used")) {
+    const std::uint64_t used = r.bytes(*n, "memory_used");
+    if (used > g.memory_total)
+      r.fail(n->source(), "key 'memory_used' must not exceed memory_total");
+    g.processes.push_back(SimProcess{0, used});
+  }
+}
+
 void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimGpu& g) {
   const std::string ctx = " in [[gpu]] number " + std::to_string(position + 1);
   g.uuid = r.text(r.need(t, "uuid", ctx), "uuid");
@@ -624,9 +683,20 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
                "on one line, in printable characters");
   }
   if (const auto* n = root.get("description")) m.description = r.text(*n, "description");
-  m.driver_version = r.text(r.need(root, "driver_version", ""), "driver_version");
-  m.cuda_driver_version =
-      static_cast<int>(r.integer(r.need(root, "cuda_driver_version", ""), "cuda_driver_version"));
+  if (const auto* n = root.get("vendor")) {
+    m.vendor = r.text(*n, "vendor");
+    if (m.vendor != "nvidia" && m.vendor != "amd")
+      r.fail(n->source(), "key 'vendor' must be \"nvidia\" or \"amd\"");
+  }
+  const bool amd = m.vendor == "amd";
+  if (amd) {
+    // NVIDIA's driver is absent from an AMD machine: its versions are not asked for.
+    if (const auto* n = root.get("driver_version")) m.driver_version = r.text(*n, "driver_version");
+  } else {
+    m.driver_version = r.text(r.need(root, "driver_version", ""), "driver_version");
+    m.cuda_driver_version =
+        static_cast<int>(r.integer(r.need(root, "cuda_driver_version", ""), "cuda_driver_version"));
+  }
   if (const auto* n = root.get("mig_rule")) {
     m.mig_rule = r.text(*n, "mig_rule");
     if (m.mig_rule != "r570" && m.mig_rule != "legacy")
@@ -660,7 +730,11 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
   std::size_t n = 0;
   for (const auto& node : *gpus->as_array()) {
     SimGpu g;
-    parse_gpu(r, *node.as_table(), n, g);
+    if (amd) {
+      parse_amd_gpu(r, *node.as_table(), n, g);
+    } else {
+      parse_gpu(r, *node.as_table(), n, g);
+    }
     const auto uuid = by_uuid.emplace(g.uuid, n);
     const auto bus = by_bus.emplace(g.pci_bus_id, n);
     if (!uuid.second || !bus.second) {
@@ -676,6 +750,28 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
   }
   std::stable_sort(m.gpus.begin(), m.gpus.end(),
                    [](const SimGpu& a, const SimGpu& b) { return a.pci_bus_id < b.pci_bus_id; });
+  if (amd) {
+    // DRM card numbers: as given, else the next free ones in KFD order; no two GPUs share one.
+    std::unordered_map<int, std::size_t> cards;
+    for (std::size_t i = 0; i < m.gpus.size(); ++i) {
+      if (m.gpus[i].drm_card < 0) continue;
+      if (!cards.emplace(m.gpus[i].drm_card, i).second) {
+        throw MachineError(path + ": two GPUs share drm_card " +
+                           std::to_string(m.gpus[i].drm_card));
+      }
+    }
+    std::vector<SimGpu*> by_kfd;
+    for (SimGpu& g : m.gpus) by_kfd.push_back(&g);
+    std::sort(by_kfd.begin(), by_kfd.end(),
+              [](const SimGpu* a, const SimGpu* b) { return a->kfd_position < b->kfd_position; });
+    int next = 0;
+    for (SimGpu* g : by_kfd) {
+      if (g->drm_card >= 0) continue;
+      while (cards.count(next) != 0) ++next;
+      g->drm_card = next;
+      cards.emplace(next, 0);
+    }
+  }
   return m;
 }
 

@@ -25,9 +25,8 @@ void field(std::string& out, const std::string& value) {
 // Finds the machine `spec` (a bundled name looked up in `machines_dir`, or a path; with
 // `machines_dir` NULL, `spec` is the machine file itself) and loads it. The answer is a list of
 // NUL-terminated fields: "ok", the file, the machine's name, its description, its NVML fault, its
-// CUDA fault and the last static-runtime program noted on it ("<time> <pid> <carrier or ->
-// <executable>" or
-// "");
+// CUDA fault, the last static-runtime program noted on it ("<time> <pid> <carrier or ->
+// <executable>" or "") and its vendor ("nvidia" or "amd");
 // or "error" and the message of a machine that cannot be used; or "fatal" and what went wrong
 // otherwise. Returns the answer's size, and writes it to `buf` when `len` is enough.
 #ifdef _WIN32
@@ -51,6 +50,7 @@ GPUSEL_SIM_MACHINES_API std::size_t gpuselSimDescribeMachine(const char* spec,
     field(out, m.faults.cuda);
     // The last program on this machine that ran NVIDIA's own (static) CUDA runtime, or "".
     field(out, gpusel::sim::static_runtime_note(m));
+    field(out, m.vendor);
   } catch (const gpusel::sim::MachineError& e) {
     out.clear();
     field(out, "error");

@@ -261,6 +261,8 @@ nvmlReturn_t do_init() {
   if (!s.loaded.ok) return NVML_ERROR_DRIVER_NOT_LOADED;
   const std::string& fault = s.loaded.machine().faults.nvml;
   if (fault == "init_fails" || fault == "missing") return NVML_ERROR_DRIVER_NOT_LOADED;
+  // An AMD machine has no NVIDIA driver (`gpusel --sim` does not even offer this library there).
+  if (s.loaded.machine().vendor == "amd") return NVML_ERROR_DRIVER_NOT_LOADED;
   std::lock_guard<std::mutex> lock(s.mutex);
   ++s.refcount;
   return NVML_SUCCESS;

@@ -153,7 +153,9 @@ SimSetup sim_setup(const std::string& machine) {
     throw failure(missing_simulator(root));
   }
   std::string dir = root;
-  if (m->nvml_fault == "missing") {
+  if (m->vendor == "amd") {
+    dir = root + "/amd";  // ROCm SMI alone: no NVIDIA library on an AMD machine
+  } else if (m->nvml_fault == "missing") {
     dir = root + "/no-nvml";
   } else if (m->nvml_fault == "no_v2") {
     dir = root + "/nvml-no-v2";
@@ -196,6 +198,7 @@ SimSetup sim_setup(const std::string& machine) {
   // that has the real driver installed.
   setup.env["GPUSEL_NVML_LIBRARY"] = dir + "/" + kSimNvml;
   setup.env["GPUSEL_CUDA_LIBRARY"] = dir + "/" + kSimCuda;
+  setup.env["GPUSEL_ROCM_SMI_LIBRARY"] = dir + "/librocm_smi64.so.1";  // absent but on AMD machines
   // What each variable was: kept from the first `sim env` when there was one, the values now for
   // any it did not save.
   std::vector<SavedVariable> before = saved.value_or(std::vector<SavedVariable>{});
@@ -255,7 +258,9 @@ std::optional<std::vector<SavedVariable>> sim_saved() {
     return bad_input(std::string(kSimSaved) + "=" + detail::quote_value(*text) + ": " + why +
                      "; it holds what `gpusel sim env` replaced, for `gpusel sim env --undo`, and "
                      "was changed since: open a new shell, or run `unset " +
-                     kSimSaved + " GPUSEL_SIM_MACHINE GPUSEL_NVML_LIBRARY GPUSEL_CUDA_LIBRARY` " +
+                     kSimSaved +
+                     " GPUSEL_SIM_MACHINE GPUSEL_NVML_LIBRARY GPUSEL_CUDA_LIBRARY "
+                     "GPUSEL_ROCM_SMI_LIBRARY` " +
                      "and take the simulator's folder out of " + kSimSearchPath + " yourself");
   };
   std::vector<SavedVariable> out;

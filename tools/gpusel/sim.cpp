@@ -43,7 +43,8 @@ int run_sim_undo() {
     if (const auto machine = env_value("GPUSEL_SIM_MACHINE"); machine && !machine->empty()) {
       message += "; GPUSEL_SIM_MACHINE=" + detail::quote_value(*machine) +
                  " was set some other way (by hand, or by an older gpusel): open a new shell, or "
-                 "run `unset GPUSEL_SIM_MACHINE GPUSEL_NVML_LIBRARY GPUSEL_CUDA_LIBRARY` and take "
+                 "run `unset GPUSEL_SIM_MACHINE GPUSEL_NVML_LIBRARY GPUSEL_CUDA_LIBRARY "
+                 "GPUSEL_ROCM_SMI_LIBRARY` and take "
                  "the simulator's folder out of " +
                  std::string(kSimSearchPath) + " yourself";
     } else {

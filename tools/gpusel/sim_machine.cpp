@@ -68,14 +68,15 @@ std::optional<SimMachineInfo> describe_sim_machine(const std::string& root, cons
     rest = end == std::string_view::npos ? std::string_view() : rest.substr(end + 1);
   }
   SimMachineInfo info;
-  if ((fields.size() == 6 || fields.size() == 7) && fields[0] == "ok") {
+  if (fields.size() >= 6 && fields.size() <= 8 && fields[0] == "ok") {
     info.ok = true;
     info.path = fields[1];
     info.name = fields[2];
     info.description = fields[3];
     info.nvml_fault = fields[4];
     info.cuda_fault = fields[5];
-    if (fields.size() == 7) info.static_runtime = fields[6];
+    if (fields.size() >= 7) info.static_runtime = fields[6];
+    if (fields.size() == 8) info.vendor = fields[7];
   } else if (fields.size() == 2 && fields[0] == "error") {
     info.error = fields[1];
   } else {

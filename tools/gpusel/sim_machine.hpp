@@ -19,6 +19,7 @@ struct SimMachineInfo {
   // The last program on this machine that ran NVIDIA's own CUDA runtime (which the simulator cannot
   // serve): "<unix time> <pid> <executable>", or "" (the simulator's usage folder keeps it).
   std::string static_runtime;
+  std::string vendor = "nvidia";  // "nvidia" or "amd"
 };
 
 // Finds (in `machines_dir`, unless `spec` is a path; with no folder, `spec` is the file itself)

@@ -1,0 +1,212 @@
+// The simulator's librocm_smi64.so.1: ROCm SMI (AMD's GPU monitoring library) answering from the
+// machine file named by GPUSEL_SIM_MACHINE, for the machines whose `vendor` is "amd". It numbers
+// GPUs as rocm-smi 5.x does, by DRM card number (the machine file's `drm_card`), and reports each
+// GPU's 64-bit unique id, PCI address, name, VRAM and busy percentage. An NVIDIA machine has no AMD
+// GPU: rsmi_init succeeds and no device is monitored. Only the functions gpusel asks for
+// (src/driver/rocm_smi.def) and those Debian's rocm-smi calls to show them are here; the tests run
+// that rocm-smi over this library and compare its answers with gpusel's.
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "machine.hpp"
+#include "rocm_smi_abi.hpp"
+#include "sim_common.hpp"
+
+#define GPUSEL_RSMI_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace {
+
+using gpusel::sim::SimGpu;
+
+struct State {
+  gpusel::sim::LoadedMachine loaded;
+  std::vector<const SimGpu*> by_card;  // rocm-smi's device index -> GPU
+};
+
+void anchor() {}
+
+State& state() {
+  static State* s = [] {
+    auto* st = new State;  // never destroyed: answers stay valid until the process ends
+    st->loaded = gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor),
+                                                    "librocm_smi64.so.1");
+    if (st->loaded.ok && st->loaded.machine().vendor == "amd") {
+      for (const SimGpu& g : st->loaded.machine().gpus) st->by_card.push_back(&g);
+      std::sort(st->by_card.begin(), st->by_card.end(),
+                [](const SimGpu* a, const SimGpu* b) { return a->drm_card < b->drm_card; });
+    }
+    return st;
+  }();
+  return *s;
+}
+
+std::atomic<int> initialised{0};
+
+// The GPU at rocm-smi index `index`, or nullptr (and `rc` says why).
+const SimGpu* gpu_at(std::uint32_t index, rsmi_status_t& rc) {
+  if (initialised.load() == 0) {
+    rc = RSMI_STATUS_INIT_ERROR;
+    return nullptr;
+  }
+  const State& s = state();
+  if (index >= s.by_card.size()) {
+    rc = RSMI_STATUS_INVALID_ARGS;
+    return nullptr;
+  }
+  rc = RSMI_STATUS_SUCCESS;
+  return s.by_card[index];
+}
+
+std::uint64_t memory_used(const SimGpu& g) {
+  std::uint64_t used = 0;
+  for (const auto& p : g.processes) used += p.used_memory;
+  return used;
+}
+
+}  // namespace
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_init(std::uint64_t /*flags*/) {
+  if (!state().loaded.ok) return RSMI_STATUS_INIT_ERROR;
+  initialised.fetch_add(1);
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_shut_down(void) {
+  int now = initialised.load();
+  while (now > 0 && !initialised.compare_exchange_weak(now, now - 1)) {
+  }
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_num_monitor_devices(std::uint32_t* count) {
+  if (count == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  if (initialised.load() == 0) return RSMI_STATUS_INIT_ERROR;
+  *count = static_cast<std::uint32_t>(state().by_card.size());
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_unique_id_get(std::uint32_t index, std::uint64_t* id) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (id == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  *id = std::stoull(g->uuid.substr(4), nullptr, 16);  // the machine file checked its form
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_vendor_id_get(std::uint32_t index, std::uint16_t* id) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (id == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  *id = static_cast<std::uint16_t>(g->pci_device_id & 0xffffu);
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_id_get(std::uint32_t index, std::uint16_t* id) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (id == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  *id = static_cast<std::uint16_t>(g->pci_device_id >> 16);
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_name_get(std::uint32_t index, char* name,
+                                                   std::size_t len) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (name == nullptr || len == 0) return RSMI_STATUS_INVALID_ARGS;
+  const std::size_t n = std::min(len - 1, g->name.size());
+  std::memcpy(name, g->name.data(), n);
+  name[n] = '\0';
+  return n < g->name.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+}
+
+// ((domain) << 32) | (bus << 8) | (device << 3) | function, as rocm_smi.h lays it out.
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_pci_id_get(std::uint32_t index, std::uint64_t* bdf) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (bdf == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  *bdf = (std::uint64_t{g->pci_domain} << 32) | (std::uint64_t{g->pci_bus & 0xffu} << 8) |
+         (std::uint64_t{g->pci_device & 0x1fu} << 3) | (g->pci_function & 0x7u);
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_memory_total_get(std::uint32_t index,
+                                                           rsmi_memory_type_t type,
+                                                           std::uint64_t* total) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (total == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
+  *total = g->memory_total;
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_memory_usage_get(std::uint32_t index,
+                                                           rsmi_memory_type_t type,
+                                                           std::uint64_t* used) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (used == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
+  *used = memory_used(*g);
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_busy_percent_get(std::uint32_t index,
+                                                           std::uint32_t* percent) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (percent == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  *percent = g->utilization_gpu;
+  return RSMI_STATUS_SUCCESS;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_status_string(rsmi_status_t status, const char** text) {
+  if (text == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  switch (status) {
+    case RSMI_STATUS_SUCCESS:
+      *text = "RSMI_STATUS_SUCCESS: no error (gpusel's simulated ROCm SMI)";
+      break;
+    case RSMI_STATUS_INVALID_ARGS:
+      *text =
+          "RSMI_STATUS_INVALID_ARGS: a bad argument or device index (gpusel's simulated ROCm SMI)";
+      break;
+    case RSMI_STATUS_NOT_SUPPORTED:
+      *text = "RSMI_STATUS_NOT_SUPPORTED: not simulated (gpusel's simulated ROCm SMI)";
+      break;
+    case RSMI_STATUS_INIT_ERROR:
+      *text =
+          "RSMI_STATUS_INIT_ERROR: not initialised, or no usable machine file (gpusel's "
+          "simulated ROCm SMI)";
+      break;
+    default:
+      *text = "RSMI_STATUS_UNKNOWN_ERROR (gpusel's simulated ROCm SMI)";
+      break;
+  }
+  return RSMI_STATUS_SUCCESS;
+}
+
+// The amdgpu driver's version (component 0, the only one): the machine file's driver_version.
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_version_str_get(std::uint32_t component, char* text,
+                                                      std::uint32_t len) {
+  if (text == nullptr || len == 0 || component != 0) return RSMI_STATUS_INVALID_ARGS;
+  const State& s = state();
+  if (!s.loaded.ok || s.loaded.machine().driver_version.empty()) return RSMI_STATUS_NOT_SUPPORTED;
+  const std::string& v = s.loaded.machine().driver_version;
+  const std::size_t n = std::min<std::size_t>(len - 1, v.size());
+  std::memcpy(text, v.data(), n);
+  text[n] = '\0';
+  return n < v.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+}

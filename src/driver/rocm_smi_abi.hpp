@@ -1,0 +1,38 @@
+// The slice of ROCm SMI's C ABI (librocm_smi64, AMD's GPU monitoring library) that gpusel loads
+// by hand and its simulator exports. No AMD header is needed to build; the values are checked
+// against Debian's rocm_smi.h (librocm-smi-dev 5.2.3) by tests/integration/test_amd_list.py.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+extern "C" {
+
+typedef std::uint32_t rsmi_status_t;
+typedef std::uint32_t rsmi_memory_type_t;
+
+enum : std::uint32_t {
+  RSMI_STATUS_SUCCESS = 0,
+  RSMI_STATUS_INVALID_ARGS = 1,
+  RSMI_STATUS_NOT_SUPPORTED = 2,
+  RSMI_STATUS_FILE_ERROR = 3,
+  RSMI_STATUS_PERMISSION = 4,
+  RSMI_STATUS_OUT_OF_RESOURCES = 5,
+  RSMI_STATUS_INTERNAL_EXCEPTION = 6,
+  RSMI_STATUS_INPUT_OUT_OF_BOUNDS = 7,
+  RSMI_STATUS_INIT_ERROR = 8,
+  RSMI_STATUS_NOT_YET_IMPLEMENTED = 9,
+  RSMI_STATUS_NOT_FOUND = 10,
+  RSMI_STATUS_INSUFFICIENT_SIZE = 11,
+  RSMI_STATUS_NO_DATA = 14,
+  RSMI_STATUS_UNKNOWN_ERROR = 0xFFFFFFFFu,
+};
+
+enum : std::uint32_t {
+  RSMI_MEM_TYPE_VRAM = 0,
+};
+
+// AMD's PCI vendor id (rsmi_dev_vendor_id_get).
+inline constexpr std::uint16_t kAmdPciVendor = 0x1002;
+
+}  // extern "C"
