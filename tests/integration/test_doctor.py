@@ -38,6 +38,8 @@ BUNDLED = {
     "lost-gpu": ({"error": ["gpu-lost"]}, 1),
     "corrupt-copies": ({}, 0),
     "pcie-trained-down": ({"warning": ["pcie-trained-down"]}, 0),
+    # An AMD machine: no NVIDIA driver is a fact there, not a fault (docs/amd.md).
+    "amd-mi210": ({"info": ["amd-gpus", "cuda-missing", "nvml-unavailable"]}, 0),
 }
 
 

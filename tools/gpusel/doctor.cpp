@@ -15,6 +15,7 @@
 #include "ancestry.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpusel/amd.hpp"
 #include "gpusel/bandwidth.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
@@ -112,6 +113,7 @@ class Doctor {
   }
 
   NvmlSnapshot snap;
+  std::size_t amd_gpus = 0;  // AMD GPUs ROCm SMI monitors, asked only where NVML is unavailable
   ProbeResult probe;
   CudaEnv env;
   // Where a worker started in this environment binds (null when it would refuse, or CUDA cannot
@@ -128,6 +130,35 @@ class Doctor {
   }
 
   void check_drivers() {
+    // No NVIDIA driver, and ROCm SMI monitors AMD GPUs: an AMD machine, where the NVIDIA findings
+    // below are facts, not faults.
+    if (!snap.available) {
+      if (const AmdSnapshot amd = query_rocm_smi(false); amd.available && !amd.gpus.empty()) {
+        amd_gpus = amd.gpus.size();
+        std::string ids;
+        for (const AmdGpu& g : amd.gpus) {
+          ids += (ids.empty() ? "" : ", ") + std::to_string(g.index) + ": " +
+                 (g.id.empty() ? "no id" : g.id);
+        }
+        add(Severity::Info, "amd-gpus",
+            fmt::format("no NVIDIA driver; ROCm SMI monitors {} AMD GPU{} (rocm-smi index: id: "
+                        "{}); gpusel lists them, and does not yet resolve --gpu, lease or bind "
+                        "on AMD GPUs",
+                        amd.gpus.size(), amd.gpus.size() == 1 ? "" : "s", ids),
+            "`gpusel list` shows them; place HIP programs by unique id "
+            "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm version "
+            "(docs/amd.md)");
+      }
+    }
+    if (amd_gpus > 0) {
+      add(Severity::Info, "nvml-unavailable", "NVML is unavailable: " + snap.reason,
+          "nothing to do on a machine with AMD GPUs only");
+      if (!probe.ok) {
+        add(Severity::Info, "cuda-missing", "CUDA cannot be used here: " + probe.reason,
+            "nothing to do on a machine with AMD GPUs only");
+      }
+      return;
+    }
     if (!snap.available) {
       const bool cuda_ok = probe.ok;
       add(cuda_ok ? Severity::Warning : Severity::Error, "nvml-unavailable",
@@ -510,7 +541,7 @@ class Doctor {
   // unaffected, so the finding is a note; else an error or a warning.
   void check_amd_visibility() {
     std::error_code ec;
-    const bool amd_driver = std::filesystem::exists("/dev/kfd", ec);
+    const bool amd_driver = amd_gpus > 0 || std::filesystem::exists("/dev/kfd", ec);
     const bool nvidia_only = snap.available && !snap.gpus.empty() && !amd_driver;
     for (const detail::AmdVisibilityNote& n : detail::explain_amd_visibility(
              env_value("ROCR_VISIBLE_DEVICES"), env_value("HIP_VISIBLE_DEVICES"),

@@ -23,6 +23,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpusel/amd.hpp"
 #include "gpusel/bandwidth.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/gpu_fields.hpp"
@@ -552,13 +553,77 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
 
 }  // namespace
 
+namespace {
+
+// Where NVIDIA's NVML is unavailable: AMD's GPUs as ROCm SMI gives them, in rocm-smi's order.
+// HIP numbers GPUs in the kernel's KFD order, which gpusel does not read yet, so the listing gives
+// no HIP ordinal (null) and says so in a note (docs/amd.md).
+void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simulated,
+                 const ListOptions& options, std::string& out) {
+  const Note hip_note{
+      "amd-hip-order-unread",
+      "HIP numbers AMD GPUs in the kernel's KFD order, which can differ from rocm-smi's INDEX "
+      "(DRM card order before ROCm 6.0, PCI order since); gpusel does not read that order yet, "
+      "so name GPUs to ROCm by UUID (ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in "
+      "every ROCm version"};
+  if (options.json) {
+    nlohmann::json doc;
+    doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
+    doc["vendor"] = "amd";
+    doc["driver_version"] = amd.driver_version;
+    doc["notes"] = nlohmann::json::array({hip_note.text});
+    doc["note_codes"] = nlohmann::json::array({hip_note.code});
+    doc["gpus"] = nlohmann::json::array();
+    for (const AmdGpu& g : amd.gpus) {
+      doc["gpus"].push_back(
+          {{"vendor", "amd"},
+           {"rocm_smi_index", g.index},
+           {"hip_ordinal", nullptr},
+           {"uuid", g.id.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.id)},
+           {"name", detail::printable(g.name)},
+           {"memory_total_bytes", g.memory_total},
+           {"pci_bus_id", g.pci_bus_id},
+           {"memory_used_bytes", g.memory_used},
+           {"utilization_percent",
+            g.busy_percent ? nlohmann::json(*g.busy_percent) : nlohmann::json(nullptr)},
+           {"failure", g.failure.empty() ? nlohmann::json(nullptr)
+                                         : nlohmann::json(detail::printable(g.failure))}});
+    }
+    out += doc.dump(2) + "\n";
+    return;
+  }
+  auto o = std::back_inserter(out);
+  if (simulated) fmt::format_to(o, "simulated machine: {}\n", detail::printable(*simulated));
+  fmt::format_to(
+      o, "AMD GPUs (ROCm SMI{}):\n",
+      amd.driver_version.empty() ? "" : ", amdgpu " + detail::printable(amd.driver_version));
+  fmt::format_to(o, "{:<5}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", "INDEX", "UUID", "MEMORY",
+                 "USED", "UTIL", "PCI BUS ID", "NAME");
+  for (const AmdGpu& g : amd.gpus) {
+    fmt::format_to(o, "{:<5}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", g.index,
+                   g.id.empty() ? "?" : g.id, detail::format_bytes(g.memory_total),
+                   detail::format_bytes(g.memory_used),
+                   g.busy_percent ? std::to_string(*g.busy_percent) + "%" : "?",
+                   g.pci_bus_id.empty() ? "?" : g.pci_bus_id,
+                   detail::printable(g.failure.empty() ? g.name : g.failure));
+  }
+  fmt::format_to(o, "note: {}\n", hip_note.text);
+}
+
+}  // namespace
+
 // One listing, into `out_text`; returns the exit status (1, with the message on stderr, when
-// NVML is unavailable).
+// neither NVML nor ROCm SMI is available).
 static int render_list(const ListOptions& options, std::string& out_text) {
   Listing l;
   l.snap = query_nvml(NvmlQuery{true, false});  // with usage
   l.simulated = simulated_machine();
   if (!l.snap.available) {
+    // No NVIDIA driver: an AMD machine, perhaps (ROCm SMI installed and monitoring GPUs).
+    if (const AmdSnapshot amd = query_rocm_smi(true); amd.available && !amd.gpus.empty()) {
+      amd_listing(amd, l.simulated, options, out_text);
+      return 0;
+    }
     const std::string message =
         "cannot list GPUs: NVML is unavailable: " + sentence(l.snap.reason) +
         (l.simulated ? simulated_nvml_fault(*l.simulated)

@@ -1,0 +1,42 @@
+// gpusel: AMD GPUs as ROCm SMI (librocm_smi64.so.1, loaded at run time) reports them.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "gpusel/error.hpp"
+#include "gpusel/export.h"
+
+GPUSEL_BEGIN_NAMESPACE
+
+// One AMD GPU, by rocm-smi's index. Its id is the 64-bit unique id as ROCr and HIP write it:
+// GPU- and 16 lower-case hex digits ("" when ROCm SMI gives none).
+struct AmdGpu {
+  unsigned index = 0;  // rocm-smi's index (DRM card order in ROCm 5.x, PCI order from 6.0)
+  std::string id;
+  std::string name;
+  std::string pci_bus_id;  // 00000000:83:00.0, as NVML writes bus ids ("" when unknown)
+  std::uint64_t memory_total = 0, memory_used = 0;
+  std::optional<unsigned> busy_percent;
+  std::string failure;  // why the GPU could not be read, "" when it could
+};
+
+struct AmdSnapshot {
+  bool available = false;
+  std::string reason;  // why ROCm SMI is unavailable, for messages
+  Problem problem;     // the same as data
+  std::string driver_version;
+  std::vector<AmdGpu> gpus;  // rocm-smi order
+};
+
+// Opens librocm_smi64.so.1 (or the file GPUSEL_ROCM_SMI_LIBRARY names) and reads every GPU it
+// monitors; `usage` adds memory in use and the busy percentage. Never throws for a missing or
+// broken library: the snapshot says ROCm SMI is unavailable and why. Thread-safe.
+AmdSnapshot query_rocm_smi(bool usage = false);
+
+// "GPU-<16 lower-case hex>", the form ROCr, HIP and rocminfo print.
+std::string amd_gpu_id(std::uint64_t unique_id);
+
+GPUSEL_END_NAMESPACE

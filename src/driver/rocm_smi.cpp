@@ -1,0 +1,166 @@
+// AMD GPUs through ROCm SMI (librocm_smi64.so.1), opened at run time by the symbol list in
+// rocm_smi.def, as NVML is by nvml.def.
+#include <cstdio>
+#include <mutex>
+#include <type_traits>
+
+#include "dl.hpp"
+#include "gpusel/amd.hpp"
+#include "rocm_smi_abi.hpp"
+
+GPUSEL_BEGIN_NAMESPACE
+
+namespace {
+
+#ifdef _WIN32
+constexpr const char* kRocmSmiLibraryName = "rocm_smi64.dll";
+#else
+constexpr const char* kRocmSmiLibraryName = "librocm_smi64.so.1";
+#endif
+
+struct RsmiApi {
+#define GPUSEL_RSMI(name, required, ret, params) ret(*name) params = nullptr;
+#include "rocm_smi.def"
+#undef GPUSEL_RSMI
+};
+
+struct RsmiLibrary {
+  RsmiApi api;
+  bool usable = false;
+  std::string path;
+  std::string reason;
+  ErrorCode code = ErrorCode::None;
+};
+
+RsmiLibrary open_library() {
+  RsmiLibrary lib;
+  std::string why;
+  void* handle =
+      detail::open_driver_library("GPUSEL_ROCM_SMI_LIBRARY", kRocmSmiLibraryName, lib.path, why);
+  if (handle == nullptr) {
+    lib.reason = "cannot load " + lib.path +
+                 " (ROCm SMI, which AMD's ROCm installs: package librocm-smi64-1 on Debian)";
+    lib.code = ErrorCode::LibraryNotLoaded;
+    return lib;
+  }
+  std::string missing;
+#define GPUSEL_RSMI(name, required, ret, params)                                      \
+  lib.api.name = reinterpret_cast<ret(*) params>(detail::find_symbol(handle, #name)); \
+  if (required && lib.api.name == nullptr) detail::note_missing(missing, #name);
+#include "rocm_smi.def"
+#undef GPUSEL_RSMI
+  if (!missing.empty()) {
+    lib.reason = lib.path + " lacks " + missing + " (not a ROCm SMI library gpusel can use)";
+    lib.code = ErrorCode::LibraryIncomplete;
+    return lib;  // never closed, as the NVIDIA libraries
+  }
+  lib.usable = true;
+  return lib;
+}
+
+const RsmiLibrary& library() {
+  static const RsmiLibrary lib = open_library();
+  return lib;
+}
+
+std::mutex rsmi_mutex;  // ROCm SMI calls are serialised
+
+std::string status_text(const RsmiApi& api, rsmi_status_t rc) {
+  std::string text = "ROCm SMI status " + std::to_string(rc);
+  const char* words = nullptr;
+  if (api.rsmi_status_string != nullptr && api.rsmi_status_string(rc, &words) == 0 &&
+      words != nullptr) {
+    text += " (" + std::string(words) + ")";
+  }
+  return text;
+}
+
+std::string bus_text(std::uint64_t bdf) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%08X:%02X:%02X.%X", static_cast<unsigned>(bdf >> 32),
+                static_cast<unsigned>((bdf >> 8) & 0xffu),
+                static_cast<unsigned>((bdf >> 3) & 0x1fu), static_cast<unsigned>(bdf & 0x7u));
+  return buf;
+}
+
+void read_gpu(const RsmiApi& api, bool usage, AmdGpu& gpu) {
+  const std::uint32_t i = gpu.index;
+  std::uint64_t id = 0;
+  if (const rsmi_status_t rc = api.rsmi_dev_unique_id_get(i, &id); rc == RSMI_STATUS_SUCCESS) {
+    gpu.id = amd_gpu_id(id);
+  } else {
+    gpu.failure = "rsmi_dev_unique_id_get: " + status_text(api, rc);
+  }
+  if (api.rsmi_dev_name_get != nullptr) {
+    char name[256] = {};
+    if (api.rsmi_dev_name_get(i, name, sizeof name) == RSMI_STATUS_SUCCESS) gpu.name = name;
+  }
+  std::uint64_t bdf = 0;
+  if (api.rsmi_dev_pci_id_get != nullptr && api.rsmi_dev_pci_id_get(i, &bdf) == RSMI_STATUS_SUCCESS)
+    gpu.pci_bus_id = bus_text(bdf);
+  if (api.rsmi_dev_memory_total_get != nullptr)
+    api.rsmi_dev_memory_total_get(i, RSMI_MEM_TYPE_VRAM, &gpu.memory_total);
+  if (!usage) return;
+  if (api.rsmi_dev_memory_usage_get != nullptr)
+    api.rsmi_dev_memory_usage_get(i, RSMI_MEM_TYPE_VRAM, &gpu.memory_used);
+  std::uint32_t busy = 0;
+  if (api.rsmi_dev_busy_percent_get != nullptr &&
+      api.rsmi_dev_busy_percent_get(i, &busy) == RSMI_STATUS_SUCCESS && busy <= 100)
+    gpu.busy_percent = busy;
+}
+
+}  // namespace
+
+std::string amd_gpu_id(std::uint64_t unique_id) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "GPU-%016llx", static_cast<unsigned long long>(unique_id));
+  return buf;
+}
+
+AmdSnapshot query_rocm_smi(bool usage) {
+  AmdSnapshot snap;
+  const RsmiLibrary& lib = library();
+  if (!lib.usable) {
+    snap.reason = lib.reason;
+    snap.problem = Problem(lib.code);
+    return snap;
+  }
+  const RsmiApi& api = lib.api;
+  std::lock_guard<std::mutex> lock(rsmi_mutex);
+  if (const rsmi_status_t rc = api.rsmi_init(0); rc != RSMI_STATUS_SUCCESS) {
+    snap.reason = "rsmi_init failed: " + status_text(api, rc) +
+                  "; is AMD's amdgpu driver loaded (`lsmod | grep amdgpu`)?";
+    snap.problem = Problem(ErrorCode::DriverCallFailed, "rsmi_init", rc);
+    return snap;
+  }
+  std::uint32_t count = 0;
+  if (const rsmi_status_t rc = api.rsmi_num_monitor_devices(&count); rc != RSMI_STATUS_SUCCESS) {
+    snap.reason = "rsmi_num_monitor_devices failed: " + status_text(api, rc);
+    snap.problem = Problem(ErrorCode::DriverCallFailed, "rsmi_num_monitor_devices", rc);
+    api.rsmi_shut_down();
+    return snap;
+  }
+  constexpr std::uint32_t kMostGpus = 4096;  // far past any machine: a count beyond is broken
+  if (count > kMostGpus) {
+    snap.reason = "ROCm SMI reports " + std::to_string(count) + " GPUs, which no machine has";
+    snap.problem = Problem(ErrorCode::DriverBroken, "rsmi_num_monitor_devices", count);
+    api.rsmi_shut_down();
+    return snap;
+  }
+  snap.available = true;
+  if (api.rsmi_version_str_get != nullptr) {
+    char version[256] = {};
+    if (api.rsmi_version_str_get(0, version, sizeof version) == RSMI_STATUS_SUCCESS)
+      snap.driver_version = version;
+  }
+  for (std::uint32_t i = 0; i < count; ++i) {
+    AmdGpu gpu;
+    gpu.index = i;
+    read_gpu(api, usage, gpu);
+    snap.gpus.push_back(std::move(gpu));
+  }
+  api.rsmi_shut_down();
+  return snap;
+}
+
+GPUSEL_END_NAMESPACE

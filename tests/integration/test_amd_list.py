@@ -1,0 +1,223 @@
+"""AMD machines in the simulator, and `gpusel list` on them (issue 35).
+
+The simulated librocm_smi64.so.1 answers from machine files whose `vendor` is "amd"; gpusel asks it
+when NVIDIA's NVML is unavailable. Held against AMD's own tools: Debian's rocm-smi (the Python
+program over ctypes, package rocm-smi, fetched with scripts/fetch-extras into the build folder's
+extras/, never installed) runs over the simulated library and must report each GPU under the same
+index, unique id and PCI address as `gpusel list`; the simulated library's ABI (src/driver/
+rocm_smi_abi.hpp, rocm_smi.def) must compile against Debian's rocm_smi.h (librocm-smi-dev).
+
+Skipped when the packages cannot be fetched (no network), except under CI (CI set).
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import unittest
+
+from support import (BIN, BUILD, MACHINES, PYTHON_LOADS_LIBRARIES, SIM_ROOT, SOURCE, Case, base_env, for_python,
+                     gpusel, gpusel_json)
+
+EXTRAS = os.path.join(BUILD, "extras")
+PACKAGES = ("rocm-smi", "librocm-smi-dev")
+AMD_LIB = os.path.join(SIM_ROOT, "amd", "librocm_smi64.so.1")
+
+# amd-mi210.toml: KFD order B, C, A; DRM cards C=0, A=1, B=2; PCI order A, B, C.
+EXPECTED = [  # rocm-smi index order: DRM card
+    ("GPU-3c4d5e6f708192a3", "00000000:83:00.0"),  # C
+    ("GPU-1a2b3c4d5e6f7081", "00000000:03:00.0"),  # A
+    ("GPU-2b3c4d5e6f708192", "00000000:43:00.0"),  # B
+]
+
+
+def plain_env():
+    return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+
+
+def fetch():
+    """None when Debian's packages are unpacked in EXTRAS, else why not (a skip, or a failure
+    under CI)."""
+    r = subprocess.run([os.path.join(SOURCE, "scripts", "fetch-extras"), EXTRAS, *PACKAGES],
+                       capture_output=True, text=True, env=plain_env())
+    if r.returncode == 0:
+        return None
+    why = "Debian's ROCm SMI packages could not be fetched: " + r.stderr.strip()[-500:]
+    if os.environ.get("CI"):
+        raise AssertionError(why)
+    return why
+
+
+class AmdListTest(Case):
+    def test_list_reads_the_amd_machine_through_rocm_smi(self):
+        doc = gpusel_json("--sim", "amd-mi210", "list", "--json")
+        self.assertEqual(doc["vendor"], "amd")
+        self.assertEqual(doc["driver_version"], "6.7.0")
+        got = [(g["uuid"], g["pci_bus_id"]) for g in doc["gpus"]]
+        self.assertEqual(got, EXPECTED)
+        self.assertEqual([g["rocm_smi_index"] for g in doc["gpus"]], [0, 1, 2])
+        self.assertEqual({g["vendor"] for g in doc["gpus"]}, {"amd"})
+        # HIP's order is not read yet: said, never guessed.
+        self.assertEqual({g["hip_ordinal"] for g in doc["gpus"]}, {None})
+        self.assertIn("amd-hip-order-unread", doc["note_codes"])
+        used = {g["uuid"]: (g["memory_used_bytes"], g["utilization_percent"]) for g in doc["gpus"]}
+        self.assertEqual(used["GPU-3c4d5e6f708192a3"], (12 << 30, 37))
+        self.assertEqual(used["GPU-1a2b3c4d5e6f7081"], (0, 0))
+        self.assertEqual({g["memory_total_bytes"] for g in doc["gpus"]}, {64 << 30})
+
+    def test_list_text_names_rocm_and_the_order(self):
+        r = gpusel("--sim", "amd-mi210", "list")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        rows = [line.split() for line in r.stdout.splitlines() if re.match(r"^\d+\s+GPU-", line)]
+        self.assertEqual([(row[0], row[1]) for row in rows],
+                         [(str(i), uid) for i, (uid, _) in enumerate(EXPECTED)])
+        self.assertIn("AMD GPUs (ROCm SMI, amdgpu 6.7.0)", r.stdout)
+        self.assertIn("KFD order", r.stdout)
+
+    def test_no_nvidia_library_is_offered_on_an_amd_machine(self):
+        env = dict(line.split("=", 1) for line in subprocess.run(
+            [BIN, "sim", "env", "amd-mi210"], capture_output=True, text=True, env=base_env(),
+            check=True).stdout.replace("export ", "").replace("'", "").splitlines() if "=" in line)
+        self.assertFalse(os.path.exists(env["GPUSEL_NVML_LIBRARY"]), env["GPUSEL_NVML_LIBRARY"])
+        self.assertFalse(os.path.exists(env["GPUSEL_CUDA_LIBRARY"]), env["GPUSEL_CUDA_LIBRARY"])
+        self.assertTrue(os.path.exists(env["GPUSEL_ROCM_SMI_LIBRARY"]), env["GPUSEL_ROCM_SMI_LIBRARY"])
+        # And an NVIDIA machine offers no ROCm SMI, so a machine without NVML lists nothing.
+        nv = subprocess.run([BIN, "sim", "env", "nvml-missing"], capture_output=True, text=True,
+                            env=base_env(), check=True).stdout
+        path = re.search(r"GPUSEL_ROCM_SMI_LIBRARY='?([^'\n]*)", nv).group(1)
+        self.assertFalse(os.path.exists(path), path)
+        r = gpusel("--sim", "nvml-missing", "list")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("NVML is unavailable", r.stderr)
+
+    def test_the_nvidia_doubles_refuse_an_amd_machine(self):
+        """Loaded by hand on an AMD machine file, NVML and CUDA say there is no NVIDIA driver."""
+        env = base_env(GPUSEL_SIM_MACHINE=os.path.join(MACHINES, "amd-mi210.toml"),
+                       GPUSEL_NVML_LIBRARY=os.path.join(SIM_ROOT, "libnvidia-ml.so.1"),
+                       GPUSEL_CUDA_LIBRARY=os.path.join(SIM_ROOT, "libcuda.so.1"),
+                       GPUSEL_ROCM_SMI_LIBRARY=os.path.join(SIM_ROOT, "none", "librocm_smi64.so.1"))
+        r = gpusel("list", env=env)
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("NVML is unavailable", r.stderr)
+
+    def test_doctor_on_an_amd_machine(self):
+        """No NVIDIA driver is a note there; Slurm's two variables, which leave HIP no GPU, an
+        error (on an NVIDIA machine without /dev/kfd the same composition is only a note)."""
+        r = gpusel("--sim", "amd-mi210", "doctor", "--json")
+        self.assertEqual(r.returncode, 0, r.stdout)
+        found = {f["id"]: f for f in json.loads(r.stdout)["findings"]}
+        self.assertEqual(found["amd-gpus"]["severity"], "info")
+        self.assertIn("GPU-3c4d5e6f708192a3", found["amd-gpus"]["message"])
+        self.assertEqual({f["severity"] for f in found.values()}, {"info"})
+        r = gpusel("--sim", "amd-mi210", "doctor", "--json", ROCR_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="1")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        found = {f["id"]: f for f in json.loads(r.stdout)["findings"]}
+        self.assertEqual(found["amd-composition-hides-all"]["severity"], "error")
+
+    def test_machine_file_mistakes_name_the_key(self):
+        good = open(os.path.join(MACHINES, "amd-mi210.toml")).read()
+        cases = [
+            (good.replace('vendor = "amd"', 'vendor = "intel"'), "key 'vendor' must be"),
+            (good.replace('"GPU-2b3c4d5e6f708192"', '"GPU-2B3C4D5E6F708192"'), "16 lower-case hex"),
+            (good.replace('"GPU-2b3c4d5e6f708192"', '"GPU-0aa6453f-95c4-3054-d031-f0fbc96d793e"'),
+             "unique id as ROCr prints it"),
+            (good.replace("drm_card = 1", "drm_card = 0"), "two GPUs share drm_card 0"),
+            (good.replace("drm_card = 2", "drm_card = -1"), "key 'drm_card' must be between"),
+            (good.replace('memory_used = "12GiB"', 'memory_used = "80GiB"'), "must not exceed memory_total"),
+        ]
+        with tempfile.TemporaryDirectory() as tmp:
+            for text, words in cases:
+                self.assertNotEqual(text, good)
+                path = os.path.join(tmp, "m.toml")
+                with open(path, "w") as f:
+                    f.write(text)
+                r = gpusel("--sim", path, "list")
+                self.assertEqual(r.returncode, 2, (words, r.stdout, r.stderr))
+                self.assertIn(words, r.stderr)
+                self.assertIn("m.toml", r.stderr)
+
+    def test_every_listed_function_is_exported(self):
+        names = re.findall(r"^GPUSEL_RSMI\((\w+),", open(os.path.join(SOURCE, "src", "driver", "rocm_smi.def")).read(),
+                           re.M)
+        self.assertGreater(len(names), 5)
+        out = subprocess.run(["nm", "-D", "--defined-only", AMD_LIB], capture_output=True, text=True,
+                             check=True).stdout
+        exported = {line.split()[-1] for line in out.splitlines()}
+        self.assertEqual([n for n in names if n not in exported], [])
+
+
+class AmdAgainstRocmTest(Case):
+    @classmethod
+    def setUpClass(cls):
+        why = fetch()
+        if why:
+            raise unittest.SkipTest(why)
+        cls.root = os.path.join(EXTRAS, "root")
+
+    def test_rocm_smi_over_the_simulator_agrees_with_gpusel(self):
+        """Debian's rocm-smi loads ../../lib/librocm_smi64.so.1 beside its own script, and asks
+        /sys/module/amdgpu/initstate whether the driver is loaded (with `cat`): a copy of its
+        scripts beside the simulated library, and a `cat` that answers for that one file."""
+        if not PYTHON_LOADS_LIBRARIES:
+            self.skipTest("the ThreadSanitizer build's simulated library cannot load into Python")
+        with tempfile.TemporaryDirectory() as tmp:
+            shutil.copytree(os.path.join(self.root, "usr", "libexec", "rocm_smi"),
+                            os.path.join(tmp, "libexec", "rocm_smi"))
+            os.symlink(os.path.abspath(os.path.dirname(AMD_LIB)), os.path.join(tmp, "lib"))
+            os.makedirs(os.path.join(tmp, "bin"))
+            cat = os.path.join(tmp, "bin", "cat")
+            with open(cat, "w") as f:
+                f.write('#!/bin/sh\n[ "$1" = /sys/module/amdgpu/initstate ] && { echo live; exit 0; }\n'
+                        'exec /bin/cat "$@"\n')
+            os.chmod(cat, 0o755)
+            env = for_python(plain_env())  # the sanitizer runtime, where the library needs it
+            env["PATH"] = os.path.join(tmp, "bin") + ":" + env.get("PATH", "/usr/bin:/bin")
+            env["GPUSEL_SIM_MACHINE"] = os.path.join(os.path.abspath(MACHINES), "amd-mi210.toml")
+            r = subprocess.run(["/usr/bin/python3", os.path.join(tmp, "libexec", "rocm_smi", "rocm_smi.py"),
+                                "--showuniqueid", "--showbus", "--showmeminfo", "vram", "--json"],
+                               capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        smi = json.loads(r.stdout)
+        doc = gpusel_json("--sim", "amd-mi210", "list", "--json")
+        self.assertEqual(len(smi), len(doc["gpus"]))
+        for g in doc["gpus"]:
+            card = smi["card%d" % g["rocm_smi_index"]]
+            self.assertEqual("GPU-" + card["Unique ID"][2:].rjust(16, "0"), g["uuid"])
+            self.assertEqual(card["PCI Bus"], g["pci_bus_id"][4:])
+            self.assertEqual(int(card["VRAM Total Memory (B)"]), g["memory_total_bytes"])
+            self.assertEqual(int(card["VRAM Total Used Memory (B)"]), g["memory_used_bytes"])
+
+    def test_the_abi_compiles_against_debians_header(self):
+        """Each constant of rocm_smi_abi.hpp equals rocm_smi.h's, and each function of rocm_smi.def
+        has the header's type (a C compiler with -Werror refuses a pointer of another type)."""
+        if shutil.which("cc") is None:
+            self.skipTest("no C compiler (cc)")
+        abi = open(os.path.join(SOURCE, "src", "driver", "rocm_smi_abi.hpp")).read()
+        constants = re.findall(r"^\s+(RSMI_\w+) = (0x[0-9A-Fa-f]+u?|\d+),", abi, re.M)
+        self.assertGreater(len(constants), 10)
+        lines = ["#include <stddef.h>", "#include <stdint.h>", "#include <rocm_smi/rocm_smi.h>"]
+        for name, value in constants:
+            lines.append(f"_Static_assert((uint32_t){name} == (uint32_t){value.rstrip('u')}, \"{name}\");")
+        defs = re.findall(r"^GPUSEL_RSMI\((\w+), \w+, (\w+), \((.*)\)\)$",
+                          open(os.path.join(SOURCE, "src", "driver", "rocm_smi.def")).read(), re.M)
+        for name, ret, params in defs:
+            params = params.replace("std::", "")
+            # The software component is the header's enum, a uint32_t in rocm_smi.def.
+            if name == "rsmi_version_str_get":
+                params = params.replace("uint32_t, char*", "rsmi_sw_component_t, char*", 1)
+            lines.append(f"{ret} (*p_{name})({params}) = {name};")
+        lines.append("int main(void) { return 0; }")
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "abi.c")
+            with open(src, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            r = subprocess.run(["cc", "-Wall", "-Werror", "-c", "-I", os.path.join(self.root, "usr", "include"),
+                                "-o", os.path.join(tmp, "abi.o"), src], capture_output=True, text=True,
+                               env=plain_env())
+        self.assertEqual(r.returncode, 0, r.stderr + "\n".join(lines))
+
+
+if __name__ == "__main__":
+    unittest.main()
