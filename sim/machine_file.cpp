@@ -216,6 +216,25 @@ void parse_sensors(const Reader& r, const toml::table& t, SimGpu& g) {
   }
 }
 
+// The GPU's PCI address (key pci_bus_id), kept in NVML's form: 00000000:18:00.0, upper-case hex.
+void parse_bus(const Reader& r, const toml::table& t, const std::string& ctx, SimGpu& g) {
+  const auto& bus = r.need(t, "pci_bus_id", ctx);
+  const std::string bus_text = r.text(bus, "pci_bus_id");
+  unsigned dom = 0, b = 0, d = 0, f = 0;
+  char tail = 0;
+  if (std::sscanf(bus_text.c_str(), "%8x:%2x:%2x.%1x%c", &dom, &b, &d, &f, &tail) != 4 ||
+      bus_text.size() != 16) {
+    r.fail(bus.source(), "key 'pci_bus_id' must look like 00000000:18:00.0");
+  }
+  g.pci_domain = dom;
+  g.pci_bus = b;
+  g.pci_device = d;
+  g.pci_function = f;
+  char canon[32];
+  std::snprintf(canon, sizeof canon, "%08X:%02X:%02X.%X", dom, b, d, f);
+  g.pci_bus_id = canon;
+}
+
 // An AMD GPU's id as ROCr and HIP print it: GPU- and the 64-bit unique id in 16 lower-case hex
 // digits.
 bool well_formed_amd_id(const std::string& u) {
@@ -235,21 +254,7 @@ void parse_amd_gpu(const Reader& r, const toml::table& t, std::size_t position, 
            "lower-case hex digits, such as GPU-3c4d5e6f708192a3");
   }
   g.name = r.text(r.need(t, "name", ctx), "name");
-  const auto& bus = r.need(t, "pci_bus_id", ctx);
-  const std::string bus_text = r.text(bus, "pci_bus_id");
-  unsigned dom = 0, b = 0, d = 0, f = 0;
-  char tail = 0;
-  if (std::sscanf(bus_text.c_str(), "%8x:%2x:%2x.%1x%c", &dom, &b, &d, &f, &tail) != 4 ||
-      bus_text.size() != 16) {
-    r.fail(bus.source(), "key 'pci_bus_id' must look like 00000000:18:00.0");
-  }
-  g.pci_domain = dom;
-  g.pci_bus = b;
-  g.pci_device = d;
-  g.pci_function = f;
-  char canon[32];
-  std::snprintf(canon, sizeof canon, "%08X:%02X:%02X.%X", dom, b, d, f);
-  g.pci_bus_id = canon;
+  parse_bus(r, t, ctx, g);
   g.pci_device_id = 0x1002u;  // AMD's vendor id
   if (const auto* n = t.get("pci_device_id"))
     g.pci_device_id |= static_cast<unsigned>(r.integer(*n, "pci_device_id")) << 16;
@@ -283,21 +288,7 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
            "key 'uuid' must look like GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
   }
   g.name = r.text(r.need(t, "name", ctx), "name");
-  const auto& bus = r.need(t, "pci_bus_id", ctx);
-  const std::string bus_text = r.text(bus, "pci_bus_id");
-  unsigned dom = 0, b = 0, d = 0, f = 0;
-  char tail = 0;
-  if (std::sscanf(bus_text.c_str(), "%8x:%2x:%2x.%1x%c", &dom, &b, &d, &f, &tail) != 4 ||
-      bus_text.size() != 16) {
-    r.fail(bus.source(), "key 'pci_bus_id' must look like 00000000:18:00.0");
-  }
-  g.pci_domain = dom;
-  g.pci_bus = b;
-  g.pci_device = d;
-  g.pci_function = f;
-  char canon[32];
-  std::snprintf(canon, sizeof canon, "%08X:%02X:%02X.%X", dom, b, d, f);
-  g.pci_bus_id = canon;
+  parse_bus(r, t, ctx, g);
   g.memory_total = r.bytes(r.need(t, "memory_total", ctx), "memory_total");
   const auto& ccn = r.need(t, "compute_capability", ctx);
   const std::string cc = r.text(ccn, "compute_capability");

@@ -61,10 +61,23 @@ const SimGpu* gpu_at(std::uint32_t index, rsmi_status_t& rc) {
   return s.by_card[index];
 }
 
-std::uint64_t memory_used(const SimGpu& g) {
-  std::uint64_t used = 0;
-  for (const auto& p : g.processes) used += p.used_memory;
-  return used;
+// The answer `read` gives for the GPU at rocm-smi index `index` into `*out`, after the checks
+// every getter makes (initialised, an index in range, somewhere to write).
+template <typename T, typename Read>
+rsmi_status_t answer(std::uint32_t index, T* out, Read read) {
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* g = gpu_at(index, rc);
+  if (g == nullptr) return rc;
+  if (out == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  return read(*g, *out);
+}
+
+// `text` into `buf` of `len` bytes (len > 0), cut and NUL-terminated when it does not fit.
+rsmi_status_t copy_text(const std::string& text, char* buf, std::size_t len) {
+  const std::size_t n = std::min(len - 1, text.size());
+  std::memcpy(buf, text.data(), n);
+  buf[n] = '\0';
+  return n < text.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
 }
 
 }  // namespace
@@ -90,87 +103,69 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_num_monitor_devices(std::uint32_t* count) 
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_unique_id_get(std::uint32_t index, std::uint64_t* id) {
-  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
-  const SimGpu* g = gpu_at(index, rc);
-  if (g == nullptr) return rc;
-  if (id == nullptr) return RSMI_STATUS_INVALID_ARGS;
-  *id = std::stoull(g->uuid.substr(4), nullptr, 16);  // the machine file checked its form
-  return RSMI_STATUS_SUCCESS;
+  return answer(index, id, [](const SimGpu& g, std::uint64_t& v) {
+    v = std::stoull(g.uuid.substr(4), nullptr, 16);  // the machine file checked its form
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_vendor_id_get(std::uint32_t index, std::uint16_t* id) {
-  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
-  const SimGpu* g = gpu_at(index, rc);
-  if (g == nullptr) return rc;
-  if (id == nullptr) return RSMI_STATUS_INVALID_ARGS;
-  *id = static_cast<std::uint16_t>(g->pci_device_id & 0xffffu);
-  return RSMI_STATUS_SUCCESS;
+  return answer(index, id, [](const SimGpu& g, std::uint16_t& v) {
+    v = static_cast<std::uint16_t>(g.pci_device_id & 0xffffu);
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_id_get(std::uint32_t index, std::uint16_t* id) {
-  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
-  const SimGpu* g = gpu_at(index, rc);
-  if (g == nullptr) return rc;
-  if (id == nullptr) return RSMI_STATUS_INVALID_ARGS;
-  *id = static_cast<std::uint16_t>(g->pci_device_id >> 16);
-  return RSMI_STATUS_SUCCESS;
+  return answer(index, id, [](const SimGpu& g, std::uint16_t& v) {
+    v = static_cast<std::uint16_t>(g.pci_device_id >> 16);
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_name_get(std::uint32_t index, char* name,
                                                    std::size_t len) {
-  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
-  const SimGpu* g = gpu_at(index, rc);
-  if (g == nullptr) return rc;
-  if (name == nullptr || len == 0) return RSMI_STATUS_INVALID_ARGS;
-  const std::size_t n = std::min(len - 1, g->name.size());
-  std::memcpy(name, g->name.data(), n);
-  name[n] = '\0';
-  return n < g->name.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+  if (len == 0) return RSMI_STATUS_INVALID_ARGS;
+  return answer(index, name,
+                [len](const SimGpu& g, char& first) { return copy_text(g.name, &first, len); });
 }
 
 // ((domain) << 32) | (bus << 8) | (device << 3) | function, as rocm_smi.h lays it out.
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_pci_id_get(std::uint32_t index, std::uint64_t* bdf) {
-  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
-  const SimGpu* g = gpu_at(index, rc);
-  if (g == nullptr) return rc;
-  if (bdf == nullptr) return RSMI_STATUS_INVALID_ARGS;
-  *bdf = (std::uint64_t{g->pci_domain} << 32) | (std::uint64_t{g->pci_bus & 0xffu} << 8) |
-         (std::uint64_t{g->pci_device & 0x1fu} << 3) | (g->pci_function & 0x7u);
-  return RSMI_STATUS_SUCCESS;
+  return answer(index, bdf, [](const SimGpu& g, std::uint64_t& v) {
+    v = (std::uint64_t{g.pci_domain} << 32) | (std::uint64_t{g.pci_bus & 0xffu} << 8) |
+        (std::uint64_t{g.pci_device & 0x1fu} << 3) | (g.pci_function & 0x7u);
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_memory_total_get(std::uint32_t index,
                                                            rsmi_memory_type_t type,
                                                            std::uint64_t* total) {
-  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
-  const SimGpu* g = gpu_at(index, rc);
-  if (g == nullptr) return rc;
-  if (total == nullptr) return RSMI_STATUS_INVALID_ARGS;
-  if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
-  *total = g->memory_total;
-  return RSMI_STATUS_SUCCESS;
+  return answer(index, total, [type](const SimGpu& g, std::uint64_t& v) {
+    if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
+    v = g.memory_total;
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_memory_usage_get(std::uint32_t index,
                                                            rsmi_memory_type_t type,
                                                            std::uint64_t* used) {
-  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
-  const SimGpu* g = gpu_at(index, rc);
-  if (g == nullptr) return rc;
-  if (used == nullptr) return RSMI_STATUS_INVALID_ARGS;
-  if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
-  *used = memory_used(*g);
-  return RSMI_STATUS_SUCCESS;
+  return answer(index, used, [type](const SimGpu& g, std::uint64_t& v) {
+    if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
+    v = 0;
+    for (const auto& p : g.processes) v += p.used_memory;
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_busy_percent_get(std::uint32_t index,
                                                            std::uint32_t* percent) {
-  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
-  const SimGpu* g = gpu_at(index, rc);
-  if (g == nullptr) return rc;
-  if (percent == nullptr) return RSMI_STATUS_INVALID_ARGS;
-  *percent = g->utilization_gpu;
-  return RSMI_STATUS_SUCCESS;
+  return answer(index, percent, [](const SimGpu& g, std::uint32_t& v) {
+    v = g.utilization_gpu;
+    return RSMI_STATUS_SUCCESS;
+  });
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_status_string(rsmi_status_t status, const char** text) {
@@ -204,9 +199,5 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_version_str_get(std::uint32_t component, c
   if (text == nullptr || len == 0 || component != 0) return RSMI_STATUS_INVALID_ARGS;
   const State& s = state();
   if (!s.loaded.ok || s.loaded.machine().driver_version.empty()) return RSMI_STATUS_NOT_SUPPORTED;
-  const std::string& v = s.loaded.machine().driver_version;
-  const std::size_t n = std::min<std::size_t>(len - 1, v.size());
-  std::memcpy(text, v.data(), n);
-  text[n] = '\0';
-  return n < v.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+  return copy_text(s.loaded.machine().driver_version, text, len);
 }
