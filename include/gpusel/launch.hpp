@@ -33,6 +33,11 @@ struct LaunchOptions {
   bool tag_output = false;             // prefix each line with "[rank N] "
   double grace_seconds = 10;           // SIGTERM, then SIGKILL after this long
   SetVisible set_visible = SetVisible::None;
+  // AMD GPUs (gpus hold their unique ids, GPU-<16 hex>): a HIP program cannot be bound from
+  // inside, so each worker is placed before exec by ROCr's own variable: ROCR_VISIBLE_DEVICES is
+  // its GPU's id (SetVisible::Job: every worker's GPU, each once, in rank order), and
+  // HIP_VISIBLE_DEVICES and CUDA_VISIBLE_DEVICES, which HIP would read within it, are removed.
+  bool amd = false;
   // Called in gpusel once every worker has started, with each rank's pid (rank order).
   std::function<void(const std::vector<int>& pids)> on_started;
   // Linux: this process becomes the reaper of the workers' orphans for the job's lifetime

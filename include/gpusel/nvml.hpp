@@ -49,4 +49,8 @@ struct NvmlQuery {
 // or broken library: the snapshot says NVML is unavailable and why. Thread-safe.
 NvmlSnapshot query_nvml(const NvmlQuery& what = {});
 
+// Whether NVML opens and initialises in this process (the session it opens is kept for the later
+// queries, so asking costs nothing more on a machine where it works).
+bool nvml_usable();
+
 GPUSEL_END_NAMESPACE

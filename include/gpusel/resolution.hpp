@@ -32,6 +32,9 @@ struct Resolution {
   Problem nvml_problem;       // the same as data (the code, the call and what it returned)
   bool probed = false;        // CUDA's order came from a probe
   bool through_cuda = false;  // NVML unavailable: indices mapped through CUDA's PCI order
+  // Whose GPUs: "nvidia", or "amd" where NVML is unavailable and ROCm SMI monitors GPUs (their
+  // unique ids in `gpus`, rocm-smi's indices in `machine`; docs/amd.md).
+  std::string vendor = "nvidia";
   std::vector<std::string> gpus;
   // The GPUs resolution used (NVML's, else CUDA's), read as far as resolving needed: every
   // GPU's UUID and index; under a preset, every GPU's name, compute capability and MIG devices;
@@ -54,5 +57,13 @@ struct Resolution {
 // cannot be placed at all.
 Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
                         const std::string& probe_helper);
+
+struct AmdSnapshot;
+// The same request on a machine whose GPUs are AMD's (`amd` as ROCm SMI read them): indices are
+// rocm-smi's, ids and their prefixes name one GPU each, `all` is every GPU; refused (BadInput)
+// under ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES, which it does not yet
+// keep within, and (Failure) for free:N. resolve_gpus calls it where NVML is unavailable and
+// ROCm SMI lists GPUs.
+Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const AmdSnapshot& amd);
 
 GPUSEL_END_NAMESPACE

@@ -576,6 +576,13 @@ NvmlSnapshot query_nvml(const NvmlQuery& what) {
   return snap;
 }
 
+bool nvml_usable() {
+  const NvmlLibrary& lib = library();
+  if (!lib.usable) return false;
+  std::lock_guard<std::mutex> lock(nvml_mutex);
+  return open_session(lib.api) == NVML_SUCCESS;
+}
+
 GPUSEL_END_NAMESPACE
 
 namespace gpusel::detail {

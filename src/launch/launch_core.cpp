@@ -41,7 +41,12 @@ WorkerEnvironments worker_environments(const LaunchOptions& options, const JobPl
   WorkerEnvironments env;
   env.removed = {"RANK",        "LOCAL_RANK", "WORLD_SIZE",   "LOCAL_WORLD_SIZE",
                  "GPUSEL_GPUS", "GPUSEL_GPU", "GPUSEL_SHARE", kRunOuterVariable};
-  if (options.set_visible != SetVisible::None) env.removed.emplace_back("CUDA_VISIBLE_DEVICES");
+  if (options.set_visible != SetVisible::None || options.amd)
+    env.removed.emplace_back("CUDA_VISIBLE_DEVICES");
+  if (options.amd) {
+    env.removed.emplace_back("ROCR_VISIBLE_DEVICES");
+    env.removed.emplace_back("HIP_VISIBLE_DEVICES");
+  }
 
   const std::string world = std::to_string(plan.workers);
   if (!value_of("MASTER_ADDR")) env.job.emplace_back("MASTER_ADDR", "127.0.0.1");
@@ -54,8 +59,16 @@ WorkerEnvironments worker_environments(const LaunchOptions& options, const JobPl
   env.job.emplace_back("LOCAL_WORLD_SIZE", world);
   env.job.emplace_back("GPUSEL_GPUS", detail::join_entries(options.gpus));
   if (plan.shared) env.job.emplace_back("GPUSEL_SHARE", "1");
-  if (options.set_visible == SetVisible::Job)
+  if (options.amd && options.set_visible == SetVisible::Job) {
+    // ROCr ends its list at a GPU named twice: each GPU once, in rank order.
+    std::vector<std::string> distinct;
+    for (const std::string& g : options.gpus) {
+      if (std::find(distinct.begin(), distinct.end(), g) == distinct.end()) distinct.push_back(g);
+    }
+    env.job.emplace_back("ROCR_VISIBLE_DEVICES", detail::join_entries(distinct));
+  } else if (options.set_visible == SetVisible::Job) {
     env.job.emplace_back("CUDA_VISIBLE_DEVICES", detail::join_entries(options.gpus));
+  }
 
   env.ranks.resize(plan.workers);
   for (std::size_t r = 0; r < plan.workers; ++r) {
@@ -63,8 +76,11 @@ WorkerEnvironments worker_environments(const LaunchOptions& options, const JobPl
     own.emplace_back("RANK", std::to_string(r));
     own.emplace_back("LOCAL_RANK", std::to_string(r));
     own.emplace_back("GPUSEL_GPU", gpu_of(options, plan, r));
-    if (options.set_visible == SetVisible::Own)
+    if (options.amd && options.set_visible != SetVisible::Job) {
+      own.emplace_back("ROCR_VISIBLE_DEVICES", gpu_of(options, plan, r));
+    } else if (!options.amd && options.set_visible == SetVisible::Own) {
       own.emplace_back("CUDA_VISIBLE_DEVICES", gpu_of(options, plan, r));
+    }
   }
   return env;
 }

@@ -1,6 +1,8 @@
 // Picking free GPUs and leasing them, and waiting for them in a fair queue.
 #include "gpusel/acquire.hpp"
 
+#include "gpusel/amd.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -607,6 +609,11 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     throw bad_input("--wait needs a number of seconds of 0 or more");
   }
   Resolution named;
+  if (request.kind == GpuRequest::Kind::Free && !nvml_usable()) {
+    // An AMD machine: refused there, in its own words (resolve_on_amd).
+    if (const AmdSnapshot amd = query_rocm_smi(); amd.available && !amd.gpus.empty())
+      resolve_on_amd(request, env, amd);
+  }
   if (request.kind != GpuRequest::Kind::Free) {
     named = resolve_gpus(request, env, probe_helper);
     if (!options.lease || options.share || !named.resolved) {

@@ -7,6 +7,7 @@
 
 #include "env.hpp"
 #include "gpusel/acquire.hpp"
+#include "gpusel/amd.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
@@ -225,6 +226,12 @@ Resolution resolve_on(NvmlSnapshot snap, const std::vector<GpuEntry>& entries, c
 
 Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
                         const std::string& probe_helper) {
+  // No NVIDIA driver, and ROCm SMI monitors GPUs: an AMD machine (ROCm SMI is never asked where
+  // NVML works, so NVIDIA machines pay nothing for it).
+  if (!nvml_usable()) {
+    if (const AmdSnapshot amd = query_rocm_smi(); amd.available && !amd.gpus.empty())
+      return resolve_on_amd(request, env, amd);
+  }
   if (request.kind == GpuRequest::Kind::Free) {
     return acquire_gpus(request, env, probe_helper, AcquireOptions{}).resolution;  // picks only
   }

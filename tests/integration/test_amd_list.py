@@ -33,6 +33,11 @@ EXPECTED = [  # rocm-smi index order: DRM card
 ]
 
 
+def read(*path):
+    with open(os.path.join(*path)) as f:
+        return f.read()
+
+
 def plain_env():
     return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
 
@@ -116,8 +121,63 @@ class AmdListTest(Case):
         found = {f["id"]: f for f in json.loads(r.stdout)["findings"]}
         self.assertEqual(found["amd-composition-hides-all"]["severity"], "error")
 
+    def test_resolve_on_an_amd_machine(self):
+        by_index = [uid for uid, _ in EXPECTED]
+        for request, want in (("0", [by_index[0]]), ("2,0", [by_index[2], by_index[0]]),
+                              ("GPU-3c4d", [by_index[0]]), ("GPU-1A2B3C4D5E6F7081", [by_index[1]]),
+                              ("gpu-2b", [by_index[2]]), ("all", by_index)):
+            with self.subTest(request=request):
+                doc = gpusel_json("--sim", "amd-mi210", "resolve", "--gpu", request, "--json")
+                self.assertEqual(doc["gpus"], want)
+                self.assertTrue(doc["resolved"])
+                self.assertIn("amd-gpus", doc["note_codes"])
+        for request, code, reason in (("5", 2, "out-of-range"), ("GPU-99", 2, "no-match"),
+                                      ("GPU-", 2, "ambiguous-prefix"), ("free:1", 1, "amd-free-unsupported")):
+            with self.subTest(request=request):
+                r = gpusel("--sim", "amd-mi210", "resolve", "--gpu", request, "--json")
+                self.assertEqual(r.returncode, code, r.stderr)
+                self.assertIn("--gpu " + request, r.stderr)
+                self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], reason)
+        # Under any of ROCm's variables gpusel refuses rather than read them by CUDA's rules.
+        for name in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+            with self.subTest(preset=name):
+                r = gpusel("--sim", "amd-mi210", "resolve", "--gpu", "0", "--json", **{name: "1"})
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(name + '="1"', r.stderr)
+                err = json.loads(r.stdout)["error"]
+                self.assertEqual((err["subject"], err["fields"]["variable"], err["fields"]["reason"]),
+                                 ("cuda-visible-devices", name, "amd-preset-unsupported"))
+
+    def test_run_gives_each_worker_its_gpu_by_rocrs_variable_and_leases_it(self):
+        show = 'echo "$LOCAL_RANK ${ROCR_VISIBLE_DEVICES-unset} ${HIP_VISIBLE_DEVICES-unset} ${CUDA_VISIBLE_DEVICES-unset}"'
+        r = gpusel("--sim", "amd-mi210", "run", "--quiet", "--gpu", "2,0", "--", "sh", "-c", show,
+                   HIP_VISIBLE_DEVICES=None)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(r.stdout.split("\n")[:-1]),
+                         ["0 %s unset unset" % EXPECTED[2][0], "1 %s unset unset" % EXPECTED[0][0]])
+        # The lease is the GPU's, by its id: a second job asking for it by index is refused.
+        env = base_env()
+        with subprocess.Popen([BIN, "--sim", "amd-mi210", "run", "--quiet", "--gpu", "GPU-3c", "--",
+                               "sh", "-c", "echo up; sleep 30"], stdout=subprocess.PIPE, text=True,
+                              env=env) as holder:
+            try:
+                self.assertEqual(holder.stdout.readline(), "up\n")
+                r = gpusel("--sim", "amd-mi210", "run", "--gpu", "0", "--", "true", env=env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn("is leased by pid %d" % holder.pid, r.stderr)
+            finally:
+                holder.terminate()
+        # A CUDA bind cannot place a HIP program: said, with the way that can.
+        r = gpusel("--sim", "amd-mi210", "bind", "--gpu", "0")
+        self.assertEqual(r.returncode, 1, r.stdout)
+        self.assertIn("gpusel run --gpu", r.stderr)
+        self.assertIn("ROCR_VISIBLE_DEVICES", r.stderr)
+        r = gpusel("--sim", "amd-mi210", "run", "--bind-cpu", "node", "--gpu", "0", "--", "true")
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("AMD GPU", r.stderr)
+
     def test_machine_file_mistakes_name_the_key(self):
-        good = open(os.path.join(MACHINES, "amd-mi210.toml")).read()
+        good = read(MACHINES, "amd-mi210.toml")
         cases = [
             (good.replace('vendor = "amd"', 'vendor = "intel"'), "key 'vendor' must be"),
             (good.replace('"GPU-2b3c4d5e6f708192"', '"GPU-2B3C4D5E6F708192"'), "16 lower-case hex"),
@@ -139,7 +199,7 @@ class AmdListTest(Case):
                 self.assertIn("m.toml", r.stderr)
 
     def test_every_listed_function_is_exported(self):
-        names = re.findall(r"^GPUSEL_RSMI\((\w+),", open(os.path.join(SOURCE, "src", "driver", "rocm_smi.def")).read(),
+        names = re.findall(r"^GPUSEL_RSMI\((\w+),", read(SOURCE, "src", "driver", "rocm_smi.def"),
                            re.M)
         self.assertGreater(len(names), 5)
         out = subprocess.run(["nm", "-D", "--defined-only", AMD_LIB], capture_output=True, text=True,
@@ -194,14 +254,14 @@ class AmdAgainstRocmTest(Case):
         has the header's type (a C compiler with -Werror refuses a pointer of another type)."""
         if shutil.which("cc") is None:
             self.skipTest("no C compiler (cc)")
-        abi = open(os.path.join(SOURCE, "src", "driver", "rocm_smi_abi.hpp")).read()
+        abi = read(SOURCE, "src", "driver", "rocm_smi_abi.hpp")
         constants = re.findall(r"^\s+(RSMI_\w+) = (0x[0-9A-Fa-f]+u?|\d+),", abi, re.M)
         self.assertGreater(len(constants), 10)
         lines = ["#include <stddef.h>", "#include <stdint.h>", "#include <rocm_smi/rocm_smi.h>"]
         for name, value in constants:
             lines.append(f"_Static_assert((uint32_t){name} == (uint32_t){value.rstrip('u')}, \"{name}\");")
         defs = re.findall(r"^GPUSEL_RSMI\((\w+), \w+, (\w+), \((.*)\)\)$",
-                          open(os.path.join(SOURCE, "src", "driver", "rocm_smi.def")).read(), re.M)
+                          read(SOURCE, "src", "driver", "rocm_smi.def"), re.M)
         for name, ret, params in defs:
             params = params.replace("std::", "")
             # The software component is the header's enum, a uint32_t in rocm_smi.def.

@@ -20,7 +20,10 @@ import shutil
 import subprocess
 import unittest
 
-from support import BUILD, SOURCE, Case
+import tomllib
+
+from support import BUILD, SOURCE, Case, base_env, gpusel, gpusel_json
+from support import MACHINES as MACHINE_FILES
 
 EXTRAS = os.path.join(BUILD, "extras")
 PACKAGES = ("libhsa-runtime64-1", "libhsa-runtime-dev", "libhsakmt-dev", "libamdhip64-5", "libamd-comgr2")
@@ -185,6 +188,48 @@ class AmdVisibilityTest(Case):
                     wrong.append(f"{case}: HIP {real}, gpusel {model}")
             with self.subTest(machine=name):
                 self.assertEqual(wrong, [], f"{len(wrong)} of {len(cases)} compositions read differently")
+
+
+class AmdRunTest(Case):
+    """`gpusel run` on the simulated AMD machine amd-mi210, judged by the device the real HIP 5.2.3
+    in each worker holds: the thunk stand-in describes the same machine (its GPUs in KFD order,
+    the order of the machine file's [[gpu]] tables), so HIP numbers them as it would there."""
+
+    @classmethod
+    def setUpClass(cls):
+        AmdVisibilityTest.setUpClass.__func__(cls)
+        with open(os.path.join(MACHINE_FILES, "amd-mi210.toml"), "rb") as f:
+            cls.kfd = [g["uuid"][4:] for g in tomllib.load(f)["gpu"]]
+        listing = gpusel_json("--sim", "amd-mi210", "list", "--json")
+        cls.by_index = {g["rocm_smi_index"]: g["uuid"] for g in listing["gpus"]}
+
+    def workers(self, *args, **extra):
+        """Each worker's LOCAL_RANK and the ids of the HIP devices it sees, in ordinal order."""
+        env = base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd), **extra)
+        r = gpusel("--sim", "amd-mi210", "run", "--quiet", *args, "--", "sh", "-c",
+                   'echo "$LOCAL_RANK $(' + os.path.abspath(self.hip) + ' | tr "\\n" " ")"', env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return sorted(tuple(line.split()) for line in r.stdout.splitlines())
+
+    def test_each_worker_holds_the_gpu_it_was_given(self):
+        # rocm-smi indices 2 and 0 are KFD nodes 1 and 2 (HIP ordinals 0 and 1 on the whole
+        # machine): each worker's only HIP device must be the GPU `gpusel list` shows at its index.
+        self.assertNotEqual(self.kfd[0], self.by_index[0][4:], "the machine's orders must differ")
+        self.assertEqual(self.workers("--gpu", "2,0"),
+                         [("0", self.by_index[2]), ("1", self.by_index[0])])
+        self.assertEqual(self.workers("--gpu", "GPU-1a2b"), [("0", "GPU-1a2b3c4d5e6f7081")])
+        # A preset left from outside is not what places the workers: gpusel refuses one instead.
+        env = base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd),
+                       ROCR_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="1")
+        r = gpusel("--sim", "amd-mi210", "run", "--gpu", "0", "--", "true", env=env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("ROCR_VISIBLE_DEVICES", r.stderr)
+
+    def test_job_mode_shows_every_workers_gpu_in_rank_order(self):
+        # --set-visible job: every worker sees the job's GPUs, its own at HIP ordinal LOCAL_RANK.
+        got = self.workers("--set-visible", "job", "--gpu", "1,2")
+        self.assertEqual(got, [("0", self.by_index[1], self.by_index[2]),
+                               ("1", self.by_index[1], self.by_index[2])])
 
 
 if __name__ == "__main__":

@@ -124,6 +124,32 @@ TEST(LaunchCore, EnvironmentSetsRanksWorldAndGpus) {
   EXPECT_EQ(env.ranks[1], (Variables{{"RANK", "1"}, {"LOCAL_RANK", "1"}, {"GPUSEL_GPU", "GPU-b"}}));
 }
 
+TEST(LaunchCore, AmdWorkersArePlacedByRocrsVariable) {
+  // AMD GPUs: each worker's ROCR_VISIBLE_DEVICES is its GPU's id, and the variables HIP would read
+  // within it are removed; in job mode every GPU once, in rank order (ROCr ends a list at a
+  // repeat).
+  LaunchOptions o = two_gpus();
+  o.amd = true;
+  const auto nothing = [](const std::string&) { return std::optional<std::string>(); };
+  const WorkerEnvironments own = worker_environments(o, plan_job(o), nothing, [] { return 1; });
+  for (const char* name : {"CUDA_VISIBLE_DEVICES", "ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES"}) {
+    EXPECT_NE(std::find(own.removed.begin(), own.removed.end(), name), own.removed.end()) << name;
+  }
+  EXPECT_EQ(find(own.job, "ROCR_VISIBLE_DEVICES"), nullptr);
+  ASSERT_EQ(own.ranks.size(), 2u);
+  ASSERT_NE(find(own.ranks[1], "ROCR_VISIBLE_DEVICES"), nullptr);
+  EXPECT_EQ(*find(own.ranks[1], "ROCR_VISIBLE_DEVICES"), "GPU-b");
+  EXPECT_EQ(find(own.ranks[1], "CUDA_VISIBLE_DEVICES"), nullptr);
+  o.set_visible = SetVisible::Job;
+  o.gpus = {"GPU-a", "GPU-b", "GPU-a"};
+  o.share = true;
+  const WorkerEnvironments job = worker_environments(o, plan_job(o), nothing, [] { return 1; });
+  ASSERT_NE(find(job.job, "ROCR_VISIBLE_DEVICES"), nullptr);
+  EXPECT_EQ(*find(job.job, "ROCR_VISIBLE_DEVICES"), "GPU-a,GPU-b");
+  EXPECT_EQ(find(job.job, "CUDA_VISIBLE_DEVICES"), nullptr);
+  EXPECT_EQ(find(job.ranks[2], "ROCR_VISIBLE_DEVICES"), nullptr);
+}
+
 TEST(LaunchCore, EnvironmentNamesTheOuterLaunchersRanks) {
   // Under srun and mpirun: their local ranks reach the workers unchanged, named in
   // GPUSEL_RUN_OUTER so that the workers count run's LOCAL_RANK alone. An outer LOCAL_RANK is

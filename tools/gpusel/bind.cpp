@@ -20,9 +20,11 @@
 #include "ancestry.hpp"
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpusel/amd.hpp"
 #include "gpusel/cli11.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/launch.hpp"
+#include "gpusel/nvml.hpp"
 #include "gpusel/worker.hpp"
 #include "gpusel_detail.hpp"
 
@@ -259,7 +261,35 @@ int bind_and_run(const BindOptions& options) {
 
 }  // namespace
 
+namespace {
+
+// Whether this machine's GPUs are AMD's: no NVIDIA driver, and ROCm SMI monitors GPUs.
+bool amd_machine() {
+  if (nvml_usable()) return false;
+  const AmdSnapshot amd = query_rocm_smi();
+  return amd.available && !amd.gpus.empty();
+}
+
+int bind_command(const BindOptions& options);
+
+}  // namespace
+
 int run_bind(const BindOptions& options) {
+  try {
+    return bind_command(options);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::LibraryNotLoaded || !amd_machine()) throw;
+    throw failure(e.text() +
+                      " (this machine's GPUs are AMD's, and gpusel binds CUDA programs only: start "
+                      "HIP programs with `gpusel run --gpu ...`, which gives each worker its GPU "
+                      "in ROCR_VISIBLE_DEVICES; docs/amd.md)",
+                  e.problem());
+  }
+}
+
+namespace {
+
+int bind_command(const BindOptions& options) {
   if (!options.command.empty()) return bind_and_run(options);
   if (options.quiet) {
     throw bad_input(
@@ -296,5 +326,7 @@ int run_bind(const BindOptions& options) {
   }
   return 0;
 }
+
+}  // namespace
 
 }  // namespace gpusel::cli

@@ -64,6 +64,7 @@ bool due_today(const std::string& folder, const char* name) {
 // folder beside its own lease store (setting GPUSEL_LEASE_DIR silences it, as does a shared store).
 void print_notes(const Resolution& r, bool quiet) {
   for (const Note& note : r.notes) {
+    if (note.code == "amd-gpus" && quiet) continue;  // says how, not what: --quiet drops it
     if (note.code == "lease-scope") {
       const std::string own = LeaseStore::locate().own_dir();
       if (quiet || !due_today(own.substr(0, own.rfind('/')), "lease-scope-note-day")) continue;
@@ -138,8 +139,13 @@ int run_run(const RunOptions& options) {
   launch.reap_orphans = true;
   launch.ranks_per_gpu = options.ranks_per_gpu;
   launch.share = options.choice.share;
+  // AMD GPUs: each worker placed by ROCR_VISIBLE_DEVICES before exec (LaunchOptions::amd).
+  launch.amd = r.vendor == "amd";
+  if (launch.amd && !options.no_placement_check && !options.quiet) {
+    print_note("the check of what workers really open reads NVML, so it is off on AMD GPUs");
+  }
   // What the workers really open is checked against their GPUs (UUIDs, from NVML).
-  if (r.resolved && !options.no_placement_check) {
+  if (r.resolved && !launch.amd && !options.no_placement_check) {
     launch.gpu_processes = [](std::string& why_not) -> std::optional<std::vector<GpuProcesses>> {
       const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});
       if (!snap.available) {
@@ -185,6 +191,9 @@ int run_run(const RunOptions& options) {
     launch.set_visible = options.set_visible == "own" ? SetVisible::Own : SetVisible::Job;
   }
   if (options.bind_cpu != "none") {
+    if (launch.amd)
+      throw failure("--bind-cpu " + options.bind_cpu +
+                    ": the CPUs near an AMD GPU are not read yet; run with --bind-cpu none");
     if (!r.resolved)
       throw failure("--bind-cpu " + options.bind_cpu +
                     " needs NVML to find the CPUs near each GPU");
