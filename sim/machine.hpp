@@ -101,7 +101,10 @@ struct SimMachine {
   std::string driver_version;
   int cuda_driver_version = 0;
   std::string mig_rule = "r570";  // "r570" or "legacy"
-  std::vector<SimGpu> gpus;       // sorted by PCI bus id: NVML order
+  // AMD machines: whether ROCm SMI gives each GPU's KFD node (rsmi_dev_node_id_get, which the
+  // ROCm 5.x SMI Debian ships lacks); the file's `rocm_smi_node_ids`, true when absent.
+  bool rocm_smi_node_ids = true;
+  std::vector<SimGpu> gpus;  // sorted by PCI bus id: NVML order
   SimFaults faults;
 };
 

@@ -683,6 +683,8 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
   if (amd) {
     // NVIDIA's driver is absent from an AMD machine: its versions are not asked for.
     if (const auto* n = root.get("driver_version")) m.driver_version = r.text(*n, "driver_version");
+    if (root.get("rocm_smi_node_ids") != nullptr)
+      m.rocm_smi_node_ids = r.flag(root, "rocm_smi_node_ids");
   } else {
     m.driver_version = r.text(r.need(root, "driver_version", ""), "driver_version");
     m.cuda_driver_version =

@@ -168,6 +168,17 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_busy_percent_get(std::uint32_t index,
   });
 }
 
+// The GPU's KFD topology node (ROCm 6.x's function): node 0 is the CPU, then the GPUs in the
+// order of the machine file's [[gpu]] tables. Not supported where the file says
+// rocm_smi_node_ids = false (an SMI without the function).
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_node_id_get(std::uint32_t index, std::uint32_t* node) {
+  return answer(index, node, [](const SimGpu& g, std::uint32_t& v) {
+    if (!state().loaded.machine().rocm_smi_node_ids) return RSMI_STATUS_NOT_SUPPORTED;
+    v = g.kfd_position + 1;
+    return RSMI_STATUS_SUCCESS;
+  });
+}
+
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_status_string(rsmi_status_t status, const char** text) {
   if (text == nullptr) return RSMI_STATUS_INVALID_ARGS;
   switch (status) {

@@ -20,6 +20,9 @@ struct AmdGpu {
   std::string pci_bus_id;  // 00000000:83:00.0, as NVML writes bus ids ("" when unknown)
   std::uint64_t memory_total = 0, memory_used = 0;
   std::optional<unsigned> busy_percent;
+  // The GPU's node in the kernel's KFD topology (ROCr and HIP number GPUs in node order), where
+  // ROCm SMI says (rsmi_dev_node_id_get, ROCm 6.x; not in 5.x).
+  std::optional<unsigned> kfd_node;
   std::string failure;  // why the GPU could not be read, "" when it could
 };
 
@@ -35,6 +38,10 @@ struct AmdSnapshot {
 // monitors; `usage` adds memory in use and the busy percentage. Never throws for a missing or
 // broken library: the snapshot says ROCm SMI is unavailable and why. Thread-safe.
 AmdSnapshot query_rocm_smi(bool usage = false);
+
+// The GPUs' ids in KFD order (the order ROCr and HIP number them in), or nullopt when ROCm SMI
+// does not give every GPU's node or id.
+std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd);
 
 // "GPU-<16 lower-case hex>", the form ROCr, HIP and rocminfo print.
 std::string amd_gpu_id(std::uint64_t unique_id);

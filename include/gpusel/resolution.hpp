@@ -60,10 +60,12 @@ Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
 
 struct AmdSnapshot;
 // The same request on a machine whose GPUs are AMD's (`amd` as ROCm SMI read them): indices are
-// rocm-smi's, ids and their prefixes name one GPU each, `all` is every GPU; refused (BadInput)
-// under ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES, which it does not yet
-// keep within, and (Failure) for free:N. resolve_gpus calls it where NVML is unavailable and
-// ROCm SMI lists GPUs.
+// rocm-smi's, ids and their prefixes name one GPU each, `all` is every GPU. Under
+// ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES (CudaEnv's), the GPUs HIP
+// would see here are the quota: an index is a position in it, an id must be in it; refused
+// (BadInput) where that cannot be told (no KFD order from ROCm SMI, an answer that depends on
+// HIP's version) or leaves no GPU. free:N is refused (Failure). resolve_gpus calls it where NVML
+// is unavailable and ROCm SMI lists GPUs.
 Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const AmdSnapshot& amd);
 
 GPUSEL_END_NAMESPACE

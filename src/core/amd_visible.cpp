@@ -272,4 +272,21 @@ std::vector<AmdVisibilityNote> explain_amd_visibility(const std::optional<std::s
   return out;
 }
 
+HipView hip_view(const std::vector<std::string>& ids, const std::optional<std::string>& rocr,
+                 const std::optional<std::string>& hip, const std::optional<std::string>& cuda) {
+  HipView view;
+  const RocrVisible r = rocr_visible(ids, rocr);
+  if (r.aborts) {
+    view.aborts = true;
+    return view;
+  }
+  std::vector<std::string> kept;
+  for (std::size_t d : r.devices) kept.push_back(ids[d]);
+  const HipVisible older = hip_visible(kept, hip, cuda, hip_rules(5, 2));
+  const HipVisible newer = hip_visible(kept, hip, cuda, hip_rules(6, 2));
+  view.version_dependent = older.devices != newer.devices;
+  for (std::size_t d : newer.devices) view.devices.push_back(r.devices[d]);
+  return view;
+}
+
 }  // namespace gpusel::detail

@@ -51,6 +51,7 @@ struct HipVisible {
 HipVisible hip_visible(const std::vector<std::string>& ids, const std::optional<std::string>& hip,
                        const std::optional<std::string>& cuda, const HipRules& rules);
 
-// explain_amd_visibility, doctor's reading of the three variables: gpusel_detail.hpp.
+// hip_view (what a HIP program would see) and explain_amd_visibility (doctor's reading of the
+// three variables): gpusel_detail.hpp.
 
 }  // namespace gpusel::detail

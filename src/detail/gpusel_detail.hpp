@@ -35,6 +35,19 @@ namespace gpusel::detail {
 // on a machine whose AMD GPUs gpusel does not read: each GPU an entry of ROCR_VISIBLE_DEVICES names
 // is taken to exist. Nothing when neither AMD variable is set. Both HIP rule sets are tried (ROCm
 // 5.2 and 6.2), and a difference is reported.
+// What a HIP program started under the three variables would see, on a machine whose GPUs'
+// ids are `ids` in KFD order, whatever HIP version it loads: HIP's devices as positions in `ids`,
+// in HIP ordinal order. The model is applied with HIP 5.2's rules and with 6.2's (which read
+// an empty value and ids differently); where they disagree the answer is the HIP version's, which
+// gpusel cannot know, and `version_dependent` is set.
+struct HipView {
+  std::vector<std::size_t> devices;
+  bool aborts = false;             // ROCr's parser throws (an empty entry): HIP programs abort
+  bool version_dependent = false;  // HIP 5.2 and 6.2 would see different GPUs
+};
+HipView hip_view(const std::vector<std::string>& ids, const std::optional<std::string>& rocr,
+                 const std::optional<std::string>& hip, const std::optional<std::string>& cuda);
+
 struct AmdVisibilityNote {
   enum class Kind { NoDevice, Aborts, VersionDependent, Dropped } kind;
   std::string id;       // stable, for doctor's --json

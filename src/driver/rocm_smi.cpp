@@ -1,5 +1,6 @@
 // AMD GPUs through ROCm SMI (librocm_smi64.so.1), opened at run time by the symbol list in
 // rocm_smi.def, as NVML is by nvml.def.
+#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <type_traits>
@@ -100,6 +101,10 @@ void read_gpu(const RsmiApi& api, bool usage, AmdGpu& gpu) {
     gpu.pci_bus_id = bus_text(bdf);
   if (api.rsmi_dev_memory_total_get != nullptr)
     api.rsmi_dev_memory_total_get(i, RSMI_MEM_TYPE_VRAM, &gpu.memory_total);
+  std::uint32_t node = 0;
+  if (api.rsmi_dev_node_id_get != nullptr &&
+      api.rsmi_dev_node_id_get(i, &node) == RSMI_STATUS_SUCCESS)
+    gpu.kfd_node = node;
   if (!usage) return;
   if (api.rsmi_dev_memory_usage_get != nullptr)
     api.rsmi_dev_memory_usage_get(i, RSMI_MEM_TYPE_VRAM, &gpu.memory_used);
@@ -115,6 +120,22 @@ std::string amd_gpu_id(std::uint64_t unique_id) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "GPU-%016llx", static_cast<unsigned long long>(unique_id));
   return buf;
+}
+
+std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd) {
+  std::vector<const AmdGpu*> gpus;
+  for (const AmdGpu& g : amd.gpus) {
+    if (!g.kfd_node || g.id.empty()) return std::nullopt;
+    gpus.push_back(&g);
+  }
+  std::sort(gpus.begin(), gpus.end(),
+            [](const AmdGpu* a, const AmdGpu* b) { return *a->kfd_node < *b->kfd_node; });
+  for (std::size_t i = 1; i < gpus.size(); ++i) {
+    if (*gpus[i]->kfd_node == *gpus[i - 1]->kfd_node) return std::nullopt;  // not one per GPU
+  }
+  std::vector<std::string> ids;
+  for (const AmdGpu* g : gpus) ids.push_back(g->id);
+  return ids;
 }
 
 AmdSnapshot query_rocm_smi(bool usage) {

@@ -1,11 +1,13 @@
 // A --gpu request on a machine whose GPUs are AMD's (no NVIDIA driver; ROCm SMI monitors them):
 // indices are rocm-smi's, unique ids (GPU- and 16 hex digits, as ROCr writes them) and their
-// prefixes name one GPU each, `all` is every GPU with an id. ROCm's visibility variables are not
-// taken as a quota yet, so a request under any of them is refused rather than read by CUDA's rules
-// (docs/amd.md).
+// prefixes name one GPU each, `all` is every GPU with an id. Under ROCR_, HIP_ or
+// CUDA_VISIBLE_DEVICES the GPUs a HIP program would see here are the quota, read by ROCm's own
+// rules (src/core/amd_visible.cpp): indices are positions in it (HIP's ordinals in the job), ids
+// must be in it (docs/amd.md).
 #include <algorithm>
 #include <cctype>
 
+#include "amd_visible.hpp"
 #include "env.hpp"
 #include "gpusel/amd.hpp"
 #include "gpusel/error.hpp"
@@ -30,6 +32,10 @@ std::string index_range(std::size_t n) {
   return n == 1 ? "0" : "0 to " + std::to_string(n - 1);
 }
 
+std::string shown(const std::optional<std::string>& value) {
+  return value ? detail::quote_value(*value) : std::string("unset");
+}
+
 std::string request_text(const GpuRequest& request) {
   std::string out;
   for (const std::string& t : request.texts()) out += (out.empty() ? "" : ",") + t;
@@ -38,30 +44,136 @@ std::string request_text(const GpuRequest& request) {
 
 }  // namespace
 
+namespace {
+
+// The job's quota under ROCm's variables: the GPUs a HIP program started here would see, by id,
+// in HIP's ordinal order (`preset` false: no variable set, no quota).
+struct AmdQuota {
+  bool preset = false;
+  std::string settings;  // the three variables, for messages
+  std::vector<std::string> ids;
+};
+
+AmdQuota read_quota(const std::string& asked, const CudaEnv& env, const AmdSnapshot& amd) {
+  const std::optional<std::string> rocr = detail::env_value("ROCR_VISIBLE_DEVICES");
+  const std::optional<std::string> hip = detail::env_value("HIP_VISIBLE_DEVICES");
+  const std::optional<std::string>& cuda = env.visible_devices;
+  AmdQuota q;
+  q.preset = rocr || hip || cuda;
+  q.settings = "ROCR_VISIBLE_DEVICES=" + shown(rocr) + ", HIP_VISIBLE_DEVICES=" + shown(hip) +
+               ", CUDA_VISIBLE_DEVICES=" + shown(cuda);
+  if (!q.preset) return q;
+  auto problem = [&](const char* reason) {
+    const char* variable = rocr  ? "ROCR_VISIBLE_DEVICES"
+                           : hip ? "HIP_VISIBLE_DEVICES"
+                                 : "CUDA_VISIBLE_DEVICES";
+    const std::optional<std::string>& value = rocr ? rocr : hip ? hip : cuda;
+    return about(Subject::VisibleDevices,
+                 {{"variable", variable}, {"value", value.value_or("")}, {"reason", reason}});
+  };
+  // Reading the variables needs the KFD order, which ROCm SMI gives from ROCm 6 on.
+  const std::optional<std::vector<std::string>> kfd = kfd_order(amd);
+  if (!kfd) {
+    throw bad_input(
+        asked + ": this machine's GPUs are AMD's, and " + q.settings +
+            " is set; reading that needs the GPUs' order in the kernel's KFD topology, which "
+            "this ROCm SMI does not give (rsmi_dev_node_id_get, ROCm 6 and later), so gpusel "
+            "places no worker under it: unset the variables and name the GPUs your job was "
+            "given by unique id (`gpusel list` shows them)",
+        problem("amd-kfd-order-unknown"));
+  }
+  const detail::HipView view = detail::hip_view(*kfd, rocr, hip, cuda);
+  if (view.aborts) {
+    throw bad_input(asked + ": " + q.settings +
+                        ": ROCR_VISIBLE_DEVICES has an empty entry, which makes every HIP "
+                        "program abort at start; remove the empty entry (`gpusel doctor` "
+                        "explains the variables)",
+                    problem("amd-rocr-empty-entry"));
+  }
+  if (view.version_dependent) {
+    throw bad_input(asked + ": " + q.settings +
+                        ": which GPUs HIP programs see under these depends on the HIP version "
+                        "(an empty value, or unique ids in HIP_/CUDA_VISIBLE_DEVICES), so "
+                        "gpusel cannot tell the job's GPUs; give indices, never an empty "
+                        "value (`gpusel doctor` explains)",
+                    problem("amd-hip-version-dependent"));
+  }
+  if (view.devices.empty()) {
+    throw bad_input(asked + ": " + q.settings +
+                        " leave HIP programs no GPU, so there is none to give; `gpusel doctor` "
+                        "explains why, and what to set instead",
+                    problem("amd-preset-hides-all"));
+  }
+  for (std::size_t d : view.devices) q.ids.push_back((*kfd)[d]);
+  return q;
+}
+
+// The id of the GPU one index entry names: rocm-smi's index, or under a preset a position in the
+// quota (HIP's ordinal in this job).
+std::string by_index(const GpuEntry& e, const AmdQuota& q, const AmdSnapshot& amd) {
+  if (q.preset) {
+    if (e.index >= q.ids.size()) {
+      const std::size_t n = q.ids.size();
+      throw bad_input("--gpu " + e.text + ": under " + q.settings + " HIP programs see " +
+                          std::to_string(n) + " GPU" + (n == 1 ? "" : "s") + " (" + index_range(n) +
+                          "), so " + e.text +
+                          " is none of them; give a position among those, or a unique id",
+                      about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "out-of-range"}}));
+    }
+    return q.ids[e.index];
+  }
+  const std::size_t n = amd.gpus.size();
+  if (e.index >= n) {
+    throw bad_input("--gpu " + e.text + ": no AMD GPU has rocm-smi index " + e.text +
+                        " (this machine has " + std::to_string(n) + ": " + index_range(n) +
+                        "); `gpusel list` shows them",
+                    about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "out-of-range"}}));
+  }
+  const AmdGpu& g = amd.gpus[e.index];
+  if (g.id.empty()) {
+    throw failure("--gpu " + e.text + ": ROCm SMI gives that AMD GPU no unique id (" + g.failure +
+                      "), so no worker can be given it",
+                  about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "no-id"}}));
+  }
+  return g.id;
+}
+
+// The id of the one GPU whose id an id entry begins, which must be in the quota under a preset.
+std::string by_id(const GpuEntry& e, const AmdQuota& q, const AmdSnapshot& amd) {
+  std::vector<const AmdGpu*> matches;
+  for (const AmdGpu& g : amd.gpus) {
+    if (id_starts_with(g.id, e.text)) matches.push_back(&g);
+  }
+  if (matches.size() != 1) {
+    const bool none = matches.empty();
+    throw bad_input("--gpu " + e.text + ": " +
+                        (none ? "no AMD GPU's unique id begins with " + e.text
+                              : "the ids of " + std::to_string(matches.size()) +
+                                    " AMD GPUs begin with " + e.text + "; give more of it") +
+                        " (`gpusel list` shows each GPU's id: GPU- and 16 hex digits)",
+                    about(Subject::GpuEntry,
+                          {{"entry", e.text}, {"reason", none ? "no-match" : "ambiguous-prefix"}}));
+  }
+  const std::string& id = matches.front()->id;
+  if (q.preset && std::find(q.ids.begin(), q.ids.end(), id) == q.ids.end()) {
+    throw bad_input(
+        "--gpu " + e.text + ": that is " + id + ", which " + q.settings +
+            " hide from HIP programs here; name one of the job's GPUs (" +
+            detail::join_entries(q.ids) + ")",
+        about(Subject::GpuEntry, {{"entry", e.text}, {"gpu", id}, {"reason", "outside-preset"}}));
+  }
+  return id;
+}
+
+}  // namespace
+
 Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const AmdSnapshot& amd) {
   const std::string asked = "--gpu " + request_text(request);
-  // A preset would be read by ROCr and HIP with their own rules (src/core/amd_visible.cpp); until
-  // gpusel keeps within it, it refuses instead of placing a worker outside it.
-  const std::optional<std::string> presets[] = {detail::env_value("ROCR_VISIBLE_DEVICES"),
-                                                detail::env_value("HIP_VISIBLE_DEVICES"),
-                                                env.visible_devices};
-  const char* names[] = {"ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"};
-  for (std::size_t i = 0; i < 3; ++i) {
-    if (!presets[i]) continue;
-    throw bad_input(
-        asked + ": this machine's GPUs are AMD's, and " + names[i] + "=" +
-            detail::quote_value(*presets[i]) +
-            " is set; gpusel does not yet keep AMD jobs within ROCm's visibility variables, so "
-            "it places none under them: unset " +
-            names[i] +
-            " and name the GPUs your job was given by unique id (`gpusel list` shows them)",
-        about(Subject::VisibleDevices, {{"variable", names[i]},
-                                        {"value", *presets[i]},
-                                        {"reason", "amd-preset-unsupported"}}));
-  }
+  const AmdQuota quota = read_quota(asked, env, amd);
   if (request.kind == GpuRequest::Kind::Free) {
-    throw failure(asked + ": picking free AMD GPUs is not supported yet (gpusel reads no AMD "
-                          "GPU's processes); name the GPUs by rocm-smi index or unique id",
+    throw failure(asked +
+                      ": picking free AMD GPUs is not supported yet (gpusel reads no AMD "
+                      "GPU's processes); name the GPUs by rocm-smi index or unique id",
                   about(Subject::GpuRequest,
                         {{"request", request_text(request)}, {"reason", "amd-free-unsupported"}}));
   }
@@ -78,10 +190,17 @@ Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const A
     r.machine.push_back(std::move(info));
   }
   r.notes.push_back(
-      {"amd-gpus", "the GPUs are AMD's (ROCm SMI): indices are rocm-smi's, and each worker is "
-                   "given its GPU by unique id in ROCR_VISIBLE_DEVICES"});
-  const std::size_t n = amd.gpus.size();
+      {"amd-gpus", std::string("the GPUs are AMD's (ROCm SMI): ") +
+                       (quota.preset ? "under " + quota.settings +
+                                           ", indices are positions among the GPUs HIP programs "
+                                           "see here (`gpusel list`'s HIP column)"
+                                     : std::string("indices are rocm-smi's")) +
+                       ", and each worker is given its GPU by unique id in ROCR_VISIBLE_DEVICES"});
   if (request.kind == GpuRequest::Kind::All) {
+    if (quota.preset) {
+      r.gpus = quota.ids;
+      return r;
+    }
     for (const AmdGpu& g : amd.gpus) {
       if (!g.id.empty()) r.gpus.push_back(g.id);
     }
@@ -91,41 +210,8 @@ Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const A
     }
     return r;
   }
-  for (const GpuEntry& e : request.gpus) {
-    const AmdGpu* found = nullptr;
-    if (!e.is_uuid()) {
-      if (e.index >= n) {
-        throw bad_input("--gpu " + e.text + ": no AMD GPU has rocm-smi index " + e.text +
-                            " (this machine has " + std::to_string(n) + ": " + index_range(n) +
-                            "); `gpusel list` shows them",
-                        about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "out-of-range"}}));
-      }
-      found = &amd.gpus[e.index];
-      if (found->id.empty()) {
-        throw failure("--gpu " + e.text + ": ROCm SMI gives that AMD GPU no unique id (" +
-                          found->failure + "), so no worker can be given it",
-                      about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "no-id"}}));
-      }
-    } else {
-      std::vector<const AmdGpu*> matches;
-      for (const AmdGpu& g : amd.gpus) {
-        if (id_starts_with(g.id, e.text)) matches.push_back(&g);
-      }
-      if (matches.size() != 1) {
-        const bool none = matches.empty();
-        throw bad_input(
-            "--gpu " + e.text + ": " +
-                (none ? "no AMD GPU's unique id begins with " + e.text
-                      : "the ids of " + std::to_string(matches.size()) + " AMD GPUs begin with " +
-                            e.text + "; give more of it") +
-                " (`gpusel list` shows each GPU's id: GPU- and 16 hex digits)",
-            about(Subject::GpuEntry,
-                  {{"entry", e.text}, {"reason", none ? "no-match" : "ambiguous-prefix"}}));
-      }
-      found = matches.front();
-    }
-    r.gpus.push_back(found->id);
-  }
+  for (const GpuEntry& e : request.gpus)
+    r.gpus.push_back(e.is_uuid() ? by_id(e, quota, amd) : by_index(e, quota, amd));
   return r;
 }
 

@@ -64,9 +64,22 @@ class AmdListTest(Case):
         self.assertEqual(got, EXPECTED)
         self.assertEqual([g["rocm_smi_index"] for g in doc["gpus"]], [0, 1, 2])
         self.assertEqual({g["vendor"] for g in doc["gpus"]}, {"amd"})
-        # HIP's order is not read yet: said, never guessed.
-        self.assertEqual({g["hip_ordinal"] for g in doc["gpus"]}, {None})
-        self.assertIn("amd-hip-order-unread", doc["note_codes"])
+        # HIP numbers in KFD order (B, C, A), which ROCm 6's SMI gives by each GPU's node.
+        self.assertEqual([g["hip_ordinal"] for g in doc["gpus"]], [1, 2, 0])
+        self.assertEqual(doc["note_codes"], ["amd-hip-ordinal"])
+        doc = gpusel_json("--sim", "amd-mi210", "list", "--json", ROCR_VISIBLE_DEVICES="2,0")
+        self.assertEqual([g["hip_ordinal"] for g in doc["gpus"]], [None, 0, 1])
+        # Where the order cannot be told, said, never guessed: an SMI without node ids, or
+        # variables HIP versions read differently.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "rocm5.toml")
+            with open(path, "w") as f:
+                f.write(read(MACHINES, "amd-mi210.toml").replace('vendor = "amd"',
+                                                                 'vendor = "amd"\nrocm_smi_node_ids = false'))
+            for args, env in (((path,), {}), (("amd-mi210",), {"HIP_VISIBLE_DEVICES": ""})):
+                doc = gpusel_json("--sim", *args, "list", "--json", **env)
+                self.assertEqual({g["hip_ordinal"] for g in doc["gpus"]}, {None})
+                self.assertEqual(doc["note_codes"], ["amd-hip-order-unread"])
         used = {g["uuid"]: (g["memory_used_bytes"], g["utilization_percent"]) for g in doc["gpus"]}
         self.assertEqual(used["GPU-3c4d5e6f708192a3"], (12 << 30, 37))
         self.assertEqual(used["GPU-1a2b3c4d5e6f7081"], (0, 0))
@@ -75,9 +88,9 @@ class AmdListTest(Case):
     def test_list_text_names_rocm_and_the_order(self):
         r = gpusel("--sim", "amd-mi210", "list")
         self.assertEqual(r.returncode, 0, r.stderr)
-        rows = [line.split() for line in r.stdout.splitlines() if re.match(r"^\d+\s+GPU-", line)]
-        self.assertEqual([(row[0], row[1]) for row in rows],
-                         [(str(i), uid) for i, (uid, _) in enumerate(EXPECTED)])
+        rows = [line.split() for line in r.stdout.splitlines() if re.match(r"^\d+\s+\d\s+GPU-", line)]
+        self.assertEqual([(row[0], row[1], row[2]) for row in rows],
+                         [(str(i), hip, uid) for i, ((uid, _), hip) in enumerate(zip(EXPECTED, "120"))])
         self.assertIn("AMD GPUs (ROCm SMI, amdgpu 6.7.0)", r.stdout)
         self.assertIn("KFD order", r.stdout)
 
@@ -138,15 +151,52 @@ class AmdListTest(Case):
                 self.assertEqual(r.returncode, code, r.stderr)
                 self.assertIn("--gpu " + request, r.stderr)
                 self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], reason)
-        # Under any of ROCm's variables gpusel refuses rather than read them by CUDA's rules.
-        for name in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
-            with self.subTest(preset=name):
-                r = gpusel("--sim", "amd-mi210", "resolve", "--gpu", "0", "--json", **{name: "1"})
+
+    def test_rocms_variables_are_a_quota_read_by_rocms_rules(self):
+        # KFD order is B, C, A (the double gives ROCm 6's node ids): ROCR_VISIBLE_DEVICES=2,0 leaves
+        # A then B, so --gpu 0 is A and 1 is B; C is outside. HIP then picks among ROCr's result.
+        a, b, c = EXPECTED[1][0], EXPECTED[2][0], EXPECTED[0][0]
+        for env, request, want in (
+                ({"ROCR_VISIBLE_DEVICES": "2,0"}, "0", [a]),
+                ({"ROCR_VISIBLE_DEVICES": "2,0"}, "1,0", [b, a]),
+                ({"ROCR_VISIBLE_DEVICES": "2,0"}, "all", [a, b]),
+                ({"ROCR_VISIBLE_DEVICES": "2,0"}, "GPU-2b", [b]),
+                ({"ROCR_VISIBLE_DEVICES": "2,0", "HIP_VISIBLE_DEVICES": "1"}, "0", [b]),
+                ({"HIP_VISIBLE_DEVICES": "1"}, "0", [c]),
+                ({"CUDA_VISIBLE_DEVICES": "2,1"}, "all", [a, c]),
+                ({"ROCR_VISIBLE_DEVICES": c.upper()[:8] + ",0"}, "all", [c, b])):
+            with self.subTest(env=env, request=request):
+                doc = gpusel_json("--sim", "amd-mi210", "resolve", "--gpu", request, "--json", **env)
+                self.assertEqual(doc["gpus"], want)
+        for env, request, reason in (
+                ({"ROCR_VISIBLE_DEVICES": "2,0"}, "2", "out-of-range"),
+                ({"ROCR_VISIBLE_DEVICES": "2,0"}, "GPU-3c", "outside-preset"),
+                ({"ROCR_VISIBLE_DEVICES": "1,,2"}, "0", "amd-rocr-empty-entry"),
+                ({"HIP_VISIBLE_DEVICES": ""}, "0", "amd-hip-version-dependent"),
+                ({"ROCR_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "1"}, "0", "amd-preset-hides-all")):
+            with self.subTest(env=env, request=request):
+                r = gpusel("--sim", "amd-mi210", "resolve", "--gpu", request, "--json", **env)
                 self.assertEqual(r.returncode, 2, r.stderr)
-                self.assertIn(name + '="1"', r.stderr)
-                err = json.loads(r.stdout)["error"]
-                self.assertEqual((err["subject"], err["fields"]["variable"], err["fields"]["reason"]),
-                                 ("cuda-visible-devices", name, "amd-preset-unsupported"))
+                for name, value in env.items():
+                    self.assertIn('%s="%s"' % (name, value), r.stderr)
+                self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], reason)
+        # Run places each worker on its GPU of the quota, by id; the worker sees only that one.
+        show = 'echo "$LOCAL_RANK ${ROCR_VISIBLE_DEVICES-unset} ${HIP_VISIBLE_DEVICES-unset}"'
+        r = gpusel("--sim", "amd-mi210", "run", "--quiet", "--gpu", "1,0", "--", "sh", "-c", show,
+                   ROCR_VISIBLE_DEVICES="2,0", HIP_VISIBLE_DEVICES="1,0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(r.stdout.split("\n")[:-1]), ["0 %s unset" % a, "1 %s unset" % b])
+        # Without node ids (ROCm SMI 5.x) the KFD order is unknown: refused, never guessed.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "rocm5.toml")
+            with open(path, "w") as f:
+                f.write(read(MACHINES, "amd-mi210.toml").replace('vendor = "amd"',
+                                                                 'vendor = "amd"\nrocm_smi_node_ids = false'))
+            r = gpusel("--sim", path, "resolve", "--gpu", "0", "--json", ROCR_VISIBLE_DEVICES="0")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], "amd-kfd-order-unknown")
+            doc = gpusel_json("--sim", path, "resolve", "--gpu", "GPU-1a", "--json")  # no preset: fine
+            self.assertEqual(doc["gpus"], [a])
 
     def test_run_gives_each_worker_its_gpu_by_rocrs_variable_and_leases_it(self):
         show = 'echo "$LOCAL_RANK ${ROCR_VISIBLE_DEVICES-unset} ${HIP_VISIBLE_DEVICES-unset} ${CUDA_VISIBLE_DEVICES-unset}"'
@@ -262,8 +312,16 @@ class AmdAgainstRocmTest(Case):
             lines.append(f"_Static_assert((uint32_t){name} == (uint32_t){value.rstrip('u')}, \"{name}\");")
         defs = re.findall(r"^GPUSEL_RSMI\((\w+), \w+, (\w+), \((.*)\)\)$",
                           read(SOURCE, "src", "driver", "rocm_smi.def"), re.M)
+        header = read(self.root, "usr", "include", "rocm_smi", "rocm_smi.h")
+        # Functions newer than Debian's ROCm 5.2.3, optional in rocm_smi.def (checked against the
+        # declaration ROCm 6 ships instead, below).
+        newer = {"rsmi_dev_node_id_get": "rsmi_status_t (uint32_t, uint32_t*)"}
         for name, ret, params in defs:
             params = params.replace("std::", "")
+            if name in newer:
+                self.assertNotIn(name + "(", header)
+                self.assertEqual(f"{ret} ({params})", newer[name])
+                continue
             # The software component is the header's enum, a uint32_t in rocm_smi.def.
             if name == "rsmi_version_str_get":
                 params = params.replace("uint32_t, char*", "rsmi_sw_component_t, char*", 1)

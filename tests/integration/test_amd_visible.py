@@ -218,12 +218,34 @@ class AmdRunTest(Case):
         self.assertEqual(self.workers("--gpu", "2,0"),
                          [("0", self.by_index[2]), ("1", self.by_index[0])])
         self.assertEqual(self.workers("--gpu", "GPU-1a2b"), [("0", "GPU-1a2b3c4d5e6f7081")])
-        # A preset left from outside is not what places the workers: gpusel refuses one instead.
+        # Presets that leave HIP no GPU: refused, no worker started.
         env = base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd),
                        ROCR_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="1")
-        r = gpusel("--sim", "amd-mi210", "run", "--gpu", "0", "--", "true", env=env)
+        r = gpusel("--sim", "amd-mi210", "run", "--gpu", "0", "--", "sh", "-c", "echo started", env=env)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("ROCR_VISIBLE_DEVICES", r.stderr)
+        self.assertNotIn("started", r.stdout)
+
+    def test_a_preset_is_the_quota_as_hip_reads_it(self):
+        # What HIP itself sees under the presets, outside gpusel, is the job's GPUs in ordinal
+        # order; `--gpu k` must put worker k on HIP's ordinal k of that view, and on nothing else.
+        for preset in ({"ROCR_VISIBLE_DEVICES": "2,0"},
+                       {"ROCR_VISIBLE_DEVICES": "2,0", "HIP_VISIBLE_DEVICES": "1,0"},
+                       {"CUDA_VISIBLE_DEVICES": "2,1"},
+                       {"ROCR_VISIBLE_DEVICES": "0x1,GPU-1A2B3C4D", "HIP_VISIBLE_DEVICES": "1"}):
+            with self.subTest(preset=preset):
+                env = base_env(LD_LIBRARY_PATH=self.library_path,
+                               GPUSEL_TEST_AMD_GPUS=",".join(self.kfd), **preset)
+                seen = subprocess.run([self.hip], capture_output=True, text=True, env=env,
+                                      check=True).stdout.split()
+                self.assertTrue(seen)
+                listing = gpusel_json("--sim", "amd-mi210", "list", "--json", env=env)
+                ordinals = {g["hip_ordinal"]: g["uuid"] for g in listing["gpus"]
+                            if g["hip_ordinal"] is not None}
+                self.assertEqual([ordinals.get(k) for k in range(len(ordinals))], seen)
+                request = ",".join(str(k) for k in range(len(seen)))
+                self.assertEqual(self.workers("--gpu", request, **preset),
+                                 [(str(k), uid) for k, uid in enumerate(seen)])
 
     def test_job_mode_shows_every_workers_gpu_in_rank_order(self):
         # --set-visible job: every worker sees the job's GPUs, its own at HIP ordinal LOCAL_RANK.

@@ -555,17 +555,50 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
 
 namespace {
 
-// Where NVIDIA's NVML is unavailable: AMD's GPUs as ROCm SMI gives them, in rocm-smi's order.
-// HIP numbers GPUs in the kernel's KFD order, which gpusel does not read yet, so the listing gives
-// no HIP ordinal (null) and says so in a note (docs/amd.md).
+// Where NVIDIA's NVML is unavailable: AMD's GPUs as ROCm SMI gives them, in rocm-smi's order,
+// with the ordinal a HIP program started here would give each: HIP numbers GPUs in the kernel's
+// KFD order (ROCm SMI gives each GPU's node from ROCm 6 on) through ROCR_, HIP_ and
+// CUDA_VISIBLE_DEVICES as set now. Where that cannot be told, the ordinal is null and a note says
+// why (docs/amd.md).
 void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simulated,
                  const ListOptions& options, std::string& out) {
-  const Note hip_note{
-      "amd-hip-order-unread",
-      "HIP numbers AMD GPUs in the kernel's KFD order, which can differ from rocm-smi's INDEX "
-      "(DRM card order before ROCm 6.0, PCI order since); gpusel does not read that order yet, "
-      "so name GPUs to ROCm by UUID (ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in "
-      "every ROCm version"};
+  std::vector<std::optional<std::size_t>> hip(amd.gpus.size());  // by position in amd.gpus
+  Note hip_note{"amd-hip-order-unread",
+                "HIP numbers AMD GPUs in the kernel's KFD order, which can differ from rocm-smi's "
+                "INDEX; this ROCm SMI does not give that order (rsmi_dev_node_id_get, ROCm 6 and "
+                "later), so the HIP column is unknown: name GPUs to ROCm by UUID "
+                "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm version"};
+  if (const std::optional<std::vector<std::string>> kfd = kfd_order(amd)) {
+    const detail::HipView view =
+        detail::hip_view(*kfd, env_value("ROCR_VISIBLE_DEVICES"), env_value("HIP_VISIBLE_DEVICES"),
+                         env_value("CUDA_VISIBLE_DEVICES"));
+    if (view.aborts || view.version_dependent) {
+      hip_note = {"amd-hip-order-unread",
+                  "the HIP column is unknown: " +
+                      std::string(view.aborts ? "ROCR_VISIBLE_DEVICES has an empty entry, which "
+                                                "makes HIP programs abort"
+                                              : "under the visibility variables set here, which "
+                                                "GPUs HIP sees depends on its version") +
+                      "; `gpusel doctor` explains the variables"};
+    } else {
+      for (std::size_t ord = 0; ord < view.devices.size(); ++ord) {
+        const std::string& id = (*kfd)[view.devices[ord]];
+        for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
+          if (amd.gpus[i].id == id) hip[i] = ord;
+        }
+      }
+      const bool preset = env_value("ROCR_VISIBLE_DEVICES") || env_value("HIP_VISIBLE_DEVICES") ||
+                          env_value("CUDA_VISIBLE_DEVICES");
+      hip_note = {"amd-hip-ordinal",
+                  std::string("HIP is the device number a HIP program started from this shell "
+                              "gives the GPU (KFD order, through ROCR_, HIP_ and "
+                              "CUDA_VISIBLE_DEVICES as set here; \"-\" where they hide it); ") +
+                      (preset ? "with those variables set, `--gpu N` is the GPU in the HIP column"
+                              : "`--gpu N` is the GPU at INDEX N, rocm-smi's number")};
+    }
+  }
+  auto hip_text = [&](std::size_t i) { return hip[i] ? std::to_string(*hip[i]) : "-"; };
+  const bool hip_known = hip_note.code == "amd-hip-ordinal";
   if (options.json) {
     nlohmann::json doc;
     doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
@@ -574,11 +607,12 @@ void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simul
     doc["notes"] = nlohmann::json::array({hip_note.text});
     doc["note_codes"] = nlohmann::json::array({hip_note.code});
     doc["gpus"] = nlohmann::json::array();
-    for (const AmdGpu& g : amd.gpus) {
+    for (std::size_t g_pos = 0; g_pos < amd.gpus.size(); ++g_pos) {
+      const AmdGpu& g = amd.gpus[g_pos];
       doc["gpus"].push_back(
           {{"vendor", "amd"},
            {"rocm_smi_index", g.index},
-           {"hip_ordinal", nullptr},
+           {"hip_ordinal", hip[g_pos] ? nlohmann::json(*hip[g_pos]) : nlohmann::json(nullptr)},
            {"uuid", g.id.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.id)},
            {"name", detail::printable(g.name)},
            {"memory_total_bytes", g.memory_total},
@@ -597,12 +631,13 @@ void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simul
   fmt::format_to(
       o, "AMD GPUs (ROCm SMI{}):\n",
       amd.driver_version.empty() ? "" : ", amdgpu " + detail::printable(amd.driver_version));
-  fmt::format_to(o, "{:<5}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", "INDEX", "UUID", "MEMORY",
-                 "USED", "UTIL", "PCI BUS ID", "NAME");
-  for (const AmdGpu& g : amd.gpus) {
-    fmt::format_to(o, "{:<5}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", g.index,
-                   g.id.empty() ? "?" : g.id, detail::format_bytes(g.memory_total),
-                   detail::format_bytes(g.memory_used),
+  fmt::format_to(o, "{:<5}  {:<3}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", "INDEX", "HIP",
+                 "UUID", "MEMORY", "USED", "UTIL", "PCI BUS ID", "NAME");
+  for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
+    const AmdGpu& g = amd.gpus[i];
+    fmt::format_to(o, "{:<5}  {:<3}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", g.index,
+                   hip_known ? hip_text(i) : "?", g.id.empty() ? "?" : g.id,
+                   detail::format_bytes(g.memory_total), detail::format_bytes(g.memory_used),
                    g.busy_percent ? std::to_string(*g.busy_percent) + "%" : "?",
                    g.pci_bus_id.empty() ? "?" : g.pci_bus_id,
                    detail::printable(g.failure.empty() ? g.name : g.failure));
