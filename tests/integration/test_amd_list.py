@@ -215,6 +215,14 @@ class AmdListTest(Case):
                 r = gpusel("--sim", "amd-mi210", "run", "--gpu", "0", "--", "true", env=env)
                 self.assertEqual(r.returncode, 1, r.stderr)
                 self.assertIn("is leased by pid %d" % holder.pid, r.stderr)
+                # `list` shows the lease on its GPU's row, and on no other.
+                doc = gpusel_json("--sim", "amd-mi210", "list", "--json", env=env)
+                leases = {g["uuid"]: (g["lease"] or {}).get("pid") for g in doc["gpus"]}
+                self.assertEqual(leases, {EXPECTED[0][0]: holder.pid, EXPECTED[1][0]: None,
+                                          EXPECTED[2][0]: None})
+                text = gpusel("--sim", "amd-mi210", "list", env=env).stdout.splitlines()
+                row = next(i for i, line in enumerate(text) if line.startswith("0 "))
+                self.assertIn("leased by pid %d" % holder.pid, text[row + 1])
             finally:
                 holder.terminate()
         # A CUDA bind cannot place a HIP program: said, with the way that can.

@@ -193,6 +193,22 @@ struct Listing {
   std::string order;  // CUDA_DEVICE_ORDER in effect
 };
 
+// The holder of a lease (null when free), and why a lease file cannot be used (null when it
+// can), into a GPU's JSON object. "lease": {} when the holder cannot be named (another pid
+// namespace).
+void lease_fields(nlohmann::json& j, const LeaseStanding& lease) {
+  const std::optional<LeaseHolder>& holder = lease.holder;
+  j["lease"] = lease.state != LeaseStanding::State::Held ? nlohmann::json(nullptr)
+               : holder ? nlohmann::json({{"pid", holder->pid > 0 ? nlohmann::json(holder->pid)
+                                                                  : nlohmann::json(nullptr)},
+                                          {"user", holder->user},
+                                          {"command", detail::printable(holder->command)},
+                                          {"started", holder->started}})
+                        : nlohmann::json::object();
+  j["lease_problem"] = lease.state == LeaseStanding::State::Unusable ? nlohmann::json(lease.problem)
+                                                                     : nlohmann::json(nullptr);
+}
+
 // Each GPU's lease, from one read of the kernel's lock table; a lease folder that cannot be used
 // is a note, not a failure of `list`.
 void read_leases(Listing& l, std::vector<Note>& lease_notes) {
@@ -307,19 +323,7 @@ nlohmann::json gpu_json(const Listing& l, std::size_t g) {
          {"command", who.command.empty() ? nlohmann::json(nullptr)
                                          : nlohmann::json(detail::printable(who.command))}});
   }
-  // The holder of a lease (null when free), and why a lease file cannot be used (null when
-  // it can). "lease": {} when the holder cannot be named (another pid namespace).
-  const LeaseStanding& lease = leases[g];
-  const std::optional<LeaseHolder>& holder = lease.holder;
-  j["lease"] = lease.state != LeaseStanding::State::Held ? nlohmann::json(nullptr)
-               : holder ? nlohmann::json({{"pid", holder->pid > 0 ? nlohmann::json(holder->pid)
-                                                                  : nlohmann::json(nullptr)},
-                                          {"user", holder->user},
-                                          {"command", detail::printable(holder->command)},
-                                          {"started", holder->started}})
-                        : nlohmann::json::object();
-  j["lease_problem"] = lease.state == LeaseStanding::State::Unusable ? nlohmann::json(lease.problem)
-                                                                     : nlohmann::json(nullptr);
+  lease_fields(j, leases[g]);
   j["mig_devices"] = nlohmann::json::array();
   for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
     j["mig_devices"].push_back({{"uuid", gpu.migs[m].uuid},
@@ -559,73 +563,98 @@ namespace {
 // with the ordinal a HIP program started here would give each: HIP numbers GPUs in the kernel's
 // KFD order (ROCm SMI gives each GPU's node from ROCm 6 on) through ROCR_, HIP_ and
 // CUDA_VISIBLE_DEVICES as set now. Where that cannot be told, the ordinal is null and a note says
-// why (docs/amd.md).
-void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simulated,
-                 const ListOptions& options, std::string& out) {
-  std::vector<std::optional<std::size_t>> hip(amd.gpus.size());  // by position in amd.gpus
+// why (docs/amd.md). Each GPU's lease is read by its id, as on NVIDIA.
+struct AmdListing {
+  std::vector<std::optional<std::size_t>> hip;  // by position in the snapshot's gpus
+  bool hip_known = false;
+  std::vector<LeaseStanding> leases;
+  std::vector<Note> notes;
+};
+
+AmdListing read_amd_listing(const AmdSnapshot& amd) {
+  AmdListing l;
+  l.hip.resize(amd.gpus.size());
   Note hip_note{"amd-hip-order-unread",
                 "HIP numbers AMD GPUs in the kernel's KFD order, which can differ from rocm-smi's "
                 "INDEX; this ROCm SMI does not give that order (rsmi_dev_node_id_get, ROCm 6 and "
                 "later), so the HIP column is unknown: name GPUs to ROCm by UUID "
                 "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm version"};
   if (const std::optional<std::vector<std::string>> kfd = kfd_order(amd)) {
-    const detail::HipView view =
-        detail::hip_view(*kfd, env_value("ROCR_VISIBLE_DEVICES"), env_value("HIP_VISIBLE_DEVICES"),
-                         env_value("CUDA_VISIBLE_DEVICES"));
+    const std::optional<std::string> rocr = env_value("ROCR_VISIBLE_DEVICES"),
+                                     hip = env_value("HIP_VISIBLE_DEVICES"),
+                                     cuda = env_value("CUDA_VISIBLE_DEVICES");
+    const detail::HipView view = detail::hip_view(*kfd, rocr, hip, cuda);
     if (view.aborts || view.version_dependent) {
-      hip_note = {"amd-hip-order-unread",
-                  "the HIP column is unknown: " +
+      hip_note.text = "the HIP column is unknown: " +
                       std::string(view.aborts ? "ROCR_VISIBLE_DEVICES has an empty entry, which "
                                                 "makes HIP programs abort"
                                               : "under the visibility variables set here, which "
                                                 "GPUs HIP sees depends on its version") +
-                      "; `gpusel doctor` explains the variables"};
+                      "; `gpusel doctor` explains the variables";
     } else {
       for (std::size_t ord = 0; ord < view.devices.size(); ++ord) {
-        const std::string& id = (*kfd)[view.devices[ord]];
         for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
-          if (amd.gpus[i].id == id) hip[i] = ord;
+          if (amd.gpus[i].id == (*kfd)[view.devices[ord]]) l.hip[i] = ord;
         }
       }
-      const bool preset = env_value("ROCR_VISIBLE_DEVICES") || env_value("HIP_VISIBLE_DEVICES") ||
-                          env_value("CUDA_VISIBLE_DEVICES");
+      l.hip_known = true;
       hip_note = {"amd-hip-ordinal",
                   std::string("HIP is the device number a HIP program started from this shell "
                               "gives the GPU (KFD order, through ROCR_, HIP_ and "
                               "CUDA_VISIBLE_DEVICES as set here; \"-\" where they hide it); ") +
-                      (preset ? "with those variables set, `--gpu N` is the GPU in the HIP column"
-                              : "`--gpu N` is the GPU at INDEX N, rocm-smi's number")};
+                      (rocr || hip || cuda
+                           ? "with those variables set, `--gpu N` is the GPU in the HIP column"
+                           : "`--gpu N` is the GPU at INDEX N, rocm-smi's number")};
     }
   }
-  auto hip_text = [&](std::size_t i) { return hip[i] ? std::to_string(*hip[i]) : "-"; };
-  const bool hip_known = hip_note.code == "amd-hip-ordinal";
-  if (options.json) {
-    nlohmann::json doc;
-    doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
-    doc["vendor"] = "amd";
-    doc["driver_version"] = amd.driver_version;
-    doc["notes"] = nlohmann::json::array({hip_note.text});
-    doc["note_codes"] = nlohmann::json::array({hip_note.code});
-    doc["gpus"] = nlohmann::json::array();
-    for (std::size_t g_pos = 0; g_pos < amd.gpus.size(); ++g_pos) {
-      const AmdGpu& g = amd.gpus[g_pos];
-      doc["gpus"].push_back(
-          {{"vendor", "amd"},
-           {"rocm_smi_index", g.index},
-           {"hip_ordinal", hip[g_pos] ? nlohmann::json(*hip[g_pos]) : nlohmann::json(nullptr)},
-           {"uuid", g.id.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.id)},
-           {"name", detail::printable(g.name)},
-           {"memory_total_bytes", g.memory_total},
-           {"pci_bus_id", g.pci_bus_id},
-           {"memory_used_bytes", g.memory_used},
-           {"utilization_percent",
-            g.busy_percent ? nlohmann::json(*g.busy_percent) : nlohmann::json(nullptr)},
-           {"failure", g.failure.empty() ? nlohmann::json(nullptr)
-                                         : nlohmann::json(detail::printable(g.failure))}});
-    }
-    out += doc.dump(2) + "\n";
-    return;
+  l.notes.push_back(hip_note);
+  l.leases.assign(amd.gpus.size(), LeaseStanding{});
+  try {
+    std::vector<std::string> ids;
+    for (const AmdGpu& g : amd.gpus) ids.push_back(g.id);
+    l.leases = LeaseStore::locate().standings(ids, LeaseStore::Look::Quick);
+  } catch (const Error& e) {
+    l.notes.push_back({"leases-unreadable", std::string("leases cannot be read: ") + said(e)});
   }
+  return l;
+}
+
+void amd_listing_json(const AmdSnapshot& amd, const AmdListing& l,
+                      const std::optional<std::string>& simulated, std::string& out) {
+  nlohmann::json doc;
+  doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
+  doc["vendor"] = "amd";
+  doc["driver_version"] = amd.driver_version;
+  doc["notes"] = nlohmann::json::array();
+  doc["note_codes"] = nlohmann::json::array();
+  for (const Note& n : l.notes) {
+    doc["notes"].push_back(n.text);
+    doc["note_codes"].push_back(n.code);
+  }
+  doc["gpus"] = nlohmann::json::array();
+  for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
+    const AmdGpu& g = amd.gpus[i];
+    nlohmann::json j = {
+        {"vendor", "amd"},
+        {"rocm_smi_index", g.index},
+        {"hip_ordinal", l.hip[i] ? nlohmann::json(*l.hip[i]) : nlohmann::json(nullptr)},
+        {"uuid", g.id.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.id)},
+        {"name", detail::printable(g.name)},
+        {"memory_total_bytes", g.memory_total},
+        {"pci_bus_id", g.pci_bus_id},
+        {"memory_used_bytes", g.memory_used},
+        {"utilization_percent",
+         g.busy_percent ? nlohmann::json(*g.busy_percent) : nlohmann::json(nullptr)},
+        {"failure", g.failure.empty() ? nlohmann::json(nullptr)
+                                      : nlohmann::json(detail::printable(g.failure))}};
+    lease_fields(j, l.leases[i]);
+    doc["gpus"].push_back(std::move(j));
+  }
+  out += doc.dump(2) + "\n";
+}
+
+void amd_listing_text(const AmdSnapshot& amd, const AmdListing& l,
+                      const std::optional<std::string>& simulated, std::string& out) {
   auto o = std::back_inserter(out);
   if (simulated) fmt::format_to(o, "simulated machine: {}\n", detail::printable(*simulated));
   fmt::format_to(
@@ -635,14 +664,26 @@ void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simul
                  "UUID", "MEMORY", "USED", "UTIL", "PCI BUS ID", "NAME");
   for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
     const AmdGpu& g = amd.gpus[i];
-    fmt::format_to(o, "{:<5}  {:<3}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", g.index,
-                   hip_known ? hip_text(i) : "?", g.id.empty() ? "?" : g.id,
-                   detail::format_bytes(g.memory_total), detail::format_bytes(g.memory_used),
+    const std::string hip = !l.hip_known ? "?" : l.hip[i] ? std::to_string(*l.hip[i]) : "-";
+    fmt::format_to(o, "{:<5}  {:<3}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", g.index, hip,
+                   g.id.empty() ? "?" : g.id, detail::format_bytes(g.memory_total),
+                   detail::format_bytes(g.memory_used),
                    g.busy_percent ? std::to_string(*g.busy_percent) + "%" : "?",
                    g.pci_bus_id.empty() ? "?" : g.pci_bus_id,
                    detail::printable(g.failure.empty() ? g.name : g.failure));
+    if (l.leases[i].state != LeaseStanding::State::Free)
+      fmt::format_to(o, "      {}\n", describe_standing(l.leases[i]));
   }
-  fmt::format_to(o, "note: {}\n", hip_note.text);
+  for (const Note& n : l.notes) fmt::format_to(o, "note: {}\n", detail::printable(n.text));
+}
+
+void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simulated,
+                 const ListOptions& options, std::string& out) {
+  const AmdListing l = read_amd_listing(amd);
+  if (options.json)
+    amd_listing_json(amd, l, simulated, out);
+  else
+    amd_listing_text(amd, l, simulated, out);
 }
 
 }  // namespace
