@@ -243,6 +243,24 @@ bool well_formed_amd_id(const std::string& u) {
                      [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
 }
 
+// A GPU's `processes`: [{pid, used_memory}, ...], the compute processes its driver lists.
+void parse_processes(const Reader& r, const toml::table& t, const std::string& ctx, SimGpu& g) {
+  const auto* procs = t.get("processes");
+  if (procs == nullptr) return;
+  const auto* arr = procs->as_array();
+  if (arr == nullptr)
+    r.fail(procs->source(), "key 'processes' must be an array of {pid, used_memory} tables");
+  for (const auto& p : *arr) {
+    const auto* pt = p.as_table();
+    if (pt == nullptr) r.fail(p.source(), "key 'processes' must hold tables");
+    SimProcess sp;
+    sp.pid = static_cast<unsigned>(r.integer(r.need(*pt, "pid", ctx), "pid"));
+    if (sp.pid == 0) r.fail(pt->source(), "key 'pid' must be a process id above 0");
+    sp.used_memory = r.bytes(r.need(*pt, "used_memory", ctx), "used_memory");
+    g.processes.push_back(sp);
+  }
+}
+
 // A GPU of an AMD machine (vendor = "amd"): what ROCm SMI reports of it. The tables are in the
 // kernel's KFD topology order, the order ROCr and HIP number GPUs in.
 void parse_amd_gpu(const Reader& r, const toml::table& t, std::size_t position, SimGpu& g) {
@@ -272,11 +290,12 @@ void parse_amd_gpu(const Reader& r, const toml::table& t, std::size_t position, 
     if (v < 0 || v > 100) r.fail(n->source(), "key 'utilization_gpu' must be between 0 and 100");
     g.utilization_gpu = static_cast<unsigned>(v);
   }
+  parse_processes(r, t, ctx, g);
   if (const auto* n = t.get("memory_used")) {
     const std::uint64_t used = r.bytes(*n, "memory_used");
     if (used > g.memory_total)
       r.fail(n->source(), "key 'memory_used' must not exceed memory_total");
-    g.processes.push_back(SimProcess{0, used});
+    g.processes.push_back(SimProcess{0, used});  // memory held outside any listed process
   }
 }
 
@@ -350,19 +369,7 @@ void parse_gpu(const Reader& r, const toml::table& t, std::size_t position, SimG
     g.utilization_gpu = static_cast<unsigned>(r.integer(*n, "utilization_gpu"));
   if (const auto* n = t.get("utilization_memory"))
     g.utilization_memory = static_cast<unsigned>(r.integer(*n, "utilization_memory"));
-  if (const auto* procs = t.get("processes")) {
-    const auto* arr = procs->as_array();
-    if (arr == nullptr)
-      r.fail(procs->source(), "key 'processes' must be an array of {pid, used_memory} tables");
-    for (const auto& p : *arr) {
-      const auto* pt = p.as_table();
-      if (pt == nullptr) r.fail(p.source(), "key 'processes' must hold tables");
-      SimProcess sp;
-      sp.pid = static_cast<unsigned>(r.integer(r.need(*pt, "pid", ctx), "pid"));
-      sp.used_memory = r.bytes(r.need(*pt, "used_memory", ctx), "used_memory");
-      g.processes.push_back(sp);
-    }
-  }
+  parse_processes(r, t, ctx, g);
   if (const auto* mig = t.get("mig")) {
     const auto* arr = mig->as_array();
     if (arr == nullptr) r.fail(mig->source(), "key 'mig' must be an array of [[gpu.mig]] tables");

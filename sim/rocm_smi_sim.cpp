@@ -179,6 +179,77 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_node_id_get(std::uint32_t index, std::
   });
 }
 
+// The processes of the machine file's GPUs (`processes`), each once, with the VRAM it holds on
+// all of them; memory_used outside any process (pid 0) is no process.
+static std::vector<rsmi_process_info_t> sim_processes() {
+  std::vector<rsmi_process_info_t> out;
+  for (const SimGpu* g : state().by_card) {
+    for (const auto& p : g->processes) {
+      if (p.pid == 0) continue;
+      auto same = [&](const rsmi_process_info_t& q) { return q.process_id == p.pid; };
+      auto it = std::find_if(out.begin(), out.end(), same);
+      if (it == out.end()) it = out.insert(out.end(), rsmi_process_info_t{p.pid, p.pid, 0, 0, 0});
+      it->vram_usage += p.used_memory;
+    }
+  }
+  return out;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_compute_process_info_get(rsmi_process_info_t* procs,
+                                                               std::uint32_t* num_items) {
+  if (num_items == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  if (initialised.load() == 0) return RSMI_STATUS_INIT_ERROR;
+  const std::vector<rsmi_process_info_t> all = sim_processes();
+  if (procs == nullptr) {
+    *num_items = static_cast<std::uint32_t>(all.size());
+    return RSMI_STATUS_SUCCESS;
+  }
+  const std::size_t n = std::min<std::size_t>(*num_items, all.size());
+  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), procs);
+  *num_items = static_cast<std::uint32_t>(n);
+  return n < all.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+}
+
+// rocm-smi --showpids asks each process's usage by pid (gpusel does not).
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_compute_process_info_by_pid_get(std::uint32_t pid,
+                                                                      rsmi_process_info_t* proc) {
+  if (proc == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  if (initialised.load() == 0) return RSMI_STATUS_INIT_ERROR;
+  for (const rsmi_process_info_t& p : sim_processes()) {
+    if (p.process_id == pid) {
+      *proc = p;
+      return RSMI_STATUS_SUCCESS;
+    }
+  }
+  return RSMI_STATUS_NOT_FOUND;
+}
+
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_compute_process_gpus_get(std::uint32_t pid,
+                                                               std::uint32_t* dv_indices,
+                                                               std::uint32_t* num_devices) {
+  if (num_devices == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  if (initialised.load() == 0) return RSMI_STATUS_INIT_ERROR;
+  std::vector<std::uint32_t> found;
+  const State& s = state();
+  for (std::size_t i = 0; i < s.by_card.size(); ++i) {
+    for (const auto& p : s.by_card[i]->processes) {
+      if (p.pid != 0 && p.pid == pid) {
+        found.push_back(static_cast<std::uint32_t>(i));
+        break;
+      }
+    }
+  }
+  if (found.empty()) return RSMI_STATUS_NOT_FOUND;
+  if (dv_indices == nullptr) {
+    *num_devices = static_cast<std::uint32_t>(found.size());
+    return RSMI_STATUS_SUCCESS;
+  }
+  const std::size_t n = std::min<std::size_t>(*num_devices, found.size());
+  std::copy(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(n), dv_indices);
+  *num_devices = static_cast<std::uint32_t>(n);
+  return n < found.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+}
+
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_status_string(rsmi_status_t status, const char** text) {
   if (text == nullptr) return RSMI_STATUS_INVALID_ARGS;
   switch (status) {

@@ -8,6 +8,7 @@
 
 #include "gpusel/error.hpp"
 #include "gpusel/export.h"
+#include "gpusel/visible.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
 
@@ -23,6 +24,9 @@ struct AmdGpu {
   // The GPU's node in the kernel's KFD topology (ROCr and HIP number GPUs in node order), where
   // ROCm SMI says (rsmi_dev_node_id_get, ROCm 6.x; not in 5.x).
   std::optional<unsigned> kfd_node;
+  // The processes using the GPU (with usage; nullopt: not read, or ROCm SMI cannot say), each with
+  // the VRAM it holds on all its GPUs (ROCm SMI does not split it by GPU).
+  std::optional<std::vector<GpuProcess>> processes;
   std::string failure;  // why the GPU could not be read, "" when it could
 };
 

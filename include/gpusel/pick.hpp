@@ -96,8 +96,10 @@ struct PickResult {
 // Exact and polynomial (docs/picking.md): the topology is taken as a real machine's, where the
 // GPUs of one NVSwitch fabric are all NVLink peers and PCIe common ancestors form a tree; NVLink
 // made of direct GPU-to-GPU links (bridges, a DGX-1's hybrid cube mesh) is taken link by link.
+// `numbering` names whose indices GpuInfo::index holds, for `why`.
 std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
                                     const std::vector<FreeCandidate>& candidates,
-                                    const Topology& links, int n);
+                                    const Topology& links, int n,
+                                    const char* numbering = "nvidia-smi");
 
 GPUSEL_END_NAMESPACE

@@ -64,8 +64,18 @@ struct AmdSnapshot;
 // ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES (CudaEnv's), the GPUs HIP
 // would see here are the quota: an index is a position in it, an id must be in it; refused
 // (BadInput) where that cannot be told (no KFD order from ROCm SMI, an answer that depends on
-// HIP's version) or leaves no GPU. free:N is refused (Failure). resolve_gpus calls it where NVML
-// is unavailable and ROCm SMI lists GPUs.
+// HIP's version) or leaves no GPU. free:N is acquire_gpus's (Failure here). resolve_gpus calls it
+// where NVML is unavailable and ROCm SMI lists GPUs.
 Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const AmdSnapshot& amd);
+
+// The AMD GPUs a request may be given here: every GPU with an id (rocm-smi's order), or under
+// ROCm's variables the quota (HIP's order), read and refused as resolve_on_amd does (`asked`
+// starts its messages); and the note (code amd-gpus) that says whose GPUs they are.
+struct AmdChoice {
+  std::vector<std::string> ids;
+  bool preset = false;
+  Note note;
+};
+AmdChoice amd_choices(const std::string& asked, const CudaEnv& env, const AmdSnapshot& amd);
 
 GPUSEL_END_NAMESPACE

@@ -510,7 +510,7 @@ Topology::Topology(std::shared_ptr<TopologySource> source) : source_(std::move(s
 
 std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
                                     const std::vector<FreeCandidate>& candidates,
-                                    const Topology& links, int n) {
+                                    const Topology& links, int n, const char* numbering) {
   std::vector<std::size_t> free;
   for (std::size_t i = 0; i < gpus.size() && i < candidates.size(); ++i) {
     if (candidates[i].eligible && candidates[i].not_free.empty()) free.push_back(i);
@@ -524,8 +524,8 @@ std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
   std::string indices;
   for (std::size_t i : r.picked)
     indices += (indices.empty() ? "" : ",") + std::to_string(gpus[i].index);
-  r.why = "picked nvidia-smi " + indices + " of " + std::to_string(free_count) + " free GPU" +
-          (free_count == 1 ? "" : "s") + ": " +
+  r.why = std::string("picked ") + numbering + " " + indices + " of " + std::to_string(free_count) +
+          " free GPU" + (free_count == 1 ? "" : "s") + ": " +
           (n == 1 ? std::string("the least used") : std::string(tier_text(best.tier)));
   return r;
 }

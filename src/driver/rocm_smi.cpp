@@ -114,6 +114,35 @@ void read_gpu(const RsmiApi& api, bool usage, AmdGpu& gpu) {
     gpu.busy_percent = busy;
 }
 
+// Each process using GPUs, onto the GPUs it uses (`snap.gpus[i].processes`, known only when both
+// functions are there and answer). A process may leave between the two calls: it is skipped.
+void read_processes(const RsmiApi& api, AmdSnapshot& snap) {
+  if (api.rsmi_compute_process_info_get == nullptr || api.rsmi_compute_process_gpus_get == nullptr)
+    return;
+  std::vector<rsmi_process_info_t> procs;
+  std::uint32_t n = 0;
+  for (int attempt = 0; attempt < 4; ++attempt) {  // the list may grow between the calls
+    if (api.rsmi_compute_process_info_get(nullptr, &n) != RSMI_STATUS_SUCCESS) return;
+    procs.assign(n + 8, rsmi_process_info_t{});
+    n = static_cast<std::uint32_t>(procs.size());
+    const rsmi_status_t rc = api.rsmi_compute_process_info_get(procs.data(), &n);
+    if (rc == RSMI_STATUS_SUCCESS) break;
+    if (rc != RSMI_STATUS_INSUFFICIENT_SIZE || attempt == 3) return;
+  }
+  procs.resize(std::min<std::size_t>(n, procs.size()));
+  for (AmdGpu& g : snap.gpus) g.processes.emplace();
+  for (const rsmi_process_info_t& p : procs) {
+    std::uint32_t indices[64] = {};
+    std::uint32_t count = 64;
+    if (api.rsmi_compute_process_gpus_get(p.process_id, indices, &count) != RSMI_STATUS_SUCCESS)
+      continue;
+    for (std::uint32_t k = 0; k < std::min<std::uint32_t>(count, 64); ++k) {
+      if (indices[k] < snap.gpus.size())
+        snap.gpus[indices[k]].processes->push_back(GpuProcess{p.process_id, p.vram_usage});
+    }
+  }
+}
+
 }  // namespace
 
 std::string amd_gpu_id(std::uint64_t unique_id) {
@@ -180,6 +209,7 @@ AmdSnapshot query_rocm_smi(bool usage) {
     read_gpu(api, usage, gpu);
     snap.gpus.push_back(std::move(gpu));
   }
+  if (usage) read_processes(api, snap);
   api.rsmi_shut_down();
   return snap;
 }

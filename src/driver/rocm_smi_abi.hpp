@@ -32,6 +32,18 @@ enum : std::uint32_t {
   RSMI_MEM_TYPE_VRAM = 0,
 };
 
+// One process using GPUs (rsmi_compute_process_info_get).
+typedef struct {
+  std::uint32_t process_id;
+  std::uint32_t pasid;
+  std::uint64_t vram_usage;
+  std::uint64_t sdma_usage;
+  std::uint32_t cu_occupancy;
+} rsmi_process_info_t;
+// The layout rocm_smi.h gives it (test_amd_list checks the header against these numbers).
+static_assert(sizeof(rsmi_process_info_t) == 32 && offsetof(rsmi_process_info_t, vram_usage) == 8,
+              "rsmi_process_info_t as in rocm_smi.h");
+
 // AMD's PCI vendor id (rsmi_dev_vendor_id_get).
 inline constexpr std::uint16_t kAmdPciVendor = 0x1002;
 

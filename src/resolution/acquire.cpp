@@ -78,7 +78,30 @@ struct Attempt {
   std::vector<Note> skipped;  // notes: GPUs skipped for lease files that cannot be used
 };
 
-// free:N: the machine as NVML sees it, read once per look; the topology only the first time.
+// An AMD machine's GPUs as the picker reads them (ROCm SMI's usage, no topology).
+std::vector<GpuInfo> amd_records(const AmdSnapshot& amd) {
+  std::vector<GpuInfo> out;
+  for (const AmdGpu& a : amd.gpus) {
+    GpuInfo g;
+    g.index = a.index;
+    g.uuid = a.id;
+    g.name = a.name;
+    g.pci_bus_id = a.pci_bus_id;
+    g.memory_total_bytes = a.memory_total;
+    g.memory_used = a.memory_used;
+    g.utilization = a.busy_percent;
+    g.processes = a.processes;
+    if (a.id.empty()) {
+      g.failure = a.failure;
+      g.problem = Problem(ErrorCode::DriverCallFailed, "rsmi_dev_unique_id_get");
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
+// free:N: the machine as NVML (or, without NVIDIA's driver, ROCm SMI) sees it, read once per
+// look; the topology (NVIDIA's only) and the GPUs eligible at all only the first time.
 class FreeLook {
  public:
   FreeLook(int n, const CudaEnv& env, const std::string& probe_helper, const FreeLimits& limits)
@@ -86,7 +109,18 @@ class FreeLook {
 
   // Reads the machine; throws for requests that can never be met.
   void read() {
+    if (amd_) {
+      read_amd(query_rocm_smi(true));
+      return;
+    }
     snap_ = query_nvml(NvmlQuery{true, n_ > 1 && !have_links_});
+    if (!snap_.available && !have_links_) {
+      if (AmdSnapshot amd = query_rocm_smi(true); amd.available && !amd.gpus.empty()) {
+        amd_ = true;
+        read_amd(std::move(amd));
+        return;
+      }
+    }
     if (!snap_.available) {
       throw failure(detail::gpu_request_words() + " free:" + std::to_string(n_) +
                         " needs NVML to see which GPUs are in use, and NVML is unavailable (" +
@@ -99,17 +133,7 @@ class FreeLook {
       have_links_ = true;
       eligible_ = eligible_gpus(snap_.gpus, env_, probe_helper_);
       usable_ = static_cast<int>(std::count(eligible_.begin(), eligible_.end(), true));
-      if (usable_ < n_) {
-        throw bad_input(detail::gpu_request_words() + " free:" + std::to_string(n_) + " asks for " +
-                            std::to_string(n_) + (n_ == 1 ? " GPU" : " GPUs") + ", but only " +
-                            std::to_string(usable_) + " can be used here (" +
-                            std::to_string(snap_.gpus.size()) + " on this machine; " +
-                            detail::describe_preset(env_) + "); ask for at most " +
-                            std::to_string(usable_),
-                        about(Subject::GpuRequest, {{"request", "free:" + std::to_string(n_)},
-                                                    {"reason", "too-few-gpus"},
-                                                    {"usable", std::to_string(usable_)}}));
-      }
+      refuse_too_few();
       refuse_impossible_memory();
       for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
         if (eligible_[i]) candidates_.push_back(snap_.gpus[i].uuid);
@@ -117,7 +141,54 @@ class FreeLook {
     }
   }
 
+  // An AMD machine (docs/amd.md): the GPUs with an id, or under ROCm's variables their quota, as
+  // resolve_on_amd reads it; usage from ROCm SMI. Nothing is known of how they are linked.
+  void read_amd(AmdSnapshot amd) {
+    const std::string asked = detail::gpu_request_words() + " free:" + std::to_string(n_);
+    if (!amd.available || (have_links_ && amd.gpus.size() != snap_.gpus.size())) {
+      throw failure(
+          asked + ": ROCm SMI " +
+              (amd.available ? "now lists " + std::to_string(amd.gpus.size()) +
+                                   " GPUs, where it listed " + std::to_string(snap_.gpus.size())
+                             : "became unavailable (" + amd.reason + ")") +
+              "; run again once the machine is settled",
+          about(Subject::GpuRequest,
+                {{"request", "free:" + std::to_string(n_)}, {"reason", "amd-changed"}}));
+    }
+    snap_.gpus = amd_records(amd);
+    if (have_links_) return;
+    have_links_ = true;
+    const AmdChoice choice = amd_choices(asked, env_, amd);
+    amd_note_ = choice.note;
+    eligible_.assign(snap_.gpus.size(), false);
+    for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
+      eligible_[i] = !snap_.gpus[i].failed() && std::find(choice.ids.begin(), choice.ids.end(),
+                                                          snap_.gpus[i].uuid) != choice.ids.end();
+    }
+    usable_ = static_cast<int>(std::count(eligible_.begin(), eligible_.end(), true));
+    refuse_too_few(choice.preset ? "within ROCm's visibility variables" : "");
+    refuse_impossible_memory();
+    for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
+      if (eligible_[i]) candidates_.push_back(snap_.gpus[i].uuid);
+    }
+  }
+
   const std::vector<GpuInfo>& machine() const { return snap_.gpus; }
+
+  // More GPUs asked for than can be used here at all: refused, not waited for. `where`: what
+  // limits them (the preset's description when empty).
+  void refuse_too_few(const std::string& where = "") const {
+    if (usable_ >= n_) return;
+    throw bad_input(detail::gpu_request_words() + " free:" + std::to_string(n_) + " asks for " +
+                        std::to_string(n_) + (n_ == 1 ? " GPU" : " GPUs") + ", but only " +
+                        std::to_string(usable_) + " can be used here (" +
+                        std::to_string(snap_.gpus.size()) + " on this machine; " +
+                        (where.empty() ? detail::describe_preset(env_) : where) +
+                        "); ask for at most " + std::to_string(usable_),
+                    about(Subject::GpuRequest, {{"request", "free:" + std::to_string(n_)},
+                                                {"reason", "too-few-gpus"},
+                                                {"usable", std::to_string(usable_)}}));
+  }
 
   // The GPUs in use outside gpusel by this look (processes, memory or utilisation over the
   // limits): free to nobody, whatever their leases say.
@@ -201,7 +272,8 @@ class FreeLook {
       }
     }
     while (true) {
-      const std::optional<PickResult> pick = pick_free(gpus, c, links_, n_);
+      const std::optional<PickResult> pick =
+          pick_free(gpus, c, links_, n_, amd_ ? "rocm-smi" : "nvidia-smi");
       if (!pick) break;
       std::vector<Lease> leases;
       bool lost = false;
@@ -230,6 +302,10 @@ class FreeLook {
       for (std::size_t i : pick->picked) a.resolution.gpus.push_back(gpus[i].uuid);
       a.leases = std::move(leases);
       a.resolution.notes = out.skipped;
+      if (amd_) {
+        a.resolution.vendor = "amd";
+        a.resolution.notes.insert(a.resolution.notes.begin(), amd_note_);
+      }
       out.got = std::move(a);
       return out;
     }
@@ -257,6 +333,8 @@ class FreeLook {
   std::vector<bool> eligible_;
   int usable_ = 0;
   std::vector<std::string> candidates_;
+  bool amd_ = false;  // the GPUs are AMD's (ROCm SMI)
+  Note amd_note_;
 };
 
 // Leases every named GPU, or none. Unless `direct`, each GPU is looked at first (its lease mark,
@@ -609,11 +687,6 @@ Acquisition acquire_gpus(const GpuRequest& request, const CudaEnv& env,
     throw bad_input("--wait needs a number of seconds of 0 or more");
   }
   Resolution named;
-  if (request.kind == GpuRequest::Kind::Free && !nvml_usable()) {
-    // An AMD machine: refused there, in its own words (resolve_on_amd).
-    if (const AmdSnapshot amd = query_rocm_smi(); amd.available && !amd.gpus.empty())
-      resolve_on_amd(request, env, amd);
-  }
   if (request.kind != GpuRequest::Kind::Free) {
     named = resolve_gpus(request, env, probe_helper);
     if (!options.lease || options.share || !named.resolved) {

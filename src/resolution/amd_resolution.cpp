@@ -167,15 +167,34 @@ std::string by_id(const GpuEntry& e, const AmdQuota& q, const AmdSnapshot& amd) 
 
 }  // namespace
 
+AmdChoice amd_choices(const std::string& asked, const CudaEnv& env, const AmdSnapshot& amd) {
+  const AmdQuota quota = read_quota(asked, env, amd);
+  AmdChoice c;
+  c.preset = quota.preset;
+  if (quota.preset) {
+    c.ids = quota.ids;
+  } else {
+    for (const AmdGpu& g : amd.gpus) {
+      if (!g.id.empty()) c.ids.push_back(g.id);
+    }
+  }
+  c.note = {"amd-gpus",
+            std::string("the GPUs are AMD's (ROCm SMI): ") +
+                (quota.preset ? "under " + quota.settings +
+                                    ", indices are positions among the GPUs HIP programs see "
+                                    "here (`gpusel list`'s HIP column)"
+                              : std::string("indices are rocm-smi's")) +
+                ", and each worker is given its GPU by unique id in ROCR_VISIBLE_DEVICES"};
+  return c;
+}
+
 Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const AmdSnapshot& amd) {
   const std::string asked = "--gpu " + request_text(request);
   const AmdQuota quota = read_quota(asked, env, amd);
   if (request.kind == GpuRequest::Kind::Free) {
-    throw failure(asked +
-                      ": picking free AMD GPUs is not supported yet (gpusel reads no AMD "
-                      "GPU's processes); name the GPUs by rocm-smi index or unique id",
-                  about(Subject::GpuRequest,
-                        {{"request", request_text(request)}, {"reason", "amd-free-unsupported"}}));
+    // Picked by acquire_gpus (FreeLook), which reads the GPUs' usage; never here.
+    throw failure(asked + ": free:N is picked by acquire_gpus, not resolve_on_amd",
+                  about(Subject::GpuRequest, {{"request", request_text(request)}}));
   }
   Resolution r;
   r.resolved = true;
@@ -189,21 +208,10 @@ Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const A
     info.index = g.index;
     r.machine.push_back(std::move(info));
   }
-  r.notes.push_back(
-      {"amd-gpus", std::string("the GPUs are AMD's (ROCm SMI): ") +
-                       (quota.preset ? "under " + quota.settings +
-                                           ", indices are positions among the GPUs HIP programs "
-                                           "see here (`gpusel list`'s HIP column)"
-                                     : std::string("indices are rocm-smi's")) +
-                       ", and each worker is given its GPU by unique id in ROCR_VISIBLE_DEVICES"});
+  const AmdChoice choice = amd_choices(asked, env, amd);
+  r.notes.push_back(choice.note);
   if (request.kind == GpuRequest::Kind::All) {
-    if (quota.preset) {
-      r.gpus = quota.ids;
-      return r;
-    }
-    for (const AmdGpu& g : amd.gpus) {
-      if (!g.id.empty()) r.gpus.push_back(g.id);
-    }
+    r.gpus = choice.ids;
     if (r.gpus.empty()) {
       throw failure(asked + ": ROCm SMI gives no AMD GPU a unique id, so none can be named",
                     about(Subject::GpuRequest, {{"request", "all"}, {"reason", "no-ids"}}));

@@ -229,7 +229,9 @@ Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
   // No NVIDIA driver, and ROCm SMI monitors GPUs: an AMD machine (ROCm SMI is never asked where
   // NVML works, so NVIDIA machines pay nothing for it).
   if (!nvml_usable()) {
-    if (const AmdSnapshot amd = query_rocm_smi(); amd.available && !amd.gpus.empty())
+    // free:N is picked below, by acquire_gpus, which reads the AMD GPUs' usage.
+    if (const AmdSnapshot amd = query_rocm_smi();
+        amd.available && !amd.gpus.empty() && request.kind != GpuRequest::Kind::Free)
       return resolve_on_amd(request, env, amd);
   }
   if (request.kind == GpuRequest::Kind::Free) {

@@ -38,6 +38,14 @@ def read(*path):
         return f.read()
 
 
+def with_processes():
+    """amd-mi210 with processes: 4242 on A (1 GiB), 5151 on A and B (2 + 3 GiB)."""
+    text = read(MACHINES, "amd-mi210.toml")
+    text = text.replace("drm_card = 1\n", 'drm_card = 1\nprocesses = [{pid = 4242, used_memory = "1GiB"}, '
+                        '{pid = 5151, used_memory = "2GiB"}]\n')
+    return text.replace("drm_card = 2\n", 'drm_card = 2\nprocesses = [{pid = 5151, used_memory = "3GiB"}]\n')
+
+
 def plain_env():
     return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
 
@@ -145,7 +153,7 @@ class AmdListTest(Case):
                 self.assertTrue(doc["resolved"])
                 self.assertIn("amd-gpus", doc["note_codes"])
         for request, code, reason in (("5", 2, "out-of-range"), ("GPU-99", 2, "no-match"),
-                                      ("GPU-", 2, "ambiguous-prefix"), ("free:1", 1, "amd-free-unsupported")):
+                                      ("GPU-", 2, "ambiguous-prefix")):
             with self.subTest(request=request):
                 r = gpusel("--sim", "amd-mi210", "resolve", "--gpu", request, "--json")
                 self.assertEqual(r.returncode, code, r.stderr)
@@ -234,6 +242,52 @@ class AmdListTest(Case):
         self.assertEqual(r.returncode, 1)
         self.assertIn("AMD GPU", r.stderr)
 
+    def test_free_picks_among_the_amd_gpus_by_their_usage(self):
+        a, b, c = EXPECTED[1][0], EXPECTED[2][0], EXPECTED[0][0]
+        # C has 12 GiB of its 64 in use (more than the 10% a free GPU may have): A and B are free.
+        doc = gpusel_json("--sim", "amd-mi210", "resolve", "--gpu", "free:2", "--json")
+        self.assertEqual(sorted(doc["gpus"]), sorted([a, b]))
+        self.assertIn("picked rocm-smi 1,2", doc["picked"])
+        self.assertIn("amd-gpus", doc["note_codes"])
+        r = gpusel("--sim", "amd-mi210", "resolve", "--gpu", "free:3", "--json")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("12 GiB of memory in use", r.stderr)
+        self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], "taken")
+        # Within ROCm's variables only: ROCr's 0,1 are B and C (KFD order), and C is busy.
+        doc = gpusel_json("--sim", "amd-mi210", "resolve", "--gpu", "free:1", "--json", ROCR_VISIBLE_DEVICES="0,1")
+        self.assertEqual(doc["gpus"], [b])
+        r = gpusel("--sim", "amd-mi210", "resolve", "--gpu", "free:2", "--json", ROCR_VISIBLE_DEVICES="1")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], "too-few-gpus")
+        with tempfile.TemporaryDirectory() as tmp:
+            # A GPU with a process on it is not free, whatever memory it holds.
+            busy = os.path.join(tmp, "busy.toml")
+            with open(busy, "w") as f:
+                f.write(with_processes().replace('{pid = 5151, used_memory = "3GiB"}', ""))
+            doc = gpusel_json("--sim", busy, "resolve", "--gpu", "free:1", "--json")
+            self.assertEqual(doc["gpus"], [b])
+            r = gpusel("--sim", busy, "resolve", "--gpu", "free:2")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("2 compute processes on it (pid 4242, 5151)", r.stderr)
+            listing = gpusel_json("--sim", busy, "list", "--json")
+            self.assertEqual([[p["pid"] for p in g["processes"]] for g in listing["gpus"]], [[], [4242, 5151], []])
+        # A leased GPU is not free: run holds B, so a second free:2 has only A; with --wait it
+        # gets A and B once the first job ends, each worker on its own GPU by ROCr's variable.
+        env = base_env()
+        with subprocess.Popen([BIN, "--sim", "amd-mi210", "run", "--quiet", "--gpu", "free:1", "--",
+                               "sh", "-c", 'echo "$ROCR_VISIBLE_DEVICES"; sleep 2'], stdout=subprocess.PIPE,
+                              text=True, env=env) as holder:
+            first = holder.stdout.readline().strip()
+            self.assertEqual(first, a)  # the least used, then the lowest rocm-smi index
+            r = gpusel("--sim", "amd-mi210", "run", "--gpu", "free:2", "--", "true", env=env)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("leased by pid %d" % holder.pid, r.stderr)
+            r = gpusel("--sim", "amd-mi210", "run", "--quiet", "--wait", "60", "--gpu", "free:2", "--",
+                       "sh", "-c", 'echo "$ROCR_VISIBLE_DEVICES"', env=env)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(sorted(r.stdout.split()), sorted([a, b]))
+            self.assertIsNotNone(holder.poll())  # it ran only once the holder had ended
+
     def test_machine_file_mistakes_name_the_key(self):
         good = read(MACHINES, "amd-mi210.toml")
         cases = [
@@ -307,6 +361,48 @@ class AmdAgainstRocmTest(Case):
             self.assertEqual(int(card["VRAM Total Memory (B)"]), g["memory_total_bytes"])
             self.assertEqual(int(card["VRAM Total Used Memory (B)"]), g["memory_used_bytes"])
 
+    def test_rocm_smi_sees_the_processes_gpusel_sees(self):
+        """rocm-smi --showpidgpus and --showpids over the simulated library, on a machine whose
+        GPUs run processes (one on two GPUs): the GPUs of each pid, and its VRAM, as in `list`."""
+        if not PYTHON_LOADS_LIBRARIES:
+            self.skipTest("the ThreadSanitizer build's simulated library cannot load into Python")
+        with tempfile.TemporaryDirectory() as tmp:
+            machine = os.path.join(tmp, "busy.toml")
+            with open(machine, "w") as f:
+                f.write(with_processes())
+            outputs = [self.rocm_smi(tmp, machine, flag) for flag in ("--showpidgpus", "--showpids")]
+            doc = gpusel_json("--sim", machine, "list", "--json")
+        by_pid = {}
+        for g in doc["gpus"]:
+            for p in g["processes"]:
+                by_pid.setdefault(p["pid"], (set(), p["used_memory_bytes"]))[0].add(g["rocm_smi_index"])
+        self.assertEqual(set(by_pid), {4242, 5151})
+        smi_gpus = {int(pid): {int(i) for i in gpus.split()} for pid, gpus in
+                    re.findall(r"PID (\d+) is using \d+ DRM device\(s\):\s*\n([\d ]+)", outputs[0])}
+        self.assertEqual(smi_gpus, {pid: gpus for pid, (gpus, _) in by_pid.items()})
+        smi_vram = {int(m[0]): int(m[3]) for m in re.findall(r"^(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s", outputs[1], re.M)}
+        self.assertEqual(smi_vram, {pid: vram for pid, (_, vram) in by_pid.items()})
+
+    def rocm_smi(self, tmp, machine, *args):
+        """Debian's rocm-smi over the simulated library, on `machine` (its output)."""
+        home = os.path.join(tmp, "rocm-smi")
+        if not os.path.exists(home):
+            shutil.copytree(os.path.join(self.root, "usr", "libexec", "rocm_smi"),
+                            os.path.join(home, "libexec", "rocm_smi"))
+            os.symlink(os.path.abspath(os.path.dirname(AMD_LIB)), os.path.join(home, "lib"))
+            os.makedirs(os.path.join(home, "bin"))
+            with open(os.path.join(home, "bin", "cat"), "w") as f:
+                f.write('#!/bin/sh\n[ "$1" = /sys/module/amdgpu/initstate ] && { echo live; exit 0; }\n'
+                        'exec /bin/cat "$@"\n')
+            os.chmod(os.path.join(home, "bin", "cat"), 0o755)
+        env = for_python(plain_env())
+        env["PATH"] = os.path.join(home, "bin") + ":" + env.get("PATH", "/usr/bin:/bin")
+        env["GPUSEL_SIM_MACHINE"] = os.path.abspath(machine)
+        r = subprocess.run(["/usr/bin/python3", os.path.join(home, "libexec", "rocm_smi", "rocm_smi.py"), *args],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return r.stdout
+
     def test_the_abi_compiles_against_debians_header(self):
         """Each constant of rocm_smi_abi.hpp equals rocm_smi.h's, and each function of rocm_smi.def
         has the header's type (a C compiler with -Werror refuses a pointer of another type)."""
@@ -334,6 +430,11 @@ class AmdAgainstRocmTest(Case):
             if name == "rsmi_version_str_get":
                 params = params.replace("uint32_t, char*", "rsmi_sw_component_t, char*", 1)
             lines.append(f"{ret} (*p_{name})({params}) = {name};")
+        # rsmi_process_info_t's layout, as rocm_smi_abi.hpp's static_assert pins it.
+        self.assertIn("sizeof(rsmi_process_info_t) == 32 && offsetof(rsmi_process_info_t, vram_usage) == 8",
+                      abi)
+        lines.append("_Static_assert(sizeof(rsmi_process_info_t) == 32 && "
+                     "offsetof(rsmi_process_info_t, vram_usage) == 8, \"rsmi_process_info_t\");")
         lines.append("int main(void) { return 0; }")
         with tempfile.TemporaryDirectory() as tmp:
             src = os.path.join(tmp, "abi.c")

@@ -647,6 +647,19 @@ void amd_listing_json(const AmdSnapshot& amd, const AmdListing& l,
          g.busy_percent ? nlohmann::json(*g.busy_percent) : nlohmann::json(nullptr)},
         {"failure", g.failure.empty() ? nlohmann::json(nullptr)
                                       : nlohmann::json(detail::printable(g.failure))}};
+    j["processes"] = nlohmann::json(nullptr);
+    if (g.processes) {
+      j["processes"] = nlohmann::json::array();
+      for (const GpuProcess& p : *g.processes) {
+        const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
+        j["processes"].push_back(
+            {{"pid", p.pid},
+             {"used_memory_bytes", p.used_memory},
+             {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
+             {"command", who.command.empty() ? nlohmann::json(nullptr)
+                                             : nlohmann::json(detail::printable(who.command))}});
+      }
+    }
     lease_fields(j, l.leases[i]);
     doc["gpus"].push_back(std::move(j));
   }
@@ -671,6 +684,13 @@ void amd_listing_text(const AmdSnapshot& amd, const AmdListing& l,
                    g.busy_percent ? std::to_string(*g.busy_percent) + "%" : "?",
                    g.pci_bus_id.empty() ? "?" : g.pci_bus_id,
                    detail::printable(g.failure.empty() ? g.name : g.failure));
+    for (const GpuProcess& p : g.processes.value_or(std::vector<GpuProcess>{})) {
+      const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
+      fmt::format_to(o, "      process {}{}{}, {} of VRAM on its GPUs\n", p.pid,
+                     who.user.empty() ? std::string() : " of " + detail::printable(who.user),
+                     who.command.empty() ? std::string() : ": " + detail::printable(who.command),
+                     detail::format_bytes(p.used_memory));
+    }
     if (l.leases[i].state != LeaseStanding::State::Free)
       fmt::format_to(o, "      {}\n", describe_standing(l.leases[i]));
   }
