@@ -457,6 +457,12 @@ LauncherView launcher_view();
 // behalf. A later bind_assigned_gpu in the process makes the context on the same GPU.
 int claim_assigned_gpu(int default_ordinal = 0);
 
+// The claim alone, on a GPU chosen without CUDA (`gpusel bind -- PROGRAM` on AMD GPUs, where the
+// program is then placed by ROCR_VISIBLE_DEVICES): the same refusals and notes as a bind's claim,
+// held by this process (and the program it becomes). `gpu` names it in messages.
+AssignmentInfo claim_for_exec(const std::string& uuid, const std::string& gpu,
+                              AssignmentSource source, std::optional<LocalRank> rank);
+
 // The model of this process's environment, read once: the variables, the launchers' view, and
 // NVML and resolution where the analysis needs them. `visible` is CUDA's devices here (UUIDs, CUDA
 // order), or nullopt when not known; `nvml`, when given, is used instead of reading NVML.

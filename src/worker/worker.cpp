@@ -334,11 +334,10 @@ Problem holder_problem(const std::string& uuid, const std::optional<LeaseHolder>
   return p;
 }
 
-void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
+// `uuid`: the GPU (or MIG device) to claim; `gpu`: how messages name it.
+void claim_gpu(const std::string& uuid, const std::string& gpu, AssignmentInfo& info) {
   const bool share = sharing_asked();
   info.shared = share;
-  const std::string gpu =
-      "GPU " + chosen.uuid + " (CUDA ordinal " + std::to_string(chosen.ordinal) + ")";
   std::optional<LeaseStore> store;
   try {
     store = LeaseStore::locate();
@@ -348,14 +347,14 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
     if (!share) warn_unclaimed(gpu, e.what());
     return;
   }
-  const ClaimResult c = store->claim(chosen.uuid, share);
+  const ClaimResult c = store->claim(uuid, share);
   if (c.unusable) {
     const std::string why = c.unusable->text();
     // In a store that binds every user, a GPU whose lease file is missing or unusable is held
     // by nobody: binding it unclaimed could put two users on it. Sharing asked for it anyway.
     if (!c.claimed && store->shared() && !share) {
       Problem data = c.unusable->problem();
-      data.fields.push_back({"gpu", chosen.uuid});
+      data.fields.push_back({"gpu", uuid});
       throw failure(gpu + " cannot be claimed: " + detail::printable(why), std::move(data));
     }
     info.claim_note = {c.claimed ? "claim-partial" : "unclaimed",
@@ -371,7 +370,7 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
                                    : std::string("its holder is not visible here")) +
             "; this process was not started by it. Choose another GPU, wait for that job, "
             "or set GPUSEL_SHARE=1 to run beside it on purpose",
-        about(Subject::Gpu, {{"gpu", chosen.uuid}, {"reason", "leased-by-another-job"}}));
+        about(Subject::Gpu, {{"gpu", uuid}, {"reason", "leased-by-another-job"}}));
   }
   if (c.beside) {
     if (c.other) info.shared_with_pid = c.other->pid;
@@ -394,7 +393,7 @@ void claim_gpu(const CudaHandle& chosen, AssignmentInfo& info) {
           rank_settings(mine) + "\nLikely cause: " + likely_cause(mine, theirs) +
           ". To share the GPU on purpose, set GPUSEL_SHARE=1 in both (gpusel run --share, "
           "--ranks-per-gpu)",
-      holder_problem(chosen.uuid, c.other));
+      holder_problem(uuid, c.other));
 }
 
 }  // namespace
@@ -468,7 +467,8 @@ CudaHandle choose_and_claim(Assignment& a, int default_ordinal, const CudaApi*& 
     a.info = info_of(v.source, v.rank);
   }
   const CudaHandle chosen = devices[static_cast<std::size_t>(ordinal)];
-  claim_gpu(chosen, a.info);
+  claim_gpu(chosen.uuid,
+            "GPU " + chosen.uuid + " (CUDA ordinal " + std::to_string(chosen.ordinal) + ")", a.info);
   return chosen;
 }
 
@@ -697,6 +697,13 @@ PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
 
 int claim_assigned_gpu(int default_ordinal) {
   return claim_without_context(default_ordinal);
+}
+
+AssignmentInfo claim_for_exec(const std::string& uuid, const std::string& gpu,
+                              AssignmentSource source, std::optional<LocalRank> rank) {
+  AssignmentInfo info = info_of(source, rank);
+  claim_gpu(uuid, gpu, info);
+  return info;
 }
 
 }  // namespace gpusel::detail

@@ -288,6 +288,46 @@ class AmdListTest(Case):
             self.assertEqual(sorted(r.stdout.split()), sorted([a, b]))
             self.assertIsNotNone(holder.poll())  # it ran only once the holder had ended
 
+    def test_bind_wraps_a_hip_program_on_its_gpu(self):
+        a, b, c = EXPECTED[1][0], EXPECTED[2][0], EXPECTED[0][0]
+        show = 'echo "$ROCR_VISIBLE_DEVICES ${HIP_VISIBLE_DEVICES-unset} ${GPUSEL_GPUS-unset}"'
+        env = base_env()
+        for extra, words, want in (
+                ({"GPUSEL_GPUS": ",".join([b, c]), "LOCAL_RANK": "1"}, "chosen by GPUSEL_GPUS", c),
+                # A launcher's rank alone is a HIP ordinal here: KFD order is B, C, A.
+                ({"LOCAL_RANK": "2"}, "chosen by launcher", a),
+                # Under ROCm's variables, within them: ROCr's 2,0 are A then B.
+                ({"ROCR_VISIBLE_DEVICES": "2,0", "HIP_VISIBLE_DEVICES": "1", "LOCAL_RANK": "0"},
+                 "chosen by single", b)):
+            with self.subTest(extra=extra):
+                r = gpusel("--sim", "amd-mi210", "bind", "--", "sh", "-c", show, env=dict(env, **extra))
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout, "%s unset unset\n" % want)
+                self.assertIn(words, r.stderr)
+                self.assertIn("HIP device 0", r.stderr)
+        r = gpusel("--sim", "amd-mi210", "bind", "--gpu", "GPU-1a", "--", "sh", "-c", show, env=env)
+        self.assertEqual(r.stdout, "%s unset unset\n" % a)
+        # Outside the quota: refused, no program started.
+        r = gpusel("--sim", "amd-mi210", "bind", "--", "sh", "-c", "echo started",
+                   env=dict(env, ROCR_VISIBLE_DEVICES="2,0", GPUSEL_GPU=c))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertEqual(r.stdout, "")
+        self.assertIn('ROCR_VISIBLE_DEVICES="2,0"', r.stderr)
+        # The program holds the claim while it runs: a second wrapper on that GPU is refused, and
+        # `run` finds it leased.
+        with subprocess.Popen([BIN, "--sim", "amd-mi210", "bind", "--gpu", "0", "--", "sh", "-c",
+                               "echo up; exec sleep 30"], stdout=subprocess.PIPE, text=True, env=env) as holder:
+            try:
+                self.assertEqual(holder.stdout.readline(), "up\n")
+                r = gpusel("--sim", "amd-mi210", "bind", "--gpu", "0", "--", "true", env=env)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn("already bound by pid %d" % holder.pid, r.stderr)
+                r = gpusel("--sim", "amd-mi210", "run", "--gpu", c, "--", "true", env=env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn("leased by pid %d" % holder.pid, r.stderr)
+            finally:
+                holder.terminate()
+
     def test_machine_file_mistakes_name_the_key(self):
         good = read(MACHINES, "amd-mi210.toml")
         cases = [

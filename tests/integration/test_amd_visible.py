@@ -247,6 +247,21 @@ class AmdRunTest(Case):
                 self.assertEqual(self.workers("--gpu", request, **preset),
                                  [(str(k), uid) for k, uid in enumerate(seen)])
 
+    def test_bind_gives_the_wrapped_program_the_gpu_hip_would_number_so(self):
+        # `gpusel bind -- PROGRAM` with a launcher's rank k: the program's only HIP device must be
+        # the one HIP itself numbers k in the same environment (under presets too).
+        for preset in ({}, {"ROCR_VISIBLE_DEVICES": "2,0"}, {"HIP_VISIBLE_DEVICES": "2,1"}):
+            env = base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd),
+                           **preset)
+            seen = subprocess.run([self.hip], capture_output=True, text=True, env=env,
+                                  check=True).stdout.split()
+            for k, uid in enumerate(seen):
+                with self.subTest(preset=preset, rank=k):
+                    r = gpusel("--sim", "amd-mi210", "bind", "--quiet", "--", os.path.abspath(self.hip),
+                               env=dict(env, LOCAL_RANK=str(k)))
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(r.stdout.split(), [uid])
+
     def test_job_mode_shows_every_workers_gpu_in_rank_order(self):
         # --set-visible job: every worker sees the job's GPUs, its own at HIP ordinal LOCAL_RANK.
         got = self.workers("--set-visible", "job", "--gpu", "1,2")

@@ -263,11 +263,121 @@ int bind_and_run(const BindOptions& options) {
 
 namespace {
 
-// Whether this machine's GPUs are AMD's: no NVIDIA driver, and ROCm SMI monitors GPUs.
-bool amd_machine() {
-  if (nvml_usable()) return false;
-  const AmdSnapshot amd = query_rocm_smi();
-  return amd.available && !amd.gpus.empty();
+// This machine's AMD GPUs, where its GPUs are AMD's (no NVIDIA driver, and ROCm SMI monitors
+// GPUs); nullopt elsewhere.
+std::optional<AmdSnapshot> amd_machine() {
+  if (nvml_usable()) return std::nullopt;
+  AmdSnapshot amd = query_rocm_smi();
+  if (!amd.available || amd.gpus.empty()) return std::nullopt;
+  return amd;
+}
+
+// The devices a HIP program started here would have, by id, in HIP ordinal order: the KFD order
+// (ROCm SMI's node ids) through ROCR_, HIP_ and CUDA_VISIBLE_DEVICES, by ROCm's rules.
+std::vector<std::string> hip_devices_here(const AmdSnapshot& amd) {
+  const std::optional<std::string> rocr = env_value("ROCR_VISIBLE_DEVICES"),
+                                   hip = env_value("HIP_VISIBLE_DEVICES"),
+                                   cuda = env_value("CUDA_VISIBLE_DEVICES");
+  const std::optional<std::vector<std::string>> kfd = kfd_order(amd);
+  const std::string why =
+      !kfd ? "this ROCm SMI does not give the GPUs' KFD order (rsmi_dev_node_id_get, ROCm 6 and "
+             "later), which HIP numbers them in"
+           : std::string();
+  std::optional<detail::HipView> view;
+  if (kfd) view = detail::hip_view(*kfd, rocr, hip, cuda);
+  if (!kfd || view->aborts || view->version_dependent) {
+    throw failure(
+        "bind: cannot tell which AMD GPUs a HIP program has here: " +
+            (!kfd ? why
+             : view->aborts
+                 ? "ROCR_VISIBLE_DEVICES has an empty entry, which makes HIP "
+                   "programs abort"
+                 : "under ROCR_VISIBLE_DEVICES=" + detail::quote_value(rocr.value_or("")) +
+                       ", HIP_VISIBLE_DEVICES=" + detail::quote_value(hip.value_or("")) +
+                       " and CUDA_VISIBLE_DEVICES=" + detail::quote_value(cuda.value_or("")) +
+                       " that depends on the HIP version") +
+            "; name the GPU by unique id with --gpu GPU-... (`gpusel list` shows them), or start "
+            "the program with `gpusel run`",
+        about(Subject::VisibleDevices, {{"reason", !kfd           ? "amd-kfd-order-unknown"
+                                                   : view->aborts ? "amd-rocr-empty-entry"
+                                                                  : "amd-hip-version-dependent"}}));
+  }
+  std::vector<std::string> ids;
+  for (std::size_t d : view->devices) ids.push_back((*kfd)[d]);
+  return ids;
+}
+
+// `gpusel bind [--gpu X] -- COMMAND` on AMD GPUs: the GPU chosen by the rule bind follows on
+// NVIDIA (--gpu, GPUSEL_GPU, GPUSEL_GPUS by local rank, a launcher's rank, the one device, the
+// first), among the devices HIP has here, claimed as a bind claims, then COMMAND in this
+// process's place with ROCR_VISIBLE_DEVICES set to the GPU's id: its HIP device 0, and no other.
+int amd_bind_and_run(const BindOptions& options, const AmdSnapshot& amd) {
+  if (options.json) {
+    throw bad_input("--json prints bind's report on stdout, which belongs to " +
+                    detail::quote_value(options.command.front()) +
+                    " in `gpusel bind -- COMMAND`; drop --json");
+  }
+#ifdef _WIN32
+  throw failure("bind: AMD GPUs are placed on Linux only");
+#else
+  const std::string program = program_file(options.command.front());
+  if (options.share) set_env("GPUSEL_SHARE", "1");
+  std::string chosen;
+  AssignmentSource source = AssignmentSource::Code;
+  std::optional<LocalRank> rank;
+  if (!options.gpu.empty()) {
+    chosen = resolve_gpus(read_single_gpu(options.gpu), cuda_env_from_environment(),
+                          default_probe_helper())
+                 .gpus.front();
+  } else {
+    const std::vector<std::string> hip = hip_devices_here(amd);
+    const detail::PlacementVerdict v = detail::analyse_placement(detail::placement_model(hip));
+    if (!v.problems.empty()) {
+      const PlacementProblem& p = v.problems.front();
+      Problem data = p.data;
+      data.fields.push_back({"check", p.id});
+      // The rule's words are CUDA's; here the devices are HIP's, under ROCm's variables.
+      auto shown = [](const char* name) {
+        const std::optional<std::string> value = env_value(name);
+        return std::string(name) + "=" +
+               (value ? detail::quote_value(*value) : std::string("unset"));
+      };
+      throw bad_input(p.message + "; " + p.remedy +
+                          " (this machine's GPUs are AMD's: the devices are HIP's here, " +
+                          detail::join_entries(hip) + ", under " + shown("ROCR_VISIBLE_DEVICES") +
+                          ", " + shown("HIP_VISIBLE_DEVICES") + ", " +
+                          shown("CUDA_VISIBLE_DEVICES") + ")",
+                      std::move(data));
+    }
+    chosen = *v.uuid;
+    source = v.source;
+    rank = v.rank;
+  }
+  std::string index = "?";
+  for (const AmdGpu& g : amd.gpus) {
+    if (g.id == chosen) index = std::to_string(g.index);
+  }
+  const AssignmentInfo info = detail::claim_for_exec(
+      chosen, "AMD GPU " + chosen + " (rocm-smi index " + index + ")", source, rank);
+  if (!options.quiet) {
+    print_line(
+        fmt::format("{}{}: rocm-smi index {} = {}, chosen by {}; running {} on it as its "
+                    "HIP device 0 (ROCR_VISIBLE_DEVICES)",
+                    simulated_machine() ? "[simulated] " : "", who_text(rank), index, chosen,
+                    !options.gpu.empty() ? "--gpu" : source_name(source),
+                    detail::quote_value(options.command.front())));
+  }
+  if (info.shared && !info.claim_note.text.empty())
+    print_note(detail::printable(said(info.claim_note.text)));
+  // ROCr shows the program that GPU alone; HIP's variables would count within it, and GPUSEL_GPU
+  // and GPUSEL_GPUS named GPUs in this process's numbering.
+  set_env("ROCR_VISIBLE_DEVICES", chosen);
+  for (const char* name :
+       {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPUSEL_GPU", "GPUSEL_GPUS"})
+    unset_env(name);
+  std::cerr.flush();
+  exec_program("bind", program, options.command);
+#endif
 }
 
 int bind_command(const BindOptions& options);
@@ -278,11 +388,16 @@ int run_bind(const BindOptions& options) {
   try {
     return bind_command(options);
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::LibraryNotLoaded || !amd_machine()) throw;
+    if (e.code() != ErrorCode::LibraryNotLoaded) throw;
+    const std::optional<AmdSnapshot> amd = amd_machine();
+    if (!amd) throw;
+    // A HIP program is placed before it starts, by ROCr's variable: the wrapper form.
+    if (!options.command.empty()) return amd_bind_and_run(options, *amd);
     throw failure(e.text() +
-                      " (this machine's GPUs are AMD's, and gpusel binds CUDA programs only: start "
-                      "HIP programs with `gpusel run --gpu ...`, which gives each worker its GPU "
-                      "in ROCR_VISIBLE_DEVICES; docs/amd.md)",
+                      " (this machine's GPUs are AMD's, and gpusel binds CUDA programs in-process "
+                      "only: wrap a HIP program as `gpusel bind -- PROGRAM`, or start it with "
+                      "`gpusel run --gpu ...`; either gives it its GPU in ROCR_VISIBLE_DEVICES; "
+                      "docs/amd.md)",
                   e.problem());
   }
 }
