@@ -468,7 +468,8 @@ CudaHandle choose_and_claim(Assignment& a, int default_ordinal, const CudaApi*& 
   }
   const CudaHandle chosen = devices[static_cast<std::size_t>(ordinal)];
   claim_gpu(chosen.uuid,
-            "GPU " + chosen.uuid + " (CUDA ordinal " + std::to_string(chosen.ordinal) + ")", a.info);
+            "GPU " + chosen.uuid + " (CUDA ordinal " + std::to_string(chosen.ordinal) + ")",
+            a.info);
   return chosen;
 }
 
