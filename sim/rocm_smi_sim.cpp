@@ -72,6 +72,20 @@ rsmi_status_t answer(std::uint32_t index, T* out, Read read) {
   return read(*g, *out);
 }
 
+// A list answered as ROCm SMI answers lists: with `out` null, its length into `*n`; else up to
+// `*n` items into `out`, `*n` set to how many were written (INSUFFICIENT_SIZE when cut).
+template <typename T>
+rsmi_status_t answer_list(const std::vector<T>& all, T* out, std::uint32_t* n) {
+  if (out == nullptr) {
+    *n = static_cast<std::uint32_t>(all.size());
+    return RSMI_STATUS_SUCCESS;
+  }
+  const std::size_t k = std::min<std::size_t>(*n, all.size());
+  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(k), out);
+  *n = static_cast<std::uint32_t>(k);
+  return k < all.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+}
+
 // `text` into `buf` of `len` bytes (len > 0), cut and NUL-terminated when it does not fit.
 rsmi_status_t copy_text(const std::string& text, char* buf, std::size_t len) {
   const std::size_t n = std::min(len - 1, text.size());
@@ -199,15 +213,7 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_compute_process_info_get(rsmi_process_info
                                                                std::uint32_t* num_items) {
   if (num_items == nullptr) return RSMI_STATUS_INVALID_ARGS;
   if (initialised.load() == 0) return RSMI_STATUS_INIT_ERROR;
-  const std::vector<rsmi_process_info_t> all = sim_processes();
-  if (procs == nullptr) {
-    *num_items = static_cast<std::uint32_t>(all.size());
-    return RSMI_STATUS_SUCCESS;
-  }
-  const std::size_t n = std::min<std::size_t>(*num_items, all.size());
-  std::copy(all.begin(), all.begin() + static_cast<std::ptrdiff_t>(n), procs);
-  *num_items = static_cast<std::uint32_t>(n);
-  return n < all.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+  return answer_list(sim_processes(), procs, num_items);
 }
 
 // rocm-smi --showpids asks each process's usage by pid (gpusel does not).
@@ -240,14 +246,7 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_compute_process_gpus_get(std::uint32_t pid
     }
   }
   if (found.empty()) return RSMI_STATUS_NOT_FOUND;
-  if (dv_indices == nullptr) {
-    *num_devices = static_cast<std::uint32_t>(found.size());
-    return RSMI_STATUS_SUCCESS;
-  }
-  const std::size_t n = std::min<std::size_t>(*num_devices, found.size());
-  std::copy(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(n), dv_indices);
-  *num_devices = static_cast<std::uint32_t>(n);
-  return n < found.size() ? RSMI_STATUS_INSUFFICIENT_SIZE : RSMI_STATUS_SUCCESS;
+  return answer_list(found, dv_indices, num_devices);
 }
 
 GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_status_string(rsmi_status_t status, const char** text) {

@@ -47,6 +47,10 @@ AmdSnapshot query_rocm_smi(bool usage = false);
 // does not give every GPU's node or id.
 std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd);
 
+// The GPUs as the records the rest of gpusel reads (GpuInfo: id as uuid, rocm-smi index, usage,
+// processes); a GPU without an id is a failed record.
+std::vector<GpuInfo> amd_gpu_records(const AmdSnapshot& amd);
+
 // "GPU-<16 lower-case hex>", the form ROCr, HIP and rocminfo print.
 std::string amd_gpu_id(std::uint64_t unique_id);
 

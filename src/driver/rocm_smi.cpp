@@ -151,6 +151,27 @@ std::string amd_gpu_id(std::uint64_t unique_id) {
   return buf;
 }
 
+std::vector<GpuInfo> amd_gpu_records(const AmdSnapshot& amd) {
+  std::vector<GpuInfo> out;
+  for (const AmdGpu& a : amd.gpus) {
+    GpuInfo g;
+    g.index = a.index;
+    g.uuid = a.id;
+    g.name = a.name;
+    g.pci_bus_id = a.pci_bus_id;
+    g.memory_total_bytes = a.memory_total;
+    g.memory_used = a.memory_used;
+    g.utilization = a.busy_percent;
+    g.processes = a.processes;
+    if (a.id.empty()) {
+      g.failure = a.failure;
+      g.problem = Problem(ErrorCode::DriverCallFailed, "rsmi_dev_unique_id_get");
+    }
+    out.push_back(std::move(g));
+  }
+  return out;
+}
+
 std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd) {
   std::vector<const AmdGpu*> gpus;
   for (const AmdGpu& g : amd.gpus) {

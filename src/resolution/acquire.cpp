@@ -78,28 +78,6 @@ struct Attempt {
   std::vector<Note> skipped;  // notes: GPUs skipped for lease files that cannot be used
 };
 
-// An AMD machine's GPUs as the picker reads them (ROCm SMI's usage, no topology).
-std::vector<GpuInfo> amd_records(const AmdSnapshot& amd) {
-  std::vector<GpuInfo> out;
-  for (const AmdGpu& a : amd.gpus) {
-    GpuInfo g;
-    g.index = a.index;
-    g.uuid = a.id;
-    g.name = a.name;
-    g.pci_bus_id = a.pci_bus_id;
-    g.memory_total_bytes = a.memory_total;
-    g.memory_used = a.memory_used;
-    g.utilization = a.busy_percent;
-    g.processes = a.processes;
-    if (a.id.empty()) {
-      g.failure = a.failure;
-      g.problem = Problem(ErrorCode::DriverCallFailed, "rsmi_dev_unique_id_get");
-    }
-    out.push_back(std::move(g));
-  }
-  return out;
-}
-
 // free:N: the machine as NVML (or, without NVIDIA's driver, ROCm SMI) sees it, read once per
 // look; the topology (NVIDIA's only) and the GPUs eligible at all only the first time.
 class FreeLook {
@@ -155,7 +133,7 @@ class FreeLook {
           about(Subject::GpuRequest,
                 {{"request", "free:" + std::to_string(n_)}, {"reason", "amd-changed"}}));
     }
-    snap_.gpus = amd_records(amd);
+    snap_.gpus = amd_gpu_records(amd);
     if (have_links_) return;
     have_links_ = true;
     const AmdChoice choice = amd_choices(asked, env_, amd);

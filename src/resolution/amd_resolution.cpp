@@ -199,15 +199,7 @@ Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const A
   Resolution r;
   r.resolved = true;
   r.vendor = "amd";
-  for (const AmdGpu& g : amd.gpus) {
-    GpuInfo info;
-    info.uuid = g.id;
-    info.name = g.name;
-    info.pci_bus_id = g.pci_bus_id;
-    info.memory_total_bytes = g.memory_total;
-    info.index = g.index;
-    r.machine.push_back(std::move(info));
-  }
+  r.machine = amd_gpu_records(amd);
   const AmdChoice choice = amd_choices(asked, env, amd);
   r.notes.push_back(choice.note);
   if (request.kind == GpuRequest::Kind::All) {

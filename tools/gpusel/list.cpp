@@ -193,6 +193,25 @@ struct Listing {
   std::string order;  // CUDA_DEVICE_ORDER in effect
 };
 
+// A process on a GPU, with its user and command where they can be read.
+nlohmann::json process_json(const GpuProcess& p) {
+  const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
+  return {{"pid", p.pid},
+          {"used_memory_bytes", p.used_memory},
+          {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
+          {"command", who.command.empty() ? nlohmann::json(nullptr)
+                                          : nlohmann::json(detail::printable(who.command))}};
+}
+
+// The text line under a GPU's row for a process on it (`memory`: how its memory is said).
+std::string process_line(const GpuProcess& p, const std::string& memory) {
+  const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
+  return fmt::format("      process {}{}{}, {}\n", p.pid,
+                     who.user.empty() ? std::string() : " of " + detail::printable(who.user),
+                     who.command.empty() ? std::string() : ": " + detail::printable(who.command),
+                     memory);
+}
+
 // The holder of a lease (null when free), and why a lease file cannot be used (null when it
 // can), into a GPU's JSON object. "lease": {} when the holder cannot be named (another pid
 // namespace).
@@ -314,15 +333,8 @@ nlohmann::json gpu_json(const Listing& l, std::size_t g) {
                  {"max_width", gpu.pcie_max_width},
                  {"max_gbps", pcie_link_gbps(gpu.pcie_max_generation, gpu.pcie_max_width)}});
   j["processes"] = nlohmann::json::array();
-  for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
-    const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
-    j["processes"].push_back(
-        {{"pid", p.pid},
-         {"used_memory_bytes", p.used_memory},
-         {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
-         {"command", who.command.empty() ? nlohmann::json(nullptr)
-                                         : nlohmann::json(detail::printable(who.command))}});
-  }
+  for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{}))
+    j["processes"].push_back(process_json(p));
   lease_fields(j, leases[g]);
   j["mig_devices"] = nlohmann::json::array();
   for (std::size_t m = 0; m < gpu.migs.size(); ++m) {
@@ -514,13 +526,8 @@ void list_text(const Listing& l, const ListOptions& options, std::string& out_te
       continue;
     }
     out_text += layout.row(views[g]);
-    for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{})) {
-      const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
-      fmt::format_to(out, "      process {}{}{}, {}\n", p.pid,
-                     who.user.empty() ? std::string() : " of " + detail::printable(who.user),
-                     who.command.empty() ? std::string() : ": " + detail::printable(who.command),
-                     detail::format_bytes(p.used_memory));
-    }
+    for (const GpuProcess& p : gpu.processes.value_or(std::vector<GpuProcess>{}))
+      out_text += process_line(p, detail::format_bytes(p.used_memory));
     if (leases[g].state != LeaseStanding::State::Free) {
       fmt::format_to(out, "      {}\n", describe_standing(leases[g]));
     }
@@ -650,15 +657,7 @@ void amd_listing_json(const AmdSnapshot& amd, const AmdListing& l,
     j["processes"] = nlohmann::json(nullptr);
     if (g.processes) {
       j["processes"] = nlohmann::json::array();
-      for (const GpuProcess& p : *g.processes) {
-        const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
-        j["processes"].push_back(
-            {{"pid", p.pid},
-             {"used_memory_bytes", p.used_memory},
-             {"user", who.user.empty() ? nlohmann::json(nullptr) : nlohmann::json(who.user)},
-             {"command", who.command.empty() ? nlohmann::json(nullptr)
-                                             : nlohmann::json(detail::printable(who.command))}});
-      }
+      for (const GpuProcess& p : *g.processes) j["processes"].push_back(process_json(p));
     }
     lease_fields(j, l.leases[i]);
     doc["gpus"].push_back(std::move(j));
@@ -684,13 +683,8 @@ void amd_listing_text(const AmdSnapshot& amd, const AmdListing& l,
                    g.busy_percent ? std::to_string(*g.busy_percent) + "%" : "?",
                    g.pci_bus_id.empty() ? "?" : g.pci_bus_id,
                    detail::printable(g.failure.empty() ? g.name : g.failure));
-    for (const GpuProcess& p : g.processes.value_or(std::vector<GpuProcess>{})) {
-      const LeaseHolder who = detail::process_details(static_cast<int>(p.pid));
-      fmt::format_to(o, "      process {}{}{}, {} of VRAM on its GPUs\n", p.pid,
-                     who.user.empty() ? std::string() : " of " + detail::printable(who.user),
-                     who.command.empty() ? std::string() : ": " + detail::printable(who.command),
-                     detail::format_bytes(p.used_memory));
-    }
+    for (const GpuProcess& p : g.processes.value_or(std::vector<GpuProcess>{}))
+      out += process_line(p, detail::format_bytes(p.used_memory) + " of VRAM on its GPUs");
     if (l.leases[i].state != LeaseStanding::State::Free)
       fmt::format_to(o, "      {}\n", describe_standing(l.leases[i]));
   }
