@@ -256,8 +256,8 @@ int bind_and_run(const BindOptions& options) {
   return run_program_in_job("bind", options.command);
 #else
   exec_program("bind", program, options.command);
-#endif
 }
+#endif
 
 }  // namespace
 
@@ -272,6 +272,7 @@ std::optional<AmdSnapshot> amd_machine() {
   return amd;
 }
 
+#ifndef _WIN32
 // The devices a HIP program started here would have, by id, in HIP ordinal order: the KFD order
 // (ROCm SMI's node ids) through ROCR_, HIP_ and CUDA_VISIBLE_DEVICES, by ROCm's rules.
 std::vector<std::string> hip_devices_here(const AmdSnapshot& amd) {
@@ -317,9 +318,6 @@ int amd_bind_and_run(const BindOptions& options, const AmdSnapshot& amd) {
                     detail::quote_value(options.command.front()) +
                     " in `gpusel bind -- COMMAND`; drop --json");
   }
-#ifdef _WIN32
-  throw failure("bind: AMD GPUs are placed on Linux only");
-#else
   const std::string program = program_file(options.command.front());
   if (options.share) set_env("GPUSEL_SHARE", "1");
   std::string chosen;
@@ -391,8 +389,10 @@ int run_bind(const BindOptions& options) {
     if (e.code() != ErrorCode::LibraryNotLoaded) throw;
     const std::optional<AmdSnapshot> amd = amd_machine();
     if (!amd) throw;
-    // A HIP program is placed before it starts, by ROCr's variable: the wrapper form.
+      // A HIP program is placed before it starts, by ROCr's variable: the wrapper form.
+#ifndef _WIN32
     if (!options.command.empty()) return amd_bind_and_run(options, *amd);
+#endif
     throw failure(e.text() +
                       " (this machine's GPUs are AMD's, and gpusel binds CUDA programs in-process "
                       "only: wrap a HIP program as `gpusel bind -- PROGRAM`, or start it with "
