@@ -435,6 +435,11 @@ class AmdAgainstRocmTest(Case):
                 f.write('#!/bin/sh\n[ "$1" = /sys/module/amdgpu/initstate ] && { echo live; exit 0; }\n'
                         'exec /bin/cat "$@"\n')
             os.chmod(os.path.join(home, "bin", "cat"), 0o755)
+            # --showpids names each process with `ps -p PID -o comm=`; the simulated pids are no
+            # processes here, and `ps` under a sanitizer's preloaded runtime can hang: a stand-in.
+            with open(os.path.join(home, "bin", "ps"), "w") as f:
+                f.write('#!/bin/sh\necho simulated\n')
+            os.chmod(os.path.join(home, "bin", "ps"), 0o755)
         env = for_python(plain_env())
         env["PATH"] = os.path.join(home, "bin") + ":" + env.get("PATH", "/usr/bin:/bin")
         env["GPUSEL_SIM_MACHINE"] = os.path.abspath(machine)
