@@ -5,7 +5,9 @@ Blocks are found by their fence:
 - ```console: each `$ COMMAND` line (a trailing backslash continues it) runs, and what it prints
   (stdout and stderr together) must match the lines below it, where `...` inside a line stands for
   any text and a line of `...` alone for any number of lines; workers run at once, so lines tagged
-  `[rank N] ` are compared after the untagged ones, rank by rank (each rank's lines in order);
+  `[rank N] ` are compared after the untagged ones, rank by rank (each rank's lines in order),
+  and `gpusel run`'s notes of each rank's pid, written while the workers may already be writing,
+  may stand anywhere among the other lines (in their own order);
 - anything else (python, toml, json, text, plain ```) is not run.
 
 An HTML comment on the line before a fence changes that (it does not show on a rendered page):
@@ -168,6 +170,21 @@ def matches(expected, actual):
     return fit(0, 0)
 
 
+# `gpusel run`'s note of each rank's pid is written once the workers have started, while they may
+# already be writing: where it stands among their output is not defined.
+RANK_NOTE = re.compile(r"^gpusel: note: rank \d+: pid ")
+
+
+def transcript_matches(expected, actual):
+    """matches(), with `gpusel run`'s rank notes free to stand anywhere among the workers' lines
+    (in their own order, all of them)."""
+    if matches(expected, actual):
+        return True
+    notes = [[line for line in lines if RANK_NOTE.match(line)] for lines in (expected, actual)]
+    rest = [[line for line in lines if not RANK_NOTE.match(line)] for lines in (expected, actual)]
+    return bool(notes[0]) and len(notes[0]) == len(notes[1]) and matches(*notes) and matches(*rest)
+
+
 def block_env(machine, scratch):
     env = launchers._scrubbed(sim_env(machine))
     env["PATH"] = os.path.dirname(os.path.abspath(BIN)) + os.pathsep + env.get("PATH", "/usr/bin:/bin")
@@ -229,7 +246,7 @@ class DocExamples(unittest.TestCase):
                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                timeout=TIMEOUT, start_new_session=True)
             actual = by_rank(r.stdout.rstrip("\n").split("\n")) if r.stdout.strip() else []
-            self.assertTrue(matches(expected, actual),
+            self.assertTrue(transcript_matches(expected, actual),
                             f"{b.where()}: `{command}` printed what the page does not show\n"
                             f"--- page\n" + "\n".join(expected) + "\n--- printed (exit "
                             f"{r.returncode})\n{r.stdout}")
@@ -237,6 +254,17 @@ class DocExamples(unittest.TestCase):
 
 class Parsing(unittest.TestCase):
     """The test's own reading of pages: wildcards and annotations."""
+
+    def test_rank_notes_may_stand_anywhere_among_the_workers_lines(self):
+        page = ["gpusel: note: picked", "gpusel: note: rank 0: pid ..., GPU 0", "out 1", "out 2"]
+        self.assertTrue(transcript_matches(page, ["gpusel: note: picked", "out 1",
+                                                  "gpusel: note: rank 0: pid 7, GPU 0", "out 2"]))
+        # Any other line out of place, a rank note missing or another GPU's: still a mismatch.
+        self.assertFalse(transcript_matches(page, ["out 1", "gpusel: note: picked",
+                                                   "gpusel: note: rank 0: pid 7, GPU 0", "out 2"]))
+        self.assertFalse(transcript_matches(page, ["gpusel: note: picked", "out 1", "out 2"]))
+        self.assertFalse(transcript_matches(page, ["gpusel: note: picked", "out 1",
+                                                   "gpusel: note: rank 0: pid 7, GPU 1", "out 2"]))
 
     def test_wildcards(self):
         self.assertTrue(matches(["a ... c"], ["a b c"]))
