@@ -142,11 +142,11 @@ class Doctor {
         }
         add(Severity::Info, "amd-gpus",
             fmt::format("no NVIDIA driver; ROCm SMI monitors {} AMD GPU{} (rocm-smi index: id: "
-                        "{}); gpusel lists them, and does not yet resolve --gpu, lease or bind "
-                        "on AMD GPUs",
+                        "{}); gpusel lists them, resolves --gpu to them, leases them and gives "
+                        "each worker its GPU by id in ROCR_VISIBLE_DEVICES",
                         amd.gpus.size(), amd.gpus.size() == 1 ? "" : "s", ids),
-            "`gpusel list` shows them; place HIP programs by unique id "
-            "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm version "
+            "`gpusel list` shows them with each GPU's HIP ordinal here; start HIP programs with "
+            "`gpusel run --gpu ...`, or wrap each rank's as `gpusel bind -- PROGRAM` "
             "(docs/amd.md)");
       }
     }
