@@ -47,6 +47,15 @@ AmdSnapshot query_rocm_smi(bool usage = false);
 // does not give every GPU's node or id.
 std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd);
 
+// Whether AMD's GPU compute driver is loaded here (/dev/kfd exists): AMD GPUs may be in use even
+// where ROCm SMI cannot be read.
+bool amd_driver_present();
+
+// Where NVIDIA's NVML is unavailable: an error to refuse a request with when this is an AMD
+// machine whose GPUs ROCm SMI cannot read (`amd`'s reason; GPUSEL_ROCM_SMI_LIBRARY's value),
+// since nothing could then check the GPU a HIP worker gets; nullopt elsewhere. `asked` starts it.
+std::optional<Error> amd_unreadable(const std::string& asked, const AmdSnapshot& amd);
+
 // The GPUs as the records the rest of gpusel reads (GpuInfo: id as uuid, rocm-smi index, usage,
 // processes); a GPU without an id is a failed record.
 std::vector<GpuInfo> amd_gpu_records(const AmdSnapshot& amd);

@@ -2,11 +2,14 @@
 // rocm_smi.def, as NVML is by nvml.def.
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <mutex>
 #include <type_traits>
 
 #include "dl.hpp"
 #include "gpusel/amd.hpp"
+#include "gpusel_detail.hpp"
 #include "rocm_smi_abi.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -170,6 +173,26 @@ std::vector<GpuInfo> amd_gpu_records(const AmdSnapshot& amd) {
     out.push_back(std::move(g));
   }
   return out;
+}
+
+bool amd_driver_present() {
+  std::error_code ec;
+  return std::filesystem::exists("/dev/kfd", ec);
+}
+
+std::optional<Error> amd_unreadable(const std::string& asked, const AmdSnapshot& amd) {
+  if ((amd.available && !amd.gpus.empty()) || !amd_driver_present()) return std::nullopt;
+  const char* set = std::getenv("GPUSEL_ROCM_SMI_LIBRARY");
+  return failure(
+      asked +
+          ": NVIDIA's NVML is unavailable, and this machine has AMD's GPU driver (/dev/kfd), "
+          "but ROCm SMI " +
+          (amd.available ? std::string("lists no GPU") : "cannot be used: " + amd.reason) +
+          (set != nullptr ? "; GPUSEL_ROCM_SMI_LIBRARY=" + detail::quote_value(set) : "") +
+          ". Without it gpusel cannot check which AMD GPU a worker gets, so it places none: "
+          "install ROCm SMI (librocm-smi64-1 on Debian) or point GPUSEL_ROCM_SMI_LIBRARY at "
+          "librocm_smi64.so.1",
+      about(Subject::GpuRequest, {{"reason", "amd-smi-unavailable"}}));
 }
 
 std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd) {

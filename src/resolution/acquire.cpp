@@ -93,11 +93,15 @@ class FreeLook {
     }
     snap_ = query_nvml(NvmlQuery{true, n_ > 1 && !have_links_});
     if (!snap_.available && !have_links_) {
-      if (AmdSnapshot amd = query_rocm_smi(true); amd.available && !amd.gpus.empty()) {
+      AmdSnapshot amd = query_rocm_smi(true);
+      if (amd.available && !amd.gpus.empty()) {
         amd_ = true;
         read_amd(std::move(amd));
         return;
       }
+      if (std::optional<Error> e =
+              amd_unreadable(detail::gpu_request_words() + " free:" + std::to_string(n_), amd))
+        throw *e;
     }
     if (!snap_.available) {
       throw failure(detail::gpu_request_words() + " free:" + std::to_string(n_) +

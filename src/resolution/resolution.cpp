@@ -230,9 +230,12 @@ Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
   // NVML works, so NVIDIA machines pay nothing for it).
   if (!nvml_usable()) {
     // free:N is picked below, by acquire_gpus, which reads the AMD GPUs' usage.
-    if (const AmdSnapshot amd = query_rocm_smi();
-        amd.available && !amd.gpus.empty() && request.kind != GpuRequest::Kind::Free)
+    const AmdSnapshot amd = query_rocm_smi();
+    if (amd.available && !amd.gpus.empty() && request.kind != GpuRequest::Kind::Free)
       return resolve_on_amd(request, env, amd);
+    std::string asked = "--gpu";
+    for (const std::string& t : request.texts()) asked += (asked == "--gpu" ? " " : ",") + t;
+    if (std::optional<Error> e = amd_unreadable(asked, amd)) throw *e;
   }
   if (request.kind == GpuRequest::Kind::Free) {
     return acquire_gpus(request, env, probe_helper, AcquireOptions{}).resolution;  // picks only

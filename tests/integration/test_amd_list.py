@@ -328,6 +328,28 @@ class AmdListTest(Case):
             finally:
                 holder.terminate()
 
+    def test_an_amd_machine_whose_rocm_smi_cannot_be_read_places_no_worker(self):
+        """In `sim shell` the AMD machine has its device files (/dev/kfd, /dev/dri/*). With ROCm SMI
+        broken there, nothing can check which GPU a HIP worker gets: run, resolve (free:N too) and
+        list refuse, naming ROCm SMI and GPUSEL_ROCM_SMI_LIBRARY, where without /dev/kfd gpusel
+        would pass the request on unchecked as on an NVIDIA machine without NVML."""
+        script = ('ls /dev/kfd /dev/dri/card0 /dev/dri/renderD130 && '
+                  'gpusel run --quiet --gpu GPU-1a2b -- sh -c \'echo "R=$ROCR_VISIBLE_DEVICES"\' && '
+                  'export GPUSEL_ROCM_SMI_LIBRARY=/nonexistent/librocm_smi64.so.1; '
+                  'for args in "run --gpu GPU-1a2b3c4d5e6f7081 -- echo started" "resolve --gpu free:1" "list"; do '
+                  'gpusel $args; echo "exit $?"; done')
+        env = base_env()
+        env["PATH"] = os.path.dirname(os.path.abspath(BIN)) + ":" + env.get("PATH", "/usr/bin:/bin")
+        r = subprocess.run([BIN, "sim", "shell", "amd-mi210", "--", "sh", "-c", script], capture_output=True,
+                           text=True, env=env, timeout=60)
+        if r.returncode != 0 and "namespace" in r.stderr:
+            self.skipTest("no private mount namespace here: " + r.stderr.strip()[-300:])
+        self.assertIn("R=GPU-1a2b3c4d5e6f7081\n", r.stdout, r.stderr)
+        self.assertNotIn("started", r.stdout)
+        self.assertEqual(r.stdout.count("exit 1\n"), 3, r.stdout + r.stderr)
+        self.assertEqual(r.stderr.count("this machine has AMD's GPU driver (/dev/kfd)"), 3, r.stderr)
+        self.assertEqual(r.stderr.count('GPUSEL_ROCM_SMI_LIBRARY="/nonexistent/librocm_smi64.so.1"'), 3)
+
     def test_machine_file_mistakes_name_the_key(self):
         good = read(MACHINES, "amd-mi210.toml")
         cases = [

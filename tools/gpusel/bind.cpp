@@ -279,26 +279,28 @@ std::vector<std::string> hip_devices_here(const AmdSnapshot& amd) {
   const std::optional<std::string> rocr = env_value("ROCR_VISIBLE_DEVICES"),
                                    hip = env_value("HIP_VISIBLE_DEVICES"),
                                    cuda = env_value("CUDA_VISIBLE_DEVICES");
+  auto shown = [](const char* name, const std::optional<std::string>& v) {
+    return std::string(name) + "=" + (v ? detail::quote_value(*v) : std::string("unset"));
+  };
+  const std::string settings = shown("ROCR_VISIBLE_DEVICES", rocr) + ", " +
+                               shown("HIP_VISIBLE_DEVICES", hip) + ", " +
+                               shown("CUDA_VISIBLE_DEVICES", cuda);
   const std::optional<std::vector<std::string>> kfd = kfd_order(amd);
-  const std::string why =
-      !kfd ? "this ROCm SMI does not give the GPUs' KFD order (rsmi_dev_node_id_get, ROCm 6 and "
-             "later), which HIP numbers them in"
-           : std::string();
   std::optional<detail::HipView> view;
   if (kfd) view = detail::hip_view(*kfd, rocr, hip, cuda);
   if (!kfd || view->aborts || view->version_dependent) {
-    throw failure(
-        "bind: cannot tell which AMD GPUs a HIP program has here: " +
-            (!kfd ? why
-             : view->aborts
-                 ? "ROCR_VISIBLE_DEVICES has an empty entry, which makes HIP "
-                   "programs abort"
-                 : "under ROCR_VISIBLE_DEVICES=" + detail::quote_value(rocr.value_or("")) +
-                       ", HIP_VISIBLE_DEVICES=" + detail::quote_value(hip.value_or("")) +
-                       " and CUDA_VISIBLE_DEVICES=" + detail::quote_value(cuda.value_or("")) +
-                       " that depends on the HIP version") +
-            "; name the GPU by unique id with --gpu GPU-... (`gpusel list` shows them), or start "
-            "the program with `gpusel run`",
+    const std::string why =
+        !kfd           ? "this ROCm SMI does not give the GPUs' KFD order (rsmi_dev_node_id_get, "
+                         "ROCm 6 and later), which HIP numbers them in"
+        : view->aborts ? "ROCR_VISIBLE_DEVICES has an empty entry, which makes HIP programs abort"
+                       : "that depends on the HIP version (an empty value, or ids in "
+                         "HIP_/CUDA_VISIBLE_DEVICES)";
+    throw bad_input(
+        "bind: cannot tell which AMD GPUs a HIP program has here (" + settings + "): " + why +
+            (!kfd ? "; name the GPU by unique id with --gpu GPU-... (`gpusel list` shows "
+                    "them), with none of the three variables set"
+                  : "; set the variables by indices, with no empty value or entry (`gpusel "
+                    "doctor` explains them)"),
         about(Subject::VisibleDevices, {{"reason", !kfd           ? "amd-kfd-order-unknown"
                                                    : view->aborts ? "amd-rocr-empty-entry"
                                                                   : "amd-hip-version-dependent"}}));

@@ -597,7 +597,8 @@ AmdListing read_amd_listing(const AmdSnapshot& amd) {
                                                 "makes HIP programs abort"
                                               : "under the visibility variables set here, which "
                                                 "GPUs HIP sees depends on its version") +
-                      "; `gpusel doctor` explains the variables";
+                      "; `gpusel doctor` explains the variables, and naming GPUs to ROCm by UUID "
+                      "(ROCR_VISIBLE_DEVICES=GPU-...) reads alike in every ROCm version";
     } else {
       for (std::size_t ord = 0; ord < view.devices.size(); ++ord) {
         for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
@@ -710,10 +711,14 @@ static int render_list(const ListOptions& options, std::string& out_text) {
   l.simulated = simulated_machine();
   if (!l.snap.available) {
     // No NVIDIA driver: an AMD machine, perhaps (ROCm SMI installed and monitoring GPUs).
-    if (const AmdSnapshot amd = query_rocm_smi(true); amd.available && !amd.gpus.empty()) {
+    const AmdSnapshot amd = query_rocm_smi(true);
+    if (amd.available && !amd.gpus.empty()) {
       amd_listing(amd, l.simulated, options, out_text);
       return 0;
     }
+    // An AMD machine whose ROCm SMI cannot be read: that is the failure to report.
+    if (std::optional<Error> e = amd_unreadable("cannot list GPUs", amd))
+      return report_failure(*e, options.json && !options.watch);
     const std::string message =
         "cannot list GPUs: NVML is unavailable: " + sentence(l.snap.reason) +
         (l.simulated ? simulated_nvml_fault(*l.simulated)

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpusel/amd.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
 
@@ -36,6 +37,9 @@ namespace {
 // The character-device majors the NVIDIA driver uses: 195 for /dev/nvidiaN and nvidiactl (a
 // fixed number); the others are given out at load time, so these are typical values.
 constexpr unsigned kNvidiaMajor = 195, kUvmMajor = 510, kCapsMajor = 511;
+// AMD's: DRM's 226 for /dev/dri/cardN and renderD(128+N); KFD's is given out at load time (one
+// machine's figure here).
+constexpr unsigned kDrmMajor = 226, kKfdMajor = 235;
 // The driver's MIG capability minors (/proc/driver/nvidia-caps/mig-minors): config 1, monitor 2,
 // then for each GPU minor (0-31) and GPU instance (0-14) its access file and those of compute
 // instances 0-7, in that order.
@@ -219,6 +223,18 @@ void show_machine(const NvmlSnapshot& snap) {
   }
 }
 
+// An AMD machine's device files: /dev/kfd (HIP's compute device, what tells an AMD machine) and
+// each GPU's DRM card and render node, numbered as rocm-smi numbers them.
+void show_amd_machine(const AmdSnapshot& amd) {
+  cover("/dev");
+  device_file("/dev/kfd", kKfdMajor, 0);
+  make_dir("/dev/dri");
+  for (const AmdGpu& g : amd.gpus) {
+    device_file(fmt::format("/dev/dri/card{}", g.index), kDrmMajor, g.index);
+    device_file(fmt::format("/dev/dri/renderD{}", 128 + g.index), kDrmMajor, 128 + g.index);
+  }
+}
+
 }  // namespace
 
 int run_sim_shell(const std::string& machine, const std::vector<std::string>& command) {
@@ -231,6 +247,13 @@ int run_sim_shell(const std::string& machine, const std::vector<std::string>& co
   apply_sim(setup);  // first: its PATH finds the simulator's nvidia-smi
   const std::string program = program_path("sim shell", argv.front());
   const NvmlSnapshot snap = query_nvml(NvmlQuery{});
+  if (const AmdSnapshot amd = snap.available ? AmdSnapshot{} : query_rocm_smi();
+      amd.available && !amd.gpus.empty()) {
+    enter_private_namespace();
+    show_amd_machine(amd);
+    ::setenv("GPUSEL_SIM_SHELL", machine.c_str(), 1);
+    exec_program("sim shell", program, argv);
+  }
   if (!snap.available) {
     throw gpusel::failure("sim shell " + machine + ": the simulated NVML does not answer (" +
                               snap.reason + "), so there are no GPUs to make device files for; " +
