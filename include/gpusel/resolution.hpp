@@ -68,6 +68,20 @@ struct AmdSnapshot;
 // where NVML is unavailable and ROCm SMI lists GPUs.
 Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const AmdSnapshot& amd);
 
+// The devices a HIP program started in this environment would have on the AMD GPUs `amd`:
+// ROCm SMI's KFD order through ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and `env`'s
+// CUDA_VISIBLE_DEVICES, by ROCm's rules (src/core/amd_visible.cpp). One reading for resolve's
+// quota, list's HIP column and bind's choice.
+struct HipDevices {
+  bool preset = false;   // any of the three variables is set
+  std::string settings;  // the three as set ("ROCR_VISIBLE_DEVICES=unset, ..."), for messages
+  std::vector<std::string> ids;  // the devices' ids in HIP ordinal order
+  // Why they cannot be told ("" when they can): "amd-kfd-order-unknown" (ROCm SMI gives no KFD
+  // node ids), "amd-rocr-empty-entry" (HIP programs abort), "amd-hip-version-dependent".
+  std::string unknown;
+};
+HipDevices hip_devices(const CudaEnv& env, const AmdSnapshot& amd);
+
 // The AMD GPUs a request may be given here: every GPU with an id (rocm-smi's order), or under
 // ROCm's variables the quota (HIP's order), read and refused as resolve_on_amd does (`asked`
 // starts its messages); and the note (code amd-gpus) that says whose GPUs they are.

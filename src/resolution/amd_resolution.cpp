@@ -55,25 +55,20 @@ struct AmdQuota {
 };
 
 AmdQuota read_quota(const std::string& asked, const CudaEnv& env, const AmdSnapshot& amd) {
-  const std::optional<std::string> rocr = detail::env_value("ROCR_VISIBLE_DEVICES");
-  const std::optional<std::string> hip = detail::env_value("HIP_VISIBLE_DEVICES");
-  const std::optional<std::string>& cuda = env.visible_devices;
-  AmdQuota q;
-  q.preset = rocr || hip || cuda;
-  q.settings = "ROCR_VISIBLE_DEVICES=" + shown(rocr) + ", HIP_VISIBLE_DEVICES=" + shown(hip) +
-               ", CUDA_VISIBLE_DEVICES=" + shown(cuda);
+  const HipDevices here = hip_devices(env, amd);
+  AmdQuota q{here.preset, here.settings, here.ids};
   if (!q.preset) return q;
   auto problem = [&](const char* reason) {
+    const std::optional<std::string> rocr = detail::env_value("ROCR_VISIBLE_DEVICES");
+    const std::optional<std::string> hip = detail::env_value("HIP_VISIBLE_DEVICES");
     const char* variable = rocr  ? "ROCR_VISIBLE_DEVICES"
                            : hip ? "HIP_VISIBLE_DEVICES"
                                  : "CUDA_VISIBLE_DEVICES";
-    const std::optional<std::string>& value = rocr ? rocr : hip ? hip : cuda;
+    const std::optional<std::string>& value = rocr ? rocr : hip ? hip : env.visible_devices;
     return about(Subject::VisibleDevices,
                  {{"variable", variable}, {"value", value.value_or("")}, {"reason", reason}});
   };
-  // Reading the variables needs the KFD order, which ROCm SMI gives from ROCm 6 on.
-  const std::optional<std::vector<std::string>> kfd = kfd_order(amd);
-  if (!kfd) {
+  if (here.unknown == "amd-kfd-order-unknown") {
     throw bad_input(
         asked + ": this machine's GPUs are AMD's, and " + q.settings +
             " is set; reading that needs the GPUs' order in the kernel's KFD topology, which "
@@ -82,15 +77,14 @@ AmdQuota read_quota(const std::string& asked, const CudaEnv& env, const AmdSnaps
             "given by unique id (`gpusel list` shows them)",
         problem("amd-kfd-order-unknown"));
   }
-  const detail::HipView view = detail::hip_view(*kfd, rocr, hip, cuda);
-  if (view.aborts) {
+  if (here.unknown == "amd-rocr-empty-entry") {
     throw bad_input(asked + ": " + q.settings +
                         ": ROCR_VISIBLE_DEVICES has an empty entry, which makes every HIP "
                         "program abort at start; remove the empty entry (`gpusel doctor` "
                         "explains the variables)",
                     problem("amd-rocr-empty-entry"));
   }
-  if (view.version_dependent) {
+  if (here.unknown == "amd-hip-version-dependent") {
     throw bad_input(asked + ": " + q.settings +
                         ": which GPUs HIP programs see under these depends on the HIP version "
                         "(an empty value, or unique ids in HIP_/CUDA_VISIBLE_DEVICES), so "
@@ -98,13 +92,12 @@ AmdQuota read_quota(const std::string& asked, const CudaEnv& env, const AmdSnaps
                         "value (`gpusel doctor` explains)",
                     problem("amd-hip-version-dependent"));
   }
-  if (view.devices.empty()) {
+  if (q.ids.empty()) {
     throw bad_input(asked + ": " + q.settings +
                         " leave HIP programs no GPU, so there is none to give; `gpusel doctor` "
                         "explains why, and what to set instead",
                     problem("amd-preset-hides-all"));
   }
-  for (std::size_t d : view.devices) q.ids.push_back((*kfd)[d]);
   return q;
 }
 
@@ -166,6 +159,28 @@ std::string by_id(const GpuEntry& e, const AmdQuota& q, const AmdSnapshot& amd) 
 }
 
 }  // namespace
+
+HipDevices hip_devices(const CudaEnv& env, const AmdSnapshot& amd) {
+  const std::optional<std::string> rocr = detail::env_value("ROCR_VISIBLE_DEVICES");
+  const std::optional<std::string> hip = detail::env_value("HIP_VISIBLE_DEVICES");
+  const std::optional<std::string>& cuda = env.visible_devices;
+  HipDevices out;
+  out.preset = rocr || hip || cuda;
+  out.settings = "ROCR_VISIBLE_DEVICES=" + shown(rocr) + ", HIP_VISIBLE_DEVICES=" + shown(hip) +
+                 ", CUDA_VISIBLE_DEVICES=" + shown(cuda);
+  const std::optional<std::vector<std::string>> kfd = kfd_order(amd);
+  if (!kfd) {
+    out.unknown = "amd-kfd-order-unknown";
+    return out;
+  }
+  const detail::HipView view = detail::hip_view(*kfd, rocr, hip, cuda);
+  if (view.aborts || view.version_dependent) {
+    out.unknown = view.aborts ? "amd-rocr-empty-entry" : "amd-hip-version-dependent";
+    return out;
+  }
+  for (std::size_t d : view.devices) out.ids.push_back((*kfd)[d]);
+  return out;
+}
 
 AmdChoice amd_choices(const std::string& asked, const CudaEnv& env, const AmdSnapshot& amd) {
   const AmdQuota quota = read_quota(asked, env, amd);

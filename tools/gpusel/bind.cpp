@@ -275,39 +275,23 @@ std::optional<AmdSnapshot> amd_machine() {
 #ifndef _WIN32
 // The devices a HIP program started here would have, by id, in HIP ordinal order: the KFD order
 // (ROCm SMI's node ids) through ROCR_, HIP_ and CUDA_VISIBLE_DEVICES, by ROCm's rules.
-std::vector<std::string> hip_devices_here(const AmdSnapshot& amd) {
-  const std::optional<std::string> rocr = env_value("ROCR_VISIBLE_DEVICES"),
-                                   hip = env_value("HIP_VISIBLE_DEVICES"),
-                                   cuda = env_value("CUDA_VISIBLE_DEVICES");
-  auto shown = [](const char* name, const std::optional<std::string>& v) {
-    return std::string(name) + "=" + (v ? detail::quote_value(*v) : std::string("unset"));
-  };
-  const std::string settings = shown("ROCR_VISIBLE_DEVICES", rocr) + ", " +
-                               shown("HIP_VISIBLE_DEVICES", hip) + ", " +
-                               shown("CUDA_VISIBLE_DEVICES", cuda);
-  const std::optional<std::vector<std::string>> kfd = kfd_order(amd);
-  std::optional<detail::HipView> view;
-  if (kfd) view = detail::hip_view(*kfd, rocr, hip, cuda);
-  if (!kfd || view->aborts || view->version_dependent) {
-    const std::string why =
-        !kfd           ? "this ROCm SMI does not give the GPUs' KFD order (rsmi_dev_node_id_get, "
-                         "ROCm 6 and later), which HIP numbers them in"
-        : view->aborts ? "ROCR_VISIBLE_DEVICES has an empty entry, which makes HIP programs abort"
-                       : "that depends on the HIP version (an empty value, or ids in "
-                         "HIP_/CUDA_VISIBLE_DEVICES)";
-    throw bad_input(
-        "bind: cannot tell which AMD GPUs a HIP program has here (" + settings + "): " + why +
-            (!kfd ? "; name the GPU by unique id with --gpu GPU-... (`gpusel list` shows "
-                    "them), with none of the three variables set"
-                  : "; set the variables by indices, with no empty value or entry (`gpusel "
-                    "doctor` explains them)"),
-        about(Subject::VisibleDevices, {{"reason", !kfd           ? "amd-kfd-order-unknown"
-                                                   : view->aborts ? "amd-rocr-empty-entry"
-                                                                  : "amd-hip-version-dependent"}}));
-  }
-  std::vector<std::string> ids;
-  for (std::size_t d : view->devices) ids.push_back((*kfd)[d]);
-  return ids;
+HipDevices hip_devices_here(const AmdSnapshot& amd) {
+  HipDevices here = hip_devices(cuda_env_from_environment(), amd);
+  if (here.unknown.empty()) return here;
+  const bool kfd = here.unknown != "amd-kfd-order-unknown";
+  const std::string why =
+      !kfd ? "this ROCm SMI does not give the GPUs' KFD order (rsmi_dev_node_id_get, ROCm 6 and "
+             "later), which HIP numbers them in"
+      : here.unknown == "amd-rocr-empty-entry"
+          ? "ROCR_VISIBLE_DEVICES has an empty entry, which makes HIP programs abort"
+          : "that depends on the HIP version (an empty value, or ids in HIP_/CUDA_VISIBLE_DEVICES)";
+  throw bad_input("bind: cannot tell which AMD GPUs a HIP program has here (" + here.settings +
+                      "): " + why +
+                      (!kfd ? "; name the GPU by unique id with --gpu GPU-... (`gpusel list` "
+                              "shows them), with none of the three variables set"
+                            : "; set the variables by indices, with no empty value or entry "
+                              "(`gpusel doctor` explains them)"),
+                  about(Subject::VisibleDevices, {{"reason", here.unknown}}));
 }
 
 // `gpusel bind [--gpu X] -- COMMAND` on AMD GPUs: the GPU chosen by the rule bind follows on
@@ -330,23 +314,16 @@ int amd_bind_and_run(const BindOptions& options, const AmdSnapshot& amd) {
                           default_probe_helper())
                  .gpus.front();
   } else {
-    const std::vector<std::string> hip = hip_devices_here(amd);
-    const detail::PlacementVerdict v = detail::analyse_placement(detail::placement_model(hip));
+    const HipDevices here = hip_devices_here(amd);
+    const detail::PlacementVerdict v = detail::analyse_placement(detail::placement_model(here.ids));
     if (!v.problems.empty()) {
       const PlacementProblem& p = v.problems.front();
       Problem data = p.data;
       data.fields.push_back({"check", p.id});
       // The rule's words are CUDA's; here the devices are HIP's, under ROCm's variables.
-      auto shown = [](const char* name) {
-        const std::optional<std::string> value = env_value(name);
-        return std::string(name) + "=" +
-               (value ? detail::quote_value(*value) : std::string("unset"));
-      };
       throw bad_input(p.message + "; " + p.remedy +
                           " (this machine's GPUs are AMD's: the devices are HIP's here, " +
-                          detail::join_entries(hip) + ", under " + shown("ROCR_VISIBLE_DEVICES") +
-                          ", " + shown("HIP_VISIBLE_DEVICES") + ", " +
-                          shown("CUDA_VISIBLE_DEVICES") + ")",
+                          detail::join_entries(here.ids) + ", under " + here.settings + ")",
                       std::move(data));
     }
     chosen = *v.uuid;

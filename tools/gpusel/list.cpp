@@ -586,34 +586,30 @@ AmdListing read_amd_listing(const AmdSnapshot& amd) {
                 "INDEX; this ROCm SMI does not give that order (rsmi_dev_node_id_get, ROCm 6 and "
                 "later), so the HIP column is unknown: name GPUs to ROCm by UUID "
                 "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm version"};
-  if (const std::optional<std::vector<std::string>> kfd = kfd_order(amd)) {
-    const std::optional<std::string> rocr = env_value("ROCR_VISIBLE_DEVICES"),
-                                     hip = env_value("HIP_VISIBLE_DEVICES"),
-                                     cuda = env_value("CUDA_VISIBLE_DEVICES");
-    const detail::HipView view = detail::hip_view(*kfd, rocr, hip, cuda);
-    if (view.aborts || view.version_dependent) {
-      hip_note.text = "the HIP column is unknown: " +
-                      std::string(view.aborts ? "ROCR_VISIBLE_DEVICES has an empty entry, which "
-                                                "makes HIP programs abort"
-                                              : "under the visibility variables set here, which "
-                                                "GPUs HIP sees depends on its version") +
-                      "; `gpusel doctor` explains the variables, and naming GPUs to ROCm by UUID "
-                      "(ROCR_VISIBLE_DEVICES=GPU-...) reads alike in every ROCm version";
-    } else {
-      for (std::size_t ord = 0; ord < view.devices.size(); ++ord) {
-        for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
-          if (amd.gpus[i].id == (*kfd)[view.devices[ord]]) l.hip[i] = ord;
-        }
+  const HipDevices here = hip_devices(cuda_env_from_environment(), amd);
+  if (here.unknown.empty()) {
+    for (std::size_t ord = 0; ord < here.ids.size(); ++ord) {
+      for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
+        if (amd.gpus[i].id == here.ids[ord]) l.hip[i] = ord;
       }
-      l.hip_known = true;
-      hip_note = {"amd-hip-ordinal",
-                  std::string("HIP is the device number a HIP program started from this shell "
-                              "gives the GPU (KFD order, through ROCR_, HIP_ and "
-                              "CUDA_VISIBLE_DEVICES as set here; \"-\" where they hide it); ") +
-                      (rocr || hip || cuda
-                           ? "with those variables set, `--gpu N` is the GPU in the HIP column"
-                           : "`--gpu N` is the GPU at INDEX N, rocm-smi's number")};
     }
+    l.hip_known = true;
+    hip_note = {
+        "amd-hip-ordinal",
+        std::string("HIP is the device number a HIP program started from this shell "
+                    "gives the GPU (KFD order, through ROCR_, HIP_ and "
+                    "CUDA_VISIBLE_DEVICES as set here; \"-\" where they hide it); ") +
+            (here.preset ? "with those variables set, `--gpu N` is the GPU in the HIP column"
+                         : "`--gpu N` is the GPU at INDEX N, rocm-smi's number")};
+  } else if (here.unknown != "amd-kfd-order-unknown") {
+    hip_note.text = "the HIP column is unknown: " +
+                    std::string(here.unknown == "amd-rocr-empty-entry"
+                                    ? "ROCR_VISIBLE_DEVICES has an empty entry, which makes HIP "
+                                      "programs abort"
+                                    : "under the visibility variables set here, which GPUs HIP "
+                                      "sees depends on its version") +
+                    "; `gpusel doctor` explains the variables, and naming GPUs to ROCm by UUID "
+                    "(ROCR_VISIBLE_DEVICES=GPU-...) reads alike in every ROCm version";
   }
   l.notes.push_back(hip_note);
   l.leases.assign(amd.gpus.size(), LeaseStanding{});
