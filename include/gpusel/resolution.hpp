@@ -82,6 +82,10 @@ struct HipDevices {
 };
 HipDevices hip_devices(const CudaEnv& env, const AmdSnapshot& amd);
 
+// ROCR_, HIP_ and CUDA_VISIBLE_DEVICES as set here ("ROCR_VISIBLE_DEVICES=unset, ..."), for
+// messages: HipDevices::settings.
+std::string hip_settings(const CudaEnv& env);
+
 // The AMD GPUs a request may be given here: every GPU with an id (rocm-smi's order), or under
 // ROCm's variables the quota (HIP's order), read and refused as resolve_on_amd does (`asked`
 // starts its messages); and the note (code amd-gpus) that says whose GPUs they are.

@@ -160,14 +160,19 @@ std::string by_id(const GpuEntry& e, const AmdQuota& q, const AmdSnapshot& amd) 
 
 }  // namespace
 
+std::string hip_settings(const CudaEnv& env) {
+  return "ROCR_VISIBLE_DEVICES=" + shown(detail::env_value("ROCR_VISIBLE_DEVICES")) +
+         ", HIP_VISIBLE_DEVICES=" + shown(detail::env_value("HIP_VISIBLE_DEVICES")) +
+         ", CUDA_VISIBLE_DEVICES=" + shown(env.visible_devices);
+}
+
 HipDevices hip_devices(const CudaEnv& env, const AmdSnapshot& amd) {
   const std::optional<std::string> rocr = detail::env_value("ROCR_VISIBLE_DEVICES");
   const std::optional<std::string> hip = detail::env_value("HIP_VISIBLE_DEVICES");
   const std::optional<std::string>& cuda = env.visible_devices;
   HipDevices out;
   out.preset = rocr || hip || cuda;
-  out.settings = "ROCR_VISIBLE_DEVICES=" + shown(rocr) + ", HIP_VISIBLE_DEVICES=" + shown(hip) +
-                 ", CUDA_VISIBLE_DEVICES=" + shown(cuda);
+  out.settings = hip_settings(env);
   const std::optional<std::vector<std::string>> kfd = kfd_order(amd);
   if (!kfd) {
     out.unknown = "amd-kfd-order-unknown";
