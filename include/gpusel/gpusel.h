@@ -166,6 +166,8 @@ GPUSEL_API gpusel_status gpusel_assign_from_environment(int* rank);
 GPUSEL_API gpusel_status gpusel_assignment_source(int* source, int* rank);
 /* *rank: the launcher's local rank, or -1 when no local-rank variable is set. */
 GPUSEL_API gpusel_status gpusel_local_rank(int* rank);
+/* Binds this process's GPU (gpusel::bind_assigned_gpu): *ordinal is its CUDA ordinal, or in a
+ * program that has loaded HIP (AMD GPUs) its HIP ordinal, made the current HIP device. */
 GPUSEL_API gpusel_status gpusel_bind_assigned_gpu(int default_ordinal, int* ordinal);
 /* *ordinal: -1 when nothing is published or bound. */
 GPUSEL_API gpusel_status gpusel_assigned_visible_gpu(int* ordinal);

@@ -85,6 +85,9 @@ std::optional<AssignmentInfo> assign_from_environment();
 // device, and only with no launcher at all `default_ordinal`. Throws Error(BadInput) when the GPU
 // is not visible to CUDA here (the message lists what is, and CUDA_VISIBLE_DEVICES) or the
 // environment cannot tell the ranks apart, Error(Failure) when CUDA is unavailable.
+// In a HIP program (AMD GPUs; a libamdhip64 already loaded in the process, HIP 5.1 or later) the
+// same rule runs over HIP's devices instead, compared by their ids, and the GPU becomes the
+// calling thread's current HIP device (hipSetDevice); the return is its HIP ordinal.
 int bind_assigned_gpu(int default_ordinal = 0);
 
 // How this process's GPU was decided; nullopt before anything is published or bound.

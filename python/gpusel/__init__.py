@@ -315,7 +315,11 @@ def bind_assigned_gpu(default: int = 0):
     No framework is ever imported here. When the program has already imported torch (it is in
     sys.modules) and that torch can use CUDA, torch is told as well (torch.cuda.set_device) and a
     torch.device is returned; otherwise the CUDA ordinal (an int). The binding itself is torch's
-    too either way: the primary context current on this thread is what the CUDA runtime uses."""
+    too either way: the primary context current on this thread is what the CUDA runtime uses.
+
+    In a HIP program (AMD GPUs: HIP already loaded, as `import torch` of a ROCm build does) the
+    GPU is chosen among HIP's devices and made HIP's current device; the number is its HIP ordinal,
+    which torch.cuda uses there too."""
     ordinal = _bind(default)
     torch = sys.modules.get("torch")
     if torch is None or not hasattr(torch, "cuda"):

@@ -13,6 +13,7 @@
 #include "ancestry.hpp"
 #include "cuda_api.hpp"
 #include "env.hpp"
+#include "gpusel/amd.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
@@ -21,6 +22,7 @@
 #include "gpusel/resolution.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
+#include "hip_api.hpp"
 #include "nvml_index.hpp"
 #include "text.hpp"
 
@@ -63,6 +65,7 @@ struct Assignment {
   std::optional<std::string> bound_uuid;
   std::optional<CudaHandle> bound;  // the device bound, as enumerated then
   CUcontext context = nullptr;
+  bool hip = false;  // bound in a HIP runtime: `visible` is its HIP ordinal
   AssignmentInfo info;
 };
 
@@ -70,7 +73,10 @@ std::mutex assignment_mutex;
 Assignment assignment;
 
 std::string describe(const Assignment& a) {
-  if (a.bound_uuid) return *a.bound_uuid + " (CUDA ordinal " + std::to_string(*a.visible) + ")";
+  if (a.bound_uuid) {
+    return *a.bound_uuid + (a.hip ? " (HIP device " : " (CUDA ordinal ") +
+           std::to_string(*a.visible) + ")";
+  }
   if (a.physical) return *a.physical;
   return "CUDA ordinal " + std::to_string(*a.visible);
 }
@@ -416,11 +422,21 @@ std::vector<CudaHandle> visible_devices(const CudaApi*& api, bool published) {
   try {
     api = &cuda_initialised();
     return cuda_device_handles();
-  } catch (const Error&) {
+  } catch (const Error& e) {
     if (!published) {
       const detail::PlacementVerdict v =
           detail::analyse_placement(detail::placement_model(std::nullopt));
       if (!v.problems.empty()) refuse(v.problems.front());
+    }
+    // A HIP program that binds before it has loaded HIP: the CUDA words alone would mislead.
+    if (e.code() == ErrorCode::LibraryNotLoaded && amd_driver_present()) {
+      throw failure(
+          e.text() + detail::reader_text("",
+                                         "; this machine has AMD's GPU driver (/dev/kfd), and a "
+                                         "HIP program is bound in the HIP runtime it has loaded "
+                                         "(libamdhip64), which this process has not yet: bind "
+                                         "after the program's first HIP call"),
+          e.problem());
     }
     throw;
   }
@@ -473,11 +489,94 @@ CudaHandle choose_and_claim(Assignment& a, int default_ordinal, const CudaApi*& 
   return chosen;
 }
 
+// The HIP ordinal of a GPU entry (a published id or prefix, or an index that is a HIP ordinal)
+// among this process's HIP devices; refused in HIP's words, naming the three variables as set.
+int hip_ordinal_of(const std::string& entry, const std::vector<detail::HipHandle>& devices) {
+  std::vector<int> hits;
+  std::vector<std::string> seen;
+  for (const detail::HipHandle& d : devices) {
+    seen.push_back(d.id);
+    if (detail::starts_with_ci(d.id, entry)) hits.push_back(d.ordinal);
+  }
+  const std::string settings = hip_settings(cuda_env_from_environment());
+  const std::string listed = seen.empty() ? std::string("none") : detail::join_entries(seen);
+  if (!is_gpu_uuid(entry)) {
+    const std::optional<std::uint64_t> n = detail::read_decimal(entry, 999999);
+    if (n && *n < devices.size()) return static_cast<int>(*n);
+    throw bad_input("cannot use HIP device " + entry + ": " + std::to_string(devices.size()) +
+                        " in this process (" + settings + "; HIP devices: " + listed +
+                        "); give an ordinal below that count, or change those variables",
+                    about(Subject::Gpu, {{"gpu", entry}, {"reason", "ordinal-out-of-range"}}));
+  }
+  if (hits.size() == 1) return hits.front();
+  if (hits.empty()) {
+    throw bad_input("AMD GPU " + entry + " is not among this process's HIP devices (" + settings +
+                        "; HIP devices: " + listed +
+                        "); give the worker a GPU from that list, or change those variables",
+                    about(Subject::Gpu, {{"gpu", entry}, {"reason", "not-visible-to-hip"}}));
+  }
+  throw bad_input("AMD GPU " + entry + " is a prefix of " + std::to_string(hits.size()) +
+                      " HIP devices here (" + listed + "); give enough characters to name one",
+                  about(Subject::Gpu, {{"gpu", entry}, {"reason", "ambiguous-prefix"}}));
+}
+
+// With nothing published in code: the same rule as among CUDA's devices (GPUSEL_GPU, GPUSEL_GPUS
+// and the local rank, ...), over HIP's. Refusals about the device list are worded for HIP.
+int hip_ordinal_by_rule(Assignment& a, int default_ordinal,
+                        const std::vector<detail::HipHandle>& devices) {
+  std::vector<std::string> ids;
+  for (const detail::HipHandle& d : devices) ids.push_back(d.id);
+  const detail::PlacementVerdict v =
+      detail::analyse_placement(detail::placement_model(ids), default_ordinal);
+  if (!v.problems.empty()) {
+    PlacementProblem p = v.problems.front();
+    if (v.entry && (p.id == "gpu-not-visible" || p.id == "ordinal-out-of-range"))
+      hip_ordinal_of(*v.entry, devices);  // throws, in HIP's words
+    p.message += " (this process's devices are HIP's: " +
+                 (ids.empty() ? std::string("none") : detail::join_entries(ids)) + ", under " +
+                 hip_settings(cuda_env_from_environment()) + ")";
+    refuse(p);
+  }
+  if (v.entry && is_gpu_uuid(*v.entry)) a.physical = detail::canonical_entry(*v.entry);
+  a.info = info_of(v.source, v.rank);
+  return *v.ordinal;
+}
+
+// bind_assigned_gpu in a HIP program (AMD GPUs): the device chosen among HIP's own, claimed, then
+// made the calling thread's current HIP device (HIP's one notion of a bound device). Called with
+// assignment_mutex held.
+int bind_hip(Assignment& a, int default_ordinal, const detail::HipRuntime& hip) {
+  if (!a.hip) {
+    const std::vector<detail::HipHandle> devices = detail::hip_device_handles(hip);
+    int ordinal = 0;
+    if (a.physical) {
+      ordinal = hip_ordinal_of(*a.physical, devices);
+    } else if (a.visible) {
+      ordinal = hip_ordinal_of(std::to_string(*a.visible), devices);
+    } else {
+      ordinal = hip_ordinal_by_rule(a, default_ordinal, devices);
+    }
+    const detail::HipHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
+    claim_gpu(chosen.id, "AMD GPU " + chosen.id + " (HIP device " + std::to_string(ordinal) + ")",
+              a.info);
+    a.hip = true;
+    a.visible = ordinal;
+    a.bound_uuid = chosen.id;
+  }
+  detail::hip_set_device(hip, *a.visible);
+  return *a.visible;
+}
+
 }  // namespace
 
 int bind_assigned_gpu(int default_ordinal) {
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
+  // A HIP program (AMD GPUs) binds in the HIP runtime it loaded; a CUDA program in CUDA.
+  if (a.context == nullptr && !a.bound) {
+    if (const detail::HipRuntime* hip = detail::loaded_hip_runtime())
+      return bind_hip(a, default_ordinal, *hip);
+  }
   const CudaApi* api_pointer = nullptr;
   if (a.context == nullptr) {
     // Chosen and claimed already (detail::claim_assigned_gpu), or now.

@@ -373,10 +373,11 @@ int run_bind(const BindOptions& options) {
     if (!options.command.empty()) return amd_bind_and_run(options, *amd);
 #endif
     throw failure(e.text() +
-                      " (this machine's GPUs are AMD's, and gpusel binds CUDA programs in-process "
-                      "only: wrap a HIP program as `gpusel bind -- PROGRAM`, or start it with "
-                      "`gpusel run --gpu ...`; either gives it its GPU in ROCR_VISIBLE_DEVICES; "
-                      "docs/amd.md)",
+                      " (this machine's GPUs are AMD's, and `gpusel bind` without a program binds "
+                      "only its own process, in CUDA: wrap a HIP program as `gpusel bind -- "
+                      "PROGRAM`, or start it with `gpusel run --gpu ...`, either of which gives it "
+                      "its GPU in ROCR_VISIBLE_DEVICES, or have the program bind itself after its "
+                      "first HIP call (gpusel_bind_assigned_gpu); docs/amd.md)",
                   e.problem());
   }
 }
