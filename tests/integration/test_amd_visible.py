@@ -18,11 +18,12 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import unittest
 
 import tomllib
 
-from support import BUILD, SOURCE, Case, base_env, gpusel, gpusel_json
+from support import BIN, BUILD, SOURCE, Case, base_env, for_python, gpusel, gpusel_json
 from support import MACHINES as MACHINE_FILES
 
 EXTRAS = os.path.join(BUILD, "extras")
@@ -76,6 +77,24 @@ def build_clients():
                         "-L", lib, "-l:libamdhip64.so.5", "-Wl,-rpath-link," + OUT + ":" + lib], check=True,
                        env=plain_env())
     return client, hip, OUT + ":" + lib
+
+
+def build_bind_client():
+    """tests/amd/hip_bind.c linked with HIP and this build's libgpusel (instrumented as the library
+    is under the AddressSanitizer build); None under ThreadSanitizer, whose runtime cannot follow
+    HIP's uninstrumented threads."""
+    if "GPUSEL_TEST_TSAN" in os.environ:
+        return None
+    library = os.path.abspath(os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2")))
+    lib = os.path.join(EXTRAS, "root", "usr", "lib", "x86_64-linux-gnu")
+    source = os.path.join(AMD, "hip_bind.c")
+    out = os.path.join(OUT, "hip_bind")
+    if not newer(out, source, library):
+        sanitize = ["-fsanitize=address,undefined"] if "GPUSEL_TEST_PRELOAD" in os.environ else []
+        subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", *sanitize, "-I", os.path.join(SOURCE, "include"),
+                        "-o", out, source, library, "-Wl,-rpath," + os.path.dirname(library), "-L", lib,
+                        "-l:libamdhip64.so.5", "-Wl,-rpath-link," + OUT + ":" + lib], check=True, env=plain_env())
+    return out
 
 
 INDEX_TOKENS = ["0", "1", "2", "3", "4", "9", "-1", "+1", " 1", "1 ", "01", "010", "0x2", "0X1", "00", "1a", "a", ""]
@@ -267,6 +286,107 @@ class AmdRunTest(Case):
         got = self.workers("--set-visible", "job", "--gpu", "1,2")
         self.assertEqual(got, [("0", self.by_index[1], self.by_index[2]),
                                ("1", self.by_index[1], self.by_index[2])])
+
+
+class HipBindTest(Case):
+    """gpusel_bind_assigned_gpu in a HIP program (tests/amd/hip_bind.c over Debian's real HIP 5.2.3
+    and the thunk stand-in describing amd-mi210): judged by the device HIP itself then calls
+    current, and its id."""
+
+    @classmethod
+    def setUpClass(cls):
+        AmdRunTest.setUpClass.__func__(cls)
+        cls.bind = build_bind_client()
+        if cls.bind is None:
+            raise unittest.SkipTest("HIP's threads are not instrumented for ThreadSanitizer")
+
+    def env(self, **extra):
+        return base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd), **extra)
+
+    def seen(self, env):
+        """The ids of the HIP devices a program sees under `env`, in ordinal order."""
+        return subprocess.run([self.hip], capture_output=True, text=True, env=env, check=True).stdout.split()
+
+    def bound(self, env, *args):
+        r = subprocess.run([self.bind, *args], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        ordinal, current, uid = r.stdout.split()
+        self.assertEqual(ordinal, current, "the ordinal gpusel returned must be HIP's current device")
+        return int(ordinal), uid
+
+    def test_each_worker_of_a_run_binds_the_gpu_it_was_given(self):
+        # Each worker sees its own GPU alone (run's default on AMD GPUs), and binds it.
+        got = self.workers_bind("--gpu", "2,0")
+        self.assertEqual(got, [("0", "0", self.by_index[2]), ("1", "0", self.by_index[0])])
+        # Job mode: every worker sees the job's GPUs; its own is HIP ordinal LOCAL_RANK.
+        got = self.workers_bind("--set-visible", "job", "--gpu", "1,2")
+        self.assertEqual(got, [("0", "0", self.by_index[1]), ("1", "1", self.by_index[2])])
+
+    def workers_bind(self, *args):
+        """(LOCAL_RANK, bound ordinal, bound id) of each worker of `gpusel run ARGS -- hip_bind`."""
+        r = gpusel("--sim", "amd-mi210", "run", "--quiet", *args, "--", "sh", "-c",
+                   'echo "$LOCAL_RANK $(' + self.bind + ')"', env=self.env())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        out = []
+        for line in r.stdout.splitlines():
+            rank, ordinal, current, uid = line.split()
+            self.assertEqual(ordinal, current, line)
+            out.append((rank, ordinal, uid))
+        return sorted(out)
+
+    def test_a_published_gpu_is_found_among_hips_devices_under_presets(self):
+        for preset in ({}, {"ROCR_VISIBLE_DEVICES": "2,0"}, {"HIP_VISIBLE_DEVICES": "2,1"},
+                       {"ROCR_VISIBLE_DEVICES": "0,1", "CUDA_VISIBLE_DEVICES": "1"}):
+            seen = self.seen(self.env(**preset))
+            for k, uid in enumerate(seen):
+                with self.subTest(preset=preset, gpu=uid):
+                    # By id (a unique prefix), and by a launcher's local rank.
+                    self.assertEqual(self.bound(self.env(GPUSEL_GPU=uid[:9], **preset)), (k, uid))
+                    self.assertEqual(self.bound(self.env(LOCAL_RANK=str(k), **preset)), (k, uid))
+        # A GPU the presets hide from HIP: refused as bad input, naming the variables as set.
+        hidden = [g for g in self.kfd if "GPU-" + g not in self.seen(self.env(ROCR_VISIBLE_DEVICES="2,0"))]
+        r = subprocess.run([self.bind], capture_output=True, text=True, timeout=60,
+                           env=self.env(ROCR_VISIBLE_DEVICES="2,0", GPUSEL_GPU="GPU-" + hidden[0]))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("GPU-" + hidden[0], r.stderr)
+        self.assertIn('ROCR_VISIBLE_DEVICES="2,0"', r.stderr)
+        self.assertIn("not among this process's HIP devices", r.stderr)
+        self.assertEqual(r.stdout, "")
+
+    def test_a_second_process_cannot_bind_a_claimed_gpu(self):
+        uid = self.seen(self.env())[1]
+        holder = subprocess.Popen([self.bind, "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=self.env(GPUSEL_GPU=uid))
+        try:
+            self.assertEqual(holder.stdout.readline().split(), ["1", "1", uid])
+            r = subprocess.run([self.bind], capture_output=True, text=True, timeout=60,
+                               env=self.env(GPUSEL_GPU=uid))
+            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertIn(uid, r.stderr)
+            self.assertIn(str(holder.pid), r.stderr)
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=60)
+            holder.stdout.close()
+            holder.stderr.close()
+        self.assertEqual(holder.returncode, 0)
+        self.assertEqual(self.bound(self.env(GPUSEL_GPU=uid)), (1, uid))
+
+    def test_a_bind_before_hip_is_loaded_says_so_on_an_amd_machine(self):
+        # In `sim shell` the AMD machine has /dev/kfd and no NVIDIA driver: a program that binds
+        # before loading HIP is told to bind after its first HIP call, not only that CUDA is missing.
+        script = ("import gpusel\ntry:\n    gpusel.bind_assigned_gpu()\nexcept RuntimeError as e:\n"
+                  "    print(e)\n")
+        env = for_python(base_env(GPUSEL_GPU="GPU-1a2b", PYTHONPATH=os.path.abspath(os.path.join(SOURCE, "python")),
+                                  GPUSEL_LIBRARY=os.path.abspath(os.environ.get(
+                                      "GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2")))))
+        r = subprocess.run([BIN, "sim", "shell", "amd-mi210", "--", sys.executable, "-c", script],
+                           capture_output=True, text=True, env=env, timeout=60)
+        if r.returncode != 0 and "namespace" in r.stderr:
+            self.skipTest("no private mount namespace here: " + r.stderr.strip()[-300:])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("this machine has AMD's GPU driver (/dev/kfd)", r.stdout)
+        self.assertIn("bind after the program's first HIP call", r.stdout)
 
 
 if __name__ == "__main__":
