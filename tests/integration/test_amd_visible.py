@@ -19,6 +19,7 @@ import random
 import shutil
 import subprocess
 import sys
+import tempfile
 import unittest
 
 import tomllib
@@ -27,7 +28,8 @@ from support import BIN, BUILD, SOURCE, Case, base_env, for_python, gpusel, gpus
 from support import MACHINES as MACHINE_FILES
 
 EXTRAS = os.path.join(BUILD, "extras")
-PACKAGES = ("libhsa-runtime64-1", "libhsa-runtime-dev", "libhsakmt-dev", "libamdhip64-5", "libamd-comgr2")
+PACKAGES = ("libhsa-runtime64-1", "libhsa-runtime-dev", "libhsakmt-dev", "libamdhip64-5", "libamd-comgr2",
+            "libamdhip64-dev")
 HIP_VERSION = [5, 2]  # Debian 12's libamdhip64-5 (5.2.3)
 OUT = os.path.join(BUILD, "amd-visible")
 MODEL = os.environ.get("GPUSEL_AMD_MODEL", os.path.join(BUILD, "bin", "amd_model"))
@@ -352,6 +354,33 @@ class HipBindTest(Case):
         self.assertIn('ROCR_VISIBLE_DEVICES="2,0"', r.stderr)
         self.assertIn("not among this process's HIP devices", r.stderr)
         self.assertEqual(r.stdout, "")
+
+    def test_the_hip_abi_compiles_against_debians_header(self):
+        """Each function of src/driver/hip.def has hip_runtime_api.h's type (HIP 5.2.3), and the
+        types and result codes hip_api.hpp and hip.cpp declare by hand are the header's."""
+        if shutil.which("c++") is None:
+            self.skipTest("no C++ compiler (c++)")
+        driver = os.path.join(SOURCE, "src", "driver")
+        with open(os.path.join(driver, "hip.cpp")) as f:
+            code = f.read()
+        self.assertIn("kHipSuccess = 0;", code)
+        self.assertIn("kHipErrorNoDevice = 100;", code)
+        lines = ["#include <hip/hip_runtime_api.h>", "#include <type_traits>",
+                 "#define GPUSEL_HIP(name, params) static_assert(std::is_same_v<decltype(&name), "
+                 "hipError_t(*) params>, #name);", '#include "hip.def"',
+                 'static_assert(hipSuccess == 0 && hipErrorNoDevice == 100, "result codes");',
+                 'static_assert(sizeof(hipError_t) == sizeof(int) && std::is_same_v<hipDevice_t, int>, "types");',
+                 'static_assert(sizeof(hipUUID) == 16 && sizeof(hipUUID::bytes) == 16, "hipUUID");',
+                 "static_assert(std::is_same_v<decltype(&hipGetErrorName), const char* (*)(hipError_t)>, "
+                 '"hipGetErrorName");']
+        with tempfile.TemporaryDirectory() as tmp:
+            src = os.path.join(tmp, "hip_abi.cpp")
+            with open(src, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            r = subprocess.run(["c++", "-std=c++17", "-Wall", "-Werror", "-fsyntax-only", "-D__HIP_PLATFORM_AMD__",
+                                "-I", os.path.join(EXTRAS, "root", "usr", "include"), "-I", driver, src],
+                               capture_output=True, text=True, env=plain_env(), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def test_a_second_process_cannot_bind_a_claimed_gpu(self):
         uid = self.seen(self.env())[1]
