@@ -1,5 +1,5 @@
-/* A HIP program that binds its GPU in-process through libgpusel's C ABI, as a worker of a job on AMD
- * GPUs would: it starts Debian's real HIP runtime (libamdhip64.so.5), calls
+/* A HIP program that binds its GPU in-process through libgpusel's C ABI, as a worker of a job on
+ * AMD GPUs would: it starts Debian's real HIP runtime (libamdhip64.so.5), calls
  * gpusel_bind_assigned_gpu, then asks HIP which device is current and prints
  *   <ordinal gpusel returned> <hipGetDevice's ordinal> <that device's id as ROCr shows it>
  * A refusal prints gpusel's message on stderr and exits with gpusel's status. With "hold" as its
