@@ -299,7 +299,7 @@ def _bind(default: int) -> int:
     _check(_lib.gpusel_bind_assigned_gpu(_c_int(default, "default"), ctypes.byref(ordinal)), RuntimeError)
     note = _claim_note()
     if note:
-        warnings.warn(f"CUDA ordinal {ordinal.value} was bound, but {note}; another process may bind "
+        warnings.warn(f"device {ordinal.value} was bound, but {note}; another process may bind "
                       "the same GPU. Set GPUSEL_LEASE_DIR to a folder of yours, or have root run "
                       "`gpusel setup`", ClaimWarning, stacklevel=3)
     return ordinal.value

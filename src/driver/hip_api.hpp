@@ -25,13 +25,20 @@ struct HipApi {
 
 struct HipRuntime {
   HipApi api;
-  std::string path;  // the loaded file, for messages
+  std::string path;     // the loaded file, for messages
+  std::string missing;  // the functions of hip.def it lacks ("" when none): HIP older than 5.1
 };
 
-// The HIP runtime loaded in this process (a libamdhip64.so* among its objects), or nullptr when
-// there is none (Windows: always). Throws Error(Failure) when the loaded one lacks a function of
-// hip.def. Looks among the loaded objects only: no file is opened.
+// The HIP runtime loaded in this process (a libamdhip64.so* or libamdhip64-<hash>.so among its
+// objects), or nullptr when there is none (Windows: always). Throws Error(Failure) when several
+// copies are loaded. Looks among the loaded objects only: no file is opened.
 const HipRuntime* loaded_hip_runtime();
+
+// The loaded HIP runtime when it has devices here: what a bind uses, as the program does. nullptr
+// when none is loaded, or it lists no device (a CUDA program on an NVIDIA machine that has HIP
+// loaded binds in CUDA). Throws Error(Failure) when it cannot count its devices on a machine with
+// AMD's driver (/dev/kfd), or it lacks a function of hip.def (HIP older than 5.1).
+const HipRuntime* hip_runtime_with_devices();
 
 // One HIP device of this process: its ordinal and ROCr's id ("GPU-<16 hex>"; "GPU-XX" for a GPU
 // without a unique id).

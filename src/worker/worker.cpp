@@ -489,6 +489,14 @@ CudaHandle choose_and_claim(Assignment& a, int default_ordinal, const CudaApi*& 
   return chosen;
 }
 
+// ROCr's id of a GPU with one: "GPU-" and 16 hex digits.
+bool is_amd_unique_id(const std::string& id) {
+  if (id.size() != 20 || id.compare(0, 4, "GPU-") != 0) return false;
+  for (std::size_t i = 4; i < id.size(); ++i)
+    if (std::isxdigit(static_cast<unsigned char>(id[i])) == 0) return false;
+  return true;
+}
+
 // The HIP ordinal of a GPU entry (a published id or prefix, or an index that is a HIP ordinal)
 // among this process's HIP devices; refused in HIP's words, naming the three variables as set.
 int hip_ordinal_of(const std::string& entry, const std::vector<detail::HipHandle>& devices) {
@@ -557,6 +565,14 @@ int bind_hip(Assignment& a, int default_ordinal, const detail::HipRuntime& hip) 
       ordinal = hip_ordinal_by_rule(a, default_ordinal, devices);
     }
     const detail::HipHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
+    if (!is_amd_unique_id(chosen.id)) {
+      // "GPU-XX": no id to claim it by, nor to tell it from another GPU without one.
+      throw failure("HIP device " + std::to_string(ordinal) + " has no unique id (" + chosen.id +
+                        "), so gpusel cannot claim it or tell it apart from another GPU (" +
+                        hip_settings(cuda_env_from_environment()) +
+                        "); give the worker a GPU with an id (`gpusel list`)",
+                    about(Subject::Gpu, {{"gpu", chosen.id}, {"reason", "no-unique-id"}}));
+    }
     claim_gpu(chosen.id, "AMD GPU " + chosen.id + " (HIP device " + std::to_string(ordinal) + ")",
               a.info);
     a.hip = true;
@@ -573,8 +589,9 @@ int bind_assigned_gpu(int default_ordinal) {
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
   // A HIP program (AMD GPUs) binds in the HIP runtime it loaded; a CUDA program in CUDA.
+  if (a.hip) return bind_hip(a, default_ordinal, *detail::loaded_hip_runtime());
   if (a.context == nullptr && !a.bound) {
-    if (const detail::HipRuntime* hip = detail::loaded_hip_runtime())
+    if (const detail::HipRuntime* hip = detail::hip_runtime_with_devices())
       return bind_hip(a, default_ordinal, *hip);
   }
   const CudaApi* api_pointer = nullptr;
@@ -611,7 +628,7 @@ namespace {
 int claim_without_context(int default_ordinal) {
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
-  if (!a.bound) {
+  if (!a.bound && !a.hip) {  // bound in HIP: chosen and claimed already
     const CudaApi* api = nullptr;
     const CudaHandle chosen = choose_and_claim(a, default_ordinal, api);
     a.visible = chosen.ordinal;
@@ -627,7 +644,11 @@ std::optional<int> assigned_visible_gpu() {
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
   if (a.visible) return a.visible;
-  if (a.physical) return ordinal_of(*a.physical, cuda_device_handles());
+  if (a.physical) {
+    if (const detail::HipRuntime* hip = detail::hip_runtime_with_devices())
+      return hip_ordinal_of(*a.physical, detail::hip_device_handles(*hip));
+    return ordinal_of(*a.physical, cuda_device_handles());
+  }
   return std::nullopt;
 }
 
@@ -639,6 +660,12 @@ CudaHandle device_handle(int cuda_ordinal) {
   {
     std::lock_guard<std::mutex> lock(assignment_mutex);
     if (assignment.bound && assignment.bound->ordinal == cuda_ordinal) return *assignment.bound;
+    if (assignment.hip) {
+      throw failure("gpu_identity describes CUDA devices, and this process is bound in HIP, to " +
+                        describe(assignment) +
+                        ": `gpusel list` shows that GPU's rocm-smi index, name and memory",
+                    Problem{ErrorCode::LibraryNotLoaded});
+    }
   }
   std::vector<CudaHandle> devices = cuda_device_handles();
   if (cuda_ordinal < 0 || static_cast<std::size_t>(cuda_ordinal) >= devices.size()) {

@@ -24,7 +24,7 @@ import unittest
 
 import tomllib
 
-from support import BIN, BUILD, SOURCE, Case, base_env, for_python, gpusel, gpusel_json
+from support import BIN, BUILD, SOURCE, Case, base_env, contexts, for_python, gpusel, gpusel_json, sim_env
 from support import MACHINES as MACHINE_FILES
 
 EXTRAS = os.path.join(BUILD, "extras")
@@ -398,7 +398,7 @@ class HipBindTest(Case):
             self.assertEqual(holder.stdout.readline().split(), ["1", "1", uid])
             r = subprocess.run([self.bind], capture_output=True, text=True, timeout=60,
                                env=self.env(GPUSEL_GPU=uid))
-            self.assertNotEqual(r.returncode, 0, r.stdout)
+            self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertIn(uid, r.stderr)
             self.assertIn(str(holder.pid), r.stderr)
         finally:
@@ -408,6 +408,56 @@ class HipBindTest(Case):
             holder.stderr.close()
         self.assertEqual(holder.returncode, 0)
         self.assertEqual(self.bound(self.env(GPUSEL_GPU=uid)), (1, uid))
+
+    def test_an_assignment_made_in_code_is_found_among_hips_devices(self):
+        env = self.env(ROCR_VISIBLE_DEVICES="2,0")
+        seen = self.seen(env)
+        r = subprocess.run([self.bind, "publish=" + seen[1][:10], "visible", "identity"], capture_output=True,
+                           text=True, env=env, timeout=60)
+        # Published by id: HIP's ordinal of it, before the bind and after.
+        self.assertEqual(r.stdout.split("\n")[:2], ["visible 1", "1 1 " + seen[1]], r.stderr)
+        # gpu_identity speaks of CUDA devices: refused after a HIP bind, not answered from CUDA.
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("bound in HIP, to " + seen[1] + " (HIP device 1)", r.stderr)
+        # Published as an ordinal: HIP's ordinal, range-checked against HIP's devices.
+        self.assertEqual(self.bound(env, "publish=0"), (0, seen[0]))
+        r = subprocess.run([self.bind, "publish=2"], capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("cannot use HIP device 2: 2 in this process", r.stderr)
+
+    def test_a_cuda_program_with_hip_loaded_binds_in_cuda(self):
+        # On an NVIDIA machine HIP lists no device: the bind is CUDA's, at the GPU's CUDA ordinal.
+        env = sim_env("dgx-h100")
+        listing = gpusel_json("list", "--json", env=env)
+        gpu = next(g for g in listing["gpus"] if g["index"] == 5)
+        env = dict(env, LD_LIBRARY_PATH=env.get("LD_LIBRARY_PATH", "") + ":" + self.library_path,
+                   GPUSEL_TEST_AMD_GPUS="", GPUSEL_GPU=gpu["uuid"])
+        if "LSAN_OPTIONS" in self.env():
+            env["LSAN_OPTIONS"] = self.env()["LSAN_OPTIONS"]
+        holder = subprocess.Popen([self.bind, "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            line = holder.stdout.readline()
+            self.assertEqual(line.split(), [str(gpu["cuda_ordinal"]), "none"], holder.stderr.read() if not line else "")
+            # Judged by where its context is: on nvidia-smi index 5, and nowhere else.
+            self.assertEqual(contexts(env).get(holder.pid), [5])
+        finally:
+            holder.stdin.close()
+            holder.wait(timeout=60)
+            holder.stdout.close()
+            holder.stderr.close()
+        self.assertEqual(holder.returncode, 0)
+
+    def test_two_copies_of_hip_are_refused(self):
+        # Each copy has its own current device: gpusel cannot know which the program uses.
+        lib = os.path.join(EXTRAS, "root", "usr", "lib", "x86_64-linux-gnu", "libamdhip64.so.5")
+        copy = os.path.join(OUT, "libamdhip64-0123abcd.so")
+        shutil.copyfile(os.path.realpath(lib), copy)
+        r = subprocess.run([self.bind, "copy=" + copy], capture_output=True, text=True, env=self.env(), timeout=60)
+        self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
+        self.assertIn("2 copies of the HIP runtime", r.stderr)
+        self.assertIn(copy, r.stderr)
+        self.assertEqual(r.stdout, "")
 
     def test_a_bind_before_hip_is_loaded_says_so_on_an_amd_machine(self):
         # In `sim shell` the AMD machine has /dev/kfd and no NVIDIA driver: a program that binds
