@@ -105,8 +105,13 @@ std::string hip_error_text(const HipRuntime& hip, hipError_t rc) {
   return std::string(name != nullptr ? name : "hipError") + " (" + std::to_string(rc) + ")";
 }
 
-[[noreturn]] void hip_call_failed(const HipRuntime& hip, const char* call, hipError_t rc) {
-  throw failure(std::string(call) + " failed in " + hip.path + ": " + hip_error_text(hip, rc),
+// `device`: the HIP ordinal the call was about, -1 for none.
+[[noreturn]] void hip_call_failed(const HipRuntime& hip, const char* call, hipError_t rc,
+                                  int device = -1) {
+  throw failure(std::string(call) +
+                    (device >= 0 ? " for HIP device " + std::to_string(device) : std::string()) +
+                    " failed in " + hip.path + ": " + hip_error_text(hip, rc) +
+                    "; `rocminfo` or `rocm-smi` shows whether the GPU and its driver work",
                 Problem{ErrorCode::DriverCallFailed, call, rc});
 }
 
@@ -124,10 +129,10 @@ std::vector<HipHandle> hip_device_handles(const HipRuntime& hip) {
   for (int i = 0; i < count; ++i) {
     hipDevice_t device = 0;
     if (const hipError_t e = hip.api.hipDeviceGet(&device, i); e != kHipSuccess)
-      hip_call_failed(hip, "hipDeviceGet", e);
+      hip_call_failed(hip, "hipDeviceGet", e, i);
     hipUUID uuid{};
     if (const hipError_t e = hip.api.hipDeviceGetUuid(&uuid, device); e != kHipSuccess)
-      hip_call_failed(hip, "hipDeviceGetUuid", e);
+      hip_call_failed(hip, "hipDeviceGetUuid", e, i);
     // ROCr's id without its "GPU-": up to 16 characters, NUL-ended when shorter ("XX").
     std::string digits;
     for (char c : uuid.bytes) {
@@ -160,7 +165,7 @@ const HipRuntime* hip_runtime_with_devices() {
 
 void hip_set_device(const HipRuntime& hip, int ordinal) {
   if (const hipError_t rc = hip.api.hipSetDevice(ordinal); rc != kHipSuccess)
-    hip_call_failed(hip, "hipSetDevice", rc);
+    hip_call_failed(hip, "hipSetDevice", rc, ordinal);
 }
 
 }  // namespace gpusel::detail

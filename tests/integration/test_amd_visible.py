@@ -459,6 +459,32 @@ class HipBindTest(Case):
         self.assertIn(copy, r.stderr)
         self.assertEqual(r.stdout, "")
 
+    def test_python_binds_in_the_hip_runtime_it_loaded(self):
+        # As a PyTorch ROCm program does: HIP loaded first (here through ctypes), then
+        # gpusel.bind_assigned_gpu(); HIP's current device must be the rank's GPU.
+        script = ("import ctypes, sys\n"
+                  "hip = ctypes.CDLL(sys.argv[1])\n"
+                  "n = ctypes.c_int(0)\n"
+                  "hip.hipGetDeviceCount(ctypes.byref(n))\n"
+                  "import gpusel\n"
+                  "ordinal = gpusel.bind_assigned_gpu()\n"
+                  "current = ctypes.c_int(-1)\n"
+                  "hip.hipGetDevice(ctypes.byref(current))\n"
+                  "uuid = ctypes.create_string_buffer(16)\n"
+                  "hip.hipDeviceGetUuid(uuid, current)\n"
+                  "print(ordinal, current.value, 'GPU-' + uuid.raw.decode())\n")
+        hip = os.path.join(EXTRAS, "root", "usr", "lib", "x86_64-linux-gnu", "libamdhip64.so.5")
+        library = os.path.abspath(os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2")))
+        seen = self.seen(self.env(ROCR_VISIBLE_DEVICES="2,0"))
+        for rank, uid in enumerate(seen):
+            with self.subTest(rank=rank):
+                env = for_python(self.env(ROCR_VISIBLE_DEVICES="2,0", LOCAL_RANK=str(rank), GPUSEL_LIBRARY=library,
+                                          PYTHONPATH=os.path.abspath(os.path.join(SOURCE, "python"))))
+                r = subprocess.run([sys.executable, "-c", script, hip], capture_output=True, text=True, env=env,
+                                   timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout.split(), [str(rank), str(rank), uid])
+
     def test_a_bind_before_hip_is_loaded_says_so_on_an_amd_machine(self):
         # In `sim shell` the AMD machine has /dev/kfd and no NVIDIA driver: a program that binds
         # before loading HIP is told to bind after its first HIP call, not only that CUDA is missing.
