@@ -13,6 +13,7 @@ Skipped when the packages cannot be fetched (no network) or the C compiler is mi
 under CI (CI set in the environment, as .ci/run's callers set it), where a missing oracle fails.
 """
 
+import contextlib
 import json
 import os
 import random
@@ -317,6 +318,26 @@ class HipBindTest(Case):
         """The ids of the HIP devices a program sees under `env`, in ordinal order."""
         return subprocess.run([self.hip], capture_output=True, text=True, env=env, check=True).stdout.split()
 
+    @contextlib.contextmanager
+    def holding(self, env):
+        """hip_bind started with "hold": yields the process and its first line (what it bound), then
+        lets it end and checks it ended well."""
+        holder = subprocess.Popen([self.bind, "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, env=env)
+        try:
+            line = holder.stdout.readline()
+            if not line:
+                holder.stdin.close()
+                self.fail("the holder printed nothing: " + holder.stderr.read())
+            yield holder, line.split()
+        finally:
+            if not holder.stdin.closed:
+                holder.stdin.close()
+            holder.wait(timeout=60)
+            holder.stdout.close()
+            holder.stderr.close()
+        self.assertEqual(holder.returncode, 0)
+
     def bound(self, env, *args):
         r = subprocess.run([self.bind, *args], capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -392,21 +413,13 @@ class HipBindTest(Case):
 
     def test_a_second_process_cannot_bind_a_claimed_gpu(self):
         uid = self.seen(self.env())[1]
-        holder = subprocess.Popen([self.bind, "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=self.env(GPUSEL_GPU=uid))
-        try:
-            self.assertEqual(holder.stdout.readline().split(), ["1", "1", uid])
+        with self.holding(self.env(GPUSEL_GPU=uid)) as (holder, line):
+            self.assertEqual(line, ["1", "1", uid])
             r = subprocess.run([self.bind], capture_output=True, text=True, timeout=60,
                                env=self.env(GPUSEL_GPU=uid))
             self.assertEqual(r.returncode, 2, r.stdout + r.stderr)
             self.assertIn(uid, r.stderr)
             self.assertIn(str(holder.pid), r.stderr)
-        finally:
-            holder.stdin.close()
-            holder.wait(timeout=60)
-            holder.stdout.close()
-            holder.stderr.close()
-        self.assertEqual(holder.returncode, 0)
         self.assertEqual(self.bound(self.env(GPUSEL_GPU=uid)), (1, uid))
 
     def test_an_assignment_made_in_code_is_found_among_hips_devices(self):
@@ -434,19 +447,10 @@ class HipBindTest(Case):
                    GPUSEL_TEST_AMD_GPUS="", GPUSEL_GPU=gpu["uuid"])
         if "LSAN_OPTIONS" in self.env():
             env["LSAN_OPTIONS"] = self.env()["LSAN_OPTIONS"]
-        holder = subprocess.Popen([self.bind, "hold"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, env=env)
-        try:
-            line = holder.stdout.readline()
-            self.assertEqual(line.split(), [str(gpu["cuda_ordinal"]), "none"], holder.stderr.read() if not line else "")
+        with self.holding(env) as (holder, line):
+            self.assertEqual(line, [str(gpu["cuda_ordinal"]), "none"])
             # Judged by where its context is: on nvidia-smi index 5, and nowhere else.
             self.assertEqual(contexts(env).get(holder.pid), [5])
-        finally:
-            holder.stdin.close()
-            holder.wait(timeout=60)
-            holder.stdout.close()
-            holder.stderr.close()
-        self.assertEqual(holder.returncode, 0)
 
     def test_two_copies_of_hip_are_refused(self):
         # Each copy has its own current device: gpusel cannot know which the program uses.
