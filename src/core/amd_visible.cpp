@@ -196,14 +196,19 @@ std::string show(const std::optional<std::string>& v) {
 
 }  // namespace
 
+std::string amd_visibility_settings(const std::optional<std::string>& rocr,
+                                    const std::optional<std::string>& hip,
+                                    const std::optional<std::string>& cuda) {
+  return "ROCR_VISIBLE_DEVICES=" + show(rocr) + ", HIP_VISIBLE_DEVICES=" + show(hip) +
+         ", CUDA_VISIBLE_DEVICES=" + show(cuda);
+}
+
 std::vector<AmdVisibilityNote> explain_amd_visibility(const std::optional<std::string>& rocr,
                                                       const std::optional<std::string>& hip,
                                                       const std::optional<std::string>& cuda) {
   std::vector<AmdVisibilityNote> out;
   if (!rocr && !hip) return out;  // nothing AMD-specific set: CUDA_VISIBLE_DEVICES is NVIDIA's
-  const std::string settings = "ROCR_VISIBLE_DEVICES=" + show(rocr) +
-                               ", HIP_VISIBLE_DEVICES=" + show(hip) +
-                               ", CUDA_VISIBLE_DEVICES=" + show(cuda);
+  const std::string settings = amd_visibility_settings(rocr, hip, cuda);
   const std::vector<std::string> ids = stand_in_ids({rocr, hip, cuda});
   const RocrVisible r = rocr_visible(ids, rocr);
   if (r.aborts) {

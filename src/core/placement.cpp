@@ -30,6 +30,22 @@ void refuse(PlacementVerdict& v, std::string id, std::string message, std::strin
   v.problems.push_back({std::move(id), std::move(message), std::move(remedy), std::move(data)});
 }
 
+// The runtime whose devices the model lists, as messages name it.
+const char* runtime(const PlacementModel& m) {
+  return m.hip ? "HIP" : "CUDA";
+}
+
+// The variables that made that list, as set: "CUDA_VISIBLE_DEVICES=\"1,0\"", or HIP's three.
+std::string preset(const PlacementModel& m) {
+  return m.hip ? amd_visibility_settings(m.rocr_visible, m.hip_visible, m.cuda.visible_devices)
+               : describe_preset(m.cuda);
+}
+
+// What to change for another list.
+const char* preset_variables(const PlacementModel& m) {
+  return m.hip ? "ROCR_, HIP_ or CUDA_VISIBLE_DEVICES" : "CUDA_VISIBLE_DEVICES";
+}
+
 // "LOCAL_WORLD_SIZE=4 ranks run on this node", "4 processes on this node (SLURM_LOCALID=1 of 2 x
 // LOCAL_RANK=0 of 2)".
 std::string ranks_text(const LocalRank& rank) {
@@ -156,8 +172,7 @@ void listed_gpu_seen_here(const PlacementModel& m, const std::string& list,
       }
     }
   }
-  const std::string visible =
-      std::to_string(m.visible->size()) + " visible (" + describe_preset(m.cuda) + ")";
+  const std::string visible = std::to_string(m.visible->size()) + " visible (" + preset(m) + ")";
   if (seen.size() == 1) {
     v.source = AssignmentSource::GpuselGpus;
     v.entry =
@@ -166,8 +181,10 @@ void listed_gpu_seen_here(const PlacementModel& m, const std::string& list,
   }
   if (seen.empty()) {
     refuse(v, "gpusel-gpus-not-here",
-           shown + " lists " + std::to_string(entries.size()) + " GPUs, " + no_rank +
-               ", and none of them is among the devices CUDA shows this process: " + visible,
+           shown + " lists " + std::to_string(entries.size()) +
+               (entries.size() == 1 ? " GPU, " : " GPUs, ") + no_rank +
+               ", and none of them is among the devices " + runtime(m) +
+               " shows this process: " + visible,
            "list GPUs of this node that this process may use: resolve GPUSEL_GPUS on each node, "
            "within its own job GPUs (eval \"$(gpusel resolve --gpu SPEC --format env)\")");
     return;
@@ -238,10 +255,11 @@ void not_visible(const PlacementModel& m, const std::string& uuid, PlacementVerd
     return;
   }
   refuse(v, "gpu-not-visible",
-         "GPU " + uuid + " is not visible to CUDA in this process (" + describe_preset(m.cuda) +
+         "GPU " + uuid + " is not visible to " + runtime(m) + " in this process (" + preset(m) +
              "; visible: " + (seen.empty() ? "none" : seen) + ")",
-         "give the worker a GPU from that list, or change CUDA_VISIBLE_DEVICES",
-         about(Subject::Gpu, {{"gpu", uuid}, {"reason", "not-visible-to-cuda"}}));
+         std::string("give the worker a GPU from that list, or change ") + preset_variables(m),
+         about(Subject::Gpu,
+               {{"gpu", uuid}, {"reason", m.hip ? "not-visible-to-hip" : "not-visible-to-cuda"}}));
 }
 
 // The published entry among CUDA's devices.
@@ -254,8 +272,8 @@ void place_entry(const PlacementModel& m, const std::string& entry, PlacementVer
       return;
     }
     refuse(v, "ordinal-out-of-range",
-           "cannot use CUDA device " + entry + ": " + std::to_string(devices.size()) +
-               " visible (" + describe_preset(m.cuda) + ")",
+           std::string("cannot use ") + runtime(m) + " device " + entry + ": " +
+               std::to_string(devices.size()) + " visible (" + preset(m) + ")",
            reader_text("run `gpusel list` to see them",
                        "gpusel_list_gpus (or `gpusel list`) shows them"),
            about(Subject::GpuEntry, {{"entry", entry}, {"reason", "out-of-range"}}));
@@ -273,24 +291,28 @@ void place_entry(const PlacementModel& m, const std::string& entry, PlacementVer
     not_visible(m, entry, v);
     return;
   }
-  refuse(
-      v, "gpu-prefix",
-      "GPU " + entry + " is a prefix of " + std::to_string(hits.size()) + " devices CUDA sees here",
-      "give enough characters to name one",
-      about(Subject::Gpu, {{"gpu", entry}, {"reason", "ambiguous-prefix"}}));
+  std::string matching;
+  for (int i : hits)
+    matching += (matching.empty() ? "" : ", ") + devices[static_cast<std::size_t>(i)];
+  refuse(v, "gpu-prefix",
+         "GPU " + entry + " is a prefix of " + std::to_string(hits.size()) + " devices " +
+             runtime(m) + " sees here (" + matching + ")",
+         "give enough characters to name one",
+         about(Subject::Gpu, {{"gpu", entry}, {"reason", "ambiguous-prefix"}}));
 }
 
 // Steps 4 to 6 of the rule: a launcher's local rank over several visible devices, the only
 // visible device, or the caller's default.
 void place_by_launcher(const PlacementModel& m, int default_ordinal, PlacementVerdict& v) {
   const std::size_t devices = m.visible->size();
-  const std::string preset = describe_preset(m.cuda);
+  const std::string settings = preset(m);
+  const std::string sees = std::string(runtime(m)) + " sees ";
   const std::optional<LocalRank>& rank = v.rank;
   if (rank && devices > 1) {
     if (rank->local_size && static_cast<std::size_t>(*rank->local_size) > devices && !v.share) {
       refuse(v, "ranks-share-gpus",
-             ranks_text(*rank) + ", but CUDA sees " + std::to_string(devices) + " devices here (" +
-                 preset + "): ranks would share GPUs",
+             ranks_text(*rank) + ", but " + sees + std::to_string(devices) + " devices here (" +
+                 settings + "): ranks would share GPUs",
              "give each rank its GPU (gpusel run --gpu, GPUSEL_GPUS), start fewer ranks, or set "
              "GPUSEL_SHARE=1 to share on purpose");
       return;
@@ -301,13 +323,13 @@ void place_by_launcher(const PlacementModel& m, int default_ordinal, PlacementVe
       return;
     }
     if (static_cast<std::size_t>(rank->rank) >= devices) {
-      refuse(
-          v, "rank-past-devices",
-          (rank->levels.empty()
-               ? rank->variable + "=" + std::to_string(rank->rank)
-               : "this is process " + std::to_string(rank->rank) + " of " + rank->describe_size()) +
-              " but CUDA sees only " + std::to_string(devices) + " devices here (" + preset + ")",
-          "start at most one rank per visible GPU, or set GPUSEL_GPUS");
+      refuse(v, "rank-past-devices",
+             (rank->levels.empty() ? rank->variable + "=" + std::to_string(rank->rank)
+                                   : "this is process " + std::to_string(rank->rank) + " of " +
+                                         rank->describe_size()) +
+                 " but " + sees + "only " + std::to_string(devices) + " devices here (" + settings +
+                 ")",
+             "start at most one rank per visible GPU, or set GPUSEL_GPUS");
       return;
     }
     v.ordinal = rank->rank;
@@ -342,8 +364,8 @@ void place_by_launcher(const PlacementModel& m, int default_ordinal, PlacementVe
     return;
   }
   refuse(v, "ordinal-out-of-range",
-         "cannot use CUDA device " + std::to_string(default_ordinal) + ": " +
-             std::to_string(devices) + " visible (" + preset + ")",
+         std::string("cannot use ") + runtime(m) + " device " + std::to_string(default_ordinal) +
+             ": " + std::to_string(devices) + " visible (" + settings + ")",
          reader_text("run `gpusel list` to see them",
                      "gpusel_list_gpus (or `gpusel list`) shows them"));
 }
@@ -371,7 +393,44 @@ void check_truncated(const PlacementModel& m, PlacementVerdict& v) {
          "remove the entries CUDA cannot use; `gpusel list` shows the GPUs");
 }
 
+// The same in a HIP program: HIP reads HIP_VISIBLE_DEVICES (CUDA_VISIBLE_DEVICES where that is
+// unset or empty) within what ROCR_VISIBLE_DEVICES leaves, and ROCr and HIP alike stop at the
+// first entry they cannot use (HIP also drops a repeated one). The innermost variable set is the
+// list the process runs on, so its entries are counted against HIP's devices.
+void check_truncated_hip(const PlacementModel& m, PlacementVerdict& v) {
+  if (!m.visible || m.visible->empty()) return;
+  const std::pair<const char*, const std::optional<std::string>*> layers[] = {
+      {"HIP_VISIBLE_DEVICES", &m.hip_visible},
+      {"CUDA_VISIBLE_DEVICES", &m.cuda.visible_devices},
+      {"ROCR_VISIBLE_DEVICES", &m.rocr_visible}};
+  for (const auto& [name, value] : layers) {
+    if (!*value || trim_blanks(**value).empty()) continue;
+    const std::size_t entries = split_commas(**value).size();
+    if (m.visible->size() >= entries) return;
+    const bool rocr = std::string_view(name) == "ROCR_VISIBLE_DEVICES";
+    refuse(v, "visible-truncated",
+           std::string(name) + "=" + quote_value(**value) + " names " + std::to_string(entries) +
+               " devices, but HIP shows this process only " + std::to_string(m.visible->size()) +
+               " (" + preset(m) + "): " + (rocr ? "ROCr" : "HIP") +
+               " stops reading at the first entry it cannot use (" +
+               (rocr ? "an index past the last GPU, an id of no GPU here"
+                     : "an index past the GPUs ROCR_VISIBLE_DEVICES leaves, a negative number") +
+               ", a typo) and drops the rest" + (rocr ? "" : "; a repeated entry is dropped too"),
+           "remove the entries " + std::string(rocr ? "ROCr" : "HIP") +
+               " cannot use; `gpusel list` shows the GPUs and their HIP numbers");
+    return;
+  }
+}
+
 }  // namespace
+
+Error placement_error(const PlacementProblem& p) {
+  Problem data = p.data;
+  data.fields.push_back({"check", p.id});
+  const bool input = data.code == ErrorCode::None || data.code == ErrorCode::BadInput;
+  return input ? bad_input(p.message + "; " + p.remedy, std::move(data))
+               : failure(p.message + "; " + p.remedy, std::move(data));
+}
 
 std::string launcher_names() {
   std::string names;
@@ -437,7 +496,7 @@ PlacementVerdict analyse_placement(const PlacementModel& m, int default_ordinal)
     refuse(v, "gpusel-share", e.text(), "set GPUSEL_SHARE=1 or unset it", e.problem());
     return v;
   }
-  if (const auto problem = uuid_case_problem(m.cuda)) {
+  if (const auto problem = m.hip ? std::nullopt : uuid_case_problem(m.cuda)) {
     refuse(v, "cuda-visible-case", *problem,
            "write UUIDs in CUDA_VISIBLE_DEVICES as nvidia-smi -L prints them (GPU-..., MIG-...)",
            about(Subject::VisibleDevices, {{"variable", "CUDA_VISIBLE_DEVICES"},
@@ -445,7 +504,11 @@ PlacementVerdict analyse_placement(const PlacementModel& m, int default_ordinal)
                                            {"reason", "uuid-case"}}));
     return v;
   }
-  check_truncated(m, v);
+  if (m.hip) {
+    check_truncated_hip(m, v);
+  } else {
+    check_truncated(m, v);
+  }
   if (!v.problems.empty()) return v;
   if (const auto one = var(m.vars, "GPUSEL_GPU")) {
     from_gpusel_gpu(m, *one, v);

@@ -326,11 +326,12 @@ std::string canonical_entry(std::string_view entry) {
   }
   throw bad_input(
       detail::gpu_entry_words() + " " + detail::quote_value(entry) +
-          " is neither an nvidia-smi index (ASCII digits) nor a GPU UUID "
-          "(GPU-..., a unique prefix is enough)" +
+          " is neither a GPU index (ASCII digits: nvidia-smi's, or rocm-smi's on AMD GPUs) nor "
+          "a GPU UUID (GPU-..., a unique prefix is enough)" +
           hint +
           detail::reader_text("; run `gpusel list` to see both for every GPU",
-                              "; `nvidia-smi -L` lists both for every GPU"),
+                              "; `gpusel list` (or nvidia-smi -L, rocm-smi --showuniqueid) "
+                              "shows both for every GPU"),
       about(Subject::GpuEntry, {{"entry", std::string(entry)}, {"reason", "unreadable"}}));
 }
 

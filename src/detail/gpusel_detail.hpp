@@ -58,6 +58,12 @@ std::vector<AmdVisibilityNote> explain_amd_visibility(const std::optional<std::s
                                                       const std::optional<std::string>& hip,
                                                       const std::optional<std::string>& cuda);
 
+// The three variables a HIP program's devices come through, as messages show them:
+// "ROCR_VISIBLE_DEVICES=\"2,0\", HIP_VISIBLE_DEVICES=unset, CUDA_VISIBLE_DEVICES=unset".
+std::string amd_visibility_settings(const std::optional<std::string>& rocr,
+                                    const std::optional<std::string>& hip,
+                                    const std::optional<std::string>& cuda);
+
 // ---- core: text (src/core/text.cpp, spec.cpp, resolve.cpp) -------------------------------------
 
 // Quotes a value for a message: "value" with control characters escaped.
@@ -301,6 +307,12 @@ struct PlacementModel {
   // script), read from this process's ancestors; nullopt when no such ancestor could be read.
   // They tell this node's own allocation where a launcher carried another node's variables here.
   std::optional<std::map<std::string, std::string>> slurm_task;
+  // Whose devices `visible` lists: CUDA's, or HIP's (a HIP program on AMD GPUs, or `gpusel bind --
+  // PROGRAM` there), which come through ROCR_VISIBLE_DEVICES and HIP_VISIBLE_DEVICES (as set
+  // here) before CUDA_VISIBLE_DEVICES. It decides the refusals' words, and which variable a
+  // preset cut short is read from.
+  bool hip = false;
+  std::optional<std::string> rocr_visible, hip_visible;
 };
 
 // The variables PlacementModel::vars holds.
@@ -339,6 +351,12 @@ struct PlacementVerdict {
 // The whole rule of assignment.hpp for a process with nothing published in code, and every check
 // binding makes before it claims: pure, no I/O. `default_ordinal` is bind_assigned_gpu's.
 PlacementVerdict analyse_placement(const PlacementModel& model, int default_ordinal = 0);
+
+// A refusal as the error binding throws: its message and remedy, its data with the check's id
+// ("check"). Bad input (exit 2), except where the data says a driver library or call failed (an
+// index that could not be resolved because NVML or ROCm SMI cannot be loaded): that failure
+// (exit 1), as `gpusel resolve` gives it.
+Error placement_error(const PlacementProblem& p);
 
 // Slurm's GPUs on this node against a device this process binds (`chosen`, a UUID), for an
 // assignment made in code, which skips the rest of the analysis; nullopt when fine or unknown.
@@ -468,5 +486,10 @@ AssignmentInfo claim_for_exec(const std::string& uuid, const std::string& gpu,
 // order), or nullopt when not known; `nvml`, when given, is used instead of reading NVML.
 PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
                                const std::optional<std::vector<GpuInfo>>& nvml = std::nullopt);
+
+// The same for a HIP program's devices (`hip_ids`: HIP's ids here, in HIP ordinal order), with
+// ROCR_ and HIP_VISIBLE_DEVICES as set; an index in GPUSEL_GPU or GPUSEL_GPUS is rocm-smi's, read
+// through ROCm SMI (never NVML).
+PlacementModel hip_placement_model(std::vector<std::string> hip_ids);
 
 }  // namespace gpusel::detail

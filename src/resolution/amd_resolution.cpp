@@ -32,10 +32,6 @@ std::string index_range(std::size_t n) {
   return n == 1 ? "0" : "0 to " + std::to_string(n - 1);
 }
 
-std::string shown(const std::optional<std::string>& value) {
-  return value ? detail::quote_value(*value) : std::string("unset");
-}
-
 std::string request_text(const GpuRequest& request) {
   std::string out;
   for (const std::string& t : request.texts()) out += (out.empty() ? "" : ",") + t;
@@ -161,9 +157,9 @@ std::string by_id(const GpuEntry& e, const AmdQuota& q, const AmdSnapshot& amd) 
 }  // namespace
 
 std::string hip_settings(const CudaEnv& env) {
-  return "ROCR_VISIBLE_DEVICES=" + shown(detail::env_value("ROCR_VISIBLE_DEVICES")) +
-         ", HIP_VISIBLE_DEVICES=" + shown(detail::env_value("HIP_VISIBLE_DEVICES")) +
-         ", CUDA_VISIBLE_DEVICES=" + shown(env.visible_devices);
+  return detail::amd_visibility_settings(detail::env_value("ROCR_VISIBLE_DEVICES"),
+                                         detail::env_value("HIP_VISIBLE_DEVICES"),
+                                         env.visible_devices);
 }
 
 HipDevices hip_devices(const CudaEnv& env, const AmdSnapshot& amd) {

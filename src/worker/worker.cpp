@@ -210,18 +210,12 @@ void assign_gpu(std::string_view value) {
 namespace {
 
 // A placement problem as an error: its data, with the check's id as the field "check".
-Error placement_error(const PlacementProblem& p) {
-  Problem data = p.data;
-  data.fields.push_back({"check", p.id});
-  return bad_input(p.message + "; " + p.remedy, std::move(data));
-}
-
 // The environment's verdict, without CUDA's devices (publishing, not binding): the entry of
 // GPUSEL_GPU or GPUSEL_GPUS this process takes.
 detail::PlacementVerdict verdict_without_devices() {
   detail::PlacementVerdict v = detail::analyse_placement(detail::placement_model(std::nullopt));
   if (!v.problems.empty()) {
-    throw placement_error(v.problems.front());
+    throw detail::placement_error(v.problems.front());
   }
   return v;
 }
@@ -407,13 +401,24 @@ void claim_gpu(const std::string& uuid, const std::string& gpu, AssignmentInfo& 
 namespace {
 
 [[noreturn]] void refuse(const PlacementProblem& p) {
-  throw placement_error(p);
+  throw detail::placement_error(p);
 }
 
 std::vector<std::string> uuids_of(const std::vector<CudaHandle>& devices) {
   std::vector<std::string> out;
   for (const CudaHandle& d : devices) out.push_back(d.uuid);
   return out;
+}
+
+// What shows this machine's GPUs are AMD's, for messages: AMD's GPU compute driver (/dev/kfd), or
+// GPUs ROCm SMI lists (as on a simulated AMD machine, which has no /dev/kfd); "" when neither.
+std::string amd_machine_sign() {
+  if (amd_driver_present()) return "AMD's GPU driver (/dev/kfd)";
+  const AmdSnapshot amd = query_rocm_smi();
+  if (amd.available && !amd.gpus.empty())
+    return std::to_string(amd.gpus.size()) + " AMD GPU" + (amd.gpus.size() == 1 ? "" : "s") +
+           " (ROCm SMI lists them)";
+  return "";
 }
 
 // The devices CUDA shows this process. Where CUDA cannot be used and nothing was published, a
@@ -429,14 +434,17 @@ std::vector<CudaHandle> visible_devices(const CudaApi*& api, bool published) {
       if (!v.problems.empty()) refuse(v.problems.front());
     }
     // A HIP program that binds before it has loaded HIP: the CUDA words alone would mislead.
-    if (e.code() == ErrorCode::LibraryNotLoaded && amd_driver_present()) {
-      throw failure(
-          e.text() + detail::reader_text("",
-                                         "; this machine has AMD's GPU driver (/dev/kfd), and a "
-                                         "HIP program is bound in the HIP runtime it has loaded "
-                                         "(libamdhip64), which this process has not yet: bind "
-                                         "after the program's first HIP call"),
-          e.problem());
+    if (e.code() == ErrorCode::LibraryNotLoaded) {
+      const std::string amd = amd_machine_sign();
+      if (!amd.empty()) {
+        throw failure(
+            e.text() + detail::reader_text(
+                           "", "; this machine has " + amd +
+                                   ", and a HIP program is bound in the HIP runtime it has "
+                                   "loaded (libamdhip64), which this process has not yet: bind "
+                                   "after the program's first HIP call"),
+            e.problem());
+      }
     }
     throw;
   }
@@ -535,16 +543,8 @@ int hip_ordinal_by_rule(Assignment& a, int default_ordinal,
   std::vector<std::string> ids;
   for (const detail::HipHandle& d : devices) ids.push_back(d.id);
   const detail::PlacementVerdict v =
-      detail::analyse_placement(detail::placement_model(ids), default_ordinal);
-  if (!v.problems.empty()) {
-    PlacementProblem p = v.problems.front();
-    if (v.entry && (p.id == "gpu-not-visible" || p.id == "ordinal-out-of-range"))
-      hip_ordinal_of(*v.entry, devices);  // throws, in HIP's words
-    p.message += " (this process's devices are HIP's: " +
-                 (ids.empty() ? std::string("none") : detail::join_entries(ids)) + ", under " +
-                 hip_settings(cuda_env_from_environment()) + ")";
-    refuse(p);
-  }
+      detail::analyse_placement(detail::hip_placement_model(ids), default_ordinal);
+  if (!v.problems.empty()) refuse(v.problems.front());
   if (v.entry && is_gpu_uuid(*v.entry)) a.physical = detail::canonical_entry(*v.entry);
   a.info = info_of(v.source, v.rank);
   return *v.ordinal;
@@ -790,8 +790,10 @@ bool needs_nvml(const PlacementModel& m, const std::optional<GpuRequest>& reques
 
 }  // namespace
 
-PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
-                               const std::optional<std::vector<GpuInfo>>& nvml) {
+namespace {
+
+// What both models read the same way: the variables, the launchers, Slurm's task.
+PlacementModel environment_model(std::optional<std::vector<std::string>> visible) {
   PlacementModel m;
   for (const char* name : kPlacementVariables) {
     if (auto value = env_string(name)) m.vars[name] = *value;
@@ -800,6 +802,48 @@ PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
   m.launchers = launcher_view();
   m.visible = std::move(visible);
   if (m.vars.count("SLURM_JOB_ID")) m.slurm_task = slurm_task_environment();
+  return m;
+}
+
+bool has_index(const std::optional<GpuRequest>& request) {
+  return request && request->kind == GpuRequest::Kind::Gpus &&
+         std::any_of(request->gpus.begin(), request->gpus.end(),
+                     [](const GpuEntry& e) { return !e.is_uuid(); });
+}
+
+}  // namespace
+
+PlacementModel hip_placement_model(std::vector<std::string> hip_ids) {
+  PlacementModel m = environment_model(std::move(hip_ids));
+  m.hip = true;
+  m.rocr_visible = env_string("ROCR_VISIBLE_DEVICES");
+  m.hip_visible = env_string("HIP_VISIBLE_DEVICES");
+  const std::optional<GpuRequest> request = worker_request(m);
+  if (!has_index(request)) return m;
+  // An index is rocm-smi's (within a preset, a position among HIP's devices): ROCm SMI places it.
+  const AmdSnapshot amd = query_rocm_smi();
+  if (!amd.available || amd.gpus.empty()) {
+    m.resolve_error =
+        "an index there is a rocm-smi index, which needs ROCm SMI to be placed, and " +
+        (amd.available ? std::string("ROCm SMI lists no GPU here") : amd.reason) +
+        "; give the GPU by its id instead (GPU- and 16 hex digits, as `gpusel list` "
+        "or rocminfo shows it)";
+    m.resolve_problem =
+        amd.available ? about(Subject::Gpu, {{"reason", "rocm-smi-no-gpu"}}) : amd.problem;
+    return m;
+  }
+  try {
+    m.resolved = resolve_on_amd(*request, m.cuda, amd).gpus;
+  } catch (const Error& e) {
+    m.resolve_error = e.text();
+    m.resolve_problem = e.problem();
+  }
+  return m;
+}
+
+PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
+                               const std::optional<std::vector<GpuInfo>>& nvml) {
+  PlacementModel m = environment_model(std::move(visible));
   const std::optional<GpuRequest> request = worker_request(m);
   if (nvml) {
     m.nvml = nvml;
@@ -807,16 +851,12 @@ PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
     NvmlSnapshot snap = query_nvml(NvmlQuery{false, false, NvmlDetail::Model});
     if (snap.available) m.nvml = std::move(snap.gpus);
   }
-  if (request && request->kind == GpuRequest::Kind::Gpus) {
-    const bool indices = std::any_of(request->gpus.begin(), request->gpus.end(),
-                                     [](const GpuEntry& e) { return !e.is_uuid(); });
-    if (indices) {
-      try {
-        m.resolved = resolve_gpus(*request, m.cuda, default_probe_helper()).gpus;
-      } catch (const Error& e) {
-        m.resolve_error = e.text();
-        m.resolve_problem = e.problem();
-      }
+  if (has_index(request)) {
+    try {
+      m.resolved = resolve_gpus(*request, m.cuda, default_probe_helper()).gpus;
+    } catch (const Error& e) {
+      m.resolve_error = e.text();
+      m.resolve_problem = e.problem();
     }
   }
   return m;

@@ -381,8 +381,68 @@ class HipBindTest(Case):
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("GPU-" + hidden[0], r.stderr)
         self.assertIn('ROCR_VISIBLE_DEVICES="2,0"', r.stderr)
-        self.assertIn("not among this process's HIP devices", r.stderr)
+        self.assertIn("is not visible to HIP in this process", r.stderr)
         self.assertEqual(r.stdout, "")
+
+    def test_hip_reads_cuda_visible_devices_only_without_hip_visible_devices(self):
+        # Slurm may set HIP_ and CUDA_VISIBLE_DEVICES both; HIP then reads HIP_VISIBLE_DEVICES
+        # alone, so a longer CUDA_VISIBLE_DEVICES cuts nothing short and the bind goes ahead.
+        preset = {"HIP_VISIBLE_DEVICES": "1", "CUDA_VISIBLE_DEVICES": "0,1,2"}
+        seen = self.seen(self.env(**preset))
+        self.assertEqual(len(seen), 1)
+        self.assertEqual(self.bound(self.env(**preset)), (0, seen[0]))
+        self.assertEqual(self.bound(self.env(LOCAL_RANK="0", **preset)), (0, seen[0]))
+
+    def test_refusals_speak_of_hips_devices_and_rocms_variables(self):
+        seen = self.seen(self.env())
+        cases = [
+            ({"GPUSEL_GPU": "GPU-"}, 2, ["is a prefix of 3 devices HIP sees here", *seen]),
+            ({"LOCAL_RANK": "3"}, 2, ["LOCAL_RANK=3 but HIP sees only 3 devices here",
+                                      "ROCR_VISIBLE_DEVICES=unset, HIP_VISIBLE_DEVICES=unset"]),
+            ({"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "4"}, 2, ["but HIP sees 3 devices here",
+                                                              "ranks would share GPUs"]),
+            ({"GPUSEL_GPU": "bogus"}, 2, ['"bogus" is neither a GPU index', "rocm-smi"]),
+            # A preset cut short, told by the variable HIP or ROCr reads it from.
+            ({"ROCR_VISIBLE_DEVICES": "0,5"}, 2,
+             ['ROCR_VISIBLE_DEVICES="0,5" names 2 devices, but HIP shows this process only 1',
+              "ROCr stops reading"]),
+            ({"ROCR_VISIBLE_DEVICES": "0,1", "CUDA_VISIBLE_DEVICES": "0,1,2"}, 2,
+             ['CUDA_VISIBLE_DEVICES="0,1,2" names 3 devices, but HIP shows this process only 2',
+              'ROCR_VISIBLE_DEVICES="0,1"', "HIP stops reading"]),
+            ({"HIP_VISIBLE_DEVICES": "1,1"}, 2, ['HIP_VISIBLE_DEVICES="1,1" names 2 devices']),
+            # An index is rocm-smi's: without ROCm SMI it cannot be placed (a failure, as `gpusel
+            # resolve` calls it), and NVML is not what is missing.
+            ({"GPUSEL_GPU": "1"}, 1, ["is a rocm-smi index", "ROCm SMI", "librocm_smi64",
+                                      "give the GPU by its id"]),
+        ]
+        for extra, code, words in cases:
+            with self.subTest(env=extra):
+                r = subprocess.run([self.bind], capture_output=True, text=True, timeout=60,
+                                   env=self.env(**extra))
+                self.assertEqual(r.returncode, code, r.stderr)
+                self.assertEqual(r.stdout, "")
+                for w in words:
+                    self.assertIn(w, r.stderr)
+                for w in ("CUDA sees", "visible to CUDA", "CUDA device", "CUDA shows", "NVML"):
+                    self.assertNotIn(w, r.stderr)
+        # `gpusel bind -- PROGRAM` on AMD GPUs refuses in the same words.
+        r = gpusel("--sim", "amd-mi210", "bind", "--", os.path.abspath(self.hip),
+                   env=base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd),
+                                LOCAL_RANK="3"))
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("LOCAL_RANK=3 but HIP sees only 3 devices here", r.stderr)
+
+    def test_an_index_is_rocm_smis_placed_through_rocm_smi(self):
+        # With ROCm SMI (the simulator's, describing the same machine), GPUSEL_GPU=1 is the GPU
+        # `gpusel list` shows at index 1, bound at the ordinal HIP gives it; under a preset, an
+        # index is a position among HIP's devices, as `gpusel resolve` reads it.
+        smi = dict(sim_env("amd-mi210"))
+        extra = {k: smi[k] for k in ("GPUSEL_ROCM_SMI_LIBRARY", "GPUSEL_SIM_MACHINE")}
+        seen = self.seen(self.env())
+        self.assertEqual(self.bound(self.env(GPUSEL_GPU="1", **extra)),
+                         (seen.index(self.by_index[1]), self.by_index[1]))
+        seen = self.seen(self.env(ROCR_VISIBLE_DEVICES="2,0"))
+        self.assertEqual(self.bound(self.env(GPUSEL_GPU="1", ROCR_VISIBLE_DEVICES="2,0", **extra)), (1, seen[1]))
 
     def test_the_hip_abi_compiles_against_debians_header(self):
         """Each function of src/driver/hip.def has hip_runtime_api.h's type (HIP 5.2.3), and the
@@ -503,6 +563,12 @@ class HipBindTest(Case):
             self.skipTest("no private mount namespace here: " + r.stderr.strip()[-300:])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("this machine has AMD's GPU driver (/dev/kfd)", r.stdout)
+        self.assertIn("bind after the program's first HIP call", r.stdout)
+        # `sim exec` makes no /dev/kfd: ROCm SMI's GPUs tell the machine is AMD's.
+        r = subprocess.run([BIN, "sim", "exec", "amd-mi210", "--", sys.executable, "-c", script],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("this machine has 3 AMD GPUs (ROCm SMI lists them)", r.stdout)
         self.assertIn("bind after the program's first HIP call", r.stdout)
 
 

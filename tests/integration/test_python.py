@@ -289,7 +289,7 @@ print(json.dumps(out))
         out = python(code, "dgx-h100")
         self.assertTrue(out[0].startswith('GPU entry "9" is out of range: this machine has 8 GPUs'), out[0])
         self.assertIn("gpusel_list_gpus", out[0])
-        self.assertTrue(out[1].startswith('GPU entry "0 1" is neither an nvidia-smi index'), out[1])
+        self.assertTrue(out[1].startswith('GPU entry "0 1" is neither a GPU index'), out[1])
         self.assertIn('separated by commas, not blanks: "0,1"', out[1])
         self.assertTrue(out[2].startswith('GPU request "free:0" asks for no GPU'), out[2])
         for message in out:

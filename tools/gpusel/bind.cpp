@@ -315,17 +315,9 @@ int amd_bind_and_run(const BindOptions& options, const AmdSnapshot& amd) {
                  .gpus.front();
   } else {
     const HipDevices here = hip_devices_here(amd);
-    const detail::PlacementVerdict v = detail::analyse_placement(detail::placement_model(here.ids));
-    if (!v.problems.empty()) {
-      const PlacementProblem& p = v.problems.front();
-      Problem data = p.data;
-      data.fields.push_back({"check", p.id});
-      // The rule's words are CUDA's; here the devices are HIP's, under ROCm's variables.
-      throw bad_input(p.message + "; " + p.remedy +
-                          " (this machine's GPUs are AMD's: the devices are HIP's here, " +
-                          detail::join_entries(here.ids) + ", under " + here.settings + ")",
-                      std::move(data));
-    }
+    const detail::PlacementVerdict v =
+        detail::analyse_placement(detail::hip_placement_model(here.ids));
+    if (!v.problems.empty()) throw detail::placement_error(v.problems.front());
     chosen = *v.uuid;
     source = v.source;
     rank = v.rank;
