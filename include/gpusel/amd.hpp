@@ -47,6 +47,10 @@ AmdSnapshot query_rocm_smi(bool usage = false);
 // does not give every GPU's node or id.
 std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd);
 
+// Why the GPUs' KFD order is unknown, for messages: neither ROCm SMI (rsmi_dev_node_id_get, ROCm 6
+// and later) nor the kernel's KFD topology (read where ROCm SMI cannot say) gave it.
+std::string kfd_order_unknown_text();
+
 // Whether AMD's GPU compute driver is loaded here (/dev/kfd exists): AMD GPUs may be in use even
 // where ROCm SMI cannot be read.
 bool amd_driver_present();

@@ -5,11 +5,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 #include <type_traits>
+#include <vector>
 
 #include "dl.hpp"
 #include "gpusel/amd.hpp"
 #include "gpusel_detail.hpp"
+#include "kfd_topology.hpp"
 #include "rocm_smi_abi.hpp"
 
 GPUSEL_BEGIN_NAMESPACE
@@ -87,7 +90,9 @@ std::string bus_text(std::uint64_t bdf) {
   return buf;
 }
 
-void read_gpu(const RsmiApi& api, bool usage, AmdGpu& gpu) {
+// Reads GPU `gpu.index`; returns its PCI address as ROCm SMI encodes it (domain << 32 | bus << 8
+// | device << 3 | function), nullopt when not given.
+std::optional<std::uint64_t> read_gpu(const RsmiApi& api, bool usage, AmdGpu& gpu) {
   const std::uint32_t i = gpu.index;
   std::uint64_t id = 0;
   if (const rsmi_status_t rc = api.rsmi_dev_unique_id_get(i, &id); rc == RSMI_STATUS_SUCCESS) {
@@ -99,22 +104,54 @@ void read_gpu(const RsmiApi& api, bool usage, AmdGpu& gpu) {
     char name[256] = {};
     if (api.rsmi_dev_name_get(i, name, sizeof name) == RSMI_STATUS_SUCCESS) gpu.name = name;
   }
-  std::uint64_t bdf = 0;
-  if (api.rsmi_dev_pci_id_get != nullptr && api.rsmi_dev_pci_id_get(i, &bdf) == RSMI_STATUS_SUCCESS)
-    gpu.pci_bus_id = bus_text(bdf);
+  std::optional<std::uint64_t> bdf;
+  if (std::uint64_t v = 0;
+      api.rsmi_dev_pci_id_get != nullptr && api.rsmi_dev_pci_id_get(i, &v) == RSMI_STATUS_SUCCESS) {
+    gpu.pci_bus_id = bus_text(v);
+    bdf = v;
+  }
   if (api.rsmi_dev_memory_total_get != nullptr)
     api.rsmi_dev_memory_total_get(i, RSMI_MEM_TYPE_VRAM, &gpu.memory_total);
   std::uint32_t node = 0;
   if (api.rsmi_dev_node_id_get != nullptr &&
       api.rsmi_dev_node_id_get(i, &node) == RSMI_STATUS_SUCCESS)
     gpu.kfd_node = node;
-  if (!usage) return;
+  if (!usage) return bdf;
   if (api.rsmi_dev_memory_usage_get != nullptr)
     api.rsmi_dev_memory_usage_get(i, RSMI_MEM_TYPE_VRAM, &gpu.memory_used);
   std::uint32_t busy = 0;
   if (api.rsmi_dev_busy_percent_get != nullptr &&
       api.rsmi_dev_busy_percent_get(i, &busy) == RSMI_STATUS_SUCCESS && busy <= 100)
     gpu.busy_percent = busy;
+  return bdf;
+}
+
+// Where ROCm SMI gives no GPU its KFD node (the ROCm 5.x SMI has no rsmi_dev_node_id_get): each
+// GPU's node from the kernel's topology, the one node at its PCI address, when the topology's GPU
+// nodes and ROCm SMI's GPUs match one to one; otherwise the nodes stay unknown. (A partitioned
+// GPU's nodes share one address, so they are never told apart this way.)
+void nodes_from_topology(AmdSnapshot& snap, const std::vector<std::optional<std::uint64_t>>& bdfs) {
+  if (snap.gpus.empty()) return;
+  for (const AmdGpu& g : snap.gpus) {
+    if (g.kfd_node) return;
+  }
+  const auto nodes = detail::read_kfd_gpu_nodes(detail::kfd_nodes_folder());
+  if (!nodes || nodes->size() != snap.gpus.size()) return;
+  std::vector<unsigned> found;
+  for (const std::optional<std::uint64_t>& bdf : bdfs) {
+    if (!bdf) return;
+    const auto domain = static_cast<std::uint32_t>(*bdf >> 32);
+    const auto location = static_cast<std::uint32_t>(*bdf & 0xffffu);
+    std::optional<unsigned> node;
+    for (const detail::KfdGpuNode& n : *nodes) {
+      if (n.domain != domain || n.location_id != location) continue;
+      if (node) return;  // two nodes at one address
+      node = n.node;
+    }
+    if (!node || std::find(found.begin(), found.end(), *node) != found.end()) return;
+    found.push_back(*node);
+  }
+  for (std::size_t i = 0; i < snap.gpus.size(); ++i) snap.gpus[i].kfd_node = found[i];
 }
 
 // Each process using GPUs, onto the GPUs it uses (`snap.gpus[i].processes`, known only when both
@@ -173,6 +210,14 @@ std::vector<GpuInfo> amd_gpu_records(const AmdSnapshot& amd) {
     out.push_back(std::move(g));
   }
   return out;
+}
+
+std::string kfd_order_unknown_text() {
+  return "neither this ROCm SMI gives it (rsmi_dev_node_id_get, ROCm 6 and later) nor the "
+         "kernel's KFD topology in " +
+         detail::kfd_nodes_folder() +
+         " (each GPU node matched to one of ROCm SMI's GPUs by PCI address; GPUSEL_KFD_TOPOLOGY "
+         "names another folder)";
 }
 
 bool amd_driver_present() {
@@ -247,12 +292,14 @@ AmdSnapshot query_rocm_smi(bool usage) {
     if (api.rsmi_version_str_get(0, version, sizeof version) == RSMI_STATUS_SUCCESS)
       snap.driver_version = version;
   }
+  std::vector<std::optional<std::uint64_t>> bdfs;
   for (std::uint32_t i = 0; i < count; ++i) {
     AmdGpu gpu;
     gpu.index = i;
-    read_gpu(api, usage, gpu);
+    bdfs.push_back(read_gpu(api, usage, gpu));
     snap.gpus.push_back(std::move(gpu));
   }
+  nodes_from_topology(snap, bdfs);
   if (usage) read_processes(api, snap);
   api.rsmi_shut_down();
   return snap;

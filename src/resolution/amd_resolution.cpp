@@ -67,10 +67,10 @@ AmdQuota read_quota(const std::string& asked, const CudaEnv& env, const AmdSnaps
   if (here.unknown == "amd-kfd-order-unknown") {
     throw bad_input(
         asked + ": this machine's GPUs are AMD's, and " + q.settings +
-            " is set; reading that needs the GPUs' order in the kernel's KFD topology, which "
-            "this ROCm SMI does not give (rsmi_dev_node_id_get, ROCm 6 and later), so gpusel "
-            "places no worker under it: unset the variables and name the GPUs your job was "
-            "given by unique id (`gpusel list` shows them)",
+            " is set; reading that needs the GPUs' order in the kernel's KFD topology, and " +
+            kfd_order_unknown_text() +
+            ", so gpusel places no worker under it: unset the variables and name the GPUs your "
+            "job was given by unique id (`gpusel list` shows them)",
         problem("amd-kfd-order-unknown"));
   }
   if (here.unknown == "amd-rocr-empty-entry") {

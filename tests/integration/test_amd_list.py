@@ -18,6 +18,8 @@ import subprocess
 import tempfile
 import unittest
 
+import tomllib
+
 from support import (BIN, BUILD, MACHINES, PYTHON_LOADS_LIBRARIES, SIM_ROOT, SOURCE, Case, base_env, for_python,
                      gpusel, gpusel_json)
 
@@ -44,6 +46,31 @@ def with_processes():
     text = text.replace("drm_card = 1\n", 'drm_card = 1\nprocesses = [{pid = 4242, used_memory = "1GiB"}, '
                         '{pid = 5151, used_memory = "2GiB"}]\n')
     return text.replace("drm_card = 2\n", 'drm_card = 2\nprocesses = [{pid = 5151, used_memory = "3GiB"}]\n')
+
+
+def kfd_topology(folder, machine_text, change=None):
+    """The kernel's KFD topology of an AMD machine file, as amdgpu writes it in sysfs: node 0 the CPU
+    (gpu_id 0), then a node per GPU in the file's [[gpu]] order (KFD order), each with its PCI
+    address as properties' domain and location_id (bus << 8 | device << 3 | function). `change`
+    maps a GPU's position to another bus id (a topology that does not match)."""
+    gpus = tomllib.loads(machine_text)["gpu"]
+    os.makedirs(os.path.join(folder, "0"))
+    with open(os.path.join(folder, "0", "gpu_id"), "w") as f:
+        f.write("0\n")
+    with open(os.path.join(folder, "0", "properties"), "w") as f:
+        f.write("cpu_cores_count 64\nsimd_count 0\nlocation_id 0\ndomain 0\n")
+    for k, g in enumerate(gpus):
+        bus_id = (change or {}).get(k, g["pci_bus_id"])
+        domain, bus, rest = bus_id.split(":")
+        device, function = rest.split(".")
+        location = int(bus, 16) << 8 | int(device, 16) << 3 | int(function, 16)
+        node = os.path.join(folder, str(k + 1))
+        os.makedirs(node)
+        with open(os.path.join(node, "gpu_id"), "w") as f:
+            f.write("%d\n" % (4660 + k))
+        with open(os.path.join(node, "properties"), "w") as f:
+            f.write("cpu_cores_count 0\nsimd_count 416\nlocation_id %d\ndomain %d\n" % (location, int(domain, 16)))
+    return folder
 
 
 def plain_env():
@@ -88,6 +115,7 @@ class AmdListTest(Case):
                 doc = gpusel_json("--sim", *args, "list", "--json", **env)
                 self.assertEqual({g["hip_ordinal"] for g in doc["gpus"]}, {None})
                 self.assertEqual(doc["note_codes"], ["amd-hip-order-unread"])
+            self.kfd_topology_fills_in(tmp, path)
         used = {g["uuid"]: (g["memory_used_bytes"], g["utilization_percent"]) for g in doc["gpus"]}
         self.assertEqual(used["GPU-3c4d5e6f708192a3"], (12 << 30, 37))
         self.assertEqual(used["GPU-1a2b3c4d5e6f7081"], (0, 0))
@@ -205,6 +233,37 @@ class AmdListTest(Case):
             self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], "amd-kfd-order-unknown")
             doc = gpusel_json("--sim", path, "resolve", "--gpu", "GPU-1a", "--json")  # no preset: fine
             self.assertEqual(doc["gpus"], [a])
+
+    def kfd_topology_fills_in(self, tmp, path):
+        """Without node ids from ROCm SMI (5.x), the kernel's KFD topology gives the order: the same
+        HIP column and the same answers under a preset as where ROCm SMI gives each GPU's node. A
+        topology that does not match ROCm SMI's GPUs one to one is never used."""
+        text = read(MACHINES, "amd-mi210.toml")
+        good = kfd_topology(os.path.join(tmp, "kfd"), text)
+        for preset in ({}, {"ROCR_VISIBLE_DEVICES": "2,0"}, {"HIP_VISIBLE_DEVICES": "1"}):
+            with self.subTest(preset=preset):
+                want = gpusel_json("--sim", "amd-mi210", "list", "--json", **preset)
+                got = gpusel_json("--sim", path, "list", "--json", GPUSEL_KFD_TOPOLOGY=good, **preset)
+                self.assertEqual([g["hip_ordinal"] for g in got["gpus"]], [g["hip_ordinal"] for g in want["gpus"]])
+                self.assertNotIn("amd-hip-order-unread", got["note_codes"])
+        for request in ("0", "1", "0,1"):
+            want = gpusel_json("--sim", "amd-mi210", "resolve", "--gpu", request, "--json", ROCR_VISIBLE_DEVICES="2,0")
+            got = gpusel_json("--sim", path, "resolve", "--gpu", request, "--json", ROCR_VISIBLE_DEVICES="2,0",
+                              GPUSEL_KFD_TOPOLOGY=good)
+            self.assertEqual(got["gpus"], want["gpus"])
+        # A GPU at an address ROCm SMI does not have, two nodes at one address (a partitioned
+        # GPU), a node too few, or no topology: the order stays unknown, and the preset refused.
+        moved = kfd_topology(os.path.join(tmp, "moved"), text, {1: "00000000:84:00.0"})
+        shared = kfd_topology(os.path.join(tmp, "shared"), text, {1: "00000000:43:00.0"})
+        short = kfd_topology(os.path.join(tmp, "short"), text)
+        shutil.rmtree(os.path.join(short, "3"))
+        for folder in (moved, shared, short, os.path.join(tmp, "none")):
+            with self.subTest(topology=os.path.basename(folder)):
+                r = gpusel("--sim", path, "resolve", "--gpu", "0", "--json", ROCR_VISIBLE_DEVICES="2,0",
+                           GPUSEL_KFD_TOPOLOGY=folder)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], "amd-kfd-order-unknown")
+                self.assertIn(folder, r.stderr)
 
     def test_run_gives_each_worker_its_gpu_by_rocrs_variable_and_leases_it(self):
         show = 'echo "$LOCAL_RANK ${ROCR_VISIBLE_DEVICES-unset} ${HIP_VISIBLE_DEVICES-unset} ${CUDA_VISIBLE_DEVICES-unset}"'

@@ -583,9 +583,11 @@ AmdListing read_amd_listing(const AmdSnapshot& amd) {
   l.hip.resize(amd.gpus.size());
   Note hip_note{"amd-hip-order-unread",
                 "HIP numbers AMD GPUs in the kernel's KFD order, which can differ from rocm-smi's "
-                "INDEX; this ROCm SMI does not give that order (rsmi_dev_node_id_get, ROCm 6 and "
-                "later), so the HIP column is unknown: name GPUs to ROCm by UUID "
-                "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm version"};
+                "INDEX, and " +
+                    kfd_order_unknown_text() +
+                    ", so the HIP column is unknown: name GPUs to ROCm by UUID "
+                    "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm "
+                    "version"};
   const HipDevices here = hip_devices(cuda_env_from_environment(), amd);
   if (here.unknown.empty()) {
     for (std::size_t ord = 0; ord < here.ids.size(); ++ord) {

@@ -1,0 +1,85 @@
+// The KFD topology's GPU nodes (kfd_topology.hpp), from the node folders the amdgpu driver makes:
+// nodes/<n>/gpu_id (0 for a CPU node) and nodes/<n>/properties, one "name value" pair a line.
+#include "kfd_topology.hpp"
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "env.hpp"
+
+namespace gpusel::detail {
+namespace {
+
+// A decimal number of up to 20 digits, the whole text.
+std::optional<std::uint64_t> read_number(const std::string& text) {
+  if (text.empty() || text.size() > 20) return std::nullopt;
+  std::uint64_t v = 0;
+  for (char c : text) {
+    if (c < '0' || c > '9') return std::nullopt;
+    const std::uint64_t next = v * 10 + static_cast<std::uint64_t>(c - '0');
+    if (next < v) return std::nullopt;
+    v = next;
+  }
+  return v;
+}
+
+std::optional<std::string> first_line(const std::filesystem::path& file) {
+  std::ifstream in(file);
+  std::string line;
+  if (!in || !std::getline(in, line)) return std::nullopt;
+  while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
+  return line;
+}
+
+}  // namespace
+
+std::string kfd_nodes_folder() {
+  if (const auto set = env_value("GPUSEL_KFD_TOPOLOGY"); set && !set->empty()) return *set;
+  return "/sys/class/kfd/kfd/topology/nodes";
+}
+
+std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& folder) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  std::vector<unsigned> numbers;
+  for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
+    const auto n = read_number(it->path().filename().string());
+    if (n && *n < 65536) numbers.push_back(static_cast<unsigned>(*n));
+  }
+  if (ec || numbers.empty()) return std::nullopt;
+  std::sort(numbers.begin(), numbers.end());
+  std::vector<KfdGpuNode> out;
+  for (unsigned n : numbers) {
+    const fs::path node = fs::path(folder) / std::to_string(n);
+    const auto gpu_id = first_line(node / "gpu_id");
+    const auto id = gpu_id ? read_number(*gpu_id) : std::nullopt;
+    if (!id) return std::nullopt;
+    if (*id == 0) continue;  // a CPU node
+    std::ifstream in(node / "properties");
+    if (!in) return std::nullopt;
+    KfdGpuNode g;
+    g.node = n;
+    bool located = false;
+    std::string line;
+    while (std::getline(in, line)) {
+      std::istringstream words(line);
+      std::string name, value;
+      if (!(words >> name >> value)) continue;
+      const auto v = read_number(value);
+      if (!v || *v > 0xffffffffu) continue;
+      if (name == "location_id") {
+        g.location_id = static_cast<std::uint32_t>(*v);
+        located = true;
+      } else if (name == "domain") {
+        g.domain = static_cast<std::uint32_t>(*v);
+      }
+    }
+    if (!located) return std::nullopt;
+    out.push_back(g);
+  }
+  return out;
+}
+
+}  // namespace gpusel::detail
