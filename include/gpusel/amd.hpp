@@ -24,6 +24,14 @@ struct AmdGpu {
   // The GPU's node in the kernel's KFD topology (ROCr and HIP number GPUs in node order), where
   // ROCm SMI says (rsmi_dev_node_id_get, ROCm 6.x; not in 5.x).
   std::optional<unsigned> kfd_node;
+  // The GPU's DRM render node (/dev/dri/renderD<n>, named by its KFD node in the kernel's
+  // topology) and whether this process can open it as ROCm does, read and write: 0 when it can,
+  // else the errno. ROCm leaves a GPU whose render node is missing here (ENOENT: a container
+  // given other GPUs) or denied by the device cgroup (EPERM) out of what HIP numbers, and starts
+  // no GPU at all on any other error (EACCES: the user is not in the render group). ""/nullopt
+  // when the topology does not say.
+  std::string render_node;
+  std::optional<int> render_error;
   // The processes using the GPU (with usage; nullopt: not read, or ROCm SMI cannot say), each with
   // the VRAM it holds on all its GPUs (ROCm SMI does not split it by GPU).
   std::optional<std::vector<GpuProcess>> processes;
@@ -43,13 +51,16 @@ struct AmdSnapshot {
 // broken library: the snapshot says ROCm SMI is unavailable and why. Thread-safe.
 AmdSnapshot query_rocm_smi(bool usage = false);
 
-// The GPUs' ids in KFD order (the order ROCr and HIP number them in), or nullopt when ROCm SMI
-// does not give every GPU's node or id.
+// The GPUs' ids in KFD order (the order ROCr and HIP number them in), or nullopt when neither ROCm
+// SMI nor the kernel's topology gives every GPU's node, or a GPU has no id. A GPU whose render node
+// this process cannot open (render_error ENOENT or EPERM) is left out, as ROCm leaves it out; any
+// other error there (ROCm then starts no GPU) is nullopt too.
 std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd);
 
-// Why the GPUs' KFD order is unknown, for messages: neither ROCm SMI (rsmi_dev_node_id_get, ROCm 6
-// and later) nor the kernel's KFD topology (read where ROCm SMI cannot say) gave it.
-std::string kfd_order_unknown_text();
+// Why the GPUs' KFD order is unknown, for messages: a render node that cannot be opened (ROCm then
+// starts no GPU), or neither ROCm SMI (rsmi_dev_node_id_get, ROCm 6 and later) nor the kernel's
+// KFD topology (read where ROCm SMI cannot say) gave it.
+std::string kfd_order_unknown_text(const AmdSnapshot& amd);
 
 // Whether AMD's GPU compute driver is loaded here (/dev/kfd exists): AMD GPUs may be in use even
 // where ROCm SMI cannot be read.

@@ -1,8 +1,10 @@
 // AMD GPUs through ROCm SMI (librocm_smi64.so.1), opened at run time by the symbol list in
 // rocm_smi.def, as NVML is by nvml.def.
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <mutex>
 #include <optional>
@@ -130,12 +132,12 @@ std::optional<std::uint64_t> read_gpu(const RsmiApi& api, bool usage, AmdGpu& gp
 // GPU's node from the kernel's topology, the one node at its PCI address, when the topology's GPU
 // nodes and ROCm SMI's GPUs match one to one; otherwise the nodes stay unknown. (A partitioned
 // GPU's nodes share one address, so they are never told apart this way.)
-void nodes_from_topology(AmdSnapshot& snap, const std::vector<std::optional<std::uint64_t>>& bdfs) {
+void nodes_from_topology(AmdSnapshot& snap, const std::vector<std::optional<std::uint64_t>>& bdfs,
+                         const std::optional<std::vector<detail::KfdGpuNode>>& nodes) {
   if (snap.gpus.empty()) return;
   for (const AmdGpu& g : snap.gpus) {
     if (g.kfd_node) return;
   }
-  const auto nodes = detail::read_kfd_gpu_nodes(detail::kfd_nodes_folder());
   if (!nodes || nodes->size() != snap.gpus.size()) return;
   std::vector<unsigned> found;
   for (const std::optional<std::uint64_t>& bdf : bdfs) {
@@ -152,6 +154,19 @@ void nodes_from_topology(AmdSnapshot& snap, const std::vector<std::optional<std:
     found.push_back(*node);
   }
   for (std::size_t i = 0; i < snap.gpus.size(); ++i) snap.gpus[i].kfd_node = found[i];
+}
+
+// Each GPU's render node, from its KFD node's drm_render_minor, tried as ROCm's thunk opens it.
+void render_access(AmdSnapshot& snap, const std::optional<std::vector<detail::KfdGpuNode>>& nodes) {
+  if (!nodes) return;
+  for (AmdGpu& g : snap.gpus) {
+    if (!g.kfd_node) continue;
+    for (const detail::KfdGpuNode& n : *nodes) {
+      if (n.node != *g.kfd_node || !n.render_minor) continue;
+      g.render_node = detail::render_node_path(*n.render_minor);
+      g.render_error = detail::render_node_error(*n.render_minor);
+    }
+  }
 }
 
 // Each process using GPUs, onto the GPUs it uses (`snap.gpus[i].processes`, known only when both
@@ -212,7 +227,14 @@ std::vector<GpuInfo> amd_gpu_records(const AmdSnapshot& amd) {
   return out;
 }
 
-std::string kfd_order_unknown_text() {
+std::string kfd_order_unknown_text(const AmdSnapshot& amd) {
+  for (const AmdGpu& g : amd.gpus) {
+    if (g.render_error && *g.render_error != 0 && *g.render_error != ENOENT &&
+        *g.render_error != EPERM) {
+      return "ROCm starts no GPU here: it opens every GPU's render node, and " + g.render_node +
+             " cannot be opened (" + std::strerror(*g.render_error) + ")";
+    }
+  }
   return "neither this ROCm SMI gives it (rsmi_dev_node_id_get, ROCm 6 and later) nor the "
          "kernel's KFD topology in " +
          detail::kfd_nodes_folder() +
@@ -252,7 +274,13 @@ std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd) {
     if (*gpus[i]->kfd_node == *gpus[i - 1]->kfd_node) return std::nullopt;  // not one per GPU
   }
   std::vector<std::string> ids;
-  for (const AmdGpu* g : gpus) ids.push_back(g->id);
+  for (const AmdGpu* g : gpus) {
+    if (!g->render_error || *g->render_error == 0) {
+      ids.push_back(g->id);
+    } else if (*g->render_error != ENOENT && *g->render_error != EPERM) {
+      return std::nullopt;  // ROCm starts no GPU here: nothing to number
+    }                       // else left out, as ROCm's thunk leaves it out
+  }
   return ids;
 }
 
@@ -299,7 +327,9 @@ AmdSnapshot query_rocm_smi(bool usage) {
     bdfs.push_back(read_gpu(api, usage, gpu));
     snap.gpus.push_back(std::move(gpu));
   }
-  nodes_from_topology(snap, bdfs);
+  const auto topology = detail::read_kfd_gpu_nodes(detail::kfd_nodes_folder());
+  nodes_from_topology(snap, bdfs, topology);
+  render_access(snap, topology);
   if (usage) read_processes(api, snap);
   api.rsmi_shut_down();
   return snap;

@@ -9,6 +9,13 @@
 
 #include "env.hpp"
 
+#ifndef _WIN32
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#endif
+
 namespace gpusel::detail {
 namespace {
 
@@ -74,12 +81,30 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
         located = true;
       } else if (name == "domain") {
         g.domain = static_cast<std::uint32_t>(*v);
+      } else if (name == "drm_render_minor" && *v > 0) {
+        g.render_minor = static_cast<unsigned>(*v);
       }
     }
     if (!located) return std::nullopt;
     out.push_back(g);
   }
   return out;
+}
+
+std::string render_node_path(unsigned minor) {
+  return "/dev/dri/renderD" + std::to_string(minor);
+}
+
+int render_node_error(unsigned minor) {
+#ifdef _WIN32
+  (void)minor;
+  return 0;
+#else
+  const int fd = open(render_node_path(minor).c_str(), O_RDWR | O_CLOEXEC);
+  if (fd < 0) return errno;
+  close(fd);
+  return 0;
+#endif
 }
 
 }  // namespace gpusel::detail

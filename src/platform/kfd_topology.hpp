@@ -16,6 +16,9 @@ struct KfdGpuNode {
   unsigned node = 0;
   std::uint32_t domain = 0;
   std::uint32_t location_id = 0;
+  // Its DRM render node's minor (drm_render_minor: /dev/dri/renderD<minor>); nullopt when the
+  // properties do not give one.
+  std::optional<unsigned> render_minor;
 };
 
 // The folder of node folders: GPUSEL_KFD_TOPOLOGY where set (a copy, or the simulator's),
@@ -27,5 +30,12 @@ std::string kfd_nodes_folder();
 // gives none). nullopt when the folder cannot be read, or a GPU node's files cannot be read or
 // give no location_id: the order is then unknown, never guessed.
 std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& folder);
+
+// "/dev/dri/renderD<minor>", and whether this process can open it as ROCm's thunk does (read and
+// write): 0 when it can, else the errno of the attempt. The thunk leaves a GPU whose render node
+// is missing (ENOENT) or denied by the device cgroup (EPERM) out of the devices it numbers, and
+// fails altogether on any other error (EACCES: the user is not in the render group).
+std::string render_node_path(unsigned minor);
+int render_node_error(unsigned minor);
 
 }  // namespace gpusel::detail

@@ -6,6 +6,8 @@
 // must be in it (docs/amd.md).
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
+#include <cstring>
 
 #include "amd_visible.hpp"
 #include "env.hpp"
@@ -50,7 +52,49 @@ struct AmdQuota {
   std::vector<std::string> ids;
 };
 
+// Whether HIP programs started here can use the GPU: its render node opens (or is not known).
+bool usable_here(const AmdGpu& g) {
+  return !g.render_error || *g.render_error == 0;
+}
+
+// A render node ROCm cannot open for a reason other than its absence or the device cgroup: ROCm
+// then starts no GPU at all in this process, so nothing may be placed.
+void refuse_if_rocm_cannot_start(const std::string& asked, const AmdSnapshot& amd) {
+  for (const AmdGpu& g : amd.gpus) {
+    if (usable_here(g) || *g.render_error == ENOENT || *g.render_error == EPERM) continue;
+    const int e = *g.render_error;
+    throw failure(
+        asked + ": HIP programs cannot start here: ROCm opens every AMD GPU's render node, and " +
+            g.render_node + " (" + g.id + ") cannot be opened (" + std::strerror(e) + ")" +
+            (e == EACCES ? "; add the user to the group that owns it (`ls -l " + g.render_node +
+                               "`: usually render, and video), then log in again"
+                         : std::string("; check the amdgpu driver (`dmesg | grep amdgpu`)")),
+        about(Subject::Gpu, {{"gpu", g.id},
+                             {"render_node", g.render_node},
+                             {"reason", "amd-render-node-unopenable"}}));
+  }
+}
+
+// A GPU HIP programs here cannot use (its render node missing, or denied by the device cgroup):
+// refused by name, never handed to a worker that would then find no GPU.
+void refuse_if_unusable(const std::string& entry, const AmdGpu& g) {
+  if (usable_here(g)) return;
+  throw bad_input(
+      "--gpu " + entry + ": that is " + g.id + ", whose render node " + g.render_node +
+          (*g.render_error == ENOENT
+               ? " does not exist here (a container given other GPUs?)"
+               : " is denied to this process (" + std::string(std::strerror(*g.render_error)) +
+                     ": the device cgroup)") +
+          ", so HIP programs started here cannot use it; name a GPU they can (`gpusel list`: "
+          "those with a HIP number)",
+      about(Subject::GpuEntry, {{"entry", entry},
+                                {"gpu", g.id},
+                                {"render_node", g.render_node},
+                                {"reason", "amd-gpu-not-usable-here"}}));
+}
+
 AmdQuota read_quota(const std::string& asked, const CudaEnv& env, const AmdSnapshot& amd) {
+  refuse_if_rocm_cannot_start(asked, amd);
   const HipDevices here = hip_devices(env, amd);
   AmdQuota q{here.preset, here.settings, here.ids};
   if (!q.preset) return q;
@@ -68,7 +112,7 @@ AmdQuota read_quota(const std::string& asked, const CudaEnv& env, const AmdSnaps
     throw bad_input(
         asked + ": this machine's GPUs are AMD's, and " + q.settings +
             " is set; reading that needs the GPUs' order in the kernel's KFD topology, and " +
-            kfd_order_unknown_text() +
+            kfd_order_unknown_text(amd) +
             ", so gpusel places no worker under it: unset the variables and name the GPUs your "
             "job was given by unique id (`gpusel list` shows them)",
         problem("amd-kfd-order-unknown"));
@@ -124,6 +168,7 @@ std::string by_index(const GpuEntry& e, const AmdQuota& q, const AmdSnapshot& am
                       "), so no worker can be given it",
                   about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "no-id"}}));
   }
+  refuse_if_unusable(e.text, g);
   return g.id;
 }
 
@@ -144,6 +189,7 @@ std::string by_id(const GpuEntry& e, const AmdQuota& q, const AmdSnapshot& amd) 
                           {{"entry", e.text}, {"reason", none ? "no-match" : "ambiguous-prefix"}}));
   }
   const std::string& id = matches.front()->id;
+  refuse_if_unusable(e.text, *matches.front());
   if (q.preset && std::find(q.ids.begin(), q.ids.end(), id) == q.ids.end()) {
     throw bad_input(
         "--gpu " + e.text + ": that is " + id + ", which " + q.settings +
@@ -191,7 +237,7 @@ AmdChoice amd_choices(const std::string& asked, const CudaEnv& env, const AmdSna
     c.ids = quota.ids;
   } else {
     for (const AmdGpu& g : amd.gpus) {
-      if (!g.id.empty()) c.ids.push_back(g.id);
+      if (!g.id.empty() && usable_here(g)) c.ids.push_back(g.id);
     }
   }
   c.note = {"amd-gpus",

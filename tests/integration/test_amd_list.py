@@ -48,11 +48,12 @@ def with_processes():
     return text.replace("drm_card = 2\n", 'drm_card = 2\nprocesses = [{pid = 5151, used_memory = "3GiB"}]\n')
 
 
-def kfd_topology(folder, machine_text, change=None):
+def kfd_topology(folder, machine_text, change=None, render=False):
     """The kernel's KFD topology of an AMD machine file, as amdgpu writes it in sysfs: node 0 the CPU
     (gpu_id 0), then a node per GPU in the file's [[gpu]] order (KFD order), each with its PCI
     address as properties' domain and location_id (bus << 8 | device << 3 | function). `change`
-    maps a GPU's position to another bus id (a topology that does not match)."""
+    maps a GPU's position to another bus id (a topology that does not match); with `render`, each
+    GPU node names its render node (drm_render_minor: 128 + its DRM card, as amdgpu numbers them)."""
     gpus = tomllib.loads(machine_text)["gpu"]
     os.makedirs(os.path.join(folder, "0"))
     with open(os.path.join(folder, "0", "gpu_id"), "w") as f:
@@ -70,6 +71,8 @@ def kfd_topology(folder, machine_text, change=None):
             f.write("%d\n" % (4660 + k))
         with open(os.path.join(node, "properties"), "w") as f:
             f.write("cpu_cores_count 0\nsimd_count 416\nlocation_id %d\ndomain %d\n" % (location, int(domain, 16)))
+            if render:
+                f.write("drm_render_minor %d\n" % (128 + g["drm_card"]))
     return folder
 
 
@@ -264,6 +267,41 @@ class AmdListTest(Case):
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], "amd-kfd-order-unknown")
                 self.assertIn(folder, r.stderr)
+
+    def test_a_gpu_whose_render_node_cannot_be_opened_is_never_given(self):
+        """ROCm's thunk numbers only the GPUs whose render node (/dev/dri/renderD<n>) it can open: one
+        missing here (a container given other GPUs) is left out of HIP's numbers and refused by name;
+        one that fails otherwise stops ROCm altogether, so nothing is placed. Judged in `sim shell`'s
+        private /dev, with the kernel's topology naming each GPU's render node."""
+        with tempfile.TemporaryDirectory() as tmp:
+            text = read(MACHINES, "amd-mi210.toml").replace('vendor = "amd"', 'vendor = "amd"\nrocm_smi_node_ids = false')
+            path = os.path.join(tmp, "rocm5.toml")
+            with open(path, "w") as f:
+                f.write(text)
+            topology = kfd_topology(os.path.join(tmp, "kfd"), text, render=True)
+            # renderD129 (DRM card 1: rocm-smi index 1, GPU-1a2b...) is missing; the others open.
+            script = ("(cd /dev/dri && rm -f renderD128 renderD129 renderD130 && : > renderD128 && : > renderD130)"
+                      " && {g} list --json && {g} resolve --gpu all && ROCR_VISIBLE_DEVICES=1 {g} resolve --gpu 0"
+                      " && {{ {g} resolve --gpu 1; echo exit $?; }}"
+                      " && mkdir /dev/dri/renderD129 && {{ {g} resolve --gpu 0; echo exit $?; }}").format(g=BIN)
+            r = subprocess.run([BIN, "sim", "shell", path, "--", "sh", "-c", script], capture_output=True, text=True,
+                               timeout=120, env=base_env(GPUSEL_KFD_TOPOLOGY=topology))
+            if r.returncode != 0 and "namespace" in r.stderr:
+                self.skipTest("no private mount namespace here: " + r.stderr.strip()[-300:])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            out = r.stdout
+            doc, _, rest = out.partition("\n}\n")
+            doc = json.loads(doc + "}")
+            # KFD order 2b3c (renderD130), 3c4d (128), 1a2b (129, missing): HIP numbers the first two.
+            self.assertEqual([(g["uuid"], g["hip_ordinal"]) for g in doc["gpus"]],
+                             [("GPU-3c4d5e6f708192a3", 1), ("GPU-1a2b3c4d5e6f7081", None), ("GPU-2b3c4d5e6f708192", 0)])
+            lines = rest.split("\n")
+            self.assertEqual(lines[:3], ["GPU-3c4d5e6f708192a3", "GPU-2b3c4d5e6f708192", "GPU-3c4d5e6f708192a3"])
+            self.assertEqual(lines[3:5], ["exit 2", "exit 1"])
+            self.assertIn("--gpu 1: that is GPU-1a2b3c4d5e6f7081, whose render node /dev/dri/renderD129 does not "
+                          "exist here", r.stderr)
+            self.assertIn("HIP programs cannot start here", r.stderr)
+            self.assertIn("/dev/dri/renderD129 (GPU-1a2b3c4d5e6f7081) cannot be opened (Is a directory)", r.stderr)
 
     def test_run_gives_each_worker_its_gpu_by_rocrs_variable_and_leases_it(self):
         show = 'echo "$LOCAL_RANK ${ROCR_VISIBLE_DEVICES-unset} ${HIP_VISIBLE_DEVICES-unset} ${CUDA_VISIBLE_DEVICES-unset}"'

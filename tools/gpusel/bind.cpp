@@ -280,7 +280,7 @@ HipDevices hip_devices_here(const AmdSnapshot& amd) {
   if (here.unknown.empty()) return here;
   const bool kfd = here.unknown != "amd-kfd-order-unknown";
   const std::string why =
-      !kfd ? "HIP numbers the GPUs in the kernel's KFD order, and " + kfd_order_unknown_text()
+      !kfd ? "HIP numbers the GPUs in the kernel's KFD order, and " + kfd_order_unknown_text(amd)
       : here.unknown == "amd-rocr-empty-entry"
           ? "ROCR_VISIBLE_DEVICES has an empty entry, which makes HIP programs abort"
           : "that depends on the HIP version (an empty value, or ids in HIP_/CUDA_VISIBLE_DEVICES)";

@@ -584,7 +584,7 @@ AmdListing read_amd_listing(const AmdSnapshot& amd) {
   Note hip_note{"amd-hip-order-unread",
                 "HIP numbers AMD GPUs in the kernel's KFD order, which can differ from rocm-smi's "
                 "INDEX, and " +
-                    kfd_order_unknown_text() +
+                    kfd_order_unknown_text(amd) +
                     ", so the HIP column is unknown: name GPUs to ROCm by UUID "
                     "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm "
                     "version"};
