@@ -283,7 +283,9 @@ class AmdListTest(Case):
             script = ("(cd /dev/dri && rm -f renderD128 renderD129 renderD130 && : > renderD128 && : > renderD130)"
                       " && {g} list --json && {g} resolve --gpu all && ROCR_VISIBLE_DEVICES=1 {g} resolve --gpu 0"
                       " && {{ {g} resolve --gpu 1; echo exit $?; }}"
-                      " && mkdir /dev/dri/renderD129 && {{ {g} resolve --gpu 0; echo exit $?; }}").format(g=BIN)
+                      " && {{ {g} doctor >&2; echo exit $?; }}"
+                      " && mkdir /dev/dri/renderD129 && {{ {g} resolve --gpu 0; echo exit $?; }}"
+                      " && {{ {g} doctor >&2; echo exit $?; }}").format(g=BIN)
             r = subprocess.run([BIN, "sim", "shell", path, "--", "sh", "-c", script], capture_output=True, text=True,
                                timeout=120, env=base_env(GPUSEL_KFD_TOPOLOGY=topology))
             if r.returncode != 0 and "namespace" in r.stderr:
@@ -297,7 +299,11 @@ class AmdListTest(Case):
                              [("GPU-3c4d5e6f708192a3", 1), ("GPU-1a2b3c4d5e6f7081", None), ("GPU-2b3c4d5e6f708192", 0)])
             lines = rest.split("\n")
             self.assertEqual(lines[:3], ["GPU-3c4d5e6f708192a3", "GPU-2b3c4d5e6f708192", "GPU-3c4d5e6f708192a3"])
-            self.assertEqual(lines[3:5], ["exit 2", "exit 1"])
+            # doctor: a missing render node is a warning (exit 0), an unopenable one an error (1).
+            self.assertEqual(lines[3:7], ["exit 2", "exit 0", "exit 1", "exit 1"])
+            self.assertIn("warning: /dev/dri/renderD129 (GPU-1a2b3c4d5e6f7081) does not exist here", r.stderr)
+            self.assertIn("error: /dev/dri/renderD129 (GPU-1a2b3c4d5e6f7081) cannot be opened (Is a directory)",
+                          r.stderr)
             self.assertIn("--gpu 1: that is GPU-1a2b3c4d5e6f7081, whose render node /dev/dri/renderD129 does not "
                           "exist here", r.stderr)
             self.assertIn("HIP programs cannot start here", r.stderr)

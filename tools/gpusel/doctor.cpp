@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 #include <iostream>
@@ -129,6 +131,36 @@ class Doctor {
     return out;
   }
 
+  // The render nodes ROCm opens before it numbers any GPU (docs/amd.md, "The first filter"): one
+  // missing or denied here leaves its GPU out of HIP's numbers (a warning: by design in a
+  // container given other GPUs); any other failure makes ROCm start no GPU (an error).
+  void check_render_nodes(const AmdSnapshot& amd) {
+    for (const AmdGpu& g : amd.gpus) {
+      if (!g.render_error || *g.render_error == 0) continue;
+      const int e = *g.render_error;
+      if (e == ENOENT || e == EPERM) {
+        add(Severity::Warning, "amd-render-node-missing",
+            fmt::format("{} ({}) {}: HIP programs started here cannot use that GPU, and it has no "
+                        "HIP number",
+                        g.render_node, g.id,
+                        e == ENOENT ? "does not exist here" : "is denied by the device cgroup"),
+            "nothing to do in a container given other GPUs; otherwise give it the device (docker "
+            "--device " +
+                g.render_node + ")",
+            {g.index});
+      } else {
+        add(Severity::Error, "amd-render-node-unopenable",
+            fmt::format("{} ({}) cannot be opened ({}): ROCm opens every GPU's render node, so HIP "
+                        "programs start with no GPU at all",
+                        g.render_node, g.id, std::strerror(e)),
+            e == EACCES ? "add the user to the group that owns it (`ls -l " + g.render_node +
+                              "`: usually render, and video), then log in again"
+                        : std::string("check the amdgpu driver (`dmesg | grep amdgpu`)"),
+            {g.index});
+      }
+    }
+  }
+
   void check_drivers() {
     // No NVIDIA driver, and ROCm SMI monitors AMD GPUs: an AMD machine, where the NVIDIA findings
     // below are facts, not faults.
@@ -148,6 +180,7 @@ class Doctor {
             "`gpusel list` shows them with each GPU's HIP ordinal here; start HIP programs with "
             "`gpusel run --gpu ...`, or wrap each rank's as `gpusel bind -- PROGRAM` "
             "(docs/amd.md)");
+        check_render_nodes(amd);
       }
     }
     if (amd_gpus > 0) {
