@@ -67,6 +67,10 @@ struct GpuView {
   const GpuInfo& gpu;
   int cuda_ordinal = -1;   // -1: CUDA does not see it (or cuda_known is false)
   bool cuda_known = true;  // false: the ordinal depends on what NVML cannot tell
+  // An AMD GPU (ROCm SMI's): `gpu.index` is rocm-smi's, and the NVIDIA-only fields are absent.
+  bool amd = false;
+  std::optional<int> hip_ordinal =
+      std::nullopt;  // AMD: HIP's number here; nullopt hidden or unknown
 };
 
 // A field's value: absent when NVML did not give a number, or the field does not apply (the UUID

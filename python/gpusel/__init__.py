@@ -392,8 +392,9 @@ def _gpu_field(lst, i, name):
 def list_gpus(usage: bool = False) -> list:
     """Every GPU NVML lists, in nvidia-smi order: one dict each, keyed by the field names of
     `gpusel list --json` (None where NVML gave nothing); with `usage`, also what changes as a GPU
-    is used (memory_used_bytes, utilization_percent, ...). Never initialises CUDA; RuntimeError
-    when NVML is unavailable."""
+    is used (memory_used_bytes, utilization_percent, ...). Where NVML is unavailable and ROCm SMI
+    lists AMD GPUs, those, in rocm-smi order (vendor "amd", rocm_smi_index, hip_ordinal; NVIDIA's
+    own fields None). Never initialises CUDA; RuntimeError when neither can be read."""
     lst = ctypes.c_void_p()
     _check(_lib.gpusel_list_gpus_with(1 if usage else 0, ctypes.byref(lst)), RuntimeError)
     try:

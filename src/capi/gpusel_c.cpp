@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gpusel/amd.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/gpu_fields.hpp"
 #include "gpusel/nvml.hpp"
@@ -131,7 +132,33 @@ struct gpusel_gpu_list {
   std::vector<gpusel::GpuInfo> gpus;
   std::vector<int> cuda_ordinals;  // per GPU; -1 hidden or unknown
   bool cuda_known = true;          // false: the ordinals depend on what NVML cannot tell
+  bool amd = false;                // AMD GPUs, from ROCm SMI (where NVML is unavailable)
+  std::vector<std::optional<int>> hip_ordinals;  // AMD: per GPU; nullopt hidden or unknown
 };
+
+namespace {
+
+// Where NVML is unavailable and ROCm SMI lists GPUs: the AMD GPUs, each with the device number a
+// HIP program started in this environment gives it (as `gpusel list` on AMD GPUs); nullptr
+// elsewhere.
+std::unique_ptr<gpusel_gpu_list> amd_gpu_list(bool usage) {
+  const gpusel::AmdSnapshot amd = gpusel::query_rocm_smi(usage);
+  if (!amd.available || amd.gpus.empty()) return nullptr;
+  auto out = std::make_unique<gpusel_gpu_list>();
+  out->amd = true;
+  out->gpus = gpusel::amd_gpu_records(amd);
+  out->cuda_ordinals.assign(out->gpus.size(), -1);
+  out->hip_ordinals.assign(out->gpus.size(), std::nullopt);
+  const gpusel::HipDevices here = gpusel::hip_devices(gpusel::cuda_env_from_environment(), amd);
+  for (std::size_t ord = 0; here.unknown.empty() && ord < here.ids.size(); ++ord) {
+    for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
+      if (amd.gpus[i].id == here.ids[ord]) out->hip_ordinals[i] = static_cast<int>(ord);
+    }
+  }
+  return out;
+}
+
+}  // namespace
 
 extern "C" {
 
@@ -207,7 +234,13 @@ gpusel_status gpusel_list_gpus_with(unsigned flags, gpusel_gpu_list** list) {
     gpusel::NvmlQuery query;
     query.usage = (flags & GPUSEL_LIST_USAGE) != 0;
     gpusel::NvmlSnapshot snap = gpusel::query_nvml(query);
-    if (!snap.available) throw gpusel::failure("NVML is unavailable: " + snap.reason, snap.problem);
+    if (!snap.available) {
+      if (auto amd = amd_gpu_list(query.usage)) {
+        *list = amd.release();
+        return GPUSEL_OK;
+      }
+      throw gpusel::failure("NVML is unavailable: " + snap.reason, snap.problem);
+    }
     const gpusel::VisibleSet vs =
         gpusel::model_visible(snap.gpus, gpusel::cuda_env_from_environment());
     auto out = std::make_unique<gpusel_gpu_list>();
@@ -293,7 +326,8 @@ gpusel_status gpusel_gpu_list_field(const gpusel_gpu_list* list, size_t i, const
       throw gpusel::bad_input("GPU " + std::to_string(i) + " is past the end of the list (" +
                               std::to_string(list->gpus.size()) + " GPUs)");
     }
-    const gpusel::GpuView view{list->gpus[i], list->cuda_ordinals[i], list->cuda_known};
+    const gpusel::GpuView view{list->gpus[i], list->cuda_ordinals[i], list->cuda_known, list->amd,
+                               list->amd ? list->hip_ordinals[i] : std::nullopt};
     const gpusel::FieldValue value = gpusel::gpu_field(view, spec->field);
     const gpusel_status status =
         out_string(gpusel::field_plain_text(*spec, value), buf, size, needed);

@@ -59,9 +59,30 @@ FieldValue optional_number(const std::optional<T>& n) {
 }
 
 // The value of a field with a reader of its own (GPUSEL_GPU_FIELD rows).
+// NVIDIA's own numbers and modes, which an AMD GPU does not have.
+bool nvidia_only(GpuField field) {
+  switch (field) {
+    case GpuField::nvidia_smi_index:
+    case GpuField::cuda_ordinal:
+    case GpuField::cuda_visibility:
+    case GpuField::compute_capability:
+    case GpuField::mig_enabled:
+      return true;
+    default:
+      return false;
+  }
+}
+
 FieldValue own_field(const GpuView& v, GpuField field) {
   const GpuInfo& g = v.gpu;
+  if (v.amd && nvidia_only(field)) return FieldValue{};
   switch (field) {
+    case GpuField::vendor:
+      return text(v.amd ? "amd" : "nvidia");
+    case GpuField::rocm_smi_index:
+      return v.amd ? number(g.index) : FieldValue{};
+    case GpuField::hip_ordinal:
+      return v.amd ? optional_number(v.hip_ordinal) : FieldValue{};
     case GpuField::nvidia_smi_index:
       return number(g.index);
     case GpuField::cuda_ordinal:

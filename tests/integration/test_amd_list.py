@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 import unittest
 
@@ -236,6 +237,59 @@ class AmdListTest(Case):
             self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], "amd-kfd-order-unknown")
             doc = gpusel_json("--sim", path, "resolve", "--gpu", "GPU-1a", "--json")  # no preset: fine
             self.assertEqual(doc["gpus"], [a])
+
+    def test_the_c_and_python_lists_give_the_amd_gpus(self):
+        """gpusel.list_gpus() (the C ABI's list of fields by name) on an AMD machine gives the GPUs
+        `gpusel list --json` gives, under the same names, HIP's numbers as the environment sets
+        them, and NVIDIA's own fields absent; the fixed struct gives rocm-smi's index as the index
+        and no CUDA ordinal."""
+        if not PYTHON_LOADS_LIBRARIES:
+            self.skipTest("the ThreadSanitizer build's simulated library cannot load into Python")
+        library = os.path.abspath(os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2")))
+        script = (
+            "import ctypes, json, gpusel\n"
+            "class Info(ctypes.Structure):\n"
+            "    _fields_ = [('size', ctypes.c_size_t), ('index', ctypes.c_uint), ('cuda_ordinal', ctypes.c_int),\n"
+            "                ('uuid', ctypes.c_char * 96), ('name', ctypes.c_char * 256), ('pci', ctypes.c_char * 32),\n"
+            "                ('total', ctypes.c_ulonglong), ('numa', ctypes.c_int), ('cc_major', ctypes.c_int),\n"
+            "                ('cc_minor', ctypes.c_int), ('mig', ctypes.c_int)]\n"
+            "lib = ctypes.CDLL(gpusel.library_path)\n"
+            "lib.gpusel_gpu_list_count.restype = ctypes.c_size_t\n"
+            "lib.gpusel_gpu_list_count.argtypes = [ctypes.c_void_p]\n"
+            "lib.gpusel_gpu_list_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]\n"
+            "lib.gpusel_gpu_list_free.argtypes = [ctypes.c_void_p]\n"
+            "lib.gpusel_last_error.restype = ctypes.c_char_p\n"
+            "lst = ctypes.c_void_p()\n"
+            "assert lib.gpusel_list_gpus(ctypes.byref(lst)) == 0, lib.gpusel_last_error()\n"
+            "structs = []\n"
+            "for i in range(lib.gpusel_gpu_list_count(lst)):\n"
+            "    info = Info(); info.size = ctypes.sizeof(Info)\n"
+            "    assert lib.gpusel_gpu_list_get(lst, i, ctypes.byref(info)) == 0, lib.gpusel_last_error()\n"
+            "    structs.append([info.index, info.cuda_ordinal, info.uuid.decode(), info.total])\n"
+            "lib.gpusel_gpu_list_free(lst)\n"
+            "print(json.dumps({'gpus': gpusel.list_gpus(usage=True), 'structs': structs}))\n")
+        for preset in ({}, {"ROCR_VISIBLE_DEVICES": "2,0"}):
+            with self.subTest(preset=preset):
+                env = for_python(base_env(PYTHONPATH=os.path.abspath(os.path.join(SOURCE, "python")),
+                                          GPUSEL_LIBRARY=library, **preset))
+                r = subprocess.run([BIN, "sim", "exec", "amd-mi210", "--", sys.executable, "-c", script],
+                                   capture_output=True, text=True, env=env, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = json.loads(r.stdout)
+                want = gpusel_json("--sim", "amd-mi210", "list", "--json", **preset)["gpus"]
+                self.assertEqual(len(got["gpus"]), len(want))
+                for g, w, st in zip(got["gpus"], want, got["structs"]):
+                    for key in ("vendor", "uuid", "name", "pci_bus_id", "memory_total_bytes", "memory_used_bytes",
+                                "utilization_percent", "rocm_smi_index", "hip_ordinal", "failure"):
+                        self.assertEqual(g[key], w[key], key)
+                    for key in ("nvidia_smi_index", "cuda_ordinal", "cuda_visibility", "compute_capability",
+                                "mig_enabled"):
+                        self.assertIsNone(g[key], key)
+                    self.assertEqual(st, [w["rocm_smi_index"], -1, w["uuid"], w["memory_total_bytes"]])
+        # On NVIDIA GPUs the AMD fields are absent and the vendor says so.
+        doc = gpusel_json("--sim", "dgx-h100", "list", "--json")
+        self.assertEqual({(g["vendor"], g["rocm_smi_index"], g["hip_ordinal"]) for g in doc["gpus"]},
+                         {("nvidia", None, None)})
 
     def kfd_topology_fills_in(self, tmp, path):
         """Without node ids from ROCm SMI (5.x), the kernel's KFD topology gives the order: the same

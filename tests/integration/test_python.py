@@ -243,9 +243,11 @@ print(json.dumps(out))
         self.assertEqual(missing[0], 3)
         self.assertIn("NVML is unavailable", missing[1])
         # The simulator models every field of the table: on a healthy machine, with usage, each
-        # GPU has them all (a field added without the simulator's getter fails here).
+        # GPU has them all (a field added without the simulator's getter fails here), but for the
+        # failure and AMD GPUs' own numbers (test_amd_list has those).
         dgx = python(code, "dgx-h100")[1]
-        self.assertEqual({key for gpu in dgx for key, value in gpu.items() if value is None}, {"failure"})
+        self.assertEqual({key for gpu in dgx for key, value in gpu.items() if value is None},
+                         {"failure", "rocm_smi_index", "hip_ordinal"})
 
     def test_a_relative_library_path_still_finds_the_probe_helper(self):
         # GPUSEL_LIBRARY=build/lib/libgpusel.so.2: the library finds gpusel-probe-cuda beside it as
