@@ -182,6 +182,16 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_busy_percent_get(std::uint32_t index,
   });
 }
 
+// The NUMA node the GPU's PCI device hangs from (the machine file's numa_node); a GPU the file
+// gives -1 reports what a machine without NUMA's sysfs gives, 0xffffffff.
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_topo_numa_affinity_get(std::uint32_t index,
+                                                             std::uint32_t* numa) {
+  return answer(index, numa, [](const SimGpu& g, std::uint32_t& v) {
+    v = g.numa_node < 0 ? 0xffffffffu : static_cast<std::uint32_t>(g.numa_node);
+    return RSMI_STATUS_SUCCESS;
+  });
+}
+
 // The GPU's KFD topology node (ROCm 6.x's function): node 0 is the CPU, then the GPUs in the
 // order of the machine file's [[gpu]] tables. Not supported where the file says
 // rocm_smi_node_ids = false (an SMI without the function).

@@ -24,6 +24,9 @@ struct AmdGpu {
   // The GPU's node in the kernel's KFD topology (ROCr and HIP number GPUs in node order), where
   // ROCm SMI says (rsmi_dev_node_id_get, ROCm 6.x; not in 5.x).
   std::optional<unsigned> kfd_node;
+  // The NUMA node the GPU's PCI device is attached to (rsmi_topo_numa_affinity_get), where known:
+  // `run --bind-cpu` takes the CPUs near the GPU from it.
+  std::optional<int> numa_node;
   // The GPU's DRM render node (/dev/dri/renderD<n>, named by its KFD node in the kernel's
   // topology) and whether this process can open it as ROCm does, read and write: 0 when it can,
   // else the errno. ROCm leaves a GPU whose render node is missing here (ENOENT: a container

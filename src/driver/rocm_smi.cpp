@@ -114,6 +114,10 @@ std::optional<std::uint64_t> read_gpu(const RsmiApi& api, bool usage, AmdGpu& gp
   }
   if (api.rsmi_dev_memory_total_get != nullptr)
     api.rsmi_dev_memory_total_get(i, RSMI_MEM_TYPE_VRAM, &gpu.memory_total);
+  std::uint32_t numa = 0;
+  if (api.rsmi_topo_numa_affinity_get != nullptr &&
+      api.rsmi_topo_numa_affinity_get(i, &numa) == RSMI_STATUS_SUCCESS && numa < 65536)
+    gpu.numa_node = static_cast<int>(numa);  // -1 (no NUMA) arrives as 0xffffffff: unknown
   std::uint32_t node = 0;
   if (api.rsmi_dev_node_id_get != nullptr &&
       api.rsmi_dev_node_id_get(i, &node) == RSMI_STATUS_SUCCESS)
@@ -218,6 +222,7 @@ std::vector<GpuInfo> amd_gpu_records(const AmdSnapshot& amd) {
     g.memory_used = a.memory_used;
     g.utilization = a.busy_percent;
     g.processes = a.processes;
+    g.numa_node = a.numa_node;
     if (a.id.empty()) {
       g.failure = a.failure;
       g.problem = Problem(ErrorCode::DriverCallFailed, "rsmi_dev_unique_id_get");

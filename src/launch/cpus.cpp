@@ -23,17 +23,42 @@ std::string read_line(const std::string& path) {
   return line;
 }
 
-// The CPUs of the NUMA node of a PCI device, from sysfs; empty when unknown.
-std::vector<int> sysfs_cpus(const std::string& nvml_bus_id) {
-  if (nvml_bus_id.size() < 16) return {};
+std::string node_cpulist(const std::string& node) {
+  return "/sys/devices/system/node/node" + node + "/cpulist";
+}
+
+// The CPUs of a NUMA node, from sysfs; empty when unknown.
+std::vector<int> node_cpus(const std::string& node) {
+  auto cpus = detail::parse_cpu_list(read_line(node_cpulist(node)));
+  return cpus ? *cpus : std::vector<int>{};
+}
+
+// The sysfs file that says a PCI device's NUMA node.
+std::string pci_numa_file(const std::string& nvml_bus_id) {
+  if (nvml_bus_id.size() < 16) return "";
   std::string bus = nvml_bus_id.substr(4);  // 00000000:18:00.0 -> 0000:18:00.0
   std::transform(bus.begin(), bus.end(), bus.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  const std::string node = read_line("/sys/bus/pci/devices/" + bus + "/numa_node");
+  return "/sys/bus/pci/devices/" + bus + "/numa_node";
+}
+
+// The CPUs near a GPU: the driver's CPU affinity (NVML's), else those of the NUMA node the driver
+// gives (ROCm SMI's), else of the PCI device's NUMA node in sysfs; empty when unknown, with what
+// was looked at in `looked`.
+std::vector<int> gpu_cpus(const GpuInfo& g, std::string& looked) {
+  if (!g.cpus.empty()) return g.cpus;
+  if (g.numa_node && *g.numa_node >= 0) {
+    const std::string node = std::to_string(*g.numa_node);
+    looked = "its NUMA node is " + node + ", and " + node_cpulist(node) + " cannot be read";
+    return node_cpus(node);
+  }
+  const std::string file = pci_numa_file(g.pci_bus_id);
+  const std::string node = file.empty() ? "" : read_line(file);
+  looked = "the driver gives no CPU affinity or NUMA node for it" +
+           (file.empty() ? std::string(", nor a PCI address") : ", and " + file + " gives none");
   if (node.empty() || node[0] == '-') return {};
-  auto cpus =
-      detail::parse_cpu_list(read_line("/sys/devices/system/node/node" + node + "/cpulist"));
-  return cpus ? *cpus : std::vector<int>{};
+  looked = file + " says NUMA node " + node + ", and " + node_cpulist(node) + " cannot be read";
+  return node_cpus(node);
 }
 
 }  // namespace
@@ -75,11 +100,10 @@ std::vector<std::vector<int>> plan_cpus(const std::vector<GpuInfo>& rank_gpus, C
 #endif
   for (std::size_t r = 0; r < rank_gpus.size(); ++r) {
     const GpuInfo& g = rank_gpus[r];
-    std::vector<int> cpus = !g.cpus.empty() ? g.cpus : sysfs_cpus(g.pci_bus_id);
-    if (cpus.empty()) {
-      throw failure("the CPUs near GPU " + g.uuid +
-                    " are unknown (NVML reports no CPU affinity and sysfs no NUMA node)");
-    }
+    std::string looked;
+    std::vector<int> cpus = gpu_cpus(g, looked);
+    if (cpus.empty())
+      throw failure("the CPUs near GPU " + g.uuid + " are unknown (" + looked + ")");
     std::vector<int> inside;
     std::set_intersection(cpus.begin(), cpus.end(), allowed.begin(), allowed.end(),
                           std::back_inserter(inside));

@@ -77,6 +77,15 @@ def kfd_topology(folder, machine_text, change=None, render=False):
     return folder
 
 
+def parse_cpus(text):
+    """"0-2,5" -> [0, 1, 2, 5]."""
+    out = []
+    for part in text.split(","):
+        lo, _, hi = part.partition("-")
+        out += range(int(lo), int(hi or lo) + 1)
+    return out
+
+
 def plain_env():
     return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
 
@@ -395,9 +404,31 @@ class AmdListTest(Case):
         self.assertEqual(r.returncode, 1, r.stdout)
         self.assertIn("gpusel run --gpu", r.stderr)
         self.assertIn("ROCR_VISIBLE_DEVICES", r.stderr)
-        r = gpusel("--sim", "amd-mi210", "run", "--bind-cpu", "node", "--gpu", "0", "--", "true")
-        self.assertEqual(r.returncode, 1)
-        self.assertIn("AMD GPU", r.stderr)
+
+    def test_bind_cpu_takes_the_cpus_of_the_numa_node_rocm_smi_gives(self):
+        # rocm-smi indices 1 and 2 hang from NUMA node 0 in the machine file, index 0 from node 1
+        # (rsmi_topo_numa_affinity_get): the workers run on this machine's node's CPUs, split
+        # between them with exclusive, shared with node; a node this machine lacks is refused.
+        allowed = sorted(os.sched_getaffinity(0))
+        with open("/sys/devices/system/node/node0/cpulist") as f:
+            node0 = parse_cpus(f.read().strip())
+        near = [c for c in node0 if c in allowed]
+        show = 'echo "$LOCAL_RANK $(grep Cpus_allowed_list /proc/self/status | cut -f2)"'
+        for mode in ("node", "exclusive"):
+            with self.subTest(mode=mode):
+                r = gpusel("--sim", "amd-mi210", "run", "--quiet", "--bind-cpu", mode, "--gpu", "1,2", "--",
+                           "sh", "-c", show)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                got = dict(line.split() for line in r.stdout.splitlines())
+                if mode == "node" or len(near) < 2:
+                    self.assertEqual({k: parse_cpus(v) for k, v in got.items()}, {"0": near, "1": near})
+                else:
+                    half = len(near) // 2
+                    self.assertEqual({k: parse_cpus(v) for k, v in got.items()}, {"0": near[:half], "1": near[half:]})
+        if not os.path.exists("/sys/devices/system/node/node1"):
+            r = gpusel("--sim", "amd-mi210", "run", "--bind-cpu", "node", "--gpu", "0", "--", "true")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("its NUMA node is 1, and /sys/devices/system/node/node1/cpulist cannot be read", r.stderr)
 
     def test_free_picks_among_the_amd_gpus_by_their_usage(self):
         a, b, c = EXPECTED[1][0], EXPECTED[2][0], EXPECTED[0][0]

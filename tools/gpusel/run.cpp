@@ -191,9 +191,6 @@ int run_run(const RunOptions& options) {
     launch.set_visible = options.set_visible == "own" ? SetVisible::Own : SetVisible::Job;
   }
   if (options.bind_cpu != "none") {
-    if (launch.amd)
-      throw failure("--bind-cpu " + options.bind_cpu +
-                    ": the CPUs near an AMD GPU are not read yet; run with --bind-cpu none");
     if (!r.resolved)
       throw failure("--bind-cpu " + options.bind_cpu +
                     " needs NVML to find the CPUs near each GPU");
