@@ -363,6 +363,14 @@ void place_by_launcher(const PlacementModel& m, int default_ordinal, PlacementVe
     v.ordinal = default_ordinal;
     return;
   }
+  if (m.hip && devices == 0) {
+    refuse(v, "hip-no-device",
+           "HIP shows this process no device (" + settings +
+               "): the variables leave HIP programs no GPU here",
+           "`gpusel doctor` says which of them hides the GPUs; unset them, or set them to GPUs "
+           "this machine has (`gpusel list`)");
+    return;
+  }
   refuse(v, "ordinal-out-of-range",
          std::string("cannot use ") + runtime(m) + " device " + std::to_string(default_ordinal) +
              ": " + std::to_string(devices) + " visible (" + settings + ")",
@@ -405,7 +413,10 @@ void check_truncated_hip(const PlacementModel& m, PlacementVerdict& v) {
       {"ROCR_VISIBLE_DEVICES", &m.rocr_visible}};
   for (const auto& [name, value] : layers) {
     if (!*value || trim_blanks(**value).empty()) continue;
-    const std::size_t entries = split_commas(**value).size();
+    // A comma last ends the list and drops nothing ("0,1," is two entries to ROCr and HIP alike).
+    std::vector<std::string_view> list = split_commas(**value);
+    while (!list.empty() && trim_blanks(list.back()).empty()) list.pop_back();
+    const std::size_t entries = list.size();
     if (m.visible->size() >= entries) return;
     const bool rocr = std::string_view(name) == "ROCR_VISIBLE_DEVICES";
     refuse(v, "visible-truncated",
@@ -523,6 +534,7 @@ PlacementVerdict analyse_placement(const PlacementModel& m, int default_ordinal)
   }
   if (!v.problems.empty() || !v.ordinal) return v;
   v.uuid = (*m.visible)[static_cast<std::size_t>(*v.ordinal)];
+  if (m.hip) return v;  // Slurm's checks read CUDA_VISIBLE_DEVICES and NVML's numbers: CUDA's
   if (auto p = slurm_placement_problem(m, *v.uuid)) {
     v.problems.push_back(std::move(*p));
   } else if (auto w = slurm_exposure_warning(m)) {

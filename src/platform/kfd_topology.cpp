@@ -75,7 +75,10 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
       std::string name, value;
       if (!(words >> name >> value)) continue;
       const auto v = read_number(value);
-      if (!v || *v > 0xffffffffu) continue;
+      if (!v || *v > 0xffffffffu) {
+        if (name == "location_id" || name == "domain") return std::nullopt;  // an address unread
+        continue;
+      }
       if (name == "location_id") {
         g.location_id = static_cast<std::uint32_t>(*v);
         located = true;
@@ -100,9 +103,10 @@ int render_node_error(unsigned minor) {
   (void)minor;
   return 0;
 #else
-  const int fd = open(render_node_path(minor).c_str(), O_RDWR | O_CLOEXEC);
-  if (fd < 0) return errno;
-  close(fd);
+  // Asked of the kernel's permission check, not by opening it: an open reaches the driver, which
+  // wakes a suspended GPU and sets up a GPU address space for the caller.
+  if (faccessat(AT_FDCWD, render_node_path(minor).c_str(), R_OK | W_OK, AT_EACCESS) != 0)
+    return errno;
   return 0;
 #endif
 }

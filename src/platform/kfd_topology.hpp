@@ -31,10 +31,12 @@ std::string kfd_nodes_folder();
 // give no location_id: the order is then unknown, never guessed.
 std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& folder);
 
-// "/dev/dri/renderD<minor>", and whether this process can open it as ROCm's thunk does (read and
-// write): 0 when it can, else the errno of the attempt. The thunk leaves a GPU whose render node
-// is missing (ENOENT) or denied by the device cgroup (EPERM) out of the devices it numbers, and
-// fails altogether on any other error (EACCES: the user is not in the render group).
+// "/dev/dri/renderD<minor>", and whether this process may open it as ROCm's thunk does (read and
+// write), asked of the kernel's permission check (faccessat, effective ids) without opening it:
+// 0 when it may, else the errno. The thunk leaves a GPU whose render node is missing (ENOENT) or
+// denied by the device cgroup (EPERM, which only an open shows: not seen here) out of the devices
+// it numbers, and fails altogether on any other error (EACCES: the user is not in the render
+// group).
 std::string render_node_path(unsigned minor);
 int render_node_error(unsigned minor);
 

@@ -342,12 +342,13 @@ class AmdListTest(Case):
             with open(path, "w") as f:
                 f.write(text)
             topology = kfd_topology(os.path.join(tmp, "kfd"), text, render=True)
-            # renderD129 (DRM card 1: rocm-smi index 1, GPU-1a2b...) is missing; the others open.
+            # renderD129 (DRM card 1: rocm-smi index 1, GPU-1a2b...) is missing, then a link to itself
+        # (ELOOP: an error other than a missing node); the others may be opened.
             script = ("(cd /dev/dri && rm -f renderD128 renderD129 renderD130 && : > renderD128 && : > renderD130)"
                       " && {g} list --json && {g} resolve --gpu all && ROCR_VISIBLE_DEVICES=1 {g} resolve --gpu 0"
                       " && {{ {g} resolve --gpu 1; echo exit $?; }}"
                       " && {{ {g} doctor >&2; echo exit $?; }}"
-                      " && mkdir /dev/dri/renderD129 && {{ {g} resolve --gpu 0; echo exit $?; }}"
+                      " && ln -s renderD129 /dev/dri/renderD129 && {{ {g} resolve --gpu 0; echo exit $?; }}"
                       " && {{ {g} doctor >&2; echo exit $?; }}").format(g=BIN)
             r = subprocess.run([BIN, "sim", "shell", path, "--", "sh", "-c", script], capture_output=True, text=True,
                                timeout=120, env=base_env(GPUSEL_KFD_TOPOLOGY=topology))
@@ -365,12 +366,13 @@ class AmdListTest(Case):
             # doctor: a missing render node is a warning (exit 0), an unopenable one an error (1).
             self.assertEqual(lines[3:7], ["exit 2", "exit 0", "exit 1", "exit 1"])
             self.assertIn("warning: /dev/dri/renderD129 (GPU-1a2b3c4d5e6f7081) does not exist here", r.stderr)
-            self.assertIn("error: /dev/dri/renderD129 (GPU-1a2b3c4d5e6f7081) cannot be opened (Is a directory)",
-                          r.stderr)
+            self.assertIn("error: /dev/dri/renderD129 (GPU-1a2b3c4d5e6f7081) cannot be opened (Too many levels of "
+                          "symbolic links)", r.stderr)
             self.assertIn("--gpu 1: that is GPU-1a2b3c4d5e6f7081, whose render node /dev/dri/renderD129 does not "
                           "exist here", r.stderr)
             self.assertIn("HIP programs cannot start here", r.stderr)
-            self.assertIn("/dev/dri/renderD129 (GPU-1a2b3c4d5e6f7081) cannot be opened (Is a directory)", r.stderr)
+            self.assertIn("/dev/dri/renderD129 (GPU-1a2b3c4d5e6f7081) cannot be opened (Too many levels of symbolic "
+                          "links)", r.stderr)
 
     def test_run_gives_each_worker_its_gpu_by_rocrs_variable_and_leases_it(self):
         show = 'echo "$LOCAL_RANK ${ROCR_VISIBLE_DEVICES-unset} ${HIP_VISIBLE_DEVICES-unset} ${CUDA_VISIBLE_DEVICES-unset}"'

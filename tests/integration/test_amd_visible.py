@@ -393,6 +393,26 @@ class HipBindTest(Case):
         self.assertEqual(self.bound(self.env(**preset)), (0, seen[0]))
         self.assertEqual(self.bound(self.env(LOCAL_RANK="0", **preset)), (0, seen[0]))
 
+    def test_a_comma_last_cuts_nothing(self):
+        # "0,1," is two entries to ROCr and HIP alike: nothing was dropped, so the bind goes ahead.
+        for name in ("ROCR_VISIBLE_DEVICES", "HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES"):
+            with self.subTest(variable=name):
+                seen = self.seen(self.env(**{name: "0,1,"}))
+                self.assertEqual(len(seen), 2)
+                self.assertEqual(self.bound(self.env(LOCAL_RANK="1", **{name: "0,1,"})), (1, seen[1]))
+
+    def test_variables_that_leave_hip_no_device_are_named(self):
+        # Slurm's two variables on an AMD node (the same GPU number in both) leave HIP nothing; the
+        # bind says so, naming them, instead of that CUDA is missing.
+        env = self.env(ROCR_VISIBLE_DEVICES="1", CUDA_VISIBLE_DEVICES="1")
+        self.assertEqual(self.seen(env), [])
+        r = subprocess.run([self.bind], capture_output=True, text=True, timeout=60, env=env)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn('HIP shows this process no device (ROCR_VISIBLE_DEVICES="1", HIP_VISIBLE_DEVICES=unset, '
+                      'CUDA_VISIBLE_DEVICES="1")', r.stderr)
+        self.assertIn("gpusel doctor", r.stderr)
+        self.assertNotIn("CUDA is unavailable", r.stderr)
+
     def test_refusals_speak_of_hips_devices_and_rocms_variables(self):
         seen = self.seen(self.env())
         cases = [
