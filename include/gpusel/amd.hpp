@@ -65,6 +65,14 @@ std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd);
 // KFD topology (read where ROCm SMI cannot say) gave it.
 std::string kfd_order_unknown_text(const AmdSnapshot& amd);
 
+// How ROCm treats a GPU by its render node (AmdGpu::render_error): HIP programs here may use it
+// (or nothing is known), ROCm leaves it out (the node is missing, or the device cgroup denies it),
+// or ROCm starts no GPU at all (any other error). And what to do about the last: join the node's
+// group (EACCES), else look at the driver.
+enum class RenderAccess { Usable, LeftOut, StopsRocm };
+RenderAccess render_access(const AmdGpu& gpu);
+std::string render_node_remedy(const AmdGpu& gpu);
+
 // Whether AMD's GPU compute driver is loaded here (/dev/kfd exists): AMD GPUs may be in use even
 // where ROCm SMI cannot be read.
 bool amd_driver_present();

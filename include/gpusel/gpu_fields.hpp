@@ -69,8 +69,8 @@ struct GpuView {
   bool cuda_known = true;  // false: the ordinal depends on what NVML cannot tell
   // An AMD GPU (ROCm SMI's): `gpu.index` is rocm-smi's, and the NVIDIA-only fields are absent.
   bool amd = false;
-  std::optional<int> hip_ordinal =
-      std::nullopt;  // AMD: HIP's number here; nullopt hidden or unknown
+  // AMD: HIP's number for it here; nullopt hidden or unknown.
+  std::optional<int> hip_ordinal = std::nullopt;
 };
 
 // A field's value: absent when NVML did not give a number, or the field does not apply (the UUID

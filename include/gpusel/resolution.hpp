@@ -82,6 +82,10 @@ struct HipDevices {
 };
 HipDevices hip_devices(const CudaEnv& env, const AmdSnapshot& amd);
 
+// Each GPU's HIP ordinal in `here`, by position in `amd.gpus`: nullopt for a GPU the variables
+// hide, and for every GPU when `here` cannot be told (here.unknown set).
+std::vector<std::optional<int>> hip_ordinals(const HipDevices& here, const AmdSnapshot& amd);
+
 // ROCR_, HIP_ and CUDA_VISIBLE_DEVICES as set here ("ROCR_VISIBLE_DEVICES=unset, ..."), for
 // messages: HipDevices::settings.
 std::string hip_settings(const CudaEnv& env);

@@ -148,13 +148,8 @@ std::unique_ptr<gpusel_gpu_list> amd_gpu_list(bool usage) {
   out->amd = true;
   out->gpus = gpusel::amd_gpu_records(amd);
   out->cuda_ordinals.assign(out->gpus.size(), -1);
-  out->hip_ordinals.assign(out->gpus.size(), std::nullopt);
-  const gpusel::HipDevices here = gpusel::hip_devices(gpusel::cuda_env_from_environment(), amd);
-  for (std::size_t ord = 0; here.unknown.empty() && ord < here.ids.size(); ++ord) {
-    for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
-      if (amd.gpus[i].id == here.ids[ord]) out->hip_ordinals[i] = static_cast<int>(ord);
-    }
-  }
+  out->hip_ordinals =
+      gpusel::hip_ordinals(gpusel::hip_devices(gpusel::cuda_env_from_environment(), amd), amd);
   return out;
 }
 

@@ -58,7 +58,6 @@ FieldValue optional_number(const std::optional<T>& n) {
   return n ? number(static_cast<std::int64_t>(*n)) : FieldValue{};
 }
 
-// The value of a field with a reader of its own (GPUSEL_GPU_FIELD rows).
 // NVIDIA's own numbers and modes, which an AMD GPU does not have.
 bool nvidia_only(GpuField field) {
   switch (field) {
@@ -73,6 +72,7 @@ bool nvidia_only(GpuField field) {
   }
 }
 
+// The value of a field with a reader of its own (GPUSEL_GPU_FIELD rows).
 FieldValue own_field(const GpuView& v, GpuField field) {
   const GpuInfo& g = v.gpu;
   if (v.amd && nvidia_only(field)) return FieldValue{};

@@ -161,7 +161,8 @@ void nodes_from_topology(AmdSnapshot& snap, const std::vector<std::optional<std:
 }
 
 // Each GPU's render node, from its KFD node's drm_render_minor, tried as ROCm's thunk opens it.
-void render_access(AmdSnapshot& snap, const std::optional<std::vector<detail::KfdGpuNode>>& nodes) {
+void read_render_nodes(AmdSnapshot& snap,
+                       const std::optional<std::vector<detail::KfdGpuNode>>& nodes) {
   if (!nodes) return;
   for (AmdGpu& g : snap.gpus) {
     if (!g.kfd_node) continue;
@@ -232,10 +233,23 @@ std::vector<GpuInfo> amd_gpu_records(const AmdSnapshot& amd) {
   return out;
 }
 
+RenderAccess render_access(const AmdGpu& gpu) {
+  if (!gpu.render_error || *gpu.render_error == 0) return RenderAccess::Usable;
+  if (*gpu.render_error == ENOENT || *gpu.render_error == EPERM) return RenderAccess::LeftOut;
+  return RenderAccess::StopsRocm;
+}
+
+std::string render_node_remedy(const AmdGpu& gpu) {
+  if (gpu.render_error == EACCES) {
+    return "add the user to the group that owns it (`ls -l " + gpu.render_node +
+           "`: usually render, and video), then log in again";
+  }
+  return "check the amdgpu driver (`dmesg | grep amdgpu`)";
+}
+
 std::string kfd_order_unknown_text(const AmdSnapshot& amd) {
   for (const AmdGpu& g : amd.gpus) {
-    if (g.render_error && *g.render_error != 0 && *g.render_error != ENOENT &&
-        *g.render_error != EPERM) {
+    if (render_access(g) == RenderAccess::StopsRocm) {
       return "ROCm starts no GPU here: it opens every GPU's render node, and " + g.render_node +
              " cannot be opened (" + std::strerror(*g.render_error) + ")";
     }
@@ -280,11 +294,9 @@ std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd) {
   }
   std::vector<std::string> ids;
   for (const AmdGpu* g : gpus) {
-    if (!g->render_error || *g->render_error == 0) {
-      ids.push_back(g->id);
-    } else if (*g->render_error != ENOENT && *g->render_error != EPERM) {
-      return std::nullopt;  // ROCm starts no GPU here: nothing to number
-    }                       // else left out, as ROCm's thunk leaves it out
+    const RenderAccess access = render_access(*g);
+    if (access == RenderAccess::StopsRocm) return std::nullopt;  // nothing to number
+    if (access == RenderAccess::Usable) ids.push_back(g->id);    // else left out, as ROCm does
   }
   return ids;
 }
@@ -334,7 +346,7 @@ AmdSnapshot query_rocm_smi(bool usage) {
   }
   const auto topology = detail::read_kfd_gpu_nodes(detail::kfd_nodes_folder());
   nodes_from_topology(snap, bdfs, topology);
-  render_access(snap, topology);
+  read_render_nodes(snap, topology);
   if (usage) read_processes(api, snap);
   api.rsmi_shut_down();
   return snap;

@@ -43,8 +43,8 @@ std::string pci_numa_file(const std::string& nvml_bus_id) {
 }
 
 // The CPUs near a GPU: the driver's CPU affinity (NVML's), else those of the NUMA node the driver
-// gives (ROCm SMI's), else of the PCI device's NUMA node in sysfs; empty when unknown, with what
-// was looked at in `looked`.
+// gives (NVML's or ROCm SMI's), else of the PCI device's NUMA node in sysfs; empty when unknown,
+// with what was looked at in `looked`.
 std::vector<int> gpu_cpus(const GpuInfo& g, std::string& looked) {
   if (!g.cpus.empty()) return g.cpus;
   if (g.numa_node && *g.numa_node >= 0) {

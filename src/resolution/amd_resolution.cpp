@@ -52,23 +52,15 @@ struct AmdQuota {
   std::vector<std::string> ids;
 };
 
-// Whether HIP programs started here can use the GPU: its render node opens (or is not known).
-bool usable_here(const AmdGpu& g) {
-  return !g.render_error || *g.render_error == 0;
-}
-
 // A render node ROCm cannot open for a reason other than its absence or the device cgroup: ROCm
 // then starts no GPU at all in this process, so nothing may be placed.
 void refuse_if_rocm_cannot_start(const std::string& asked, const AmdSnapshot& amd) {
   for (const AmdGpu& g : amd.gpus) {
-    if (usable_here(g) || *g.render_error == ENOENT || *g.render_error == EPERM) continue;
-    const int e = *g.render_error;
+    if (render_access(g) != RenderAccess::StopsRocm) continue;
     throw failure(
         asked + ": HIP programs cannot start here: ROCm opens every AMD GPU's render node, and " +
-            g.render_node + " (" + g.id + ") cannot be opened (" + std::strerror(e) + ")" +
-            (e == EACCES ? "; add the user to the group that owns it (`ls -l " + g.render_node +
-                               "`: usually render, and video), then log in again"
-                         : std::string("; check the amdgpu driver (`dmesg | grep amdgpu`)")),
+            g.render_node + " (" + g.id + ") cannot be opened (" + std::strerror(*g.render_error) +
+            "); " + render_node_remedy(g),
         about(Subject::Gpu, {{"gpu", g.id},
                              {"render_node", g.render_node},
                              {"reason", "amd-render-node-unopenable"}}));
@@ -78,7 +70,7 @@ void refuse_if_rocm_cannot_start(const std::string& asked, const AmdSnapshot& am
 // A GPU HIP programs here cannot use (its render node missing, or denied by the device cgroup):
 // refused by name, never handed to a worker that would then find no GPU.
 void refuse_if_unusable(const std::string& entry, const AmdGpu& g) {
-  if (usable_here(g)) return;
+  if (render_access(g) == RenderAccess::Usable) return;
   throw bad_input(
       "--gpu " + entry + ": that is " + g.id + ", whose render node " + g.render_node +
           (*g.render_error == ENOENT
@@ -229,6 +221,17 @@ HipDevices hip_devices(const CudaEnv& env, const AmdSnapshot& amd) {
   return out;
 }
 
+std::vector<std::optional<int>> hip_ordinals(const HipDevices& here, const AmdSnapshot& amd) {
+  std::vector<std::optional<int>> out(amd.gpus.size());
+  if (!here.unknown.empty()) return out;
+  for (std::size_t ord = 0; ord < here.ids.size(); ++ord) {
+    for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
+      if (amd.gpus[i].id == here.ids[ord]) out[i] = static_cast<int>(ord);
+    }
+  }
+  return out;
+}
+
 AmdChoice amd_choices(const std::string& asked, const CudaEnv& env, const AmdSnapshot& amd) {
   const AmdQuota quota = read_quota(asked, env, amd);
   AmdChoice c;
@@ -237,7 +240,7 @@ AmdChoice amd_choices(const std::string& asked, const CudaEnv& env, const AmdSna
     c.ids = quota.ids;
   } else {
     for (const AmdGpu& g : amd.gpus) {
-      if (!g.id.empty() && usable_here(g)) c.ids.push_back(g.id);
+      if (!g.id.empty() && render_access(g) == RenderAccess::Usable) c.ids.push_back(g.id);
     }
   }
   c.note = {"amd-gpus",

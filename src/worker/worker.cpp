@@ -435,7 +435,6 @@ std::vector<CudaHandle> visible_devices(const CudaApi*& api, bool published) {
     }
     // A HIP program that binds before it has loaded HIP: the CUDA words alone would mislead.
     if (e.code() == ErrorCode::LibraryNotLoaded) {
-      const std::string amd = amd_machine_sign();
       const detail::HipRuntime* hip = detail::loaded_hip_runtime();
       if (hip != nullptr && hip->missing.empty()) {
         // HIP is loaded, and shows no device (else bind would have taken it): the variables.
@@ -443,7 +442,7 @@ std::vector<CudaHandle> visible_devices(const CudaApi*& api, bool published) {
             detail::analyse_placement(detail::hip_placement_model({}));
         if (!v.problems.empty()) refuse(v.problems.front());
       }
-      if (!amd.empty()) {
+      if (const std::string amd = amd_machine_sign(); !amd.empty()) {
         throw failure(
             e.text() + detail::reader_text(
                            "", "; this machine has " + amd +

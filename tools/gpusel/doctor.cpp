@@ -136,9 +136,10 @@ class Doctor {
   // container given other GPUs); any other failure makes ROCm start no GPU (an error).
   void check_render_nodes(const AmdSnapshot& amd) {
     for (const AmdGpu& g : amd.gpus) {
-      if (!g.render_error || *g.render_error == 0) continue;
+      const RenderAccess access = render_access(g);
+      if (access == RenderAccess::Usable) continue;
       const int e = *g.render_error;
-      if (e == ENOENT || e == EPERM) {
+      if (access == RenderAccess::LeftOut) {
         add(Severity::Warning, "amd-render-node-missing",
             fmt::format("{} ({}) {}: HIP programs started here cannot use that GPU, and it has no "
                         "HIP number",
@@ -153,10 +154,7 @@ class Doctor {
             fmt::format("{} ({}) cannot be opened ({}): ROCm opens every GPU's render node, so HIP "
                         "programs start with no GPU at all",
                         g.render_node, g.id, std::strerror(e)),
-            e == EACCES ? "add the user to the group that owns it (`ls -l " + g.render_node +
-                              "`: usually render, and video), then log in again"
-                        : std::string("check the amdgpu driver (`dmesg | grep amdgpu`)"),
-            {g.index});
+            render_node_remedy(g), {g.index});
       }
     }
   }

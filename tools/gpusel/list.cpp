@@ -572,7 +572,7 @@ namespace {
 // CUDA_VISIBLE_DEVICES as set now. Where that cannot be told, the ordinal is null and a note says
 // why (docs/amd.md). Each GPU's lease is read by its id, as on NVIDIA.
 struct AmdListing {
-  std::vector<std::optional<std::size_t>> hip;  // by position in the snapshot's gpus
+  std::vector<std::optional<int>> hip;  // by position in the snapshot's gpus
   bool hip_known = false;
   std::vector<LeaseStanding> leases;
   std::vector<Note> notes;
@@ -580,7 +580,6 @@ struct AmdListing {
 
 AmdListing read_amd_listing(const AmdSnapshot& amd) {
   AmdListing l;
-  l.hip.resize(amd.gpus.size());
   Note hip_note{"amd-hip-order-unread",
                 "HIP numbers AMD GPUs in the kernel's KFD order, which can differ from rocm-smi's "
                 "INDEX, and " +
@@ -589,12 +588,8 @@ AmdListing read_amd_listing(const AmdSnapshot& amd) {
                     "(ROCR_VISIBLE_DEVICES=GPU-...), which ROCr reads alike in every ROCm "
                     "version"};
   const HipDevices here = hip_devices(cuda_env_from_environment(), amd);
+  l.hip = hip_ordinals(here, amd);
   if (here.unknown.empty()) {
-    for (std::size_t ord = 0; ord < here.ids.size(); ++ord) {
-      for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
-        if (amd.gpus[i].id == here.ids[ord]) l.hip[i] = ord;
-      }
-    }
     l.hip_known = true;
     hip_note = {
         "amd-hip-ordinal",
