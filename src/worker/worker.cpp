@@ -834,8 +834,11 @@ PlacementModel hip_placement_model(std::vector<std::string> hip_ids) {
         (amd.available ? std::string("ROCm SMI lists no GPU here") : amd.reason) +
         "; give the GPU by its id instead (GPU- and 16 hex digits, as `gpusel list` "
         "or rocminfo shows it)";
-    m.resolve_problem =
-        amd.available ? about(Subject::Gpu, {{"reason", "rocm-smi-no-gpu"}}) : amd.problem;
+    // HIP has GPUs that ROCm SMI does not list: the machine's libraries disagree (a failure).
+    Problem none(ErrorCode::DriverBroken, "rsmi_num_monitor_devices", 0);
+    none.subject = Subject::Gpu;
+    none.fields = {{"reason", "rocm-smi-no-gpu"}};
+    m.resolve_problem = amd.available ? none : amd.problem;
     return m;
   }
   try {

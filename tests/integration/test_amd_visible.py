@@ -463,6 +463,13 @@ class HipBindTest(Case):
                          (seen.index(self.by_index[1]), self.by_index[1]))
         seen = self.seen(self.env(ROCR_VISIBLE_DEVICES="2,0"))
         self.assertEqual(self.bound(self.env(GPUSEL_GPU="1", ROCR_VISIBLE_DEVICES="2,0", **extra)), (1, seen[1]))
+        # A ROCm SMI that lists no GPU (the simulated one on an NVIDIA machine file) while HIP has
+        # three: the libraries disagree, so the index is not placed (a failure, exit 1).
+        nvidia = dict(extra, GPUSEL_SIM_MACHINE=os.path.join(MACHINE_FILES, "dgx-h100.toml"))
+        r = subprocess.run([self.bind], capture_output=True, text=True, timeout=60,
+                           env=self.env(GPUSEL_GPU="1", **nvidia))
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("ROCm SMI lists no GPU here; give the GPU by its id instead", r.stderr)
 
     def test_the_hip_abi_compiles_against_debians_header(self):
         """Each function of src/driver/hip.def has hip_runtime_api.h's type (HIP 5.2.3), and the
