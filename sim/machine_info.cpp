@@ -80,3 +80,23 @@ GPUSEL_SIM_MACHINES_API const gpusel::sim::SimMachine* gpuselSimSharedMachine(
   }
   return nullptr;
 }
+
+// For a stand-in outside the simulator's own libraries (the tests' thunk for ROCr, which makes
+// AMD queues): this process uses the GPU `uuid` of the machine in `path`, holding `bytes` of its
+// memory, as the CUDA double records a context (usage.hpp: the entry lasts while the process
+// does). `library` names the caller in the one message about an unusable usage folder. 0 when
+// recorded, -1 when the machine file or the GPU cannot be found.
+GPUSEL_SIM_MACHINES_API int gpuselSimNoteUsage(const char* path, const char* uuid,
+                                               std::uint64_t bytes, const char* library) noexcept {
+  try {
+    if (path == nullptr || uuid == nullptr) return -1;
+    const gpusel::sim::SimMachine& m = gpusel::sim::shared_machine(path);
+    bool known = false;
+    for (const gpusel::sim::SimGpu& g : m.gpus) known = known || g.uuid == uuid;
+    if (!known) return -1;
+    gpusel::sim::note_usage(m, uuid, bytes, library != nullptr ? library : "a simulated library");
+    return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}

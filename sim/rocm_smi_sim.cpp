@@ -15,6 +15,7 @@
 #include "machine.hpp"
 #include "rocm_smi_abi.hpp"
 #include "sim_common.hpp"
+#include "usage.hpp"
 
 #define GPUSEL_RSMI_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -169,7 +170,11 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_memory_usage_get(std::uint32_t index,
   return answer(index, used, [type](const SimGpu& g, std::uint64_t& v) {
     if (type != RSMI_MEM_TYPE_VRAM) return RSMI_STATUS_NOT_SUPPORTED;
     v = 0;
-    for (const auto& p : g.processes) v += p.used_memory;
+    for (const auto& p : g.processes) v += p.used_memory;  // pid 0 included: memory of no process
+    for (const auto& p :
+         gpusel::sim::live_processes(state().loaded.machine(), g.uuid, "librocm_smi64.so.1")) {
+      v += p.used_memory;
+    }
     return RSMI_STATUS_SUCCESS;
   });
 }
@@ -203,13 +208,26 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_dev_node_id_get(std::uint32_t index, std::
   });
 }
 
-// The processes of the machine file's GPUs (`processes`), each once, with the VRAM it holds on
-// all of them; memory_used outside any process (pid 0) is no process.
+// The processes on a GPU: the machine file's (`processes`; pid 0 is memory outside any process)
+// and the live ones that made queues there (usage.hpp; in the tests, ROCr over the thunk stand-in
+// records each GPU it makes a queue on, as the kernel lists a process's queues for ROCm SMI).
+static std::vector<gpusel::sim::SimProcess> gpu_processes(const SimGpu& g) {
+  std::vector<gpusel::sim::SimProcess> out;
+  for (const auto& p : g.processes) {
+    if (p.pid != 0) out.push_back(p);
+  }
+  for (const auto& p :
+       gpusel::sim::live_processes(state().loaded.machine(), g.uuid, "librocm_smi64.so.1")) {
+    out.push_back(p);
+  }
+  return out;
+}
+
+// Every process on the machine's GPUs, each once, with the VRAM it holds on all of them.
 static std::vector<rsmi_process_info_t> sim_processes() {
   std::vector<rsmi_process_info_t> out;
   for (const SimGpu* g : state().by_card) {
-    for (const auto& p : g->processes) {
-      if (p.pid == 0) continue;
+    for (const auto& p : gpu_processes(*g)) {
       auto same = [&](const rsmi_process_info_t& q) { return q.process_id == p.pid; };
       auto it = std::find_if(out.begin(), out.end(), same);
       if (it == out.end()) it = out.insert(out.end(), rsmi_process_info_t{p.pid, p.pid, 0, 0, 0});
@@ -248,8 +266,8 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_compute_process_gpus_get(std::uint32_t pid
   std::vector<std::uint32_t> found;
   const State& s = state();
   for (std::size_t i = 0; i < s.by_card.size(); ++i) {
-    for (const auto& p : s.by_card[i]->processes) {
-      if (p.pid != 0 && p.pid == pid) {
+    for (const auto& p : gpu_processes(*s.by_card[i])) {
+      if (p.pid == pid) {
         found.push_back(static_cast<std::uint32_t>(i));
         break;
       }

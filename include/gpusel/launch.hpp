@@ -22,7 +22,7 @@ enum class SetVisible { None, Own, Job };
 // The processes NVML sees on one GPU, for the placement check.
 struct GpuProcesses {
   std::string uuid;
-  unsigned index = 0;                         // nvidia-smi index
+  unsigned index = 0;                         // nvidia-smi index (rocm-smi index on AMD GPUs)
   std::optional<std::vector<unsigned>> pids;  // nullopt: NVML cannot list them on this GPU
 };
 

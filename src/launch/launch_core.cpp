@@ -230,20 +230,32 @@ namespace {
 std::string misplaced_text(const JobMember& who, const std::string& process,
                            const GpuProcesses& gpu, const LaunchOptions& options,
                            const JobPlan& job) {
+  // What the GPU's list counts a process for: a CUDA context (NVML), a HIP queue (ROCm SMI).
+  const std::string opened =
+      options.amd ? "made a HIP queue on GPU " : "opened a CUDA context on GPU ";
   std::string text;
   if (who.rank >= 0) {
     text = "rank " + std::to_string(who.rank) + " (GPU " +
-           gpu_of(options, job, static_cast<std::size_t>(who.rank)) +
-           ") opened a CUDA context on GPU " + std::to_string(gpu.index) + " (" + gpu.uuid +
-           "), not its own (process " + process;
+           gpu_of(options, job, static_cast<std::size_t>(who.rank)) + ") " + opened +
+           std::to_string(gpu.index) + " (" + gpu.uuid + "), not its own (process " + process;
   } else {
-    text = "a process the workers left running opened a CUDA context on GPU " +
-           std::to_string(gpu.index) + " (" + gpu.uuid + "), none of the job's (" +
-           join_entries(options.gpus) + ") (process " + process;
+    text = "a process the workers left running " + opened + std::to_string(gpu.index) + " (" +
+           gpu.uuid + "), none of the job's (" + join_entries(options.gpus) + ") (process " +
+           process;
   }
   if (who.orphan) {
     text += ", orphaned: " + std::string(who.rank >= 0 ? "its worker's" : "a worker's") +
             " tree left it running and it came to gpusel, which checks it with the job";
+  }
+  if (options.amd) {
+    // gpusel gave each worker its GPU alone in ROCR_VISIBLE_DEVICES: only a program that sets
+    // the variables again (itself, or a launcher inside it) reaches another GPU.
+    return text +
+           "): the program chose its GPU itself, though gpusel had given the worker its GPU alone "
+           "in ROCR_VISIBLE_DEVICES, and the job was stopped. Leave ROCR_VISIBLE_DEVICES as "
+           "gpusel sets it (a launcher inside the program that sets ROCR_, HIP_ or "
+           "CUDA_VISIBLE_DEVICES again moves the worker), or bind the GPU with gpusel in the "
+           "program (gpusel_bind_assigned_gpu(), gpusel.bind_assigned_gpu())";
   }
   return text +
          "): the program chose its GPU itself, and the job was stopped. Run it with "
@@ -299,12 +311,13 @@ std::string PlacementCheck::look(const std::function<ProcessFacts(unsigned pid)>
   }
   if (!listed && !gpus->empty()) {
     on_ = false;
-    return "the placement check is off: NVML cannot list the processes on these GPUs";
+    return std::string("the placement check is off: ") + (options_.amd ? "ROCm SMI" : "NVML") +
+           " cannot list the processes on these GPUs";
   }
   if (any_unknown && !any_known && ++unknown_looks_ >= 2) {
     on_ = false;
-    return "the placement check is off: NVML names processes this system does not show (a "
-           "container's own pid namespace?)";
+    return std::string("the placement check is off: ") + (options_.amd ? "ROCm SMI" : "NVML") +
+           " names processes this system does not show (a container's own pid namespace?)";
   }
   return "";
 }

@@ -6,10 +6,20 @@
  *
  * The machine: one CPU node, then one gfx90a GPU node per entry of GPUSEL_TEST_AMD_GPUS, a comma
  * list of unique ids in hexadecimal (0: a GPU without one, which ROCr calls "GPU-XX"). Memory is
- * host memory; queues cannot be made (no GPU work runs). ROCr imports 42 hsaKmt* functions with
- * the version node HSAKMT_1 (tests/amd/hsakmt.map); each is here. */
+ * host memory. Queues: ROCr's AQL queues are made, and a thread stands in for the GPU's command
+ * processor, taking each packet ROCr rings the doorbell for and completing it (its signal
+ * decremented) without doing its work: enough for HIP to make streams and allocate memory, not to
+ * compute. Where GPUSEL_SIM_MACHINE names a simulated machine, the first queue on a GPU records the
+ * process on that GPU (unique id GPU-<hex>) in the simulator's usage folder, through
+ * libgpusel-sim-machines.so: the simulated ROCm SMI then lists it there, as the kernel lists a
+ * process's queues for ROCm SMI (/sys/class/kfd/kfd/proc/<pid>/queues). ROCr imports 42 hsaKmt*
+ * functions with the version node HSAKMT_1 (tests/amd/hsakmt.map); each is here. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -395,45 +405,151 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtWaitOnMultipleEvents(HsaEvent* events[], HSAuint32
   return HSAKMT_STATUS_WAIT_TIMEOUT;
 }
 
-/* ---- queues: none can be made (no GPU work runs here) ---- */
+/* ---- queues, and the command processor that completes their packets ---- */
+
+struct queue {
+  _Atomic HSAuint64 doorbell; /* ROCr stores the index of the last packet it has written */
+  volatile HSAuint64* read;   /* the next packet to take (ROCr's read_dispatch_id) */
+  unsigned char* ring;
+  HSAuint64 slots; /* 64-byte packets */
+  int live;
+};
+
+#define MAX_QUEUES 256
+static struct queue queue_table[MAX_QUEUES];
+static unsigned queues_made;
+static int gpu_noted[MAX_GPUS];
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A packet's completion signal (an amd_signal_t: the value at offset 8, the event mailbox at 16
+ * and the event's id at 24, as ROCr lays it out) counts one down. */
+static void complete(HSAuint64 signal) {
+  if (signal == 0) return;
+  atomic_fetch_sub((_Atomic int64_t*)(uintptr_t)(signal + 8), 1);
+  const HSAuint64 mailbox = *(volatile HSAuint64*)(uintptr_t)(signal + 16);
+  if (mailbox != 0)
+    *(volatile HSAuint64*)(uintptr_t)mailbox = *(volatile HSAuint32*)(uintptr_t)(signal + 24);
+}
+
+static void* command_processor(void* unused) {
+  (void)unused;
+  for (;;) {
+    pthread_mutex_lock(&queue_lock);
+    for (unsigned q = 0; q < queues_made; ++q) {
+      struct queue* Q = &queue_table[q];
+      if (!Q->live) continue;
+      const HSAuint64 last = atomic_load(&Q->doorbell);
+      if (last == UINT64_MAX) continue; /* no packet yet */
+      while (*Q->read <= last) {
+        unsigned char* packet = Q->ring + (*Q->read % Q->slots) * 64;
+        /* The header (type in its low byte; 1: invalid) is written last: not ready before. */
+        if ((atomic_load((_Atomic HSAuint16*)packet) & 0xff) == 1) break;
+        complete(*(volatile HSAuint64*)(packet + 56)); /* every packet type has it there */
+        *Q->read += 1;
+      }
+    }
+    pthread_mutex_unlock(&queue_lock);
+    const struct timespec pause = {0, 500000};
+    nanosleep(&pause, NULL);
+  }
+  return NULL;
+}
+
+/* Records this process on the GPU of `node` in the simulated machine's usage folder. */
+static void note_gpu_in_use(HSAuint32 node) {
+  const char* machine = getenv("GPUSEL_SIM_MACHINE");
+  if (machine == NULL || gpu_noted[node - 1] || gpu_ids[node - 1] == 0) return;
+  gpu_noted[node - 1] = 1;
+  typedef int (*note_fn)(const char*, const char*, HSAuint64, const char*);
+  void* lib = dlopen("libgpusel-sim-machines.so", RTLD_NOW | RTLD_LOCAL);
+  const char* path = getenv("LD_LIBRARY_PATH");
+  while (lib == NULL && path != NULL && *path != '\0') { /* the simulator's folder, or one above */
+    const char* colon = strchr(path, ':');
+    const size_t n = colon != NULL ? (size_t)(colon - path) : strlen(path);
+    char file[4096];
+    for (int up = 0; up < 2 && lib == NULL; ++up) {
+      if (snprintf(file, sizeof file, "%.*s%s/libgpusel-sim-machines.so", (int)n, path,
+                   up ? "/.." : "") < (int)sizeof file)
+        lib = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+    }
+    path = colon != NULL ? colon + 1 : path + n;
+  }
+  note_fn note = lib != NULL ? (note_fn)dlsym(lib, "gpuselSimNoteUsage") : NULL;
+  char uuid[32];
+  snprintf(uuid, sizeof uuid, "GPU-%016llx", gpu_ids[node - 1]);
+  if (note == NULL || note(machine, uuid, 0, "libhsakmt.so.1 (the tests' stand-in)") != 0)
+    fprintf(stderr, "libhsakmt.so.1 (the tests' stand-in): cannot record %s in use on %s\n", uuid,
+            machine);
+}
 
 HSAKMT_STATUS HSAKMTAPI hsaKmtCreateQueue(HSAuint32 node, HSA_QUEUE_TYPE type, HSAuint32 percent,
                                           HSA_QUEUE_PRIORITY priority, void* address,
                                           HSAuint64 size, HsaEvent* event,
                                           HsaQueueResource* resource) {
-  (void)node;
-  (void)type;
   (void)percent;
   (void)priority;
-  (void)address;
-  (void)size;
   (void)event;
-  (void)resource;
-  return HSAKMT_STATUS_OUT_OF_RESOURCES;
+  /* ROCr makes AQL queues (its blit kernels and HIP's streams) and gives its own read and write
+   * indices; SDMA queues are not made (ROCr then copies with kernels). */
+  if (!is_gpu(node) || resource == NULL || address == NULL || size < 64 ||
+      type != HSA_QUEUE_COMPUTE_AQL || resource->Queue_read_ptr_aql == NULL)
+    return HSAKMT_STATUS_INVALID_PARAMETER;
+  pthread_mutex_lock(&queue_lock);
+  if (queues_made == MAX_QUEUES) {
+    pthread_mutex_unlock(&queue_lock);
+    return HSAKMT_STATUS_OUT_OF_RESOURCES;
+  }
+  struct queue* Q = &queue_table[queues_made];
+  atomic_store(&Q->doorbell, UINT64_MAX);
+  Q->read = (volatile HSAuint64*)resource->Queue_read_ptr_aql;
+  Q->ring = address;
+  Q->slots = size / 64;
+  Q->live = 1;
+  resource->QueueId = ++queues_made;
+  resource->Queue_DoorBell_aql = (HSAuint64*)&Q->doorbell;
+  if (queues_made == 1) {
+    pthread_t thread;
+    if (pthread_create(&thread, NULL, command_processor, NULL) == 0) pthread_detach(thread);
+  }
+  note_gpu_in_use(node);
+  pthread_mutex_unlock(&queue_lock);
+  return HSAKMT_STATUS_SUCCESS;
+}
+
+static struct queue* queue_of(HSA_QUEUEID id) {
+  return id >= 1 && id <= queues_made && queue_table[id - 1].live ? &queue_table[id - 1] : NULL;
 }
 
 HSAKMT_STATUS HSAKMTAPI hsaKmtUpdateQueue(HSA_QUEUEID queue, HSAuint32 percent,
                                           HSA_QUEUE_PRIORITY priority, void* address,
                                           HSAuint64 size, HsaEvent* event) {
-  (void)queue;
   (void)percent;
   (void)priority;
   (void)address;
   (void)size;
   (void)event;
-  return HSAKMT_STATUS_INVALID_HANDLE;
+  pthread_mutex_lock(&queue_lock);
+  const int known = queue_of(queue) != NULL;
+  pthread_mutex_unlock(&queue_lock);
+  return known ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_HANDLE;
 }
 
+/* ROCr frees the ring and its indices after this: the processor lets go of them first. */
 HSAKMT_STATUS HSAKMTAPI hsaKmtDestroyQueue(HSA_QUEUEID queue) {
-  (void)queue;
-  return HSAKMT_STATUS_INVALID_HANDLE;
+  pthread_mutex_lock(&queue_lock);
+  struct queue* Q = queue_of(queue);
+  if (Q != NULL) Q->live = 0;
+  pthread_mutex_unlock(&queue_lock);
+  return Q != NULL ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_HANDLE;
 }
 
 HSAKMT_STATUS HSAKMTAPI hsaKmtSetQueueCUMask(HSA_QUEUEID queue, HSAuint32 count, HSAuint32* mask) {
-  (void)queue;
   (void)count;
   (void)mask;
-  return HSAKMT_STATUS_INVALID_HANDLE;
+  pthread_mutex_lock(&queue_lock);
+  const int known = queue_of(queue) != NULL;
+  pthread_mutex_unlock(&queue_lock);
+  return known ? HSAKMT_STATUS_SUCCESS : HSAKMT_STATUS_INVALID_HANDLE;
 }
 
 HSAKMT_STATUS HSAKMTAPI hsaKmtAllocQueueGWS(HSA_QUEUEID queue, HSAuint32 count, HSAuint32* first) {

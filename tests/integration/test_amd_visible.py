@@ -69,7 +69,7 @@ def build_clients():
     if not newer(double, *sources):
         subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-I", include,
                         "-Wl,--version-script=" + sources[1], "-Wl,-soname,libhsakmt.so.1", "-o", double,
-                        sources[0]], check=True, env=plain_env())
+                        sources[0], "-pthread", "-ldl"], check=True, env=plain_env())
     if not newer(client, os.path.join(AMD, "hsa_agents.c")):
         subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-I", include, "-o", client,
                         os.path.join(AMD, "hsa_agents.c"), "-L", lib, "-l:libhsa-runtime64.so.1",
@@ -77,6 +77,11 @@ def build_clients():
     hip = os.path.join(OUT, "hip_devices")
     if not newer(hip, os.path.join(AMD, "hip_devices.c")):
         subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", hip, os.path.join(AMD, "hip_devices.c"),
+                        "-L", lib, "-l:libamdhip64.so.5", "-Wl,-rpath-link," + OUT + ":" + lib], check=True,
+                       env=plain_env())
+    queue = os.path.join(OUT, "hip_queue")
+    if not newer(queue, os.path.join(AMD, "hip_queue.c")):
+        subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", queue, os.path.join(AMD, "hip_queue.c"),
                         "-L", lib, "-l:libamdhip64.so.5", "-Wl,-rpath-link," + OUT + ":" + lib], check=True,
                        env=plain_env())
     return client, hip, OUT + ":" + lib
@@ -289,6 +294,63 @@ class AmdRunTest(Case):
         got = self.workers("--set-visible", "job", "--gpu", "1,2")
         self.assertEqual(got, [("0", self.by_index[1], self.by_index[2]),
                                ("1", self.by_index[1], self.by_index[2])])
+
+
+    def queue_job(self, *args, worker):
+        """`gpusel run ARGS -- sh -c WORKER` on amd-mi210, WORKER's $QUEUE the HIP program that makes a
+        queue on its device ORDINAL and stays SECONDS (tests/amd/hip_queue.c)."""
+        env = base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd),
+                       QUEUE=os.path.join(OUT, "hip_queue"))
+        return gpusel("--sim", "amd-mi210", "run", *args, "--", "sh", "-c", worker, env=env)
+
+    def test_the_run_time_check_stops_a_worker_that_makes_a_queue_on_another_gpu(self):
+        # Judged by what ROCm SMI lists (the simulated one lists each process on the GPUs where
+        # ROCr made it a queue over the thunk stand-in, as the kernel lists a process's queues).
+        # Each worker on its own GPU: the job runs to its end.
+        r = self.queue_job("--quiet", "--gpu", "2,0", worker='exec "$QUEUE" 0 2')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(r.stdout.split()), sorted(["queue", self.by_index[2], "queue", self.by_index[0]]))
+        self.assertNotIn("placement check", r.stderr)
+        # Rank 1 drops the variable gpusel gave it and takes HIP's device 0 of the whole machine
+        # (KFD node 1: rocm-smi index 2, rank 0's GPU): stopped, exit 1, the line naming both.
+        escape = ('if [ "$LOCAL_RANK" = 1 ]; then exec env -u ROCR_VISIBLE_DEVICES "$QUEUE" 0 30; '
+                  'else exec "$QUEUE" 0 30; fi')
+        self.assertEqual(self.kfd[0], self.by_index[2][4:])
+        r = self.queue_job("--quiet", "--gpu", "2,0", worker=escape)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"rank 1 (GPU {self.by_index[0]}) made a HIP queue on GPU 2 ({self.by_index[2]}), "
+                      "not its own", r.stderr)
+        self.assertIn("Leave ROCR_VISIBLE_DEVICES as gpusel sets it", r.stderr)
+        self.assertNotIn("CUDA context", r.stderr)
+        # A process a worker left behind (rank 0 ends at once; its child takes HIP's device 2 of
+        # the whole machine, rocm-smi index 1, no GPU of the job's) is checked with the job.
+        left = ('if [ "$LOCAL_RANK" = 0 ]; then env -u ROCR_VISIBLE_DEVICES "$QUEUE" 2 30 & exit 0; fi; '
+                'exec "$QUEUE" 0 30')
+        r = self.queue_job("--quiet", "--gpu", "2,0", worker=left)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"made a HIP queue on GPU 1 ({self.by_index[1]})", r.stderr)
+        self.assertIn("orphaned", r.stderr)
+        # --no-placement-check: the same escape runs to its end.
+        r = self.queue_job("--quiet", "--no-placement-check", "--gpu", "2,0",
+                           worker=escape.replace(" 30", " 2"))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split().count(self.by_index[2]), 2)
+
+    def test_list_shows_the_processes_that_made_queues(self):
+        # HIP's device 1 (KFD node 2) started on the simulated machine, as `gpusel sim env` sets it up.
+        env = sim_env("amd-mi210", GPUSEL_TEST_AMD_GPUS=",".join(self.kfd))
+        env["LD_LIBRARY_PATH"] += ":" + self.library_path
+        worker = subprocess.Popen([os.path.join(OUT, "hip_queue"), "1", "30"], stdout=subprocess.PIPE,
+                                  text=True, env=env)
+        try:
+            self.assertEqual(worker.stdout.readline().split(), ["queue", "GPU-" + self.kfd[1]])
+            listing = gpusel_json("--sim", "amd-mi210", "list", "--json")
+            holding = [g["uuid"] for g in listing["gpus"]
+                       if any(p["pid"] == worker.pid for p in g.get("processes") or [])]
+            self.assertEqual(holding, ["GPU-" + self.kfd[1]])
+        finally:
+            worker.kill()
+            worker.wait()
 
 
 class HipBindTest(Case):

@@ -11,6 +11,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "gpusel/amd.hpp"
 #include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
@@ -71,6 +72,49 @@ void print_notes(const Resolution& r, bool quiet) {
     }
     print_note(note.text);
   }
+}
+
+// The processes on each GPU, for the run-time check: those NVML lists (a CUDA context there)...
+std::optional<std::vector<GpuProcesses>> nvml_gpu_processes(std::string& why_not) {
+  const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});
+  if (!snap.available) {
+    why_not = "NVML is unavailable (" + snap.reason + ")";
+    return std::nullopt;
+  }
+  std::vector<GpuProcesses> out;
+  for (const GpuInfo& g : snap.gpus) {
+    GpuProcesses p;
+    p.uuid = g.uuid;
+    p.index = g.index;
+    if (g.processes) {
+      p.pids.emplace();
+      for (const GpuProcess& proc : *g.processes) p.pids->push_back(proc.pid);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
+}
+
+// ... or, on AMD GPUs, those ROCm SMI lists (KFD queues there).
+std::optional<std::vector<GpuProcesses>> rocm_smi_gpu_processes(std::string& why_not) {
+  const AmdSnapshot snap = query_rocm_smi(true);
+  if (!snap.available) {
+    why_not = "ROCm SMI is unavailable (" + snap.reason + ")";
+    return std::nullopt;
+  }
+  std::vector<GpuProcesses> out;
+  for (const AmdGpu& g : snap.gpus) {
+    if (g.id.empty()) continue;  // no id: no worker was given it
+    GpuProcesses p;
+    p.uuid = g.id;
+    p.index = g.index;
+    if (g.processes) {
+      p.pids.emplace();
+      for (const GpuProcess& proc : *g.processes) p.pids->push_back(proc.pid);
+    }
+    out.push_back(std::move(p));
+  }
+  return out;
 }
 
 }  // namespace
@@ -141,30 +185,9 @@ int run_run(const RunOptions& options) {
   launch.share = options.choice.share;
   // AMD GPUs: each worker placed by ROCR_VISIBLE_DEVICES before exec (LaunchOptions::amd).
   launch.amd = r.vendor == "amd";
-  if (launch.amd && !options.no_placement_check && !options.quiet) {
-    print_note("the check of what workers really open reads NVML, so it is off on AMD GPUs");
-  }
-  // What the workers really open is checked against their GPUs (UUIDs, from NVML).
-  if (r.resolved && !launch.amd && !options.no_placement_check) {
-    launch.gpu_processes = [](std::string& why_not) -> std::optional<std::vector<GpuProcesses>> {
-      const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});
-      if (!snap.available) {
-        why_not = "NVML is unavailable (" + snap.reason + ")";
-        return std::nullopt;
-      }
-      std::vector<GpuProcesses> out;
-      for (const GpuInfo& g : snap.gpus) {
-        GpuProcesses p;
-        p.uuid = g.uuid;
-        p.index = g.index;
-        if (g.processes) {
-          p.pids.emplace();
-          for (const GpuProcess& proc : *g.processes) p.pids->push_back(proc.pid);
-        }
-        out.push_back(std::move(p));
-      }
-      return out;
-    };
+  // What the workers really open is checked against their GPUs.
+  if (r.resolved && !options.no_placement_check) {
+    launch.gpu_processes = launch.amd ? rocm_smi_gpu_processes : nvml_gpu_processes;
   }
   const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
   launch.on_started = [&r, per_gpu, quiet = options.quiet](const std::vector<int>& pids) {

@@ -1,0 +1,41 @@
+/* A HIP program that works on one GPU the way a worker would start to: it makes HIP's device
+ * ORDINAL current and creates a stream there (ROCr makes an AQL queue on that GPU, which ROCm SMI
+ * then lists the process on), prints "queue <the device's id as ROCr shows it>", then stays
+ * SECONDS seconds before it exits 0. Usage: hip_queue ORDINAL SECONDS. Run over the thunk stand-in
+ * (tests/amd/hsakmt_double.c), whose command processor completes the packets HIP submits. The HIP
+ * calls are declared from HIP's ABI (hip_runtime_api.h, HIP 5.2). Built by
+ * tests/integration/test_amd_visible.py. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <time.h>
+
+typedef int hipError_t;
+typedef struct {
+  char bytes[16];
+} hipUUID;
+typedef void* hipStream_t;
+hipError_t hipSetDevice(int device);
+hipError_t hipStreamCreate(hipStream_t* stream);
+hipError_t hipDeviceGetUuid(hipUUID* uuid, int device);
+
+int main(int argc, char** argv) {
+  if (argc != 3) {
+    fprintf(stderr, "usage: hip_queue ORDINAL SECONDS\n");
+    return 2;
+  }
+  const int ordinal = atoi(argv[1]);
+  hipStream_t stream = NULL;
+  hipUUID id;
+  hipError_t e = hipSetDevice(ordinal);
+  if (e == 0) e = hipStreamCreate(&stream);
+  if (e == 0) e = hipDeviceGetUuid(&id, ordinal);
+  if (e != 0) {
+    fprintf(stderr, "hip_queue: HIP error %d on device %d\n", e, ordinal);
+    return 1;
+  }
+  printf("queue GPU-%.16s\n", id.bytes);
+  fflush(stdout);
+  const struct timespec stay = {atoi(argv[2]), 0};
+  nanosleep(&stay, NULL);
+  return 0;
+}
