@@ -103,6 +103,33 @@ def fetch():
     return why
 
 
+def run_rocm_smi(tmp, machine, *args):
+    """Debian's rocm-smi (fetched by fetch()) over the simulated library, on `machine`, in a copy of
+    its scripts made in `tmp` beside the simulated library (it loads ../../lib/librocm_smi64.so.1),
+    with a `cat` that says the driver is loaded and a `ps` that names every process "simulated"
+    (--showpids asks `ps -p PID -o comm=`; `ps` under a sanitizer's preloaded runtime can hang).
+    The simulator's usage folder is this test run's (support.base_env)."""
+    home = os.path.join(tmp, "rocm-smi")
+    if not os.path.exists(home):
+        shutil.copytree(os.path.join(EXTRAS, "root", "usr", "libexec", "rocm_smi"),
+                        os.path.join(home, "libexec", "rocm_smi"))
+        os.symlink(os.path.abspath(os.path.dirname(AMD_LIB)), os.path.join(home, "lib"))
+        os.makedirs(os.path.join(home, "bin"))
+        with open(os.path.join(home, "bin", "cat"), "w") as f:
+            f.write('#!/bin/sh\n[ "$1" = /sys/module/amdgpu/initstate ] && { echo live; exit 0; }\n'
+                    'exec /bin/cat "$@"\n')
+        os.chmod(os.path.join(home, "bin", "cat"), 0o755)
+        with open(os.path.join(home, "bin", "ps"), "w") as f:
+            f.write('#!/bin/sh\necho simulated\n')
+        os.chmod(os.path.join(home, "bin", "ps"), 0o755)
+    env = for_python(plain_env())
+    env["GPUSEL_SIM_STATE_DIR"] = base_env()["GPUSEL_SIM_STATE_DIR"]
+    env["PATH"] = os.path.join(home, "bin") + ":" + env.get("PATH", "/usr/bin:/bin")
+    env["GPUSEL_SIM_MACHINE"] = os.path.abspath(machine)
+    return subprocess.run(["/usr/bin/python3", os.path.join(home, "libexec", "rocm_smi", "rocm_smi.py"), *args],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
 class AmdListTest(Case):
     def test_list_reads_the_amd_machine_through_rocm_smi(self):
         doc = gpusel_json("--sim", "amd-mi210", "list", "--json")
@@ -637,26 +664,7 @@ class AmdAgainstRocmTest(Case):
 
     def rocm_smi(self, tmp, machine, *args):
         """Debian's rocm-smi over the simulated library, on `machine` (its output)."""
-        home = os.path.join(tmp, "rocm-smi")
-        if not os.path.exists(home):
-            shutil.copytree(os.path.join(self.root, "usr", "libexec", "rocm_smi"),
-                            os.path.join(home, "libexec", "rocm_smi"))
-            os.symlink(os.path.abspath(os.path.dirname(AMD_LIB)), os.path.join(home, "lib"))
-            os.makedirs(os.path.join(home, "bin"))
-            with open(os.path.join(home, "bin", "cat"), "w") as f:
-                f.write('#!/bin/sh\n[ "$1" = /sys/module/amdgpu/initstate ] && { echo live; exit 0; }\n'
-                        'exec /bin/cat "$@"\n')
-            os.chmod(os.path.join(home, "bin", "cat"), 0o755)
-            # --showpids names each process with `ps -p PID -o comm=`; the simulated pids are no
-            # processes here, and `ps` under a sanitizer's preloaded runtime can hang: a stand-in.
-            with open(os.path.join(home, "bin", "ps"), "w") as f:
-                f.write('#!/bin/sh\necho simulated\n')
-            os.chmod(os.path.join(home, "bin", "ps"), 0o755)
-        env = for_python(plain_env())
-        env["PATH"] = os.path.join(home, "bin") + ":" + env.get("PATH", "/usr/bin:/bin")
-        env["GPUSEL_SIM_MACHINE"] = os.path.abspath(machine)
-        r = subprocess.run(["/usr/bin/python3", os.path.join(home, "libexec", "rocm_smi", "rocm_smi.py"), *args],
-                           capture_output=True, text=True, env=env, timeout=60)
+        r = run_rocm_smi(tmp, machine, *args)
         self.assertEqual(r.returncode, 0, r.stderr)
         return r.stdout
 

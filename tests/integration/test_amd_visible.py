@@ -25,7 +25,9 @@ import unittest
 
 import tomllib
 
-from support import BIN, BUILD, SOURCE, Case, base_env, contexts, for_python, gpusel, gpusel_json, sim_env
+import test_amd_list
+from support import (BIN, BUILD, PYTHON_LOADS_LIBRARIES, SOURCE, Case, base_env, contexts, for_python, gpusel,
+                     gpusel_json, sim_env)
 from support import MACHINES as MACHINE_FILES
 
 EXTRAS = os.path.join(BUILD, "extras")
@@ -348,6 +350,14 @@ class AmdRunTest(Case):
             holding = [g["uuid"] for g in listing["gpus"]
                        if any(p["pid"] == worker.pid for p in g.get("processes") or [])]
             self.assertEqual(holding, ["GPU-" + self.kfd[1]])
+            # Debian's rocm-smi over the simulated library says the same, by rocm-smi index.
+            if PYTHON_LOADS_LIBRARIES and test_amd_list.fetch() is None:
+                index = [g["rocm_smi_index"] for g in listing["gpus"] if g["uuid"] == "GPU-" + self.kfd[1]]
+                with tempfile.TemporaryDirectory() as tmp:
+                    r = test_amd_list.run_rocm_smi(tmp, os.path.join(MACHINE_FILES, "amd-mi210.toml"),
+                                                   "--showpidgpus")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertRegex(r.stdout, rf"PID {worker.pid} is using 1 DRM device\(s\):\s*\n\s*{index[0]}\s")
         finally:
             worker.kill()
             worker.wait()
