@@ -147,10 +147,11 @@ class WatchFitsTheTerminal(Case):
     """`list --watch` in tmux: rows never wrap (a narrower layout below the rows' width, lines cut at
     the edge), the title and header stay in view, and a last line says how many more rows there are."""
 
-    def screen(self, width, height):
+    def screen(self, width, height, machine=None):
+        """The pane of `list --watch` on `machine` (a bundled one; default: 64 copies of a GPU)."""
         folder = tempfile.mkdtemp(prefix="gpusel-watch-")
         self.addCleanup(shutil.rmtree, folder, True)
-        machine_file = many_gpu_machine(folder)
+        machine_file = machine or many_gpu_machine(folder)
         env = sim_env("dgx-h100", TERM="xterm")
         env.pop("LINES", None)
         env.pop("COLUMNS", None)
@@ -167,7 +168,8 @@ class WatchFitsTheTerminal(Case):
         text = ""
         while time.monotonic() < deadline:
             text = subprocess.run([*tmux, "capture-pane", "-p"], capture_output=True, text=True).stdout
-            if "more line" in text or "UTIL" in text and text.rstrip().count("\n") >= height - 1:
+            if "more line" in text or "UTIL" in text and text.rstrip().count("\n") >= height - 1 or (
+                    machine and "note:" in text):
                 break
             time.sleep(0.1)
         return text.rstrip("\n").split("\n")
@@ -192,6 +194,22 @@ class WatchFitsTheTerminal(Case):
         self.assertNotIn("NUMA", header)
         self.assertRegex(rows[0], r"^0 +\S+ +GPU-00000000 +NVIDIA H100")
         self.assertTrue(all(len(line) <= 80 for line in lines), lines)
+
+    def test_80_columns_amd_layout(self):
+        # The AMD table gives way in the same order, so that its NAME column (last) stays in view.
+        lines = self.screen(80, 24, "amd-mi210")
+        header = [line for line in lines if line.startswith("INDEX")]
+        self.assertEqual(len(header), 1, lines)
+        self.assertNotIn("PCI BUS ID", header[0])
+        self.assertTrue(header[0].rstrip().endswith("NAME"), header)
+        rows = [line.rstrip() for line in lines if re.match(r"^\d+ ", line)]
+        self.assertEqual(len(rows), 3, lines)
+        for row in rows:
+            self.assertRegex(row, r"^\d +\d +GPU-[0-9a-f]{8} .* AMD Instinct MI210$")
+        self.assertTrue(all(len(line) <= 80 for line in lines), lines)
+        wide = self.screen(160, 24, "amd-mi210")
+        self.assertIn("PCI BUS ID", [line for line in wide if line.startswith("INDEX")][0])
+        self.assertIn("GPU-3c4d5e6f708192a3", "\n".join(wide))
 
     def test_160_columns_full_layout(self):
         lines = self.screen(160, 24)

@@ -659,24 +659,43 @@ void amd_listing_json(const AmdSnapshot& amd, const AmdListing& l,
   out += doc.dump(2) + "\n";
 }
 
+// The AMD table. In a terminal of `columns` (0: any width) narrower than its rows, columns give
+// way as the NVIDIA table's do (gpu_fields.def): PCI BUS ID left out, then each UUID cut to its
+// first 12 characters (GPU-3c4d5e6f), so that the NAME, last, stays in view.
 void amd_listing_text(const AmdSnapshot& amd, const AmdListing& l,
-                      const std::optional<std::string>& simulated, std::string& out) {
+                      const std::optional<std::string>& simulated, std::size_t columns,
+                      std::string& out) {
   auto o = std::back_inserter(out);
   if (simulated) fmt::format_to(o, "simulated machine: {}\n", detail::printable(*simulated));
   fmt::format_to(
       o, "AMD GPUs (ROCm SMI{}):\n",
       amd.driver_version.empty() ? "" : ", amdgpu " + detail::printable(amd.driver_version));
-  fmt::format_to(o, "{:<5}  {:<3}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", "INDEX", "HIP",
-                 "UUID", "MEMORY", "USED", "UTIL", "PCI BUS ID", "NAME");
+  std::size_t name_width = 4;
+  for (const AmdGpu& g : amd.gpus)
+    name_width =
+        std::max(name_width, detail::printable(g.failure.empty() ? g.name : g.failure).size());
+  constexpr std::size_t kPciColumn = 16 + 2, kUuidCut = 8;  // what each gives back
+  std::size_t width = 5 + 2 + 3 + 2 + 20 + 2 + 10 + 2 + 10 + 2 + 4 + 2 + kPciColumn + name_width;
+  const bool pci = columns == 0 || width <= columns;
+  if (!pci) width -= kPciColumn;
+  const std::size_t uuid_width = columns == 0 || width <= columns ? 20 : 20 - kUuidCut;
+  auto row = [&](const std::string& index, const std::string& hip, const std::string& uuid,
+                 const std::string& memory, const std::string& used, const std::string& util,
+                 const std::string& bus, const std::string& name) {
+    fmt::format_to(o, "{:<5}  {:<3}  {:<{}}  {:<10}  {:<10}  {:<4}  ", index, hip,
+                   uuid.substr(0, uuid_width), uuid_width, memory, used, util);
+    if (pci) fmt::format_to(o, "{:<16}  ", bus);
+    fmt::format_to(o, "{}\n", name);
+  };
+  row("INDEX", "HIP", "UUID", "MEMORY", "USED", "UTIL", "PCI BUS ID", "NAME");
   for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
     const AmdGpu& g = amd.gpus[i];
     const std::string hip = !l.hip_known ? "?" : l.hip[i] ? std::to_string(*l.hip[i]) : "-";
-    fmt::format_to(o, "{:<5}  {:<3}  {:<20}  {:<10}  {:<10}  {:<4}  {:<16}  {}\n", g.index, hip,
-                   g.id.empty() ? "?" : g.id, detail::format_bytes(g.memory_total),
-                   detail::format_bytes(g.memory_used),
-                   g.busy_percent ? std::to_string(*g.busy_percent) + "%" : "?",
-                   g.pci_bus_id.empty() ? "?" : g.pci_bus_id,
-                   detail::printable(g.failure.empty() ? g.name : g.failure));
+    row(std::to_string(g.index), hip, g.id.empty() ? "?" : g.id,
+        detail::format_bytes(g.memory_total), detail::format_bytes(g.memory_used),
+        g.busy_percent ? std::to_string(*g.busy_percent) + "%" : "?",
+        g.pci_bus_id.empty() ? "?" : g.pci_bus_id,
+        detail::printable(g.failure.empty() ? g.name : g.failure));
     for (const GpuProcess& p : g.processes.value_or(std::vector<GpuProcess>{}))
       out += process_line(p, detail::format_bytes(p.used_memory) + " of VRAM on its GPUs");
     if (l.leases[i].state != LeaseStanding::State::Free)
@@ -691,7 +710,7 @@ void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simul
   if (options.json)
     amd_listing_json(amd, l, simulated, out);
   else
-    amd_listing_text(amd, l, simulated, out);
+    amd_listing_text(amd, l, simulated, options.columns, out);
 }
 
 }  // namespace
