@@ -301,11 +301,16 @@ class AmdRunTest(Case):
     def queue_job(self, *args, worker):
         """`gpusel run ARGS -- sh -c WORKER` on amd-mi210, WORKER's $QUEUE the HIP program that makes a
         queue on its device ORDINAL and stays SECONDS (tests/amd/hip_queue.c)."""
-        env = base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd),
-                       QUEUE=os.path.join(OUT, "hip_queue"))
+        # The thunk stand-in loads the simulator's (instrumented, under the sanitizer build) machine
+        # reader into the uninstrumented HIP program: the sanitizer's runtime goes first (for_python).
+        env = for_python(base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd),
+                                  QUEUE=os.path.join(OUT, "hip_queue")))
         return gpusel("--sim", "amd-mi210", "run", *args, "--", "sh", "-c", worker, env=env)
 
     def test_the_run_time_check_stops_a_worker_that_makes_a_queue_on_another_gpu(self):
+        if "GPUSEL_TEST_TSAN" in os.environ:
+            self.skipTest("the thunk stand-in loads the simulator's machine reader into HIP's process, "
+                          "which the ThreadSanitizer build's library cannot be loaded into")
         # Judged by what ROCm SMI lists (the simulated one lists each process on the GPUs where
         # ROCr made it a queue over the thunk stand-in, as the kernel lists a process's queues).
         # Each worker on its own GPU: the job runs to its end.
@@ -339,11 +344,14 @@ class AmdRunTest(Case):
         self.assertEqual(r.stdout.split().count(self.by_index[2]), 2)
 
     def test_list_shows_the_processes_that_made_queues(self):
+        if "GPUSEL_TEST_TSAN" in os.environ:
+            self.skipTest("the thunk stand-in loads the simulator's machine reader into HIP's process, "
+                          "which the ThreadSanitizer build's library cannot be loaded into")
         # HIP's device 1 (KFD node 2) started on the simulated machine, as `gpusel sim env` sets it up.
         env = sim_env("amd-mi210", GPUSEL_TEST_AMD_GPUS=",".join(self.kfd))
         env["LD_LIBRARY_PATH"] += ":" + self.library_path
         worker = subprocess.Popen([os.path.join(OUT, "hip_queue"), "1", "30"], stdout=subprocess.PIPE,
-                                  text=True, env=env)
+                                  text=True, env=for_python(env))
         try:
             self.assertEqual(worker.stdout.readline().split(), ["queue", "GPU-" + self.kfd[1]])
             listing = gpusel_json("--sim", "amd-mi210", "list", "--json")
