@@ -47,6 +47,9 @@ struct AmdSnapshot {
   Problem problem;     // the same as data
   std::string driver_version;
   std::vector<AmdGpu> gpus;  // rocm-smi order
+  // Where ROCm SMI gives no GPU's KFD node and the kernel's topology could not give them either:
+  // why not, naming the file or the GPU ("" otherwise).
+  std::string kfd_order_problem;
 };
 
 // Opens librocm_smi64.so.1 (or the file GPUSEL_ROCM_SMI_LIBRARY names) and reads every GPU it

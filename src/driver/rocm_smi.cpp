@@ -137,24 +137,41 @@ std::optional<std::uint64_t> read_gpu(const RsmiApi& api, bool usage, AmdGpu& gp
 // nodes and ROCm SMI's GPUs match one to one; otherwise the nodes stay unknown. (A partitioned
 // GPU's nodes share one address, so they are never told apart this way.)
 void nodes_from_topology(AmdSnapshot& snap, const std::vector<std::optional<std::uint64_t>>& bdfs,
-                         const std::optional<std::vector<detail::KfdGpuNode>>& nodes) {
+                         const std::optional<std::vector<detail::KfdGpuNode>>& nodes,
+                         const std::string& unread) {
   if (snap.gpus.empty()) return;
   for (const AmdGpu& g : snap.gpus) {
     if (g.kfd_node) return;
   }
-  if (!nodes || nodes->size() != snap.gpus.size()) return;
+  auto unknown = [&snap](std::string why) { snap.kfd_order_problem = std::move(why); };
+  if (!nodes) return unknown(unread);
+  if (nodes->size() != snap.gpus.size()) {
+    return unknown("it has " + std::to_string(nodes->size()) + " GPU nodes, and ROCm SMI " +
+                   std::to_string(snap.gpus.size()) + " GPUs");
+  }
   std::vector<unsigned> found;
-  for (const std::optional<std::uint64_t>& bdf : bdfs) {
-    if (!bdf) return;
+  for (std::size_t i = 0; i < bdfs.size(); ++i) {
+    const std::optional<std::uint64_t>& bdf = bdfs[i];
+    if (!bdf) return unknown("ROCm SMI gives GPU " + std::to_string(i) + " no PCI address");
     const auto domain = static_cast<std::uint32_t>(*bdf >> 32);
     const auto location = static_cast<std::uint32_t>(*bdf & 0xffffu);
+    const std::string& address = snap.gpus[i].pci_bus_id;
     std::optional<unsigned> node;
     for (const detail::KfdGpuNode& n : *nodes) {
       if (n.domain != domain || n.location_id != location) continue;
-      if (node) return;  // two nodes at one address
+      if (node) {  // a partitioned GPU's nodes share its address
+        return unknown("nodes " + std::to_string(*node) + " and " + std::to_string(n.node) +
+                       " are both at " + address + " (GPU " + std::to_string(i) + ")");
+      }
       node = n.node;
     }
-    if (!node || std::find(found.begin(), found.end(), *node) != found.end()) return;
+    if (!node) {
+      return unknown("no GPU node is at " + address + ", ROCm SMI's GPU " + std::to_string(i));
+    }
+    if (std::find(found.begin(), found.end(), *node) != found.end()) {
+      return unknown("node " + std::to_string(*node) +
+                     " is at the address of two of ROCm SMI's GPUs");
+    }
     found.push_back(*node);
   }
   for (std::size_t i = 0; i < snap.gpus.size(); ++i) snap.gpus[i].kfd_node = found[i];
@@ -256,8 +273,9 @@ std::string kfd_order_unknown_text(const AmdSnapshot& amd) {
   }
   return "neither this ROCm SMI gives it (rsmi_dev_node_id_get, ROCm 6 and later) nor the "
          "kernel's KFD topology in " +
-         detail::kfd_nodes_folder() +
-         " (each GPU node matched to one of ROCm SMI's GPUs by PCI address; GPUSEL_KFD_TOPOLOGY "
+         detail::kfd_nodes_folder() + " (" +
+         (amd.kfd_order_problem.empty() ? "" : amd.kfd_order_problem + "; ") +
+         "each GPU node must match one of ROCm SMI's GPUs by PCI address; GPUSEL_KFD_TOPOLOGY "
          "names another folder)";
 }
 
@@ -344,8 +362,9 @@ AmdSnapshot query_rocm_smi(bool usage) {
     bdfs.push_back(read_gpu(api, usage, gpu));
     snap.gpus.push_back(std::move(gpu));
   }
-  const auto topology = detail::read_kfd_gpu_nodes(detail::kfd_nodes_folder());
-  nodes_from_topology(snap, bdfs, topology);
+  std::string unread;
+  const auto topology = detail::read_kfd_gpu_nodes(detail::kfd_nodes_folder(), &unread);
+  nodes_from_topology(snap, bdfs, topology, unread);
   read_render_nodes(snap, topology);
   if (usage) read_processes(api, snap);
   api.rsmi_shut_down();

@@ -47,25 +47,31 @@ std::string kfd_nodes_folder() {
   return "/sys/class/kfd/kfd/topology/nodes";
 }
 
-std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& folder) {
+std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& folder,
+                                                          std::string* why) {
   namespace fs = std::filesystem;
+  auto unknown = [why](std::string text) -> std::optional<std::vector<KfdGpuNode>> {
+    if (why != nullptr) *why = std::move(text);
+    return std::nullopt;
+  };
   std::error_code ec;
   std::vector<unsigned> numbers;
   for (fs::directory_iterator it(folder, ec), end; !ec && it != end; it.increment(ec)) {
     const auto n = read_number(it->path().filename().string());
     if (n && *n < 65536) numbers.push_back(static_cast<unsigned>(*n));
   }
-  if (ec || numbers.empty()) return std::nullopt;
+  if (ec) return unknown(folder + " cannot be read: " + ec.message());
+  if (numbers.empty()) return unknown(folder + " holds no node folder");
   std::sort(numbers.begin(), numbers.end());
   std::vector<KfdGpuNode> out;
   for (unsigned n : numbers) {
     const fs::path node = fs::path(folder) / std::to_string(n);
     const auto gpu_id = first_line(node / "gpu_id");
     const auto id = gpu_id ? read_number(*gpu_id) : std::nullopt;
-    if (!id) return std::nullopt;
+    if (!id) return unknown((node / "gpu_id").string() + " gives no number");
     if (*id == 0) continue;  // a CPU node
     std::ifstream in(node / "properties");
-    if (!in) return std::nullopt;
+    if (!in) return unknown((node / "properties").string() + " cannot be read");
     KfdGpuNode g;
     g.node = n;
     bool located = false;
@@ -76,7 +82,9 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
       if (!(words >> name >> value)) continue;
       const auto v = read_number(value);
       if (!v || *v > 0xffffffffu) {
-        if (name == "location_id" || name == "domain") return std::nullopt;  // an address unread
+        if (name == "location_id" || name == "domain")  // an address unread
+          return unknown((node / "properties").string() + ": " + name + " " + value +
+                         " is not a 32-bit number");
         continue;
       }
       if (name == "location_id") {
@@ -88,7 +96,7 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
         g.render_minor = static_cast<unsigned>(*v);
       }
     }
-    if (!located) return std::nullopt;
+    if (!located) return unknown((node / "properties").string() + " gives no location_id");
     out.push_back(g);
   }
   return out;

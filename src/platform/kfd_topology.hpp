@@ -28,8 +28,10 @@ std::string kfd_nodes_folder();
 // The GPU nodes under `folder`, in node order: each numbered folder whose gpu_id is not 0 (CPU
 // nodes have 0), with its properties' location_id and domain (0 where a kernel before domains
 // gives none). nullopt when the folder cannot be read, or a GPU node's files cannot be read or
-// give no location_id: the order is then unknown, never guessed.
-std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& folder);
+// give no location_id: the order is then unknown, never guessed, and `why` (when given) says what
+// could not be read, naming the file.
+std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& folder,
+                                                          std::string* why = nullptr);
 
 // "/dev/dri/renderD<minor>", and whether this process may open it as ROCm's thunk does (read and
 // write), asked of the kernel's permission check (faccessat, effective ids) without opening it:

@@ -350,13 +350,19 @@ class AmdListTest(Case):
         shared = kfd_topology(os.path.join(tmp, "shared"), text, {1: "00000000:43:00.0"})
         short = kfd_topology(os.path.join(tmp, "short"), text)
         shutil.rmtree(os.path.join(short, "3"))
-        for folder in (moved, shared, short, os.path.join(tmp, "none")):
+        # Each refusal says what did not match, naming the node, the address or the file.
+        # (Node 1 is rocm-smi's GPU 0, at 83:00.0: moved elsewhere, or onto GPU 2's address.)
+        for folder, why in ((moved, r"no GPU node is at 00000000:83:00\.0, ROCm SMI's GPU 0"),
+                            (shared, r"no GPU node is at 00000000:83:00\.0, ROCm SMI's GPU 0"),
+                            (short, r"it has 2 GPU nodes, and ROCm SMI 3 GPUs"),
+                            (os.path.join(tmp, "none"), r"/none cannot be read: No such file or directory")):
             with self.subTest(topology=os.path.basename(folder)):
                 r = gpusel("--sim", path, "resolve", "--gpu", "0", "--json", ROCR_VISIBLE_DEVICES="2,0",
                            GPUSEL_KFD_TOPOLOGY=folder)
                 self.assertEqual(r.returncode, 2, r.stderr)
                 self.assertEqual(json.loads(r.stdout)["error"]["fields"]["reason"], "amd-kfd-order-unknown")
                 self.assertIn(folder, r.stderr)
+                self.assertRegex(r.stderr, why)
 
     def test_a_gpu_whose_render_node_cannot_be_opened_is_never_given(self):
         """ROCm's thunk numbers only the GPUs whose render node (/dev/dri/renderD<n>) it can open: one
