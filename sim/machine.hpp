@@ -85,6 +85,9 @@ struct SimGpu {
   // order rocm-smi 5.x numbers in; its position in that order when the file gives none).
   unsigned kfd_position = 0;
   int drm_card = -1;
+  // The XGMI hive the GPU is bridged into (GPUs of one hive are linked by XGMI; ROCm SMI's link
+  // type between them), -1 for none: PCIe only.
+  int xgmi_hive = -1;
 };
 
 struct SimFaults {

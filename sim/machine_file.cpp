@@ -285,6 +285,11 @@ void parse_amd_gpu(const Reader& r, const toml::table& t, std::size_t position, 
   }
   if (const auto* n = t.get("numa_node"))
     g.numa_node = static_cast<int>(r.integer(*n, "numa_node"));
+  if (const auto* n = t.get("xgmi_hive")) {
+    const long long v = r.integer(*n, "xgmi_hive");
+    if (v < 0 || v > 1023) r.fail(n->source(), "key 'xgmi_hive' must be between 0 and 1023");
+    g.xgmi_hive = static_cast<int>(v);
+  }
   if (const auto* n = t.get("utilization_gpu")) {
     const long long v = r.integer(*n, "utilization_gpu");
     if (v < 0 || v > 100) r.fail(n->source(), "key 'utilization_gpu' must be between 0 and 100");

@@ -197,6 +197,25 @@ GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_topo_numa_affinity_get(std::uint32_t index
   });
 }
 
+// How two GPUs are linked: XGMI (one hop) between GPUs of one XGMI hive (the machine file's
+// xgmi_hive), else PCIe (two hops: up to the host and down again, as ROCm SMI counts a path
+// through the CPU).
+GPUSEL_RSMI_EXPORT rsmi_status_t rsmi_topo_get_link_type(std::uint32_t src, std::uint32_t dst,
+                                                         std::uint64_t* hops,
+                                                         RSMI_IO_LINK_TYPE* type) {
+  if (hops == nullptr || type == nullptr) return RSMI_STATUS_INVALID_ARGS;
+  rsmi_status_t rc = RSMI_STATUS_SUCCESS;
+  const SimGpu* a = gpu_at(src, rc);
+  if (a == nullptr) return rc;
+  const SimGpu* b = gpu_at(dst, rc);
+  if (b == nullptr) return rc;
+  if (a == b) return RSMI_STATUS_INVALID_ARGS;
+  const bool xgmi = a->xgmi_hive >= 0 && a->xgmi_hive == b->xgmi_hive;
+  *hops = xgmi ? 1 : 2;
+  *type = xgmi ? RSMI_IOLINK_TYPE_XGMI : RSMI_IOLINK_TYPE_PCIEXPRESS;
+  return RSMI_STATUS_SUCCESS;
+}
+
 // The GPU's KFD topology node (ROCm 6.x's function): node 0 is the CPU, then the GPUs in the
 // order of the machine file's [[gpu]] tables. Not supported where the file says
 // rocm_smi_node_ids = false (an SMI without the function).

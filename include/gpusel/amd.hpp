@@ -50,12 +50,16 @@ struct AmdSnapshot {
   // Where ROCm SMI gives no GPU's KFD node and the kernel's topology could not give them either:
   // why not, naming the file or the GPU ("" otherwise).
   std::string kfd_order_problem;
+  // Which GPUs are linked by XGMI (xgmi[i][j], rocm-smi indices), where asked for and ROCm SMI
+  // says (rsmi_topo_get_link_type); empty otherwise.
+  std::vector<std::vector<bool>> xgmi;
 };
 
 // Opens librocm_smi64.so.1 (or the file GPUSEL_ROCM_SMI_LIBRARY names) and reads every GPU it
 // monitors; `usage` adds memory in use and the busy percentage. Never throws for a missing or
-// broken library: the snapshot says ROCm SMI is unavailable and why. Thread-safe.
-AmdSnapshot query_rocm_smi(bool usage = false);
+// broken library: the snapshot says ROCm SMI is unavailable and why. `links` adds which GPUs are
+// linked by XGMI. Thread-safe.
+AmdSnapshot query_rocm_smi(bool usage = false, bool links = false);
 
 // The GPUs' ids in KFD order (the order ROCr and HIP number them in), or nullopt when neither ROCm
 // SMI nor the kernel's topology gives every GPU's node, or a GPU has no id. A GPU whose render node

@@ -96,10 +96,12 @@ struct PickResult {
 // Exact and polynomial (docs/picking.md): the topology is taken as a real machine's, where the
 // GPUs of one NVSwitch fabric are all NVLink peers and PCIe common ancestors form a tree; NVLink
 // made of direct GPU-to-GPU links (bridges, a DGX-1's hybrid cube mesh) is taken link by link.
-// `numbering` names whose indices GpuInfo::index holds, for `why`.
+// `numbering` names whose indices GpuInfo::index holds, and `link` what GpuLink::nvlink stands
+// for (AMD GPUs: "XGMI"), for `why`.
 std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
                                     const std::vector<FreeCandidate>& candidates,
                                     const Topology& links, int n,
-                                    const char* numbering = "nvidia-smi");
+                                    const char* numbering = "nvidia-smi",
+                                    const char* link = "NVLink");
 
 GPUSEL_END_NAMESPACE

@@ -23,10 +23,10 @@ constexpr auto trim = detail::trim_blanks;
 // How well a set sits together: lower is better.
 enum Tier { kNvlink = 0, kSwitch = 1, kNuma = 2, kSpread = 3 };
 
-const char* tier_text(int tier) {
+std::string tier_text(int tier, const char* link) {
   switch (tier) {
     case kNvlink:
-      return "all connected by NVLink";
+      return std::string("all connected by ") + link;
     case kSwitch:
       return "under one PCIe switch";
     case kNuma:
@@ -510,7 +510,8 @@ Topology::Topology(std::shared_ptr<TopologySource> source) : source_(std::move(s
 
 std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
                                     const std::vector<FreeCandidate>& candidates,
-                                    const Topology& links, int n, const char* numbering) {
+                                    const Topology& links, int n, const char* numbering,
+                                    const char* link) {
   std::vector<std::size_t> free;
   for (std::size_t i = 0; i < gpus.size() && i < candidates.size(); ++i) {
     if (candidates[i].eligible && candidates[i].not_free.empty()) free.push_back(i);
@@ -526,7 +527,7 @@ std::optional<PickResult> pick_free(const std::vector<GpuInfo>& gpus,
     indices += (indices.empty() ? "" : ",") + std::to_string(gpus[i].index);
   r.why = std::string("picked ") + numbering + " " + indices + " of " + std::to_string(free_count) +
           " free GPU" + (free_count == 1 ? "" : "s") + ": " +
-          (n == 1 ? std::string("the least used") : std::string(tier_text(best.tier)));
+          (n == 1 ? std::string("the least used") : tier_text(best.tier, link));
   return r;
 }
 

@@ -177,6 +177,22 @@ void nodes_from_topology(AmdSnapshot& snap, const std::vector<std::optional<std:
   for (std::size_t i = 0; i < snap.gpus.size(); ++i) snap.gpus[i].kfd_node = found[i];
 }
 
+// Which pairs of GPUs XGMI links, where ROCm SMI answers for every pair (else nothing is known).
+void read_xgmi(const RsmiApi& api, AmdSnapshot& snap) {
+  if (api.rsmi_topo_get_link_type == nullptr) return;
+  const std::size_t n = snap.gpus.size();
+  std::vector<std::vector<bool>> xgmi(n, std::vector<bool>(n, false));
+  for (std::uint32_t i = 0; i < n; ++i) {
+    for (std::uint32_t j = i + 1; j < n; ++j) {
+      std::uint64_t hops = 0;
+      RSMI_IO_LINK_TYPE type = 0;
+      if (api.rsmi_topo_get_link_type(i, j, &hops, &type) != RSMI_STATUS_SUCCESS) return;
+      xgmi[i][j] = xgmi[j][i] = type == RSMI_IOLINK_TYPE_XGMI;
+    }
+  }
+  snap.xgmi = std::move(xgmi);
+}
+
 // Each GPU's render node, from its KFD node's drm_render_minor, tried as ROCm's thunk opens it.
 void read_render_nodes(AmdSnapshot& snap,
                        const std::optional<std::vector<detail::KfdGpuNode>>& nodes) {
@@ -319,7 +335,7 @@ std::optional<std::vector<std::string>> kfd_order(const AmdSnapshot& amd) {
   return ids;
 }
 
-AmdSnapshot query_rocm_smi(bool usage) {
+AmdSnapshot query_rocm_smi(bool usage, bool links) {
   AmdSnapshot snap;
   const RsmiLibrary& lib = library();
   if (!lib.usable) {
@@ -367,6 +383,7 @@ AmdSnapshot query_rocm_smi(bool usage) {
   nodes_from_topology(snap, bdfs, topology, unread);
   read_render_nodes(snap, topology);
   if (usage) read_processes(api, snap);
+  if (links) read_xgmi(api, snap);
   api.rsmi_shut_down();
   return snap;
 }

@@ -32,6 +32,13 @@ enum : std::uint32_t {
   RSMI_MEM_TYPE_VRAM = 0,
 };
 
+// How two GPUs are linked (rsmi_topo_get_link_type).
+typedef std::uint32_t RSMI_IO_LINK_TYPE;
+enum : std::uint32_t {
+  RSMI_IOLINK_TYPE_PCIEXPRESS = 1,
+  RSMI_IOLINK_TYPE_XGMI = 2,
+};
+
 // One process using GPUs (rsmi_compute_process_info_get).
 typedef struct {
   std::uint32_t process_id;

@@ -88,12 +88,12 @@ class FreeLook {
   // Reads the machine; throws for requests that can never be met.
   void read() {
     if (amd_) {
-      read_amd(query_rocm_smi(true));
+      read_amd(query_rocm_smi(true, n_ > 1 && !have_links_));
       return;
     }
     snap_ = query_nvml(NvmlQuery{true, n_ > 1 && !have_links_});
     if (!snap_.available && !have_links_) {
-      AmdSnapshot amd = query_rocm_smi(true);
+      AmdSnapshot amd = query_rocm_smi(true, n_ > 1);
       if (amd.available && !amd.gpus.empty()) {
         amd_ = true;
         read_amd(std::move(amd));
@@ -124,7 +124,8 @@ class FreeLook {
   }
 
   // An AMD machine (docs/amd.md): the GPUs with an id, or under ROCm's variables their quota, as
-  // resolve_on_amd reads it; usage from ROCm SMI. Nothing is known of how they are linked.
+  // resolve_on_amd reads it; usage from ROCm SMI; which are linked by XGMI (picked as NVLink is),
+  // and each GPU's NUMA node.
   void read_amd(AmdSnapshot amd) {
     const std::string asked = detail::gpu_request_words() + " free:" + std::to_string(n_);
     if (!amd.available || (have_links_ && amd.gpus.size() != snap_.gpus.size())) {
@@ -140,6 +141,14 @@ class FreeLook {
     snap_.gpus = amd_gpu_records(amd);
     if (have_links_) return;
     have_links_ = true;
+    if (!amd.xgmi.empty()) {
+      std::vector<std::vector<GpuLink>> table(amd.xgmi.size(),
+                                              std::vector<GpuLink>(amd.xgmi.size()));
+      for (std::size_t i = 0; i < amd.xgmi.size(); ++i) {
+        for (std::size_t j = 0; j < amd.xgmi.size(); ++j) table[i][j].nvlink = amd.xgmi[i][j];
+      }
+      links_ = Topology(std::move(table));
+    }
     const AmdChoice choice = amd_choices(asked, env_, amd);
     amd_note_ = choice.note;
     eligible_.assign(snap_.gpus.size(), false);
@@ -254,8 +263,8 @@ class FreeLook {
       }
     }
     while (true) {
-      const std::optional<PickResult> pick =
-          pick_free(gpus, c, links_, n_, amd_ ? "rocm-smi" : "nvidia-smi");
+      const std::optional<PickResult> pick = pick_free(
+          gpus, c, links_, n_, amd_ ? "rocm-smi" : "nvidia-smi", amd_ ? "XGMI" : "NVLink");
       if (!pick) break;
       std::vector<Lease> leases;
       bool lost = false;

@@ -668,6 +668,41 @@ class AmdAgainstRocmTest(Case):
         smi_vram = {int(m[0]): int(m[3]) for m in re.findall(r"^(\d+)\s+(\S+)\s+(\d+)\s+(\d+)\s", outputs[1], re.M)}
         self.assertEqual(smi_vram, {pid: vram for pid, (_, vram) in by_pid.items()})
 
+    def test_free_n_prefers_gpus_linked_by_xgmi(self):
+        """free:N on AMD GPUs picks GPUs of one XGMI hive first (as NVLink on NVIDIA's), then one NUMA
+        node: on amd-mi210 with every GPU free and rocm-smi's 0 and 1 bridged (on two NUMA nodes),
+        free:2 takes those two; without the bridge, 1 and 2 (NUMA node 0). The link types are the
+        ones Debian's rocm-smi reads from the simulated library (--showtopotype)."""
+        if not PYTHON_LOADS_LIBRARIES:
+            self.skipTest("the ThreadSanitizer build's simulated library cannot load into Python")
+        text = read(MACHINES, "amd-mi210.toml").replace('memory_used = "12GiB"\n', "").replace(
+            "utilization_gpu = 37\n", "")
+        bridged = text.replace("drm_card = 0\n", "drm_card = 0\nxgmi_hive = 0\n").replace(
+            "drm_card = 1\n", "drm_card = 1\nxgmi_hive = 0\n")
+        by_index = [uid for uid, _ in EXPECTED]
+        with tempfile.TemporaryDirectory() as tmp:
+            for name, body, want, words in (("bridged", bridged, [0, 1], "all connected by XGMI"),
+                                             ("pcie", text, [1, 2], "on one NUMA node")):
+                with self.subTest(machine=name):
+                    path = os.path.join(tmp, name + ".toml")
+                    with open(path, "w") as f:
+                        f.write(body)
+                    links = json.loads(self.rocm_smi(tmp, path, "--showtopotype", "--json"))["system"]
+                    xgmi = sorted(tuple(int(d) for d in re.findall(r"\d+", k)) for k, v in links.items()
+                                  if v == "XGMI")
+                    self.assertEqual(xgmi, [(0, 1)] if name == "bridged" else [])
+                    self.assertEqual(len(links), 3)
+                    r = gpusel("--sim", path, "resolve", "--gpu", "free:2")
+                    self.assertEqual(r.returncode, 0, r.stderr)
+                    self.assertEqual(r.stdout.split(), [by_index[i] for i in want])
+                    self.assertIn(f"picked rocm-smi {want[0]},{want[1]} of 3 free GPUs: {words}", r.stderr)
+            bad = os.path.join(tmp, "bad.toml")
+            with open(bad, "w") as f:
+                f.write(text.replace("drm_card = 0\n", "drm_card = 0\nxgmi_hive = -1\n"))
+            r = gpusel("--sim", bad, "list")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("key 'xgmi_hive' must be between 0 and 1023", r.stderr)
+
     def rocm_smi(self, tmp, machine, *args):
         """Debian's rocm-smi over the simulated library, on `machine` (its output)."""
         r = run_rocm_smi(tmp, machine, *args)
