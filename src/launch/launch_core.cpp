@@ -230,9 +230,10 @@ namespace {
 std::string misplaced_text(const JobMember& who, const std::string& process,
                            const GpuProcesses& gpu, const LaunchOptions& options,
                            const JobPlan& job) {
-  // What the GPU's list counts a process for: a CUDA context (NVML), a HIP queue (ROCm SMI).
+  // What the GPU's list counts a process for: a CUDA context (NVML), a HIP queue (ROCm SMI, whose
+  // index the number is).
   const std::string opened =
-      options.amd ? "made a HIP queue on GPU " : "opened a CUDA context on GPU ";
+      options.amd ? "made a HIP queue on rocm-smi's GPU " : "opened a CUDA context on GPU ";
   std::string text;
   if (who.rank >= 0) {
     text = "rank " + std::to_string(who.rank) + " (GPU " +
@@ -246,6 +247,16 @@ std::string misplaced_text(const JobMember& who, const std::string& process,
   if (who.orphan) {
     text += ", orphaned: " + std::string(who.rank >= 0 ? "its worker's" : "a worker's") +
             " tree left it running and it came to gpusel, which checks it with the job";
+  }
+  if (options.amd && options.set_visible == SetVisible::Job) {
+    // Each worker saw every GPU of the job, in rank order, in ROCR_VISIBLE_DEVICES.
+    return text +
+           "): the program chose a GPU other than its own among the job's, which gpusel gave "
+           "every worker in ROCR_VISIBLE_DEVICES (--set-visible job, in rank order), and the job "
+           "was stopped. Use the HIP device of the worker's own GPU (LOCAL_RANK with one rank a "
+           "GPU), run without --set-visible job (each worker then sees its GPU alone), or bind the "
+           "GPU with gpusel in the program (gpusel_bind_assigned_gpu(), "
+           "gpusel.bind_assigned_gpu())";
   }
   if (options.amd) {
     // gpusel gave each worker its GPU alone in ROCR_VISIBLE_DEVICES: only a program that sets

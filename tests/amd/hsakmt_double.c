@@ -390,10 +390,17 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtSetEvent(HsaEvent* event) {
   return HSAKMT_STATUS_SUCCESS;
 }
 
+/* No event is ever signalled by an interrupt here: a wait lasts its time, at most 1 ms, so that
+ * ROCr, which then looks at its signals' values again, does not spin a core. */
+static HSAKMT_STATUS wait_a_little(HSAuint32 ms) {
+  const struct timespec pause = {0, (long)(ms < 1 ? ms : 1) * 1000000L};
+  if (pause.tv_nsec > 0) nanosleep(&pause, NULL);
+  return HSAKMT_STATUS_WAIT_TIMEOUT;
+}
+
 HSAKMT_STATUS HSAKMTAPI hsaKmtWaitOnEvent(HsaEvent* event, HSAuint32 ms) {
   (void)event;
-  (void)ms;
-  return HSAKMT_STATUS_WAIT_TIMEOUT;
+  return wait_a_little(ms);
 }
 
 HSAKMT_STATUS HSAKMTAPI hsaKmtWaitOnMultipleEvents(HsaEvent* events[], HSAuint32 count, bool all,
@@ -401,15 +408,15 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtWaitOnMultipleEvents(HsaEvent* events[], HSAuint32
   (void)events;
   (void)count;
   (void)all;
-  (void)ms;
-  return HSAKMT_STATUS_WAIT_TIMEOUT;
+  return wait_a_little(ms);
 }
 
 /* ---- queues, and the command processor that completes their packets ---- */
 
 struct queue {
-  _Atomic HSAuint64 doorbell; /* ROCr stores the index of the last packet it has written */
+  _Atomic HSAuint64 doorbell; /* what ROCr rings; the write index below says more (see below) */
   volatile HSAuint64* read;   /* the next packet to take (ROCr's read_dispatch_id) */
+  volatile HSAuint64* write;  /* one past the last packet slot ROCr has taken (write_dispatch_id) */
   unsigned char* ring;
   HSAuint64 slots; /* 64-byte packets */
   int live;
@@ -417,34 +424,48 @@ struct queue {
 
 #define MAX_QUEUES 256
 static struct queue queue_table[MAX_QUEUES];
-static unsigned queues_made;
 static int gpu_noted[MAX_GPUS];
 static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static int processor_started;
 
-/* A packet's completion signal (an amd_signal_t: the value at offset 8, the event mailbox at 16
- * and the event's id at 24, as ROCr lays it out) counts one down. */
+static HSAuint64 now_ns(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (HSAuint64)t.tv_sec * 1000000000u + (HSAuint64)t.tv_nsec;
+}
+
+/* A packet's completion signal (an amd_signal_t: the value at offset 8, the event mailbox at 16,
+ * the event's id at 24, the packet's start and end times at 32 and 40, as ROCr lays it out)
+ * counts one down, its times set (ROCr warns of a signal whose times are unset). */
 static void complete(HSAuint64 signal) {
   if (signal == 0) return;
+  const HSAuint64 t = now_ns();
+  *(volatile HSAuint64*)(uintptr_t)(signal + 32) = t;
+  *(volatile HSAuint64*)(uintptr_t)(signal + 40) = t;
   atomic_fetch_sub((_Atomic int64_t*)(uintptr_t)(signal + 8), 1);
   const HSAuint64 mailbox = *(volatile HSAuint64*)(uintptr_t)(signal + 16);
   if (mailbox != 0)
     *(volatile HSAuint64*)(uintptr_t)mailbox = *(volatile HSAuint32*)(uintptr_t)(signal + 24);
 }
 
+/* The command processor: every packet from the read index up to the write index whose header is
+ * written (a slot taken but not yet written still has the invalid type, 1) is completed, then
+ * marked invalid again as the HSA packet rules ask of a packet processor, so that a slot used
+ * again after the ring wraps is taken only once ROCr has written it anew. (The doorbell is not
+ * read: with the node properties given here ROCr rings a 32-bit one, half a 64-bit index.) */
 static void* command_processor(void* unused) {
   (void)unused;
   for (;;) {
     pthread_mutex_lock(&queue_lock);
-    for (unsigned q = 0; q < queues_made; ++q) {
+    for (unsigned q = 0; q < MAX_QUEUES; ++q) {
       struct queue* Q = &queue_table[q];
       if (!Q->live) continue;
-      const HSAuint64 last = atomic_load(&Q->doorbell);
-      if (last == UINT64_MAX) continue; /* no packet yet */
-      while (*Q->read <= last) {
+      while (*Q->read < *Q->write) {
         unsigned char* packet = Q->ring + (*Q->read % Q->slots) * 64;
-        /* The header (type in its low byte; 1: invalid) is written last: not ready before. */
-        if ((atomic_load((_Atomic HSAuint16*)packet) & 0xff) == 1) break;
+        _Atomic HSAuint16* header = (_Atomic HSAuint16*)packet;
+        if ((atomic_load(header) & 0xff) == 1) break;  /* not written yet */
         complete(*(volatile HSAuint64*)(packet + 56)); /* every packet type has it there */
+        atomic_store(header, (HSAuint16)1);
         *Q->read += 1;
       }
     }
@@ -492,24 +513,31 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtCreateQueue(HSAuint32 node, HSA_QUEUE_TYPE type, H
   /* ROCr makes AQL queues (its blit kernels and HIP's streams) and gives its own read and write
    * indices; SDMA queues are not made (ROCr then copies with kernels). */
   if (!is_gpu(node) || resource == NULL || address == NULL || size < 64 ||
-      type != HSA_QUEUE_COMPUTE_AQL || resource->Queue_read_ptr_aql == NULL)
+      type != HSA_QUEUE_COMPUTE_AQL || resource->Queue_read_ptr_aql == NULL ||
+      resource->Queue_write_ptr_aql == NULL)
     return HSAKMT_STATUS_INVALID_PARAMETER;
   pthread_mutex_lock(&queue_lock);
-  if (queues_made == MAX_QUEUES) {
+  unsigned q = 0; /* a destroyed queue's slot is taken again, as the kernel reuses queue ids */
+  while (q < MAX_QUEUES && queue_table[q].live) ++q;
+  if (q == MAX_QUEUES) {
     pthread_mutex_unlock(&queue_lock);
     return HSAKMT_STATUS_OUT_OF_RESOURCES;
   }
-  struct queue* Q = &queue_table[queues_made];
-  atomic_store(&Q->doorbell, UINT64_MAX);
+  struct queue* Q = &queue_table[q];
+  atomic_store(&Q->doorbell, 0);
   Q->read = (volatile HSAuint64*)resource->Queue_read_ptr_aql;
+  Q->write = (volatile HSAuint64*)resource->Queue_write_ptr_aql;
   Q->ring = address;
   Q->slots = size / 64;
   Q->live = 1;
-  resource->QueueId = ++queues_made;
+  resource->QueueId = q + 1;
   resource->Queue_DoorBell_aql = (HSAuint64*)&Q->doorbell;
-  if (queues_made == 1) {
+  if (!processor_started) {
     pthread_t thread;
-    if (pthread_create(&thread, NULL, command_processor, NULL) == 0) pthread_detach(thread);
+    if (pthread_create(&thread, NULL, command_processor, NULL) == 0) {
+      pthread_detach(thread);
+      processor_started = 1;
+    }
   }
   note_gpu_in_use(node);
   pthread_mutex_unlock(&queue_lock);
@@ -517,7 +545,7 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtCreateQueue(HSAuint32 node, HSA_QUEUE_TYPE type, H
 }
 
 static struct queue* queue_of(HSA_QUEUEID id) {
-  return id >= 1 && id <= queues_made && queue_table[id - 1].live ? &queue_table[id - 1] : NULL;
+  return id >= 1 && id <= MAX_QUEUES && queue_table[id - 1].live ? &queue_table[id - 1] : NULL;
 }
 
 HSAKMT_STATUS HSAKMTAPI hsaKmtUpdateQueue(HSA_QUEUEID queue, HSAuint32 percent,

@@ -325,8 +325,8 @@ class AmdRunTest(Case):
         self.assertEqual(self.kfd[0], self.by_index[2][4:])
         r = self.queue_job("--quiet", "--gpu", "2,0", worker=escape)
         self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn(f"rank 1 (GPU {self.by_index[0]}) made a HIP queue on GPU 2 ({self.by_index[2]}), "
-                      "not its own", r.stderr)
+        self.assertIn(f"rank 1 (GPU {self.by_index[0]}) made a HIP queue on rocm-smi's GPU 2 "
+                      f"({self.by_index[2]}), not its own", r.stderr)
         self.assertIn("Leave ROCR_VISIBLE_DEVICES as gpusel sets it", r.stderr)
         self.assertNotIn("CUDA context", r.stderr)
         # A process a worker left behind (rank 0 ends at once; its child takes HIP's device 2 of
@@ -335,13 +335,32 @@ class AmdRunTest(Case):
                 'exec "$QUEUE" 0 30')
         r = self.queue_job("--quiet", "--gpu", "2,0", worker=left)
         self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn(f"made a HIP queue on GPU 1 ({self.by_index[1]})", r.stderr)
+        self.assertIn(f"made a HIP queue on rocm-smi's GPU 1 ({self.by_index[1]})", r.stderr)
         self.assertIn("orphaned", r.stderr)
+        # --set-visible job: each worker sees the job's GPUs, its own at HIP device LOCAL_RANK; one
+        # that takes device 0 whatever its rank is stopped, in words for that mode.
+        r = self.queue_job("--quiet", "--set-visible", "job", "--gpu", "2,0", worker='exec "$QUEUE" 0 30')
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"rank 1 (GPU {self.by_index[0]}) made a HIP queue on rocm-smi's GPU 2", r.stderr)
+        self.assertIn("--set-visible job", r.stderr)
+        self.assertNotIn("its GPU alone in ROCR_VISIBLE_DEVICES, and", r.stderr)
+        r = self.queue_job("--quiet", "--set-visible", "job", "--gpu", "2,0", worker='exec "$QUEUE" "$LOCAL_RANK" 2')
+        self.assertEqual(r.returncode, 0, r.stderr)
         # --no-placement-check: the same escape runs to its end.
         r = self.queue_job("--quiet", "--no-placement-check", "--gpu", "2,0",
                            worker=escape.replace(" 30", " 2"))
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split().count(self.by_index[2]), 2)
+
+    def test_the_stand_in_completes_what_hip_submits(self):
+        # 5,000 packets on one queue (its ring wraps) and 300 streams made and destroyed in turn
+        # (more queues than the stand-in has at once): each waited for, none left hanging.
+        env = for_python(base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=",".join(self.kfd)))
+        r = subprocess.run([os.path.join(OUT, "hip_queue"), "0", "0", "5000"], capture_output=True, text=True,
+                           env=env, timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["queue", "GPU-" + self.kfd[0]])
+        self.assertNotIn("time stamps", r.stderr)
 
     def test_list_shows_the_processes_that_made_queues(self):
         if "GPUSEL_TEST_TSAN" in os.environ:
