@@ -5,6 +5,7 @@
 // this library from the simulator's folder when --sim is used.
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <string>
@@ -96,6 +97,26 @@ GPUSEL_SIM_MACHINES_API int gpuselSimNoteUsage(const char* path, const char* uui
     if (!known) return -1;
     gpusel::sim::note_usage(m, uuid, bytes, library != nullptr ? library : "a simulated library");
     return 0;
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// For the same stand-in: the unique ids of an AMD machine's GPUs in KFD order (the order of its
+// [[gpu]] tables), as 64-bit numbers (GPU-3c4d5e6f708192a3: 0x3c4d5e6f708192a3), at most `max`
+// into `ids`. Returns how many GPUs the machine has, or -1 when the file cannot be used or is not
+// an AMD machine's.
+GPUSEL_SIM_MACHINES_API long gpuselSimAmdGpuIds(const char* path, std::uint64_t* ids,
+                                                std::size_t max) noexcept {
+  try {
+    if (path == nullptr) return -1;
+    const gpusel::sim::SimMachine& m = gpusel::sim::shared_machine(path);
+    if (m.vendor != "amd") return -1;
+    for (const gpusel::sim::SimGpu& g : m.gpus) {  // kept in PCI order; KFD order is the file's
+      if (ids != nullptr && g.kfd_position < max)
+        ids[g.kfd_position] = std::strtoull(g.uuid.c_str() + 4, nullptr, 16);  // past "GPU-"
+    }
+    return static_cast<long>(m.gpus.size());
   } catch (const std::exception&) {
     return -1;
   }

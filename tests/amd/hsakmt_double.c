@@ -5,7 +5,9 @@
  * own hsakmt.h (libhsakmt-dev, fetched into the build folder), so each structure is the header's.
  *
  * The machine: one CPU node, then one gfx90a GPU node per entry of GPUSEL_TEST_AMD_GPUS, a comma
- * list of unique ids in hexadecimal (0: a GPU without one, which ROCr calls "GPU-XX"). Memory is
+ * list of unique ids in hexadecimal (0: a GPU without one, which ROCr calls "GPU-XX"); where that
+ * is unset, one per GPU of the simulated AMD machine GPUSEL_SIM_MACHINE names, in its file's order
+ * (KFD order). Memory is
  * host memory. Queues: ROCr's AQL queues are made, and a thread stands in for the GPU's command
  * processor, taking each packet ROCr rings the doorbell for and completing it (its signal
  * decremented) without doing its work: enough for HIP to make streams and allocate memory, not to
@@ -33,10 +35,25 @@ static unsigned long long gpu_ids[MAX_GPUS];
 static unsigned gpu_count;
 static int loaded;
 
+static void* machines_library(void);
+
+/* The machine: GPUSEL_TEST_AMD_GPUS's ids where set, else the simulated machine GPUSEL_SIM_MACHINE
+ * names (its GPUs' ids in KFD order, from libgpusel-sim-machines.so), as `gpusel sim env` sets. */
 static void load(void) {
   if (loaded) return;
   loaded = 1;
   const char* list = getenv("GPUSEL_TEST_AMD_GPUS");
+  const char* machine = getenv("GPUSEL_SIM_MACHINE");
+  if (list == NULL && machine != NULL) {
+    typedef long (*ids_fn)(const char*, unsigned long long*, size_t);
+    void* lib = machines_library();
+    ids_fn ids = lib != NULL ? (ids_fn)dlsym(lib, "gpuselSimAmdGpuIds") : NULL;
+    const long n = ids != NULL ? ids(machine, gpu_ids, MAX_GPUS) : -1;
+    if (n < 0)
+      fprintf(stderr, "libhsakmt.so.1 (the tests' stand-in): no AMD machine in %s\n", machine);
+    gpu_count = n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : (unsigned)n;
+    return;
+  }
   if (list == NULL) return;
   while (*list != '\0' && gpu_count < MAX_GPUS) {
     char* end = NULL;
@@ -477,14 +494,17 @@ static void* command_processor(void* unused) {
 }
 
 /* Records this process on the GPU of `node` in the simulated machine's usage folder. */
-static void note_gpu_in_use(HSAuint32 node) {
-  const char* machine = getenv("GPUSEL_SIM_MACHINE");
-  if (machine == NULL || gpu_noted[node - 1] || gpu_ids[node - 1] == 0) return;
-  gpu_noted[node - 1] = 1;
-  typedef int (*note_fn)(const char*, const char*, HSAuint64, const char*);
-  void* lib = dlopen("libgpusel-sim-machines.so", RTLD_NOW | RTLD_LOCAL);
+/* The simulator's machine reader, found as the simulated libraries are: by name, else in each
+ * folder of LD_LIBRARY_PATH or the one above it (gpusel sim env puts the AMD folder, amd/, there).
+ * NULL when it cannot be loaded. */
+static void* machines_library(void) {
+  static void* lib;
+  static int tried;
+  if (tried) return lib;
+  tried = 1;
+  lib = dlopen("libgpusel-sim-machines.so", RTLD_NOW | RTLD_LOCAL);
   const char* path = getenv("LD_LIBRARY_PATH");
-  while (lib == NULL && path != NULL && *path != '\0') { /* the simulator's folder, or one above */
+  while (lib == NULL && path != NULL && *path != '\0') {
     const char* colon = strchr(path, ':');
     const size_t n = colon != NULL ? (size_t)(colon - path) : strlen(path);
     char file[4096];
@@ -495,6 +515,16 @@ static void note_gpu_in_use(HSAuint32 node) {
     }
     path = colon != NULL ? colon + 1 : path + n;
   }
+  return lib;
+}
+
+/* Records this process on the GPU of `node` in the simulated machine's usage folder. */
+static void note_gpu_in_use(HSAuint32 node) {
+  const char* machine = getenv("GPUSEL_SIM_MACHINE");
+  if (machine == NULL || gpu_noted[node - 1] || gpu_ids[node - 1] == 0) return;
+  gpu_noted[node - 1] = 1;
+  typedef int (*note_fn)(const char*, const char*, HSAuint64, const char*);
+  void* lib = machines_library();
   note_fn note = lib != NULL ? (note_fn)dlsym(lib, "gpuselSimNoteUsage") : NULL;
   char uuid[32];
   snprintf(uuid, sizeof uuid, "GPU-%016llx", gpu_ids[node - 1]);

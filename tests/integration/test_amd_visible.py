@@ -366,9 +366,12 @@ class AmdRunTest(Case):
         if "GPUSEL_TEST_TSAN" in os.environ:
             self.skipTest("the thunk stand-in loads the simulator's machine reader into HIP's process, "
                           "which the ThreadSanitizer build's library cannot be loaded into")
-        # HIP's device 1 (KFD node 2) started on the simulated machine, as `gpusel sim env` sets it up.
-        env = sim_env("amd-mi210", GPUSEL_TEST_AMD_GPUS=",".join(self.kfd))
+        # HIP's device 1 (KFD node 2) started on the simulated machine, as `gpusel sim env` sets it up:
+        # the thunk stand-in takes the machine's GPUs from the machine file (no GPUSEL_TEST_AMD_GPUS).
+        env = sim_env("amd-mi210", GPUSEL_TEST_AMD_GPUS=None)
         env["LD_LIBRARY_PATH"] += ":" + self.library_path
+        seen = subprocess.run([self.hip], capture_output=True, text=True, env=for_python(env), check=True)
+        self.assertEqual(seen.stdout.split(), ["GPU-" + k for k in self.kfd])
         worker = subprocess.Popen([os.path.join(OUT, "hip_queue"), "1", "30"], stdout=subprocess.PIPE,
                                   text=True, env=for_python(env))
         try:
