@@ -51,7 +51,8 @@ struct Reader {
   }
 
   long long integer(const toml::node& n, const std::string& key) const {
-    if (auto v = n.value<long long>()) return *v;
+    // An integer as written (not true, nor 1.0, which toml++ would also give as one).
+    if (auto v = n.value<long long>(); v && n.is_integer()) return *v;
     fail(n.source(), "key '" + key + "' must be an integer");
   }
 

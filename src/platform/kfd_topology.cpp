@@ -3,6 +3,8 @@
 #include "kfd_topology.hpp"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -40,6 +42,17 @@ std::optional<std::string> first_line(const std::filesystem::path& file) {
   return line;
 }
 
+// Why `file` cannot be read as a file, naming it; nullopt when it can.
+std::optional<std::string> unreadable(const std::filesystem::path& file) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (ec) return file.string() + " cannot be read: " + ec.message();
+  if (!std::filesystem::is_regular_file(status)) return file.string() + " is not a file";
+  std::ifstream in(file);
+  if (!in) return file.string() + " cannot be read: " + std::strerror(errno);
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::string kfd_nodes_folder() {
@@ -66,10 +79,12 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
   std::vector<KfdGpuNode> out;
   for (unsigned n : numbers) {
     const fs::path node = fs::path(folder) / std::to_string(n);
+    if (auto why_not = unreadable(node / "gpu_id")) return unknown(*why_not);
     const auto gpu_id = first_line(node / "gpu_id");
     const auto id = gpu_id ? read_number(*gpu_id) : std::nullopt;
     if (!id) return unknown((node / "gpu_id").string() + " gives no number");
     if (*id == 0) continue;  // a CPU node
+    if (auto why_not = unreadable(node / "properties")) return unknown(*why_not);
     std::ifstream in(node / "properties");
     if (!in) return unknown((node / "properties").string() + " cannot be read");
     KfdGpuNode g;

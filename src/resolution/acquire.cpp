@@ -144,8 +144,15 @@ class FreeLook {
     if (!amd.xgmi.empty()) {
       std::vector<std::vector<GpuLink>> table(amd.xgmi.size(),
                                               std::vector<GpuLink>(amd.xgmi.size()));
+      // Within XGMI, and without it, GPUs on one NUMA node sit closer (NVML's level 40) than
+      // GPUs on two (50), as a pick ranks NVIDIA's by common ancestor.
       for (std::size_t i = 0; i < amd.xgmi.size(); ++i) {
-        for (std::size_t j = 0; j < amd.xgmi.size(); ++j) table[i][j].nvlink = amd.xgmi[i][j];
+        for (std::size_t j = 0; j < amd.xgmi.size(); ++j) {
+          table[i][j].nvlink = amd.xgmi[i][j];
+          const std::optional<int>& a = amd.gpus[i].numa_node;
+          const std::optional<int>& b = amd.gpus[j].numa_node;
+          if (a && b) table[i][j].ancestor = *a == *b ? 40 : 50;
+        }
       }
       links_ = Topology(std::move(table));
     }
@@ -157,7 +164,8 @@ class FreeLook {
                                                           snap_.gpus[i].uuid) != choice.ids.end();
     }
     usable_ = static_cast<int>(std::count(eligible_.begin(), eligible_.end(), true));
-    refuse_too_few(choice.preset ? "within ROCm's visibility variables" : "");
+    refuse_too_few(choice.preset ? "within ROCm's visibility variables"
+                                 : "ROCR_, HIP_ and CUDA_VISIBLE_DEVICES unset");
     refuse_impossible_memory();
     for (std::size_t i = 0; i < snap_.gpus.size(); ++i) {
       if (eligible_[i]) candidates_.push_back(snap_.gpus[i].uuid);

@@ -350,11 +350,14 @@ class AmdListTest(Case):
         shared = kfd_topology(os.path.join(tmp, "shared"), text, {1: "00000000:43:00.0"})
         short = kfd_topology(os.path.join(tmp, "short"), text)
         shutil.rmtree(os.path.join(short, "3"))
+        no_id = kfd_topology(os.path.join(tmp, "no-id"), text)
+        os.remove(os.path.join(no_id, "2", "gpu_id"))
         # Each refusal says what did not match, naming the node, the address or the file.
         # (Node 1 is rocm-smi's GPU 0, at 83:00.0: moved elsewhere, or onto GPU 2's address.)
         for folder, why in ((moved, r"no GPU node is at 00000000:83:00\.0, ROCm SMI's GPU 0"),
                             (shared, r"no GPU node is at 00000000:83:00\.0, ROCm SMI's GPU 0"),
                             (short, r"it has 2 GPU nodes, and ROCm SMI 3 GPUs"),
+                            (no_id, r"/no-id/2/gpu_id cannot be read: No such file or directory"),
                             (os.path.join(tmp, "none"), r"/none cannot be read: No such file or directory")):
             with self.subTest(topology=os.path.basename(folder)):
                 r = gpusel("--sim", path, "resolve", "--gpu", "0", "--json", ROCR_VISIBLE_DEVICES="2,0",
@@ -696,12 +699,26 @@ class AmdAgainstRocmTest(Case):
                     self.assertEqual(r.returncode, 0, r.stderr)
                     self.assertEqual(r.stdout.split(), [by_index[i] for i in want])
                     self.assertIn(f"picked rocm-smi {want[0]},{want[1]} of 3 free GPUs: {words}", r.stderr)
-            bad = os.path.join(tmp, "bad.toml")
-            with open(bad, "w") as f:
-                f.write(text.replace("drm_card = 0\n", "drm_card = 0\nxgmi_hive = -1\n"))
-            r = gpusel("--sim", bad, "list")
+            # All three in one hive: within XGMI, the pair on one NUMA node (rocm-smi 1 and 2).
+            one_hive = os.path.join(tmp, "one-hive.toml")
+            with open(one_hive, "w") as f:
+                f.write(re.sub(r"(drm_card = \d\n)", r"\1xgmi_hive = 0\n", text))
+            r = gpusel("--sim", one_hive, "resolve", "--gpu", "free:2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual(r.stdout.split(), [by_index[1], by_index[2]])
+            self.assertIn("picked rocm-smi 1,2 of 3 free GPUs: all connected by XGMI", r.stderr)
+            for value, words in (("-1", "must be between 0 and 1023"), ("true", "must be an integer"),
+                                 ("1.0", "must be an integer")):
+                bad = os.path.join(tmp, "bad.toml")
+                with open(bad, "w") as f:
+                    f.write(text.replace("drm_card = 0\n", f"drm_card = 0\nxgmi_hive = {value}\n"))
+                r = gpusel("--sim", bad, "list")
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(f"key 'xgmi_hive' {words}", r.stderr)
+            # Too few: the refusal names ROCm's variables, not CUDA's alone.
+            r = gpusel("--sim", one_hive, "resolve", "--gpu", "free:4")
             self.assertEqual(r.returncode, 2, r.stderr)
-            self.assertIn("key 'xgmi_hive' must be between 0 and 1023", r.stderr)
+            self.assertIn("ROCR_, HIP_ and CUDA_VISIBLE_DEVICES unset", r.stderr)
 
     def rocm_smi(self, tmp, machine, *args):
         """Debian's rocm-smi over the simulated library, on `machine` (its output)."""
