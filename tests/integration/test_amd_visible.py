@@ -17,6 +17,8 @@ import contextlib
 import json
 import os
 import random
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -32,7 +34,7 @@ from support import MACHINES as MACHINE_FILES
 
 EXTRAS = os.path.join(BUILD, "extras")
 PACKAGES = ("libhsa-runtime64-1", "libhsa-runtime-dev", "libhsakmt-dev", "libamdhip64-5", "libamd-comgr2",
-            "libamdhip64-dev")
+            "libamdhip64-dev", "rocminfo")
 HIP_VERSION = [5, 2]  # Debian 12's libamdhip64-5 (5.2.3)
 OUT = os.path.join(BUILD, "amd-visible")
 MODEL = os.environ.get("GPUSEL_AMD_MODEL", os.path.join(BUILD, "bin", "amd_model"))
@@ -361,6 +363,37 @@ class AmdRunTest(Case):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split(), ["queue", "GPU-" + self.kfd[0]])
         self.assertNotIn("time stamps", r.stderr)
+
+    def test_rocminfo_in_each_worker_lists_its_gpu_alone(self):
+        """Debian's rocminfo (ROCm 5.2.3, over Debian's ROCr and the thunk stand-in, which takes the
+        machine from the machine file) in each worker of `gpusel run --gpu 2,0`: one CPU agent and one
+        GPU agent, the worker's own. rocminfo asks `lsmod` whether amdgpu is loaded (a stand-in says
+        it is) and opens /dev/kfd read and write: in `sim shell`'s private /dev, a plain file."""
+        if "GPUSEL_TEST_TSAN" in os.environ:
+            self.skipTest("the thunk stand-in loads the simulator's machine reader into rocminfo's process, "
+                          "which the ThreadSanitizer build's library cannot be loaded into")
+        rocminfo = os.path.join(EXTRAS, "root", "usr", "bin", "rocminfo")
+        with tempfile.TemporaryDirectory() as tmp:
+            os.makedirs(os.path.join(tmp, "bin"))
+            with open(os.path.join(tmp, "bin", "lsmod"), "w") as f:
+                f.write("#!/bin/sh\necho 'Module Size Used by'\necho 'amdgpu 1 0'\n")
+            os.chmod(os.path.join(tmp, "bin", "lsmod"), 0o755)
+            env = for_python(base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=None,
+                                      PATH=os.path.join(tmp, "bin") + ":" + os.environ.get("PATH", "/usr/bin:/bin")))
+            worker = f'{rocminfo} > {tmp}/rocminfo.$LOCAL_RANK 2>&1'
+            script = (f"rm -f /dev/kfd && : > /dev/kfd && {shlex.quote(BIN)} run --quiet --gpu 2,0 -- "
+                      f"sh -c {shlex.quote(worker)}")
+            r = subprocess.run([BIN, "sim", "shell", "amd-mi210", "--", "sh", "-c", script], capture_output=True,
+                               text=True, timeout=120, env=env)
+            if r.returncode != 0 and "namespace" in r.stderr:
+                self.skipTest("no private mount namespace here: " + r.stderr.strip()[-300:])
+            self.assertEqual(r.returncode, 0, r.stderr)
+            for rank, index in ((0, 2), (1, 0)):
+                with open(os.path.join(tmp, f"rocminfo.{rank}")) as f:
+                    out = f.read()
+                agents = re.findall(r"^\s*Uuid:\s+(\S+)", out, re.M)
+                types = re.findall(r"^\s*Device Type:\s+(\S+)", out, re.M)
+                self.assertEqual(list(zip(agents, types)), [("CPU-XX", "CPU"), (self.by_index[index], "GPU")], out)
 
     def test_list_shows_the_processes_that_made_queues(self):
         if "GPUSEL_TEST_TSAN" in os.environ:
