@@ -74,15 +74,10 @@ void print_notes(const Resolution& r, bool quiet) {
   }
 }
 
-// The processes on each GPU, for the run-time check: those NVML lists (a CUDA context there)...
-std::optional<std::vector<GpuProcesses>> nvml_gpu_processes(std::string& why_not) {
-  const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});
-  if (!snap.available) {
-    why_not = "NVML is unavailable (" + snap.reason + ")";
-    return std::nullopt;
-  }
+// The processes on each GPU of `gpus`, as the run-time check takes them.
+std::vector<GpuProcesses> processes_on(const std::vector<GpuInfo>& gpus) {
   std::vector<GpuProcesses> out;
-  for (const GpuInfo& g : snap.gpus) {
+  for (const GpuInfo& g : gpus) {
     GpuProcesses p;
     p.uuid = g.uuid;
     p.index = g.index;
@@ -95,6 +90,16 @@ std::optional<std::vector<GpuProcesses>> nvml_gpu_processes(std::string& why_not
   return out;
 }
 
+// For the run-time check: the processes NVML lists on each GPU (a CUDA context there)...
+std::optional<std::vector<GpuProcesses>> nvml_gpu_processes(std::string& why_not) {
+  const NvmlSnapshot snap = query_nvml(NvmlQuery{true, false});
+  if (!snap.available) {
+    why_not = "NVML is unavailable (" + snap.reason + ")";
+    return std::nullopt;
+  }
+  return processes_on(snap.gpus);
+}
+
 // ... or, on AMD GPUs, those ROCm SMI lists (KFD queues there).
 std::optional<std::vector<GpuProcesses>> rocm_smi_gpu_processes(std::string& why_not) {
   const AmdSnapshot snap = query_rocm_smi(true);
@@ -102,19 +107,9 @@ std::optional<std::vector<GpuProcesses>> rocm_smi_gpu_processes(std::string& why
     why_not = "ROCm SMI is unavailable (" + snap.reason + ")";
     return std::nullopt;
   }
-  std::vector<GpuProcesses> out;
-  for (const AmdGpu& g : snap.gpus) {
-    if (g.id.empty()) continue;  // no id: no worker was given it
-    GpuProcesses p;
-    p.uuid = g.id;
-    p.index = g.index;
-    if (g.processes) {
-      p.pids.emplace();
-      for (const GpuProcess& proc : *g.processes) p.pids->push_back(proc.pid);
-    }
-    out.push_back(std::move(p));
-  }
-  return out;
+  std::vector<GpuInfo> gpus = amd_gpu_records(snap);
+  std::erase_if(gpus, [](const GpuInfo& g) { return g.uuid.empty(); });  // no worker was given it
+  return processes_on(gpus);
 }
 
 }  // namespace
