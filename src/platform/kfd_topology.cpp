@@ -79,14 +79,16 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
   std::vector<KfdGpuNode> out;
   for (unsigned n : numbers) {
     const fs::path node = fs::path(folder) / std::to_string(n);
-    if (auto why_not = unreadable(node / "gpu_id")) return unknown(*why_not);
-    const auto gpu_id = first_line(node / "gpu_id");
-    const auto id = gpu_id ? read_number(*gpu_id) : std::nullopt;
-    if (!id) return unknown((node / "gpu_id").string() + " gives no number");
+    // Why a file gave nothing is asked only then (unreadable): the files are read once.
+    const fs::path id_file = node / "gpu_id", properties = node / "properties";
+    const auto gpu_id = first_line(id_file);
+    if (!gpu_id) return unknown(unreadable(id_file).value_or(id_file.string() + " is empty"));
+    const auto id = read_number(*gpu_id);
+    if (!id) return unknown(id_file.string() + " gives no number");
     if (*id == 0) continue;  // a CPU node
-    if (auto why_not = unreadable(node / "properties")) return unknown(*why_not);
-    std::ifstream in(node / "properties");
-    if (!in) return unknown((node / "properties").string() + " cannot be read");
+    std::ifstream in(properties);
+    if (!in)
+      return unknown(unreadable(properties).value_or(properties.string() + " cannot be read"));
     KfdGpuNode g;
     g.node = n;
     bool located = false;
@@ -98,7 +100,7 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
       const auto v = read_number(value);
       if (!v || *v > 0xffffffffu) {
         if (name == "location_id" || name == "domain")  // an address unread
-          return unknown((node / "properties").string() + ": " + name + " " + value +
+          return unknown(properties.string() + ": " + name + " " + value +
                          " is not a 32-bit number");
         continue;
       }
@@ -111,7 +113,10 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
         g.render_minor = static_cast<unsigned>(*v);
       }
     }
-    if (!located) return unknown((node / "properties").string() + " gives no location_id");
+    if (!located) {
+      return unknown(
+          unreadable(properties).value_or(properties.string() + " gives no location_id"));
+    }
     out.push_back(g);
   }
   return out;
