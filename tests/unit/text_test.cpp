@@ -90,3 +90,12 @@ TEST(Text, PlainFileNamesAreLettersDigitsAndDashes) {
   EXPECT_FALSE(is_plain_file_name("GPU-1/x"));
   EXPECT_FALSE(is_plain_file_name("GPU-\xc3\xa9"));
 }
+
+TEST(Text, FormatUuidWritesCudasBytesAsNvidiaSmiDoes) {
+  const unsigned char bytes[16] = {0x4b, 0xa7, 0x1a, 0xb7, 0xac, 0x05, 0x04, 0xa5,
+                                   0x6c, 0xc6, 0xbe, 0x18, 0x05, 0xfd, 0xf1, 0x79};
+  EXPECT_EQ(gpusel::detail::format_uuid(bytes), "GPU-4ba71ab7-ac05-04a5-6cc6-be1805fdf179");
+  EXPECT_EQ(gpusel::detail::format_uuid(bytes, "MIG-"), "MIG-4ba71ab7-ac05-04a5-6cc6-be1805fdf179");
+  const unsigned char ends[16] = {0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0xff};
+  EXPECT_EQ(gpusel::detail::format_uuid(ends, ""), "00010000-0000-0000-0000-00000000f0ff");
+}
