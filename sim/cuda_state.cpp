@@ -26,8 +26,8 @@ std::optional<std::string> env(const char* name) {
 void load_once(State& s) {
   if (s.load_attempted) return;
   s.load_attempted = true;
-  s.loaded =
-      gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor), "libcuda.so.1");
+  s.loaded = gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor),
+                                                "libcuda.so.1", "nvidia");
 }
 
 CUresult initialise(State& s) {

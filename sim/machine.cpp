@@ -72,4 +72,34 @@ std::vector<int> fastest_first_order(const SimMachine& m) {
   return order;
 }
 
+bool has_vendor(const SimMachine& m, const std::string& vendor) {
+  if (m.gpus.empty()) return m.vendor == vendor;
+  return std::any_of(m.gpus.begin(), m.gpus.end(),
+                     [&](const SimGpu& g) { return g.vendor == vendor; });
+}
+
+bool mixed_vendors(const SimMachine& m) {
+  return std::any_of(m.gpus.begin(), m.gpus.end(),
+                     [&](const SimGpu& g) { return g.vendor != m.vendor; });
+}
+
+SimMachine vendor_view(const SimMachine& m, const std::string& vendor) {
+  SimMachine v;
+  v.path = m.path;
+  v.name = m.name;
+  v.vendor = vendor;
+  v.description = m.description;
+  v.driver_version = vendor == "amd" ? m.amd_driver_version : m.driver_version;
+  v.amd_driver_version = m.amd_driver_version;
+  v.cuda_driver_version = m.cuda_driver_version;
+  v.mig_rule = m.mig_rule;
+  v.rocm_smi_node_ids = m.rocm_smi_node_ids;
+  v.faults = m.faults;
+  for (const SimGpu& g : m.gpus) {
+    if (g.vendor == vendor) v.gpus.push_back(g);
+  }
+  v.whole = &m;
+  return v;
+}
+
 }  // namespace gpusel::sim

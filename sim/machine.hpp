@@ -28,6 +28,9 @@ struct SimProcess {
 };
 
 struct SimGpu {
+  // Whose GPU: "nvidia" or "amd" (its table's `vendor`, else the machine's). A machine with both
+  // is seen by each vendor's library as its GPUs alone (vendor_view).
+  std::string vendor = "nvidia";
   std::string uuid;
   std::string name;
   std::string pci_bus_id;  // canonical: 00000000:18:00.0, upper-case hex
@@ -80,9 +83,9 @@ struct SimGpu {
   unsigned compute_mode = 0;    // nvmlComputeMode_t: 0 DEFAULT, 2 PROHIBITED, 3 EXCLUSIVE_PROCESS
   bool display_active = false;  // a display is driven from this GPU
   unsigned encoders = 0, decoders = 0;  // video engines
-  // AMD machines (vendor "amd") only: the GPU's place in the kernel's KFD topology (the order of
-  // its [[gpu]] table in the file, which ROCr and HIP number from) and its DRM card number (the
-  // order rocm-smi 5.x numbers in; its position in that order when the file gives none).
+  // AMD GPUs only: the GPU's place in the kernel's KFD topology (the order of its [[gpu]] table
+  // among the file's AMD GPUs, which ROCr and HIP number from) and its DRM card number (the order
+  // rocm-smi 5.x numbers in; its position in that order when the file gives none).
   unsigned kfd_position = 0;
   int drm_card = -1;
   // The XGMI hive the GPU is bridged into (GPUs of one hive are linked by XGMI; ROCm SMI's link
@@ -99,9 +102,13 @@ struct SimFaults {
 struct SimMachine {
   std::string path;
   std::string name;
-  std::string vendor = "nvidia";  // "nvidia" or "amd" (the machine file's `vendor` key)
+  // "nvidia" or "amd": the machine file's `vendor` key, its GPUs' vendor unless a [[gpu]] table
+  // says otherwise (a machine with both keeps "nvidia" here; its AMD GPUs say "amd").
+  std::string vendor = "nvidia";
   std::string description;
-  std::string driver_version;
+  std::string driver_version;  // the machine's vendor's driver (NVIDIA's, or amdgpu's)
+  std::string
+      amd_driver_version;  // amdgpu's: driver_version on an AMD machine, else amdgpu_version
   int cuda_driver_version = 0;
   std::string mig_rule = "r570";  // "r570" or "legacy"
   // AMD machines: whether ROCm SMI gives each GPU's KFD node (rsmi_dev_node_id_get, which the
@@ -109,7 +116,18 @@ struct SimMachine {
   bool rocm_smi_node_ids = true;
   std::vector<SimGpu> gpus;  // sorted by PCI bus id: NVML order
   SimFaults faults;
+  // In a vendor's view of a machine with both (vendor_view): the whole machine, whose GPUs all
+  // share its usage folder. nullptr otherwise.
+  const SimMachine* whole = nullptr;
 };
+
+// Whether the machine has GPUs of `vendor` (or, with none at all, is that vendor's machine).
+bool has_vendor(const SimMachine& m, const std::string& vendor);
+// Whether some GPU's vendor is not the machine's (an NVIDIA machine with AMD GPUs too).
+bool mixed_vendors(const SimMachine& m);
+// What `vendor`'s driver and libraries see of a machine with both: its GPUs alone, with its
+// driver's version; `whole` points back to `m`.
+SimMachine vendor_view(const SimMachine& m, const std::string& vendor);
 
 class MachineError : public std::runtime_error {
  public:

@@ -270,9 +270,11 @@ void parse_processes(const Reader& r, const toml::table& t, const std::string& c
   }
 }
 
-// A GPU of an AMD machine (vendor = "amd"): what ROCm SMI reports of it. The tables are in the
-// kernel's KFD topology order, the order ROCr and HIP number GPUs in.
-void parse_amd_gpu(const Reader& r, const toml::table& t, std::size_t position, SimGpu& g) {
+// An AMD GPU (the machine's or its table's vendor = "amd"): what ROCm SMI reports of it. The AMD
+// GPUs' tables are in the kernel's KFD topology order (`kfd` counts them), the order ROCr and HIP
+// number GPUs in; `position` counts every [[gpu]] table, for messages.
+void parse_amd_gpu(const Reader& r, const toml::table& t, std::size_t position, std::size_t kfd,
+                   SimGpu& g) {
   const std::string ctx = " in [[gpu]] number " + std::to_string(position + 1);
   g.uuid = r.text(r.need(t, "uuid", ctx), "uuid");
   if (!well_formed_amd_id(g.uuid)) {
@@ -286,7 +288,7 @@ void parse_amd_gpu(const Reader& r, const toml::table& t, std::size_t position, 
   if (const auto* n = t.get("pci_device_id"))
     g.pci_device_id |= static_cast<unsigned>(r.integer(*n, "pci_device_id")) << 16;
   g.memory_total = r.bytes(r.need(t, "memory_total", ctx), "memory_total");
-  g.kfd_position = static_cast<unsigned>(position);
+  g.kfd_position = static_cast<unsigned>(kfd);
   if (const auto* n = t.get("drm_card")) {
     const long long v = r.integer(*n, "drm_card");
     if (v < 0 || v > 1023) r.fail(n->source(), "key 'drm_card' must be between 0 and 1023");
@@ -700,17 +702,42 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
     if (m.vendor != "nvidia" && m.vendor != "amd")
       r.fail(n->source(), "key 'vendor' must be \"nvidia\" or \"amd\"");
   }
-  const bool amd = m.vendor == "amd";
-  if (amd) {
+  // Each GPU's vendor: its table's `vendor`, else the machine's. A machine with GPUs of both
+  // makers is NVIDIA's at its top (its driver keys are required) with AMD GPUs marked.
+  const toml::node* gpus = root.get("gpu");
+  std::vector<std::string> vendors;
+  if (gpus != nullptr && gpus->is_array_of_tables()) {
+    for (const auto& node : *gpus->as_array()) {
+      std::string v = m.vendor;
+      if (const auto* n = node.as_table()->get("vendor")) {
+        v = r.text(*n, "vendor");
+        if (v != "nvidia" && v != "amd")
+          r.fail(n->source(), "key 'vendor' must be \"nvidia\" or \"amd\"");
+        if (v == "nvidia" && m.vendor == "amd") {
+          r.fail(n->source(),
+                 "an NVIDIA GPU on a machine whose vendor is \"amd\": a machine with GPUs of "
+                 "both makers leaves its top-level vendor \"nvidia\" (the default) and marks "
+                 "each AMD GPU with vendor = \"amd\"");
+        }
+      }
+      vendors.push_back(v);
+    }
+  }
+  const bool any_amd =
+      m.vendor == "amd" || std::find(vendors.begin(), vendors.end(), "amd") != vendors.end();
+  if (m.vendor == "amd") {
     // NVIDIA's driver is absent from an AMD machine: its versions are not asked for.
     if (const auto* n = root.get("driver_version")) m.driver_version = r.text(*n, "driver_version");
-    if (root.get("rocm_smi_node_ids") != nullptr)
-      m.rocm_smi_node_ids = r.flag(root, "rocm_smi_node_ids");
+    m.amd_driver_version = m.driver_version;
   } else {
     m.driver_version = r.text(r.need(root, "driver_version", ""), "driver_version");
     m.cuda_driver_version =
         static_cast<int>(r.integer(r.need(root, "cuda_driver_version", ""), "cuda_driver_version"));
+    if (const auto* n = root.get("amdgpu_version"); n != nullptr && any_amd)
+      m.amd_driver_version = r.text(*n, "amdgpu_version");
   }
+  if (any_amd && root.get("rocm_smi_node_ids") != nullptr)
+    m.rocm_smi_node_ids = r.flag(root, "rocm_smi_node_ids");
   if (const auto* n = root.get("mig_rule")) {
     m.mig_rule = r.text(*n, "mig_rule");
     if (m.mig_rule != "r570" && m.mig_rule != "legacy")
@@ -733,7 +760,6 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
     }
     m.faults.corrupt_copies = r.flag(*ft, "corrupt_copies");
   }
-  const toml::node* gpus = root.get("gpu");
   if (gpus == nullptr || !gpus->is_array_of_tables()) {
     throw MachineError(path +
                        ":1: missing required key 'gpu' (one [[gpu]] table per physical GPU)");
@@ -741,11 +767,12 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
   // Each GPU's UUID and bus id, to find one given twice without comparing every pair (a file
   // of 1,024 GPUs would make half a million comparisons).
   std::unordered_map<std::string, std::size_t> by_uuid, by_bus;
-  std::size_t n = 0;
+  std::size_t n = 0, kfd = 0;
   for (const auto& node : *gpus->as_array()) {
     SimGpu g;
-    if (amd) {
-      parse_amd_gpu(r, *node.as_table(), n, g);
+    g.vendor = vendors[n];
+    if (g.vendor == "amd") {
+      parse_amd_gpu(r, *node.as_table(), n, kfd++, g);
     } else {
       parse_gpu(r, *node.as_table(), n, g);
     }
@@ -764,18 +791,20 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
   }
   std::stable_sort(m.gpus.begin(), m.gpus.end(),
                    [](const SimGpu& a, const SimGpu& b) { return a.pci_bus_id < b.pci_bus_id; });
-  if (amd) {
+  if (any_amd) {
     // DRM card numbers: as given, else the next free ones in KFD order; no two GPUs share one.
     std::unordered_map<int, std::size_t> cards;
     for (std::size_t i = 0; i < m.gpus.size(); ++i) {
-      if (m.gpus[i].drm_card < 0) continue;
+      if (m.gpus[i].vendor != "amd" || m.gpus[i].drm_card < 0) continue;
       if (!cards.emplace(m.gpus[i].drm_card, i).second) {
         throw MachineError(path + ": two GPUs share drm_card " +
                            std::to_string(m.gpus[i].drm_card));
       }
     }
     std::vector<SimGpu*> by_kfd;
-    for (SimGpu& g : m.gpus) by_kfd.push_back(&g);
+    for (SimGpu& g : m.gpus) {
+      if (g.vendor == "amd") by_kfd.push_back(&g);
+    }
     std::sort(by_kfd.begin(), by_kfd.end(),
               [](const SimGpu* a, const SimGpu* b) { return a->kfd_position < b->kfd_position; });
     int next = 0;

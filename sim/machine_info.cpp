@@ -27,7 +27,7 @@ void field(std::string& out, const std::string& value) {
 // `machines_dir` NULL, `spec` is the machine file itself) and loads it. The answer is a list of
 // NUL-terminated fields: "ok", the file, the machine's name, its description, its NVML fault, its
 // CUDA fault, the last static-runtime program noted on it ("<time> <pid> <carrier or ->
-// <executable>" or "") and its vendor ("nvidia" or "amd");
+// <executable>" or "") and its vendor ("nvidia", "amd", or "nvidia+amd" for GPUs of both);
 // or "error" and the message of a machine that cannot be used; or "fatal" and what went wrong
 // otherwise. Returns the answer's size, and writes it to `buf` when `len` is enough.
 #ifdef _WIN32
@@ -51,7 +51,7 @@ GPUSEL_SIM_MACHINES_API std::size_t gpuselSimDescribeMachine(const char* spec,
     field(out, m.faults.cuda);
     // The last program on this machine that ran NVIDIA's own (static) CUDA runtime, or "".
     field(out, gpusel::sim::static_runtime_note(m));
-    field(out, m.vendor);
+    field(out, gpusel::sim::mixed_vendors(m) ? "nvidia+amd" : m.vendor);
   } catch (const gpusel::sim::MachineError& e) {
     out.clear();
     field(out, "error");
@@ -104,19 +104,22 @@ GPUSEL_SIM_MACHINES_API int gpuselSimNoteUsage(const char* path, const char* uui
 
 // For the same stand-in: the unique ids of an AMD machine's GPUs in KFD order (the order of its
 // [[gpu]] tables), as 64-bit numbers (GPU-3c4d5e6f708192a3: 0x3c4d5e6f708192a3), at most `max`
-// into `ids`. Returns how many GPUs the machine has, or -1 when the file cannot be used or is not
-// an AMD machine's.
+// into `ids`. Returns how many AMD GPUs the machine has (a machine with GPUs of both makers: its
+// AMD GPUs alone), or -1 when the file cannot be used or the machine has none.
 GPUSEL_SIM_MACHINES_API long gpuselSimAmdGpuIds(const char* path, std::uint64_t* ids,
                                                 std::size_t max) noexcept {
   try {
     if (path == nullptr) return -1;
     const gpusel::sim::SimMachine& m = gpusel::sim::shared_machine(path);
-    if (m.vendor != "amd") return -1;
+    if (!gpusel::sim::has_vendor(m, "amd")) return -1;
+    long count = 0;
     for (const gpusel::sim::SimGpu& g : m.gpus) {  // kept in PCI order; KFD order is the file's
+      if (g.vendor != "amd") continue;
       if (ids != nullptr && g.kfd_position < max)
         ids[g.kfd_position] = std::strtoull(g.uuid.c_str() + 4, nullptr, 16);  // past "GPU-"
+      ++count;
     }
-    return static_cast<long>(m.gpus.size());
+    return count;
   } catch (const std::exception&) {
     return -1;
   }

@@ -23,7 +23,7 @@ inline constexpr char kMachinesLibrary[] = "libgpusel-sim-machines.so";
 
 // Raise when SimMachine, SimGpu or what they hold change in a way their sizes do not show (a
 // member's type or order).
-inline constexpr std::uint64_t kMachineLayoutRevision = 4;
+inline constexpr std::uint64_t kMachineLayoutRevision = 5;
 // What both sides of the library's boundary must agree on.
 inline constexpr std::uint64_t kMachineLayout =
     (kMachineLayoutRevision << 56) ^ (std::uint64_t{sizeof(SimMachine)} << 40) ^

@@ -202,7 +202,7 @@ State& state() {
   static State* s = [] {
     auto* st = new State;  // never destroyed: handles stay valid until the process ends
     st->loaded = gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor),
-                                                    "libnvidia-ml.so.1");
+                                                    "libnvidia-ml.so.1", "nvidia");
     if (st->loaded.ok) index_machine(*st);
     return st;
   }();

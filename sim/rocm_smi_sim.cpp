@@ -34,7 +34,7 @@ State& state() {
   static State* s = [] {
     auto* st = new State;  // never destroyed: answers stay valid until the process ends
     st->loaded = gpusel::sim::load_from_environment(reinterpret_cast<const void*>(&anchor),
-                                                    "librocm_smi64.so.1");
+                                                    "librocm_smi64.so.1", "amd");
     if (st->loaded.ok && st->loaded.machine().vendor == "amd") {
       for (const SimGpu& g : st->loaded.machine().gpus) st->by_card.push_back(&g);
       std::sort(st->by_card.begin(), st->by_card.end(),

@@ -13,15 +13,21 @@ struct LoadedMachine {
   // The machine, held by libgpusel-sim-machines.so for every library of the process (valid until
   // the process ends); nullptr unless ok.
   const SimMachine* shared = nullptr;
+  // On a machine with GPUs of both makers, what the loading library's vendor sees of it
+  // (vendor_view: its GPUs alone); nullptr otherwise. Never destroyed, as the shared machine.
+  const SimMachine* view = nullptr;
 
-  // The machine; an empty one (no GPUs) unless ok.
+  // The machine (its vendor's view, where that was asked for); an empty one (no GPUs) unless ok.
   const SimMachine& machine() const;
 };
 
 // Loads the machine once per library (`anchor` is any function of the calling library, used to
 // find the bundled machines and libgpusel-sim-machines.so beside it; the machine file itself is
 // parsed once per process, by that library). The first failure is reported on stderr, once.
-LoadedMachine load_from_environment(const void* anchor, const char* library_name);
+// `vendor` ("nvidia" or "amd"; nullptr for all): whose driver the library plays, so that on a
+// machine with GPUs of both makers it sees its own alone.
+LoadedMachine load_from_environment(const void* anchor, const char* library_name,
+                                    const char* vendor = nullptr);
 
 // Writes "gpusel-sim (<library>): <message>" to stderr.
 void report(const char* library_name, const std::string& message);

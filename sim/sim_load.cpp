@@ -60,10 +60,12 @@ void collect(void* context, const char* message) {
 
 const SimMachine& LoadedMachine::machine() const {
   static const SimMachine* const none = new SimMachine;  // never destroyed, as the shared ones
+  if (view != nullptr) return *view;
   return shared != nullptr ? *shared : *none;
 }
 
-LoadedMachine load_from_environment(const void* anchor, const char* library_name) {
+LoadedMachine load_from_environment(const void* anchor, const char* library_name,
+                                    const char* vendor) {
   LoadedMachine out;
   const char* spec = std::getenv("GPUSEL_SIM_MACHINE");
   if (spec == nullptr || *spec == '\0') {
@@ -97,6 +99,8 @@ LoadedMachine load_from_environment(const void* anchor, const char* library_name
       out.shared = machine(path.c_str(), &collect, &message);
       out.ok = out.shared != nullptr;
       if (!out.ok) out.error = setting + message;
+      if (out.ok && vendor != nullptr && mixed_vendors(*out.shared))
+        out.view = new SimMachine(vendor_view(*out.shared, vendor));
     }
   } catch (const std::exception& e) {
     out.error = setting + e.what();

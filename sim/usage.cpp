@@ -229,7 +229,9 @@ UsageView* view_of(const SimMachine& machine, const std::string& folder, const c
   if (named) view->named = named_note(base);
   view->generation = map_generation(dir.get());
   view->machine = std::move(dir);
-  for (const SimGpu& gpu : machine.gpus) {
+  // Every GPU of the machine file (a vendor's view of a machine with both has its own alone):
+  // the folder is the machine's, shared by both vendors' libraries.
+  for (const SimGpu& gpu : (machine.whole != nullptr ? *machine.whole : machine).gpus) {
     view->names.insert(gpu.uuid);
     for (const SimMig& mig : gpu.migs) view->names.insert(mig.uuid);
   }

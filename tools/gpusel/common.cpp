@@ -174,6 +174,7 @@ SimSetup sim_setup(const std::string& machine) {
     }
   }
   std::string path = dir;
+  if (m->vendor == "nvidia+amd") path += kPathSeparator + root + "/amd";  // ROCm SMI too
   if (old && !old->empty()) path += kPathSeparator + *old;
   setup.env[kSimSearchPath] = path;
 #ifndef _WIN32
@@ -198,7 +199,9 @@ SimSetup sim_setup(const std::string& machine) {
   // that has the real driver installed.
   setup.env["GPUSEL_NVML_LIBRARY"] = dir + "/" + kSimNvml;
   setup.env["GPUSEL_CUDA_LIBRARY"] = dir + "/" + kSimCuda;
-  setup.env["GPUSEL_ROCM_SMI_LIBRARY"] = dir + "/librocm_smi64.so.1";  // absent but on AMD machines
+  // Absent but where the machine has AMD GPUs (an AMD machine, or one with GPUs of both makers).
+  setup.env["GPUSEL_ROCM_SMI_LIBRARY"] =
+      (m->vendor == "nvidia+amd" ? root + "/amd" : dir) + "/librocm_smi64.so.1";
   // What each variable was: kept from the first `sim env` when there was one, the values now for
   // any it did not save.
   std::vector<SavedVariable> before = saved.value_or(std::vector<SavedVariable>{});
