@@ -68,6 +68,14 @@ struct AmdSnapshot;
 // where NVML is unavailable and ROCm SMI lists GPUs.
 Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const AmdSnapshot& amd);
 
+// A machine with NVIDIA GPUs (`nvidia`, NVML's) and AMD GPUs too (docs/amd.md): a --gpu list
+// whose entries all name AMD GPUs by unique id (or a unique prefix) is resolved on them as
+// resolve_on_amd does; one that mixes the makers is refused (BadInput); nullopt where no entry
+// names an AMD GPU, or ROCm SMI lists none. resolve_gpus asks it only when NVML's resolution
+// found no GPU for an entry, so NVIDIA machines pay nothing for it.
+std::optional<Resolution> resolve_amd_beside_nvidia(const GpuRequest& request, const CudaEnv& env,
+                                                    const std::vector<GpuInfo>& nvidia);
+
 // The devices a HIP program started in this environment would have on the AMD GPUs `amd`:
 // ROCm SMI's KFD order through ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and `env`'s
 // CUDA_VISIBLE_DEVICES, by ROCm's rules (src/core/amd_visible.cpp). One reading for resolve's

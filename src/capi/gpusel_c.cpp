@@ -132,25 +132,27 @@ struct gpusel_gpu_list {
   std::vector<gpusel::GpuInfo> gpus;
   std::vector<int> cuda_ordinals;  // per GPU; -1 hidden or unknown
   bool cuda_known = true;          // false: the ordinals depend on what NVML cannot tell
-  bool amd = false;                // AMD GPUs, from ROCm SMI (where NVML is unavailable)
-  std::vector<std::optional<int>> hip_ordinals;  // AMD: per GPU; nullopt hidden or unknown
+  // gpus[first_amd...] are AMD GPUs, from ROCm SMI: all of them where NVML is unavailable, those
+  // after NVIDIA's on a machine with both makers' GPUs; gpus.size() where there are none.
+  std::size_t first_amd = 0;
+  std::vector<std::optional<int>> hip_ordinals;  // AMD's, from first_amd: nullopt hidden/unknown
+  bool is_amd(std::size_t i) const { return i >= first_amd; }
 };
 
 namespace {
 
-// Where NVML is unavailable and ROCm SMI lists GPUs: the AMD GPUs, each with the device number a
-// HIP program started in this environment gives it (as `gpusel list` on AMD GPUs); nullptr
-// elsewhere.
-std::unique_ptr<gpusel_gpu_list> amd_gpu_list(bool usage) {
+// Where ROCm SMI lists GPUs: the AMD GPUs appended to `out`, each with the device number a HIP
+// program started in this environment gives it (as `gpusel list` gives them); false where it
+// lists none.
+bool add_amd_gpus(gpusel_gpu_list& out, bool usage) {
   const gpusel::AmdSnapshot amd = gpusel::query_rocm_smi(usage);
-  if (!amd.available || amd.gpus.empty()) return nullptr;
-  auto out = std::make_unique<gpusel_gpu_list>();
-  out->amd = true;
-  out->gpus = gpusel::amd_gpu_records(amd);
-  out->cuda_ordinals.assign(out->gpus.size(), -1);
-  out->hip_ordinals =
+  out.first_amd = out.gpus.size();
+  if (!amd.available || amd.gpus.empty()) return false;
+  for (gpusel::GpuInfo& g : gpusel::amd_gpu_records(amd)) out.gpus.push_back(std::move(g));
+  out.cuda_ordinals.resize(out.gpus.size(), -1);
+  out.hip_ordinals =
       gpusel::hip_ordinals(gpusel::hip_devices(gpusel::cuda_env_from_environment(), amd), amd);
-  return out;
+  return true;
 }
 
 }  // namespace
@@ -230,7 +232,8 @@ gpusel_status gpusel_list_gpus_with(unsigned flags, gpusel_gpu_list** list) {
     query.usage = (flags & GPUSEL_LIST_USAGE) != 0;
     gpusel::NvmlSnapshot snap = gpusel::query_nvml(query);
     if (!snap.available) {
-      if (auto amd = amd_gpu_list(query.usage)) {
+      auto amd = std::make_unique<gpusel_gpu_list>();
+      if (add_amd_gpus(*amd, query.usage)) {
         *list = amd.release();
         return GPUSEL_OK;
       }
@@ -246,6 +249,7 @@ gpusel_status gpusel_list_gpus_with(unsigned flags, gpusel_gpu_list** list) {
         out->cuda_ordinals[static_cast<std::size_t>(vs.devices[k].gpu)] = static_cast<int>(k);
     }
     out->gpus = std::move(snap.gpus);
+    add_amd_gpus(*out, query.usage);  // a machine with AMD GPUs too: theirs follow
     *list = out.release();
     return GPUSEL_OK;
   });
@@ -321,8 +325,9 @@ gpusel_status gpusel_gpu_list_field(const gpusel_gpu_list* list, size_t i, const
       throw gpusel::bad_input("GPU " + std::to_string(i) + " is past the end of the list (" +
                               std::to_string(list->gpus.size()) + " GPUs)");
     }
-    const gpusel::GpuView view{list->gpus[i], list->cuda_ordinals[i], list->cuda_known, list->amd,
-                               list->amd ? list->hip_ordinals[i] : std::nullopt};
+    const bool amd = list->is_amd(i);
+    const gpusel::GpuView view{list->gpus[i], list->cuda_ordinals[i], list->cuda_known, amd,
+                               amd ? list->hip_ordinals[i - list->first_amd] : std::nullopt};
     const gpusel::FieldValue value = gpusel::gpu_field(view, spec->field);
     const gpusel_status status =
         out_string(gpusel::field_plain_text(*spec, value), buf, size, needed);

@@ -280,4 +280,59 @@ Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const A
   return r;
 }
 
+std::optional<Resolution> resolve_amd_beside_nvidia(const GpuRequest& request, const CudaEnv& env,
+                                                    const std::vector<GpuInfo>& nvidia) {
+  if (request.kind != GpuRequest::Kind::Gpus) return std::nullopt;
+  const AmdSnapshot amd = query_rocm_smi();
+  if (!amd.available || amd.gpus.empty()) return std::nullopt;
+  const GpuEntry* amd_entry = nullptr;  // the first entry naming an AMD GPU, and one that does not
+  const GpuEntry* nvidia_entry = nullptr;
+  for (const GpuEntry& e : request.gpus) {
+    const bool on_amd =
+        e.is_uuid() && std::any_of(amd.gpus.begin(), amd.gpus.end(),
+                                   [&](const AmdGpu& g) { return id_starts_with(g.id, e.text); });
+    const bool on_nvidia =
+        !e.is_uuid() || std::any_of(nvidia.begin(), nvidia.end(), [&](const GpuInfo& g) {
+          return id_starts_with(g.uuid, e.text);
+        });
+    if (on_amd && on_nvidia) {
+      throw bad_input(
+          detail::gpu_entry_words() + " " + detail::quote_value(e.text) +
+              " starts the UUID of an NVIDIA GPU and the id of an AMD GPU; give enough "
+              "characters to name one (`gpusel list` shows both makers' GPUs)",
+          about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "ambiguous-prefix"}}));
+    }
+    if (!on_amd && !on_nvidia) {
+      throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(e.text) +
+                          " matches no GPU on this machine (" + std::to_string(nvidia.size()) +
+                          " NVIDIA, " + std::to_string(amd.gpus.size()) +
+                          " AMD); check for a typo, run `gpusel list` to see both makers' GPUs",
+                      about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "no-match"}}));
+    }
+    if (on_amd && amd_entry == nullptr) amd_entry = &e;
+    if (on_nvidia && nvidia_entry == nullptr) nvidia_entry = &e;
+  }
+  if (amd_entry == nullptr) return std::nullopt;
+  if (nvidia_entry != nullptr) {
+    throw bad_input(
+        "--gpu " + request_text(request) +
+            " names GPUs of two makers: " + detail::quote_value(amd_entry->text) +
+            " is an AMD GPU and " + detail::quote_value(nvidia_entry->text) + " an NVIDIA " +
+            (nvidia_entry->is_uuid() ? "GPU" : "index (nvidia-smi's)") +
+            "; one job's GPUs are one maker's (a worker runs on CUDA or on HIP): name NVIDIA "
+            "GPUs by nvidia-smi index or UUID, or AMD GPUs by their unique id, in separate jobs "
+            "(`gpusel list` shows both)",
+        about(Subject::GpuRequest, {{"request", request_text(request)}, {"reason", "two-makers"}}));
+  }
+  Resolution r = resolve_on_amd(request, env, amd);
+  for (Note& n : r.notes) {
+    if (n.code != "amd-gpus") continue;
+    n.text =
+        "this machine has NVIDIA and AMD GPUs: `--gpu N` and free:N count nvidia-smi's; "
+        "these are AMD GPUs named by unique id, and each worker is given its GPU by unique "
+        "id in ROCR_VISIBLE_DEVICES";
+  }
+  return r;
+}
+
 GPUSEL_END_NAMESPACE

@@ -257,9 +257,21 @@ Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
     return r;
   }
   // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
-  return resolve_on(query_nvml(NvmlQuery{
-                        false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid}),
-                    request.gpus, env, probe_helper, nullptr);
+  try {
+    return resolve_on(
+        query_nvml(
+            NvmlQuery{false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid}),
+        request.gpus, env, probe_helper, nullptr);
+  } catch (const Error& e) {
+    // An entry NVML's GPUs do not have: perhaps an AMD GPU of a machine with both (asked only
+    // here, so that NVIDIA machines pay nothing for it).
+    const std::string* reason = e.problem().field("reason");
+    if (reason == nullptr || *reason != "no-match") throw;
+    const NvmlSnapshot nvidia = query_nvml(NvmlQuery{false, false, NvmlDetail::Uuid});
+    if (std::optional<Resolution> amd = resolve_amd_beside_nvidia(request, env, nvidia.gpus))
+      return *amd;
+    throw;
+  }
 }
 
 GPUSEL_END_NAMESPACE

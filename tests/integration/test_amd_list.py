@@ -608,6 +608,158 @@ class AmdListTest(Case):
         self.assertEqual([n for n in names if n not in exported], [])
 
 
+MIXED = "workstation-nvidia-amd"
+# workstation-nvidia-amd.toml, PCI order: NVIDIA, AMD, NVIDIA, AMD.
+MIXED_NVIDIA = ["GPU-3ce1b347-0187-9c05-70cc-76289bd7f38b", "GPU-3ddab6b5-edb6-ce2f-0d8e-b596c8965f78"]
+MIXED_AMD = ["GPU-5d6e7f8091a2b3c4", "GPU-6e7f8091a2b3c4d5"]
+
+
+class MixedMachineTest(Case):
+    """NVIDIA's GPUs and AMD's in one machine (workstation-nvidia-amd): the simulated NVML and CUDA
+    see NVIDIA's, the simulated ROCm SMI AMD's; gpusel lists both, takes --gpu indices as
+    nvidia-smi's and AMD GPUs by unique id, one maker per job."""
+
+    def test_list_shows_both_makers_gpus(self):
+        doc = gpusel_json("--sim", MIXED, "list", "--json")
+        self.assertEqual([(g["vendor"], g["uuid"]) for g in doc["gpus"]],
+                         [("nvidia", u) for u in MIXED_NVIDIA] + [("amd", u) for u in MIXED_AMD])
+        self.assertEqual([g["index"] for g in doc["gpus"] if g["vendor"] == "nvidia"], [0, 1])
+        amd = [g for g in doc["gpus"] if g["vendor"] == "amd"]
+        self.assertEqual([(g["rocm_smi_index"], g["hip_ordinal"]) for g in amd], [(0, 0), (1, 1)])
+        self.assertEqual([g["memory_used_bytes"] for g in amd], [0, 6 << 30])
+        self.assertEqual((doc["driver_version"], doc["amd_driver_version"]), ("570.133.07", "6.7.0"))
+        note = doc["notes"][doc["note_codes"].index("amd-hip-ordinal")]
+        self.assertIn("`--gpu N` and free:N count nvidia-smi's GPUs", note)
+        text = gpusel("--sim", MIXED, "list").stdout
+        nvidia_row, amd_head = text.index(MIXED_NVIDIA[1]), text.index("AMD GPUs (ROCm SMI, amdgpu 6.7.0):")
+        self.assertLess(nvidia_row, amd_head)
+        self.assertRegex(text, r"\n1 +1 +GPU-6e7f8091a2b3c4d5 +48 GiB +6 GiB +12%")
+        # An NVIDIA-only or AMD-only machine lists its maker's GPUs alone, as before.
+        self.assertEqual({g["vendor"] for g in gpusel_json("--sim", "dgx-h100", "list", "--json")["gpus"]},
+                         {"nvidia"})
+        self.assertNotIn("amd_driver_version", gpusel_json("--sim", "single-l4", "list", "--json"))
+
+    def test_the_python_list_gives_both_makers_gpus(self):
+        """gpusel.list_gpus() (the C ABI's list) on the mixed machine: the GPUs and fields `gpusel
+        list --json` gives, NVIDIA's first."""
+        if not PYTHON_LOADS_LIBRARIES:
+            self.skipTest("the ThreadSanitizer build's simulated library cannot load into Python")
+        library = os.path.abspath(os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2")))
+        env = for_python(base_env(PYTHONPATH=os.path.abspath(os.path.join(SOURCE, "python")), GPUSEL_LIBRARY=library))
+        r = subprocess.run([BIN, "sim", "exec", MIXED, "--", sys.executable, "-c",
+                            "import json, gpusel; print(json.dumps(gpusel.list_gpus(usage=True)))"],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        got = json.loads(r.stdout)
+        want = gpusel_json("--sim", MIXED, "list", "--json")["gpus"]
+        self.assertEqual(len(got), 4)
+        for g, w in zip(got, want):
+            for key in ("vendor", "uuid", "name", "pci_bus_id", "memory_total_bytes", "memory_used_bytes",
+                        "rocm_smi_index", "hip_ordinal"):
+                self.assertEqual(g[key], w[key], (key, w["uuid"]))
+            self.assertEqual(g["nvidia_smi_index"], w.get("nvidia_smi_index"), w["uuid"])
+
+    def test_each_simulated_library_sees_its_makers_gpus(self):
+        env = base_env()
+        env.update(dict(line[len("export "):].split("=", 1) for line in
+                        gpusel("sim", "env", MIXED).stdout.replace("'", "").splitlines()
+                        if line.startswith("export ")))
+        smi = subprocess.run([os.path.join(SIM_ROOT, "bin", "nvidia-smi"), "-L"], capture_output=True,
+                             text=True, env=env)
+        self.assertEqual(smi.returncode, 0, smi.stderr)
+        self.assertEqual(re.findall(r"UUID: (GPU-[0-9a-f-]+)", smi.stdout), MIXED_NVIDIA)
+        self.assertTrue(env["GPUSEL_ROCM_SMI_LIBRARY"].endswith("/amd/librocm_smi64.so.1"), env)
+        self.assertIn(os.path.join(SIM_ROOT, "amd"), env["LD_LIBRARY_PATH"].split(":"))
+        # An NVIDIA-only machine offers no ROCm SMI.
+        only = gpusel("sim", "env", "dgx-h100").stdout
+        self.assertNotIn("/amd/", only)
+
+    def test_indices_are_nvidias_and_amd_gpus_are_named_by_id(self):
+        r = gpusel("--sim", MIXED, "resolve", "--gpu", "1,0")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), [MIXED_NVIDIA[1], MIXED_NVIDIA[0]])
+        r = gpusel("--sim", MIXED, "resolve", "--gpu", "GPU-6e7f,GPU-5d6e7f8091a2b3c4")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), [MIXED_AMD[1], MIXED_AMD[0]])
+        self.assertIn("this machine has NVIDIA and AMD GPUs", r.stderr)
+        for request, words in (("GPU-3ddab6b5,GPU-6e7f", '"GPU-6e7f" is an AMD GPU and "GPU-3ddab6b5" an NVIDIA GPU'),
+                               ("GPU-6e7f,GPU-ffff", '"GPU-ffff" matches no GPU on this machine (2 NVIDIA, 2 AMD)'),
+                               ("GPU-ffff", '"GPU-ffff" matches no GPU on this machine (2 NVIDIA, 2 AMD)'),
+                               ("2", "out of range")):
+            with self.subTest(request=request):
+                r = gpusel("--sim", MIXED, "resolve", "--gpu", request)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertIn(words, r.stderr)
+                self.assertEqual(r.stdout, "")
+        # A prefix both makers' GPUs start with.
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "m.toml")
+            with open(path, "w") as f:
+                f.write(read(MACHINES, MIXED + ".toml").replace("GPU-5d6e7f8091a2b3c4", "GPU-3ce1f8091a2b3c4d"))
+            r = gpusel("--sim", path, "resolve", "--gpu", "GPU-3ce1,GPU-6e7f")
+            self.assertEqual(r.returncode, 2, r.stderr)
+            self.assertIn("starts the UUID of an NVIDIA GPU and the id of an AMD GPU", r.stderr)
+
+    def test_run_places_each_makers_workers_by_its_variable_and_leases_them(self):
+        show = 'echo "$LOCAL_RANK ${GPUSEL_GPU-unset} ${ROCR_VISIBLE_DEVICES-unset} ${CUDA_VISIBLE_DEVICES-unset}"'
+        r = gpusel("--sim", MIXED, "run", "--gpu", "GPU-6e7f,GPU-5d6e", "--", "sh", "-c", show)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(r.stdout.splitlines()),
+                         [f"0 {MIXED_AMD[1]} {MIXED_AMD[1]} unset", f"1 {MIXED_AMD[0]} {MIXED_AMD[0]} unset"])
+        self.assertIn(f"rocm-smi GPU 1 ({MIXED_AMD[1]})", r.stderr)
+        r = gpusel("--sim", MIXED, "run", "--quiet", "--gpu", "1", "--", "sh", "-c", show)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["0", MIXED_NVIDIA[1], "unset", "unset"])
+        env = base_env()
+        with subprocess.Popen([BIN, "--sim", MIXED, "run", "--quiet", "--gpu", MIXED_AMD[1], "--",
+                               "sh", "-c", "echo up; sleep 30"], stdout=subprocess.PIPE, text=True,
+                              env=env) as holder:
+            try:
+                self.assertEqual(holder.stdout.readline(), "up\n")
+                leases = {g["uuid"]: (g["lease"] or {}).get("pid")
+                          for g in gpusel_json("--sim", MIXED, "list", "--json", env=env)["gpus"]}
+                self.assertEqual(leases, {MIXED_NVIDIA[0]: None, MIXED_NVIDIA[1]: None, MIXED_AMD[0]: None,
+                                          MIXED_AMD[1]: holder.pid})
+                r = gpusel("--sim", MIXED, "run", "--gpu", "GPU-6e7f", "--", "true", env=env)
+                self.assertEqual(r.returncode, 1, r.stderr)
+                self.assertIn("is leased by pid %d" % holder.pid, r.stderr)
+            finally:
+                holder.terminate()
+
+    def test_sim_shell_makes_both_makers_device_files(self):
+        r = gpusel("sim", "shell", MIXED, "--", "sh", "-c", "ls /dev /dev/dri")
+        if r.returncode != 0 and "namespace" in r.stderr:
+            self.skipTest("no private mount namespace here: " + r.stderr.strip())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        names = r.stdout.split()
+        for name in ("nvidia0", "nvidia1", "nvidiactl", "kfd", "card0", "card1", "renderD128", "renderD129"):
+            self.assertIn(name, names)
+        self.assertNotIn("nvidia2", names)
+        self.assertNotIn("card2", names)
+
+    def test_machine_file_marks_each_amd_gpu(self):
+        good = read(MACHINES, MIXED + ".toml")
+        cases = [
+            (good.replace('vendor = "amd"\nuuid = "GPU-6e7f', 'vendor = "intel"\nuuid = "GPU-6e7f'),
+             "key 'vendor' must be"),
+            (good.replace('driver_version = "570.133.07"  # NVIDIA\'s', 'vendor = "amd"\ndriver_version = "1"')
+             .replace('[[gpu]]\nuuid = "GPU-3ce1', '[[gpu]]\nvendor = "nvidia"\nuuid = "GPU-3ce1'),
+             "leaves its top-level vendor"),
+            (good.replace('uuid = "GPU-6e7f8091a2b3c4d5"', 'uuid = "GPU-6e7f8091-a2b3-c4d5-0000-000000000000"'),
+             "unique id as ROCr prints it"),
+            (good.replace('cuda_driver_version = 12080\n', ''), "cuda_driver_version"),
+        ]
+        with tempfile.TemporaryDirectory() as tmp:
+            for text, words in cases:
+                self.assertNotEqual(text, good)
+                path = os.path.join(tmp, "m.toml")
+                with open(path, "w") as f:
+                    f.write(text)
+                r = gpusel("--sim", path, "list")
+                self.assertEqual(r.returncode, 2, (words, r.stdout, r.stderr))
+                self.assertIn(words, r.stderr)
+
+
 class AmdAgainstRocmTest(Case):
     @classmethod
     def setUpClass(cls):

@@ -426,6 +426,45 @@ class AmdRunTest(Case):
             worker.wait()
 
 
+class MixedMachineHipTest(Case):
+    """`gpusel run` on workstation-nvidia-amd (NVIDIA's GPUs and AMD's in one machine), its AMD GPUs
+    named by id, judged by the device the real HIP 5.2.3 in each worker holds: the thunk stand-in
+    takes the machine's AMD GPUs from its file (GPUSEL_TEST_AMD_GPUS unset), in KFD order."""
+
+    @classmethod
+    def setUpClass(cls):
+        AmdVisibilityTest.setUpClass.__func__(cls)
+        listing = gpusel_json("--sim", "workstation-nvidia-amd", "list", "--json")
+        cls.amd = {g["rocm_smi_index"]: g["uuid"] for g in listing["gpus"] if g["vendor"] == "amd"}
+
+    def job(self, *args, worker):
+        env = for_python(base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=None,
+                                  QUEUE=os.path.join(OUT, "hip_queue"), HIP=os.path.abspath(self.hip)))
+        return gpusel("--sim", "workstation-nvidia-amd", "run", "--quiet", *args, "--", "sh", "-c", worker,
+                      env=env)
+
+    def test_hip_workers_hold_the_amd_gpus_named_and_are_checked(self):
+        if "GPUSEL_TEST_TSAN" in os.environ:
+            self.skipTest("the thunk stand-in loads the simulator's machine reader into HIP's process, "
+                          "which the ThreadSanitizer build's library cannot be loaded into")
+        request = f"{self.amd[1]},{self.amd[0]}"
+        r = self.job("--gpu", request, worker='echo "$LOCAL_RANK $("$HIP" | tr "\\n" " ")"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(tuple(line.split()) for line in r.stdout.splitlines()),
+                         [("0", self.amd[1]), ("1", self.amd[0])])
+        # The run-time check asks ROCm SMI: rank 0 dropping its variable and taking HIP's device 0
+        # of the whole machine (KFD first: rocm-smi 0, rank 1's GPU) is stopped.
+        escape = ('if [ "$LOCAL_RANK" = 0 ]; then exec env -u ROCR_VISIBLE_DEVICES "$QUEUE" 0 30; '
+                  'else exec "$QUEUE" 0 30; fi')
+        r = self.job("--gpu", request, worker=escape)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"rank 0 (GPU {self.amd[1]}) made a HIP queue on rocm-smi's GPU 0 ({self.amd[0]}), "
+                      "not its own", r.stderr)
+        r = self.job("--gpu", request, worker='exec "$QUEUE" 0 1')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(r.stdout.split()), sorted(["queue", self.amd[0], "queue", self.amd[1]]))
+
+
 class HipBindTest(Case):
     """gpusel_bind_assigned_gpu in a HIP program (tests/amd/hip_bind.c over Debian's real HIP 5.2.3
     and the thunk stand-in describing amd-mi210): judged by the device HIP itself then calls

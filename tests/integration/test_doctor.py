@@ -40,6 +40,8 @@ BUNDLED = {
     "pcie-trained-down": ({"warning": ["pcie-trained-down"]}, 0),
     # An AMD machine: no NVIDIA driver is a fact there, not a fault (docs/amd.md).
     "amd-mi210": ({"info": ["amd-gpus", "cuda-missing", "nvml-unavailable"]}, 0),
+    # NVIDIA's and AMD's GPUs in one machine: the AMD ones said, the NVIDIA findings as ever.
+    "workstation-nvidia-amd": ({"info": ["amd-gpus-beside-nvidia"], "warning": ["mixed-models-order"]}, 0),
 }
 
 

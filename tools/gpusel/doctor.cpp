@@ -180,6 +180,21 @@ class Doctor {
             "(docs/amd.md)");
         check_render_nodes(amd);
       }
+    } else if (const AmdSnapshot amd = query_rocm_smi(false); amd.available && !amd.gpus.empty()) {
+      // NVIDIA's GPUs and AMD's in one machine.
+      std::string ids;
+      for (const AmdGpu& g : amd.gpus) {
+        ids += (ids.empty() ? "" : ", ") + std::to_string(g.index) + ": " +
+               (g.id.empty() ? "no id" : g.id);
+      }
+      add(Severity::Info, "amd-gpus-beside-nvidia",
+          fmt::format("ROCm SMI also monitors {} AMD GPU{} (rocm-smi index: id: {}); --gpu N, "
+                      "free:N and all count NVIDIA's GPUs here, AMD GPUs are named by unique "
+                      "id, and one job's GPUs are one maker's",
+                      amd.gpus.size(), amd.gpus.size() == 1 ? "" : "s", ids),
+          "`gpusel list` shows both makers' GPUs; start HIP programs with `gpusel run --gpu "
+          "GPU-<AMD id>,...` (docs/amd.md)");
+      check_render_nodes(amd);
     }
     if (amd_gpus > 0) {
       add(Severity::Info, "nvml-unavailable", "NVML is unavailable: " + snap.reason,

@@ -348,7 +348,7 @@ nlohmann::json gpu_json(const Listing& l, std::size_t g) {
   return j;
 }
 
-std::string list_json(const Listing& l, const ListOptions& options) {
+nlohmann::json list_doc(const Listing& l, const ListOptions& options) {
   const NvmlSnapshot& snap = l.snap;
   const auto& simulated = l.simulated;
   const CudaEnv& env = l.env;
@@ -398,8 +398,12 @@ std::string list_json(const Listing& l, const ListOptions& options) {
     }
     doc["probe"] = p;
   }
-  // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
-  // Watched, one line per listing (JSON lines).
+  return doc;
+}
+
+// Driver strings may hold bytes that are not UTF-8: they become U+FFFD. Watched, one line per
+// listing (JSON lines).
+std::string dumped(const nlohmann::json& doc, const ListOptions& options) {
   return doc.dump(options.watch ? -1 : 2, ' ', false, nlohmann::json::error_handler_t::replace) +
          "\n";
 }
@@ -578,7 +582,8 @@ struct AmdListing {
   std::vector<Note> notes;
 };
 
-AmdListing read_amd_listing(const AmdSnapshot& amd) {
+// `beside_nvidia`: the machine has NVIDIA GPUs too, whose indices `--gpu N` counts.
+AmdListing read_amd_listing(const AmdSnapshot& amd, bool beside_nvidia) {
   AmdListing l;
   Note hip_note{"amd-hip-order-unread",
                 "HIP numbers AMD GPUs in the kernel's KFD order, which can differ from rocm-smi's "
@@ -596,8 +601,10 @@ AmdListing read_amd_listing(const AmdSnapshot& amd) {
         std::string("HIP is the device number a HIP program started from this shell "
                     "gives the GPU (KFD order, through ROCR_, HIP_ and "
                     "CUDA_VISIBLE_DEVICES as set here; \"-\" where they hide it); ") +
-            (here.preset ? "with those variables set, `--gpu N` is the GPU in the HIP column"
-                         : "`--gpu N` is the GPU at INDEX N, rocm-smi's number")};
+            (beside_nvidia ? "on this machine, with NVIDIA GPUs too, `--gpu N` and free:N count "
+                             "nvidia-smi's GPUs: name AMD GPUs by UUID (--gpu GPU-...)"
+             : here.preset ? "with those variables set, `--gpu N` is the GPU in the HIP column"
+                           : "`--gpu N` is the GPU at INDEX N, rocm-smi's number")};
   } else if (here.unknown != "amd-kfd-order-unknown") {
     hip_note.text = "the HIP column is unknown: " +
                     std::string(here.unknown == "amd-rocr-empty-entry"
@@ -620,19 +627,9 @@ AmdListing read_amd_listing(const AmdSnapshot& amd) {
   return l;
 }
 
-void amd_listing_json(const AmdSnapshot& amd, const AmdListing& l,
-                      const std::optional<std::string>& simulated, std::string& out) {
-  nlohmann::json doc;
-  doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
-  doc["vendor"] = "amd";
-  doc["driver_version"] = amd.driver_version;
-  doc["notes"] = nlohmann::json::array();
-  doc["note_codes"] = nlohmann::json::array();
-  for (const Note& n : l.notes) {
-    doc["notes"].push_back(n.text);
-    doc["note_codes"].push_back(n.code);
-  }
-  doc["gpus"] = nlohmann::json::array();
+// Each AMD GPU's entry in a JSON listing.
+nlohmann::json amd_gpus_json(const AmdSnapshot& amd, const AmdListing& l) {
+  nlohmann::json gpus = nlohmann::json::array();
   for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
     const AmdGpu& g = amd.gpus[i];
     nlohmann::json j = {
@@ -654,8 +651,24 @@ void amd_listing_json(const AmdSnapshot& amd, const AmdListing& l,
       for (const GpuProcess& p : *g.processes) j["processes"].push_back(process_json(p));
     }
     lease_fields(j, l.leases[i]);
-    doc["gpus"].push_back(std::move(j));
+    gpus.push_back(std::move(j));
   }
+  return gpus;
+}
+
+void amd_listing_json(const AmdSnapshot& amd, const AmdListing& l,
+                      const std::optional<std::string>& simulated, std::string& out) {
+  nlohmann::json doc;
+  doc["simulated"] = simulated ? nlohmann::json(*simulated) : nlohmann::json(nullptr);
+  doc["vendor"] = "amd";
+  doc["driver_version"] = amd.driver_version;
+  doc["notes"] = nlohmann::json::array();
+  doc["note_codes"] = nlohmann::json::array();
+  for (const Note& n : l.notes) {
+    doc["notes"].push_back(n.text);
+    doc["note_codes"].push_back(n.code);
+  }
+  doc["gpus"] = amd_gpus_json(amd, l);
   out += doc.dump(2) + "\n";
 }
 
@@ -706,7 +719,7 @@ void amd_listing_text(const AmdSnapshot& amd, const AmdListing& l,
 
 void amd_listing(const AmdSnapshot& amd, const std::optional<std::string>& simulated,
                  const ListOptions& options, std::string& out) {
-  const AmdListing l = read_amd_listing(amd);
+  const AmdListing l = read_amd_listing(amd, false);
   if (options.json)
     amd_listing_json(amd, l, simulated, out);
   else
@@ -749,10 +762,27 @@ static int render_list(const ListOptions& options, std::string& out_text) {
   l.notes.insert(l.notes.end(), lease_notes.begin(), lease_notes.end());
   for (Note& note : l.notes) note.text = said(note.text);  // the library's, in this command's words
   l.order = detail::pci_bus_order(l.env) ? "PCI_BUS_ID" : "FASTEST_FIRST";
+  // A machine with AMD GPUs too: theirs follow in the same listing, as ROCm SMI gives them.
+  const AmdSnapshot amd = query_rocm_smi(true);
+  std::optional<AmdListing> beside;
+  if (amd.available && !amd.gpus.empty()) beside = read_amd_listing(amd, true);
   if (options.json) {
-    out_text += list_json(l, options);
+    nlohmann::json doc = list_doc(l, options);
+    if (beside) {
+      doc["amd_driver_version"] = amd.driver_version;
+      for (const Note& n : beside->notes) {
+        doc["notes"].push_back(n.text);
+        doc["note_codes"].push_back(n.code);
+      }
+      for (nlohmann::json& g : amd_gpus_json(amd, *beside)) doc["gpus"].push_back(std::move(g));
+    }
+    out_text += dumped(doc, options);
   } else {
     list_text(l, options, out_text);
+    if (beside) {
+      out_text += "\n";
+      amd_listing_text(amd, *beside, std::nullopt, options.columns, out_text);
+    }
   }
   return 0;
 }

@@ -196,8 +196,10 @@ int run_run(const RunOptions& options) {
       for (const GpuInfo& g : r.machine) {
         if (g.uuid == uuid) index = std::to_string(g.index);
       }
-      print_note("rank " + std::to_string(rank) + ": pid " + std::to_string(pids[rank]) + ", GPU " +
-                 index + " (" + uuid + ")" + (per_gpu > 1 ? ", shared" : ""));
+      // AMD GPUs by rocm-smi's number (on a machine with both makers, nvidia-smi's differ).
+      print_note("rank " + std::to_string(rank) + ": pid " + std::to_string(pids[rank]) + ", " +
+                 (r.vendor == "amd" ? "rocm-smi GPU " : "GPU ") + index + " (" + uuid + ")" +
+                 (per_gpu > 1 ? ", shared" : ""));
     }
   };
   if (options.set_visible != "none") {

@@ -224,9 +224,10 @@ void show_machine(const NvmlSnapshot& snap) {
 }
 
 // An AMD machine's device files: /dev/kfd (HIP's compute device, what tells an AMD machine) and
-// each GPU's DRM card and render node, numbered as rocm-smi numbers them.
-void show_amd_machine(const AmdSnapshot& amd) {
-  cover("/dev");
+// each GPU's DRM card and render node, numbered as rocm-smi numbers them. `alone`: no NVIDIA
+// GPU's files were made (a machine with both makers' GPUs has both sets).
+void show_amd_machine(const AmdSnapshot& amd, bool alone) {
+  if (alone) cover("/dev");
   device_file("/dev/kfd", kKfdMajor, 0);
   make_dir("/dev/dri");
   for (const AmdGpu& g : amd.gpus) {
@@ -247,21 +248,17 @@ int run_sim_shell(const std::string& machine, const std::vector<std::string>& co
   apply_sim(setup);  // first: its PATH finds the simulator's nvidia-smi
   const std::string program = program_path("sim shell", argv.front());
   const NvmlSnapshot snap = query_nvml(NvmlQuery{});
-  if (const AmdSnapshot amd = snap.available ? AmdSnapshot{} : query_rocm_smi();
-      amd.available && !amd.gpus.empty()) {
-    enter_private_namespace();
-    show_amd_machine(amd);
-    ::setenv("GPUSEL_SIM_SHELL", machine.c_str(), 1);
-    exec_program("sim shell", program, argv);
-  }
-  if (!snap.available) {
+  const AmdSnapshot amd = query_rocm_smi();
+  const bool amd_gpus = amd.available && !amd.gpus.empty();
+  if (!snap.available && !amd_gpus) {
     throw gpusel::failure("sim shell " + machine + ": the simulated NVML does not answer (" +
                               snap.reason + "), so there are no GPUs to make device files for; " +
                               "`gpusel sim exec` runs programs on a machine with an NVML fault",
                           snap.problem);
   }
   enter_private_namespace();
-  show_machine(snap);
+  if (snap.available) show_machine(snap);
+  if (amd_gpus) show_amd_machine(amd, !snap.available);
   ::setenv("GPUSEL_SIM_SHELL", machine.c_str(), 1);
   exec_program("sim shell", program, argv);
 }
