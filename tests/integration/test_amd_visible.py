@@ -426,6 +426,72 @@ class AmdRunTest(Case):
             worker.wait()
 
 
+# Debian's HIP compiler and what it needs to build for gfx90a (hipcc, a Perl driver over clang 15;
+# clang-offload-bundler; lld for the device code; the ROCm device libraries), fetched into the
+# build folder's extras as the runtime is, never installed.
+HIPCC_PACKAGES = ("hipcc", "clang-15", "clang-tools-15", "lld-15", "libllvm15", "libclang-cpp15",
+                  "libclang-common-15-dev", "rocm-device-libs")
+
+
+def build_with_hipcc(source, out):
+    """`source` built by Debian's hipcc (unpacked under EXTRAS, so its paths are given to it) for
+    gfx90a into `out`, once per build folder; its link resolves ROCr's thunk against the stand-in."""
+    if newer(out, source):
+        return
+    root = os.path.join(EXTRAS, "root")
+    lib = os.path.join(root, "usr", "lib", "x86_64-linux-gnu")
+    env = dict(plain_env(), HIP_PATH=os.path.join(root, "usr"), ROCM_PATH=os.path.join(root, "usr"),
+               HIP_PLATFORM="amd", HIP_CLANG_PATH=os.path.join(root, "usr", "lib", "llvm-15", "bin"),
+               HIP_LIB_PATH=lib, HIPCC_LINK_FLAGS_APPEND="-Wl,-rpath-link," + OUT,
+               LD_LIBRARY_PATH=lib + ":" + os.path.join(root, "usr", "lib", "llvm-15", "lib"))
+    r = subprocess.run(["perl", os.path.join(root, "usr", "bin", "hipcc.pl"), "--offload-arch=gfx90a", "-Wall",
+                        "-Werror", "-o", out, source], capture_output=True, text=True, env=env, timeout=300)
+    if r.returncode != 0:
+        raise AssertionError("Debian's hipcc could not build " + source + ": " + r.stderr[-2000:])
+
+
+class HipccProgramTest(Case):
+    """A HIP program with a kernel, built by Debian's hipcc (tests/amd/hip_kernel.hip), under `gpusel
+    run` on amd-mi210: each worker's HIP runtime loads its gfx90a code object, launches the kernel and
+    waits for it over the thunk stand-in (which completes the packet; no kernel's work is done), on
+    the GPU it was given. Only in the plain build: the program is not instrumented, and the
+    compiler (360 MB unpacked) is fetched once per build folder."""
+
+    @classmethod
+    def setUpClass(cls):
+        if "GPUSEL_TEST_PRELOAD" in os.environ or "GPUSEL_TEST_TSAN" in os.environ:
+            raise unittest.SkipTest("the hipcc-built program is tested in the plain build")
+        AmdRunTest.setUpClass.__func__(cls)
+        fetched = subprocess.run([os.path.join(SOURCE, "scripts", "fetch-extras"), EXTRAS, *HIPCC_PACKAGES],
+                                 capture_output=True, text=True, env=plain_env())
+        if fetched.returncode != 0:
+            why = "Debian's hipcc could not be fetched: " + fetched.stderr.strip()[-500:]
+            if os.environ.get("CI"):
+                raise AssertionError(why)
+            raise unittest.SkipTest(why)
+        cls.program = os.path.join(OUT, "hip_kernel")
+        build_with_hipcc(os.path.join(AMD, "hip_kernel.hip"), cls.program)
+
+    def job(self, *args, worker):
+        env = base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=None, KERNEL=self.program)
+        return gpusel("--sim", "amd-mi210", "run", "--quiet", *args, "--", "sh", "-c", worker, env=env)
+
+    def test_each_worker_runs_its_kernel_on_its_gpu(self):
+        r = self.job("--gpu", "2,0", worker='echo "$LOCAL_RANK $("$KERNEL")"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(tuple(line.split()) for line in r.stdout.splitlines()),
+                         [("0", self.by_index[2], "hipSuccess"), ("1", self.by_index[0], "hipSuccess")])
+        self.assertNotIn("placement check", r.stderr)
+        # Rank 1 dropping ROCR_VISIBLE_DEVICES runs its kernel on HIP's device 0 of the whole machine
+        # (rocm-smi index 2, rank 0's GPU): the run-time check stops the job.
+        escape = ('if [ "$LOCAL_RANK" = 1 ]; then exec env -u ROCR_VISIBLE_DEVICES "$KERNEL" 30; '
+                  'else exec "$KERNEL" 30; fi')
+        r = self.job("--gpu", "2,0", worker=escape)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"rank 1 (GPU {self.by_index[0]}) made a HIP queue on rocm-smi's GPU 2 "
+                      f"({self.by_index[2]}), not its own", r.stderr)
+
+
 class MixedMachineHipTest(Case):
     """`gpusel run` on workstation-nvidia-amd (NVIDIA's GPUs and AMD's in one machine), its AMD GPUs
     named by id, judged by the device the real HIP 5.2.3 in each worker holds: the thunk stand-in
