@@ -24,6 +24,7 @@ struct GpuProcesses {
   std::string uuid;
   unsigned index = 0;                         // nvidia-smi index (rocm-smi index on AMD GPUs)
   std::optional<std::vector<unsigned>> pids;  // nullopt: NVML cannot list them on this GPU
+  bool amd = false;  // an AMD GPU (ROCm SMI's list: processes with HIP queues there)
 };
 
 struct LaunchOptions {

@@ -233,7 +233,7 @@ std::string misplaced_text(const JobMember& who, const std::string& process,
   // What the GPU's list counts a process for: a CUDA context (NVML), a HIP queue (ROCm SMI, whose
   // index the number is).
   const std::string opened =
-      options.amd ? "made a HIP queue on rocm-smi's GPU " : "opened a CUDA context on GPU ";
+      gpu.amd ? "made a HIP queue on rocm-smi's GPU " : "opened a CUDA context on GPU ";
   std::string text;
   if (who.rank >= 0) {
     text = "rank " + std::to_string(who.rank) + " (GPU " +
@@ -247,6 +247,19 @@ std::string misplaced_text(const JobMember& who, const std::string& process,
   if (who.orphan) {
     text += ", orphaned: " + std::string(who.rank >= 0 ? "its worker's" : "a worker's") +
             " tree left it running and it came to gpusel, which checks it with the job";
+  }
+  if (gpu.amd != options.amd) {
+    // A machine with both makers' GPUs: the program used the other maker's runtime, whose GPUs
+    // the variables gpusel set for the job's maker do not restrict.
+    return text +
+           (gpu.amd ? "): the program uses HIP, and the job's GPUs are NVIDIA's; "
+                      "CUDA_VISIBLE_DEVICES and gpusel's binding do not restrict HIP, and the job "
+                      "was stopped. Give a HIP program AMD GPUs (--gpu GPU-<AMD id>, `gpusel list` "
+                      "shows them), or keep it off HIP"
+                    : "): the program uses CUDA, and the job's GPUs are AMD's; "
+                      "ROCR_VISIBLE_DEVICES does not restrict CUDA, and the job was stopped. Give "
+                      "a CUDA program NVIDIA GPUs (--gpu with nvidia-smi indices or NVIDIA "
+                      "UUIDs), or keep it off CUDA");
   }
   if (options.amd && options.set_visible == SetVisible::Job) {
     // Each worker saw every GPU of the job, in rank order, in ROCR_VISIBLE_DEVICES.

@@ -21,8 +21,8 @@ import unittest
 
 import tomllib
 
-from support import (BIN, BUILD, MACHINES, PYTHON_LOADS_LIBRARIES, SIM_ROOT, SOURCE, Case, base_env, for_python,
-                     gpusel, gpusel_json)
+from support import (BIN, BUILD, CUDA_HOLD, MACHINES, PYTHON_LOADS_LIBRARIES, SIM_ROOT, SOURCE, Case, Holding,
+                     base_env, for_python, gpusel, gpusel_json)
 
 EXTRAS = os.path.join(BUILD, "extras")
 PACKAGES = ("rocm-smi", "librocm-smi-dev")
@@ -725,6 +725,20 @@ class MixedMachineTest(Case):
                 self.assertIn("is leased by pid %d" % holder.pid, r.stderr)
             finally:
                 holder.terminate()
+
+    def test_the_run_time_check_sees_a_cuda_program_in_a_job_of_amd_gpus(self):
+        # ROCR_VISIBLE_DEVICES leaves CUDA every NVIDIA GPU: a CUDA program (cuda_hold takes CUDA's
+        # device 0, the RTX 4090 under FASTEST_FIRST) started on an AMD GPU is stopped, in words
+        # that say which maker's GPUs the job has.
+        with Holding([BIN, "--sim", MIXED, "run", "--quiet", "--gpu", "GPU-6e7f", "--", CUDA_HOLD, "{DIR}"],
+                     base_env()) as h:
+            self.assertEqual(len(h.ready), 1)
+            h.proc.wait(timeout=30)  # the check stops it while it holds its context
+            rc, _, err = h.finish()
+        self.assertEqual(rc, 1, err)
+        self.assertIn(f"rank 0 (GPU {MIXED_AMD[1]}) opened a CUDA context on GPU 1 ({MIXED_NVIDIA[1]}), not its own",
+                      err)
+        self.assertIn("the job's GPUs are AMD's; ROCR_VISIBLE_DEVICES does not restrict CUDA", err)
 
     def test_sim_shell_makes_both_makers_device_files(self):
         r = gpusel("sim", "shell", MIXED, "--", "sh", "-c", "ls /dev /dev/dri")

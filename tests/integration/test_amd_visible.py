@@ -2,7 +2,7 @@
 
 Debian's real ROCr and HIP 5.2.3 (libhsa-runtime64-1, libamdhip64-5, fetched with
 scripts/fetch-extras into the build folder's extras/, never installed) run over a stand-in for
-their thunk (tests/amd/hsakmt_double.c, compiled here against Debian's hsakmt.h), so they start
+their thunk (the simulator's libhsakmt.so.1, sim/hsakmt_sim.c, built against Debian's hsakmt.h), so they start
 without an AMD GPU and enumerate the GPUs the stand-in describes, applying ROCR_VISIBLE_DEVICES,
 then HIP_VISIBLE_DEVICES or CUDA_VISIBLE_DEVICES, with AMD's own parsers. For generated values,
 on machines whose unique ids share prefixes, what they keep (the GPU agents' or HIP devices' ids,
@@ -28,7 +28,7 @@ import unittest
 import tomllib
 
 import test_amd_list
-from support import (BIN, BUILD, PYTHON_LOADS_LIBRARIES, SOURCE, Case, base_env, contexts, for_python, gpusel,
+from support import (BIN, BUILD, PYTHON_LOADS_LIBRARIES, SIM_ROOT, SOURCE, Case, base_env, contexts, for_python, gpusel,
                      gpusel_json, sim_env)
 from support import MACHINES as MACHINE_FILES
 
@@ -63,32 +63,34 @@ def newer(target, *sources):
 
 
 def build_clients():
-    """The thunk stand-in, the HSA client and the HIP client, built once per build folder."""
+    """The HSA client and the HIP clients, built once per build folder, over the simulator's thunk
+    (sim/hsakmt_sim.c, built with the simulator against Debian's hsakmt.h); and the loader path
+    that finds both ROCm's libraries and that thunk."""
+    thunk_dir = os.path.join(SIM_ROOT, "amd")
+    if not os.path.exists(os.path.join(thunk_dir, "libhsakmt.so.1")):
+        why = "the simulator was built without its ROCm thunk (no hsakmt.h: install libhsakmt-dev)"
+        if os.environ.get("CI"):
+            raise AssertionError(why)
+        raise unittest.SkipTest(why)
     include = os.path.join(EXTRAS, "root", "usr", "include")
     lib = os.path.join(EXTRAS, "root", "usr", "lib", "x86_64-linux-gnu")
     os.makedirs(OUT, exist_ok=True)
-    double = os.path.join(OUT, "libhsakmt.so.1")
     client = os.path.join(OUT, "hsa_agents")
-    sources = [os.path.join(AMD, n) for n in ("hsakmt_double.c", "hsakmt.map")]
-    if not newer(double, *sources):
-        subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-fPIC", "-shared", "-I", include,
-                        "-Wl,--version-script=" + sources[1], "-Wl,-soname,libhsakmt.so.1", "-o", double,
-                        sources[0], "-pthread", "-ldl"], check=True, env=plain_env())
     if not newer(client, os.path.join(AMD, "hsa_agents.c")):
         subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-I", include, "-o", client,
                         os.path.join(AMD, "hsa_agents.c"), "-L", lib, "-l:libhsa-runtime64.so.1",
-                        "-Wl,-rpath-link," + OUT], check=True, env=plain_env())
+                        "-Wl,-rpath-link," + thunk_dir], check=True, env=plain_env())
     hip = os.path.join(OUT, "hip_devices")
     if not newer(hip, os.path.join(AMD, "hip_devices.c")):
         subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", hip, os.path.join(AMD, "hip_devices.c"),
-                        "-L", lib, "-l:libamdhip64.so.5", "-Wl,-rpath-link," + OUT + ":" + lib], check=True,
-                       env=plain_env())
+                        "-L", lib, "-l:libamdhip64.so.5", "-Wl,-rpath-link," + thunk_dir + ":" + lib],
+                       check=True, env=plain_env())
     queue = os.path.join(OUT, "hip_queue")
     if not newer(queue, os.path.join(AMD, "hip_queue.c")):
         subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", "-o", queue, os.path.join(AMD, "hip_queue.c"),
-                        "-L", lib, "-l:libamdhip64.so.5", "-Wl,-rpath-link," + OUT + ":" + lib], check=True,
-                       env=plain_env())
-    return client, hip, OUT + ":" + lib
+                        "-L", lib, "-l:libamdhip64.so.5", "-Wl,-rpath-link," + thunk_dir + ":" + lib],
+                       check=True, env=plain_env())
+    return client, hip, thunk_dir + ":" + lib
 
 
 def build_bind_client():
@@ -105,7 +107,8 @@ def build_bind_client():
         sanitize = ["-fsanitize=address,undefined"] if "GPUSEL_TEST_PRELOAD" in os.environ else []
         subprocess.run(["cc", "-O1", "-Wall", "-Wextra", "-Werror", *sanitize, "-I", os.path.join(SOURCE, "include"),
                         "-o", out, source, library, "-Wl,-rpath," + os.path.dirname(library), "-L", lib,
-                        "-l:libamdhip64.so.5", "-Wl,-rpath-link," + OUT + ":" + lib], check=True, env=plain_env())
+                        "-l:libamdhip64.so.5", "-Wl,-rpath-link," + os.path.join(SIM_ROOT, "amd") + ":" + lib],
+                       check=True, env=plain_env())
     return out
 
 
@@ -442,7 +445,7 @@ def build_with_hipcc(source, out):
     lib = os.path.join(root, "usr", "lib", "x86_64-linux-gnu")
     env = dict(plain_env(), HIP_PATH=os.path.join(root, "usr"), ROCM_PATH=os.path.join(root, "usr"),
                HIP_PLATFORM="amd", HIP_CLANG_PATH=os.path.join(root, "usr", "lib", "llvm-15", "bin"),
-               HIP_LIB_PATH=lib, HIPCC_LINK_FLAGS_APPEND="-Wl,-rpath-link," + OUT,
+               HIP_LIB_PATH=lib, HIPCC_LINK_FLAGS_APPEND="-Wl,-rpath-link," + os.path.join(SIM_ROOT, "amd"),
                LD_LIBRARY_PATH=lib + ":" + os.path.join(root, "usr", "lib", "llvm-15", "lib"))
     r = subprocess.run(["perl", os.path.join(root, "usr", "bin", "hipcc.pl"), "--offload-arch=gfx90a", "-Wall",
                         "-Werror", "-o", out, source], capture_output=True, text=True, env=env, timeout=300)
@@ -509,6 +512,25 @@ class MixedMachineHipTest(Case):
         return gpusel("--sim", "workstation-nvidia-amd", "run", "--quiet", *args, "--", "sh", "-c", worker,
                       env=env)
 
+    def test_sim_exec_gives_hip_programs_the_simulators_thunk(self):
+        if "GPUSEL_TEST_TSAN" in os.environ:
+            self.skipTest("the thunk loads the simulator's machine reader into HIP's process, which the "
+                          "ThreadSanitizer build's library cannot be loaded into")
+        # Only ROCm's own libraries on the loader's path (and this machine's real thunk, libhsakmt1,
+        # installed with libhsakmt-dev, which finds no /dev/kfd): `gpusel sim exec` puts the
+        # simulator's libhsakmt.so.1 first, and HIP sees the machine's AMD GPUs, in KFD order.
+        lib = os.path.join(EXTRAS, "root", "usr", "lib", "x86_64-linux-gnu")
+        env = for_python(base_env(LD_LIBRARY_PATH=lib, GPUSEL_TEST_AMD_GPUS=None))
+        for machine in ("amd-mi210", "workstation-nvidia-amd"):
+            with self.subTest(machine=machine):
+                with open(os.path.join(MACHINE_FILES, machine + ".toml"), "rb") as f:
+                    kfd = [g["uuid"] for g in tomllib.load(f)["gpu"] if g.get("vendor") == "amd"
+                           or machine == "amd-mi210"]
+                r = subprocess.run([BIN, "sim", "exec", machine, "--", self.hip], capture_output=True, text=True,
+                                   env=env, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertEqual(r.stdout.split(), kfd)
+
     def test_hip_workers_hold_the_amd_gpus_named_and_are_checked(self):
         if "GPUSEL_TEST_TSAN" in os.environ:
             self.skipTest("the thunk stand-in loads the simulator's machine reader into HIP's process, "
@@ -529,6 +551,12 @@ class MixedMachineHipTest(Case):
         r = self.job("--gpu", request, worker='exec "$QUEUE" 0 1')
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(sorted(r.stdout.split()), sorted(["queue", self.amd[0], "queue", self.amd[1]]))
+        # A HIP program in a job of NVIDIA GPUs sees every AMD GPU (CUDA_VISIBLE_DEVICES unset):
+        # its queue on HIP's device 0 (rocm-smi 0) stops the job.
+        r = self.job("--gpu", "1", worker='exec "$QUEUE" 0 30')
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"made a HIP queue on rocm-smi's GPU 0 ({self.amd[0]}), not its own", r.stderr)
+        self.assertIn("the program uses HIP, and the job's GPUs are NVIDIA's", r.stderr)
 
 
 class HipBindTest(Case):

@@ -109,7 +109,29 @@ std::optional<std::vector<GpuProcesses>> rocm_smi_gpu_processes(std::string& why
   }
   std::vector<GpuInfo> gpus = amd_gpu_records(snap);
   std::erase_if(gpus, [](const GpuInfo& g) { return g.uuid.empty(); });  // no worker was given it
-  return processes_on(gpus);
+  std::vector<GpuProcesses> out = processes_on(gpus);
+  for (GpuProcesses& g : out) g.amd = true;
+  return out;
+}
+
+// The check's source for a job of one maker's GPUs: that maker's list, and where the machine has
+// GPUs of the other maker too, theirs: a worker's process sees those whatever gpusel set (a CUDA
+// program in a job of AMD GPUs, which ROCR_VISIBLE_DEVICES does not restrict, takes an NVIDIA
+// GPU; a HIP program in a job of NVIDIA GPUs, an AMD one). Whether the other maker's GPUs are
+// there is asked at the first look, after the workers have started, and kept.
+auto both_makers(bool amd_job) {
+  return [amd_job, other = std::optional<bool>()](
+             std::string& why_not) mutable -> std::optional<std::vector<GpuProcesses>> {
+    std::optional<std::vector<GpuProcesses>> own =
+        amd_job ? rocm_smi_gpu_processes(why_not) : nvml_gpu_processes(why_not);
+    if (!own || other == false) return own;
+    std::string unused;
+    const std::optional<std::vector<GpuProcesses>> theirs =
+        amd_job ? nvml_gpu_processes(unused) : rocm_smi_gpu_processes(unused);
+    other = theirs && !theirs->empty();
+    if (*other) own->insert(own->end(), theirs->begin(), theirs->end());
+    return own;
+  };
 }
 
 }  // namespace
@@ -182,7 +204,7 @@ int run_run(const RunOptions& options) {
   launch.amd = r.vendor == "amd";
   // What the workers really open is checked against their GPUs.
   if (r.resolved && !options.no_placement_check) {
-    launch.gpu_processes = launch.amd ? rocm_smi_gpu_processes : nvml_gpu_processes;
+    launch.gpu_processes = both_makers(launch.amd);
   }
   const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
   launch.on_started = [&r, per_gpu, quiet = options.quiet](const std::vector<int>& pids) {

@@ -1,8 +1,10 @@
-/* A stand-in for ROCm's thunk, libhsakmt.so.1 (the library ROCr talks to the kernel's KFD driver
- * through), so that Debian's real ROCr (libhsa-runtime64.so.1, ROCm 5.2.3) starts without an AMD
- * GPU and reads ROCR_VISIBLE_DEVICES itself: the oracle tests/integration/test_amd_rocr.py compares
- * gpusel's model of that variable with (docs/amd.md). It is compiled by that test against Debian's
- * own hsakmt.h (libhsakmt-dev, fetched into the build folder), so each structure is the header's.
+/* The simulator's ROCm thunk, libhsakmt.so.1 (the library ROCr talks to the kernel's KFD driver
+ * through), so that Debian's real ROCr (libhsa-runtime64.so.1, ROCm 5.2.3) and HIP start without an
+ * AMD GPU on a simulated AMD machine (in lib/gpusel/sim/amd/, which `gpusel sim env` puts on the
+ * loader's path), and read ROCR_VISIBLE_DEVICES themselves: the oracle of
+ * tests/integration/test_amd_visible.py compares gpusel's model of the variables with them
+ * (docs/amd.md). Built with the simulator against Debian's own hsakmt.h (libhsakmt-dev), so each
+ * structure is the header's; never under a sanitizer (it loads into HIP programs, which are not).
  *
  * The machine: one CPU node, then one gfx90a GPU node per entry of GPUSEL_TEST_AMD_GPUS, a comma
  * list of unique ids in hexadecimal (0: a GPU without one, which ROCr calls "GPU-XX"); where that
@@ -15,7 +17,7 @@
  * process on that GPU (unique id GPU-<hex>) in the simulator's usage folder, through
  * libgpusel-sim-machines.so: the simulated ROCm SMI then lists it there, as the kernel lists a
  * process's queues for ROCm SMI (/sys/class/kfd/kfd/proc/<pid>/queues). ROCr imports 42 hsaKmt*
- * functions with the version node HSAKMT_1 (tests/amd/hsakmt.map); each is here. */
+ * functions with the version node HSAKMT_1 (sim/hsakmt.map); each is here. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdatomic.h>
