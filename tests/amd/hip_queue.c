@@ -4,10 +4,9 @@
  * SECONDS seconds before it exits 0. With ROUNDS, it first works that hard: ROUNDS memsets on its
  * stream (each a packet: more than the ring holds, so it wraps), then ROUNDS streams made, used
  * and destroyed one after another (more queues than the stand-in has at once), each waited for.
- * Usage: hip_queue ORDINAL SECONDS [ROUNDS]. Run over the thunk stand-in
- * (the simulator's thunk, sim/hsakmt_sim.c), whose command processor completes the packets HIP submits. The HIP
- * calls are declared from HIP's ABI (hip_runtime_api.h, HIP 5.2). Built by
- * tests/integration/test_amd_visible.py. */
+ * Usage: hip_queue ORDINAL SECONDS [ROUNDS]. Run over the simulator's thunk (sim/hsakmt_sim.c),
+ * whose command processor completes the packets HIP submits. The HIP calls are declared from HIP's
+ * ABI (hip_runtime_api.h, HIP 5.2). Built by tests/integration/test_amd_visible.py. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <time.h>
