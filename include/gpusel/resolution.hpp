@@ -76,6 +76,11 @@ Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const A
 std::optional<Resolution> resolve_amd_beside_nvidia(const GpuRequest& request, const CudaEnv& env,
                                                     const std::vector<GpuInfo>& nvidia);
 
+// After NVML resolved `request`: refuses (BadInput) a UUID prefix that also starts the id of an AMD
+// GPU ROCm SMI lists (a machine with both makers' GPUs). Asks ROCm SMI only where an entry is a
+// prefix short enough to (no dash yet), so whole UUIDs and indices cost nothing.
+void refuse_prefix_of_both_makers(const GpuRequest& request);
+
 // The devices a HIP program started in this environment would have on the AMD GPUs `amd`:
 // ROCm SMI's KFD order through ROCR_VISIBLE_DEVICES, HIP_VISIBLE_DEVICES and `env`'s
 // CUDA_VISIBLE_DEVICES, by ROCm's rules (src/core/amd_visible.cpp). One reading for resolve's

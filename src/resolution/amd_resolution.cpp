@@ -277,6 +277,18 @@ Resolution resolve_on_amd(const GpuRequest& request, const CudaEnv& env, const A
   }
   for (const GpuEntry& e : request.gpus)
     r.gpus.push_back(e.is_uuid() ? by_id(e, quota, amd) : by_index(e, quota, amd));
+  for (std::size_t i = 0; i < r.gpus.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j) {
+      if (r.gpus[i] != r.gpus[j]) continue;
+      throw bad_input(detail::reader_text("--gpu entries ", "GPU entries ") +
+                          detail::quote_value(request.gpus[j].text) + " and " +
+                          detail::quote_value(request.gpus[i].text) + " both name GPU " +
+                          r.gpus[i] + "; each rank needs a GPU of its own",
+                      about(Subject::GpuEntry, {{"entry", request.gpus[i].text},
+                                                {"reason", "same-gpu-twice"},
+                                                {"gpu", r.gpus[i]}}));
+    }
+  }
   return r;
 }
 
@@ -333,6 +345,29 @@ std::optional<Resolution> resolve_amd_beside_nvidia(const GpuRequest& request, c
         "id in ROCR_VISIBLE_DEVICES";
   }
   return r;
+}
+
+void refuse_prefix_of_both_makers(const GpuRequest& request) {
+  if (request.kind != GpuRequest::Kind::Gpus) return;
+  // Only a prefix without a dash can start an AMD id ("GPU-" and 16 hex digits): a whole NVIDIA
+  // UUID, or any prefix past its first 8 digits, cannot. Such entries alone ask ROCm SMI.
+  auto short_enough = [](const GpuEntry& e) {
+    return e.is_uuid() && e.text.size() <= 20 && e.text.find('-', 4) == std::string::npos;
+  };
+  if (std::none_of(request.gpus.begin(), request.gpus.end(), short_enough)) return;
+  const AmdSnapshot amd = query_rocm_smi();
+  if (!amd.available) return;
+  for (const GpuEntry& e : request.gpus) {
+    if (!short_enough(e)) continue;
+    for (const AmdGpu& g : amd.gpus) {
+      if (!id_starts_with(g.id, e.text)) continue;
+      throw bad_input(
+          detail::gpu_entry_words() + " " + detail::quote_value(e.text) +
+              " starts the UUID of an NVIDIA GPU and the id of an AMD GPU (" + g.id +
+              "); give enough characters to name one (`gpusel list` shows both makers' GPUs)",
+          about(Subject::GpuEntry, {{"entry", e.text}, {"reason", "ambiguous-prefix"}}));
+    }
+  }
 }
 
 GPUSEL_END_NAMESPACE

@@ -258,10 +258,12 @@ Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
   }
   // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
   try {
-    return resolve_on(
+    Resolution r = resolve_on(
         query_nvml(
             NvmlQuery{false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid}),
         request.gpus, env, probe_helper, nullptr);
+    if (r.resolved) refuse_prefix_of_both_makers(request);
+    return r;
   } catch (const Error& e) {
     // An entry NVML's GPUs do not have: perhaps an AMD GPU of a machine with both (asked only
     // here, so that NVIDIA machines pay nothing for it).

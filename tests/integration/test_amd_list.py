@@ -696,9 +696,17 @@ class MixedMachineTest(Case):
             path = os.path.join(tmp, "m.toml")
             with open(path, "w") as f:
                 f.write(read(MACHINES, MIXED + ".toml").replace("GPU-5d6e7f8091a2b3c4", "GPU-3ce1f8091a2b3c4d"))
-            r = gpusel("--sim", path, "resolve", "--gpu", "GPU-3ce1,GPU-6e7f")
-            self.assertEqual(r.returncode, 2, r.stderr)
-            self.assertIn("starts the UUID of an NVIDIA GPU and the id of an AMD GPU", r.stderr)
+            for request in ("GPU-3ce1,GPU-6e7f", "GPU-3ce1", "GPU-3c,GPU-3dd"):
+                r = gpusel("--sim", path, "resolve", "--gpu", request)
+                self.assertEqual(r.returncode, 2, (request, r.stderr))
+                self.assertIn("starts the UUID of an NVIDIA GPU and the id of an AMD GPU", r.stderr)
+            # Past the NVIDIA UUID's first dash (or whole), no AMD id can start so.
+            r = gpusel("--sim", path, "resolve", "--gpu", "GPU-3ce1b347-0187")
+            self.assertEqual(r.stdout.split(), [MIXED_NVIDIA[0]], r.stderr)
+        # Two prefixes of one AMD GPU are one GPU named twice.
+        r = gpusel("--sim", MIXED, "resolve", "--gpu", "GPU-6e7f,GPU-6E7F8")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn('"GPU-6e7f" and "GPU-6E7F8" both name GPU GPU-6e7f8091a2b3c4d5', r.stderr)
 
     def test_run_places_each_makers_workers_by_its_variable_and_leases_them(self):
         show = 'echo "$LOCAL_RANK ${GPUSEL_GPU-unset} ${ROCR_VISIBLE_DEVICES-unset} ${CUDA_VISIBLE_DEVICES-unset}"'
