@@ -725,6 +725,13 @@ SimMachine parse_machine(std::string_view text, const std::string& path) {
   }
   const bool any_amd =
       m.vendor == "amd" || std::find(vendors.begin(), vendors.end(), "amd") != vendors.end();
+  if (m.vendor == "nvidia" && !vendors.empty() &&
+      std::find(vendors.begin(), vendors.end(), "nvidia") == vendors.end()) {
+    r.fail(gpus->source(),
+           "every [[gpu]] says vendor = \"amd\": a machine of AMD GPUs says vendor = \"amd\" at "
+           "its top (its driver_version then amdgpu's); the tables' vendor marks the AMD GPUs "
+           "of a machine that has NVIDIA GPUs too");
+  }
   if (m.vendor == "amd") {
     // NVIDIA's driver is absent from an AMD machine: its versions are not asked for.
     if (const auto* n = root.get("driver_version")) m.driver_version = r.text(*n, "driver_version");

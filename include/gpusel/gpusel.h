@@ -116,9 +116,10 @@ typedef struct gpusel_gpu_list gpusel_gpu_list;
 
 /* Enumerates the GPUs through NVML, then the AMD GPUs ROCm SMI lists (all of them where NVML is
  * unavailable; after NVIDIA's on a machine with both makers' GPUs). For an AMD GPU,
- * nvidia_smi_index holds rocm-smi's index and cuda_ordinal is -1; the fields vendor,
- * rocm_smi_index and hip_ordinal say more. GPUSEL_FAILURE (with the reason) when neither can be
- * read. */
+ * nvidia_smi_index holds rocm-smi's index (what `--gpu N` means on a machine of AMD GPUs; UINT_MAX
+ * beside NVIDIA's GPUs, where `--gpu N` counts NVIDIA's: name it by uuid) and cuda_ordinal is -1;
+ * the fields vendor, rocm_smi_index and hip_ordinal say more. GPUSEL_FAILURE (with the reason) when
+ * neither can be read. */
 GPUSEL_API gpusel_status gpusel_list_gpus(gpusel_gpu_list** list);
 GPUSEL_API size_t gpusel_gpu_list_count(const gpusel_gpu_list* list);
 GPUSEL_API gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i,

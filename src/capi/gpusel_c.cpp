@@ -6,6 +6,7 @@
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -270,7 +271,10 @@ gpusel_status gpusel_gpu_list_get(const gpusel_gpu_list* list, size_t i, gpusel_
     const gpusel::GpuInfo& g = list->gpus[i];
     gpusel_gpu_info out{};
     out.size = sizeof out;
-    out.nvidia_smi_index = g.index;
+    // An AMD GPU: rocm-smi's index, what `--gpu N` means on a machine of AMD GPUs; beside NVIDIA's
+    // GPUs, where `--gpu N` counts NVIDIA's, none (UINT_MAX: name it by uuid).
+    out.nvidia_smi_index =
+        list->is_amd(i) && list->first_amd > 0 ? std::numeric_limits<unsigned>::max() : g.index;
     out.cuda_ordinal = list->cuda_ordinals[i];
     copy_field(out.uuid, g.uuid);
     copy_field(out.name, g.name);

@@ -258,10 +258,10 @@ Resolution resolve_gpus(const GpuRequest& request, const CudaEnv& env,
   }
   // Only what resolving reads: the UUIDs, and under a preset what the model of it needs.
   try {
-    Resolution r = resolve_on(
-        query_nvml(
-            NvmlQuery{false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid}),
-        request.gpus, env, probe_helper, nullptr);
+    Resolution r =
+        resolve_on(query_nvml(NvmlQuery{
+                       false, false, env.visible_devices ? NvmlDetail::Model : NvmlDetail::Uuid}),
+                   request.gpus, env, probe_helper, nullptr);
     if (r.resolved) refuse_prefix_of_both_makers(request);
     return r;
   } catch (const Error& e) {

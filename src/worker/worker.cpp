@@ -481,7 +481,7 @@ namespace {
 // (in code, or from the environment before), else what the one analysis decides (the rule of
 // assignment.hpp), whatever would put this process on a wrong or shared GPU (what `gpusel doctor`
 // calls an error) refused. Called with assignment_mutex held; `api` is set once CUDA is loaded.
-CudaHandle choose_and_claim(Assignment& a, int default_ordinal, const CudaApi*& api) {
+CudaHandle choose_and_claim_in_cuda(Assignment& a, int default_ordinal, const CudaApi*& api) {
   const bool published = a.physical || a.visible;
   // UUIDs only: binding needs nothing else of the devices.
   const std::vector<CudaHandle> devices = visible_devices(api, published);
@@ -503,6 +503,42 @@ CudaHandle choose_and_claim(Assignment& a, int default_ordinal, const CudaApi*& 
   return chosen;
 }
 
+// A GPU CUDA cannot see (`e`, refused by the placement rules) that is an AMD GPU of this machine
+// (one with both makers' GPUs): said in those words. ROCm SMI is asked only for an id in an AMD
+// id's form, after the refusal: CUDA binds pay nothing.
+void refuse_amd_gpu_in_cuda(const Error& e) {
+  const std::string* reason = e.problem().field("reason");
+  const std::string* gpu = e.problem().field("gpu");
+  if (reason == nullptr || gpu == nullptr ||
+      (*reason != "not-on-this-machine" && *reason != "not-visible-to-cuda"))
+    return;
+  if (gpu->size() <= 4 || gpu->size() > 20 || gpu->find('-', 4) != std::string::npos) return;
+  const AmdSnapshot amd = query_rocm_smi();
+  for (const AmdGpu& g : amd.gpus) {
+    if (g.id.size() < gpu->size() ||
+        !std::equal(gpu->begin(), gpu->end(), g.id.begin(), [](char x, char y) {
+          return std::tolower(static_cast<unsigned char>(x)) ==
+                 std::tolower(static_cast<unsigned char>(y));
+        }))
+      continue;
+    throw failure("GPU " + g.id + " is an AMD GPU of this machine (rocm-smi index " +
+                      std::to_string(g.index) +
+                      "), which this process would bind in CUDA: CUDA has only the NVIDIA GPUs. " +
+                      detail::reader_text("Wrap a HIP program as `gpusel bind -- PROGRAM`",
+                                          "Bind after the program's first HIP call") +
+                      " (HIP then takes it), or give a CUDA program an NVIDIA GPU",
+                  about(Subject::Gpu, {{"gpu", g.id}, {"reason", "amd-gpu-in-cuda"}}));
+  }
+}
+
+CudaHandle choose_and_claim(Assignment& a, int default_ordinal, const CudaApi*& api) {
+  try {
+    return choose_and_claim_in_cuda(a, default_ordinal, api);
+  } catch (const Error& e) {
+    refuse_amd_gpu_in_cuda(e);
+    throw;
+  }
+}
 // ROCr's id of a GPU with one: "GPU-" and 16 hex digits.
 bool is_amd_unique_id(const std::string& id) {
   if (id.size() != 20 || id.compare(0, 4, "GPU-") != 0) return false;

@@ -623,7 +623,8 @@ class MixedMachineTest(Case):
         doc = gpusel_json("--sim", MIXED, "list", "--json")
         self.assertEqual([(g["vendor"], g["uuid"]) for g in doc["gpus"]],
                          [("nvidia", u) for u in MIXED_NVIDIA] + [("amd", u) for u in MIXED_AMD])
-        self.assertEqual([g["index"] for g in doc["gpus"] if g["vendor"] == "nvidia"], [0, 1])
+        self.assertEqual([g["index"] for g in doc["gpus"]], [0, 1, None, None])  # `--gpu N` counts NVIDIA's
+        self.assertEqual([g["nvidia_smi_index"] for g in doc["gpus"]], [0, 1, None, None])
         amd = [g for g in doc["gpus"] if g["vendor"] == "amd"]
         self.assertEqual([(g["rocm_smi_index"], g["hip_ordinal"]) for g in amd], [(0, 0), (1, 1)])
         self.assertEqual([g["memory_used_bytes"] for g in amd], [0, 6 << 30])
@@ -646,11 +647,35 @@ class MixedMachineTest(Case):
             self.skipTest("the ThreadSanitizer build's simulated library cannot load into Python")
         library = os.path.abspath(os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2")))
         env = for_python(base_env(PYTHONPATH=os.path.abspath(os.path.join(SOURCE, "python")), GPUSEL_LIBRARY=library))
-        r = subprocess.run([BIN, "sim", "exec", MIXED, "--", sys.executable, "-c",
-                            "import json, gpusel; print(json.dumps(gpusel.list_gpus(usage=True)))"],
+        script = (
+            "import ctypes, json, gpusel\n"
+            "class Info(ctypes.Structure):\n"
+            "    _fields_ = [('size', ctypes.c_size_t), ('index', ctypes.c_uint), ('cuda_ordinal', ctypes.c_int),\n"
+            "                ('uuid', ctypes.c_char * 96), ('name', ctypes.c_char * 256), ('pci', ctypes.c_char * 32),\n"
+            "                ('total', ctypes.c_ulonglong), ('numa', ctypes.c_int), ('cc_major', ctypes.c_int),\n"
+            "                ('cc_minor', ctypes.c_int), ('mig', ctypes.c_int)]\n"
+            "lib = ctypes.CDLL(gpusel.library_path)\n"
+            "lib.gpusel_gpu_list_count.restype = ctypes.c_size_t\n"
+            "lib.gpusel_gpu_list_count.argtypes = [ctypes.c_void_p]\n"
+            "lib.gpusel_gpu_list_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]\n"
+            "lib.gpusel_gpu_list_free.argtypes = [ctypes.c_void_p]\n"
+            "lst = ctypes.c_void_p()\n"
+            "assert lib.gpusel_list_gpus(ctypes.byref(lst)) == 0\n"
+            "structs = []\n"
+            "for i in range(lib.gpusel_gpu_list_count(lst)):\n"
+            "    info = Info(); info.size = ctypes.sizeof(Info)\n"
+            "    assert lib.gpusel_gpu_list_get(lst, i, ctypes.byref(info)) == 0\n"
+            "    structs.append([info.index, info.cuda_ordinal, info.uuid.decode()])\n"
+            "lib.gpusel_gpu_list_free(lst)\n"
+            "print(json.dumps({'gpus': gpusel.list_gpus(usage=True), 'structs': structs}))\n")
+        r = subprocess.run([BIN, "sim", "exec", MIXED, "--", sys.executable, "-c", script],
                            capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
-        got = json.loads(r.stdout)
+        both = json.loads(r.stdout)
+        got = both["gpus"]
+        # The fixed struct: an AMD GPU beside NVIDIA's has no index `--gpu N` would mean (UINT_MAX).
+        self.assertEqual([s[0] for s in both["structs"]], [0, 1, 2**32 - 1, 2**32 - 1])
+        self.assertEqual([s[2] for s in both["structs"]], MIXED_NVIDIA + MIXED_AMD)
         want = gpusel_json("--sim", MIXED, "list", "--json")["gpus"]
         self.assertEqual(len(got), 4)
         for g, w in zip(got, want):
@@ -658,6 +683,13 @@ class MixedMachineTest(Case):
                         "rocm_smi_index", "hip_ordinal"):
                 self.assertEqual(g[key], w[key], (key, w["uuid"]))
             self.assertEqual(g["nvidia_smi_index"], w.get("nvidia_smi_index"), w["uuid"])
+
+    def test_doctor_reads_rocms_variables_for_the_amd_gpus_here(self):
+        r = gpusel("--sim", MIXED, "doctor", "--json", ROCR_VISIBLE_DEVICES="")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        findings = {f["id"]: f["severity"] for f in json.loads(r.stdout)["findings"]}
+        self.assertEqual(findings.get("amd-gpus-beside-nvidia"), "info", findings)
+        self.assertEqual(findings.get("amd-rocr-hides-all"), "error", findings)
 
     def test_each_simulated_library_sees_its_makers_gpus(self):
         env = base_env()
@@ -748,6 +780,32 @@ class MixedMachineTest(Case):
                       err)
         self.assertIn("the job's GPUs are AMD's; ROCR_VISIBLE_DEVICES does not restrict CUDA", err)
 
+    def test_bind_takes_an_amd_gpu_as_on_an_amd_machine(self):
+        show = 'echo "$ROCR_VISIBLE_DEVICES ${CUDA_VISIBLE_DEVICES-unset} ${GPUSEL_GPU-unset}"'
+        r = gpusel("--sim", MIXED, "bind", "--gpu", "GPU-6e7f", "--", "sh", "-c", show)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), [MIXED_AMD[1], "unset", "unset"])
+        self.assertIn("rocm-smi index 1 = " + MIXED_AMD[1], r.stderr)
+        # A worker of `run` wrapping its program in `gpusel bind`: each on its own AMD GPU.
+        r = gpusel("--sim", MIXED, "run", "--quiet", "--gpu", "GPU-6e7f,GPU-5d6e", "--", BIN, "bind", "--quiet", "--",
+                   "sh", "-c", 'echo "$LOCAL_RANK $ROCR_VISIBLE_DEVICES"')
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(sorted(r.stdout.splitlines()), [f"0 {MIXED_AMD[1]}", f"1 {MIXED_AMD[0]}"])
+        # Without a program, bind would bind itself in CUDA: said, exit 1. So is an in-process
+        # bind in CUDA handed an AMD GPU (bind_inprocess: the worker API, no HIP loaded).
+        r = gpusel("--sim", MIXED, "bind", "--gpu", "GPU-6e7f")
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn("is an AMD GPU of this machine", r.stderr)
+        env = base_env(GPUSEL_GPU="GPU-6e7f")
+        r = subprocess.run([BIN, "sim", "exec", MIXED, "--", os.path.join(BUILD, "bin", "bind_inprocess")],
+                           capture_output=True, text=True, env=env, timeout=60)
+        self.assertEqual(r.returncode, 1, r.stderr)
+        self.assertIn(f"GPU {MIXED_AMD[1]} is an AMD GPU of this machine (rocm-smi index 1)", r.stderr)
+        # NVIDIA's GPUs bind in CUDA as ever.
+        r = gpusel("--sim", MIXED, "bind", "--gpu", "1", "--json")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(json.loads(r.stdout)["uuid"], MIXED_NVIDIA[1])
+
     def test_sim_shell_makes_both_makers_device_files(self):
         r = gpusel("sim", "shell", MIXED, "--", "sh", "-c", "ls /dev /dev/dri")
         if r.returncode != 0 and "namespace" in r.stderr:
@@ -770,6 +828,9 @@ class MixedMachineTest(Case):
             (good.replace('uuid = "GPU-6e7f8091a2b3c4d5"', 'uuid = "GPU-6e7f8091-a2b3-c4d5-0000-000000000000"'),
              "unique id as ROCr prints it"),
             (good.replace('cuda_driver_version = 12080\n', ''), "cuda_driver_version"),
+            # Only the AMD tables of the machine: an AMD machine, which says so at its top.
+            (good[:good.index("[[gpu]]")] + good[good.index('[[gpu]]\nvendor = "amd"'):good.index("[[gpu]]\nuuid = \"GPU-3dd")]
+             + good[good.rindex("[[gpu]]"):], 'every [[gpu]] says vendor = "amd"'),
         ]
         with tempfile.TemporaryDirectory() as tmp:
             for text, words in cases:

@@ -350,9 +350,70 @@ int amd_bind_and_run(const BindOptions& options, const AmdSnapshot& amd) {
 
 int bind_command(const BindOptions& options);
 
+std::string without_blanks(std::string_view t) {
+  while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
+  while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
+  return std::string(t);
+}
+
+// Whether `entry` (any case, blanks around it) starts the unique id `id` of an AMD GPU.
+bool starts_amd_id(const std::string& id, std::string entry) {
+  entry = without_blanks(entry);
+  if (entry.size() < 5 || entry.size() > id.size() || entry.find('-', 4) != std::string::npos)
+    return false;
+  for (std::size_t i = 0; i < entry.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(entry[i])) !=
+        std::tolower(static_cast<unsigned char>(id[i])))
+      return false;
+  }
+  return true;
+}
+
+// A machine with both makers' GPUs: its AMD GPUs, where the GPU bind is to take (--gpu, else
+// GPUSEL_GPU, else an entry of GPUSEL_GPUS) is one of them by id; nullopt elsewhere. ROCm SMI is
+// asked only for a text in an AMD id's form (no dash past "GPU-"): CUDA binds pay nothing.
+std::optional<AmdSnapshot> amd_gpu_asked(const BindOptions& options) {
+  std::vector<std::string> asked;
+  if (!options.gpu.empty()) {
+    asked.push_back(options.gpu);
+  } else if (const std::optional<std::string> one = env_value("GPUSEL_GPU"); one) {
+    asked.push_back(*one);
+  } else if (const std::optional<std::string> all = env_value("GPUSEL_GPUS"); all) {
+    for (std::string_view e : detail::split_commas(*all)) asked.emplace_back(e);
+  }
+  const auto amd_form = [](const std::string& t) {
+    const std::string e = without_blanks(t);
+    return e.size() > 4 && e.size() <= 20 &&
+           (e.compare(0, 4, "GPU-") == 0 || e.compare(0, 4, "gpu-") == 0) &&
+           e.find('-', 4) == std::string::npos;
+  };
+  if (std::none_of(asked.begin(), asked.end(), amd_form)) return std::nullopt;
+  AmdSnapshot amd = query_rocm_smi();
+  if (!amd.available) return std::nullopt;
+  for (const std::string& t : asked) {
+    for (const AmdGpu& g : amd.gpus) {
+      if (amd_form(t) && starts_amd_id(g.id, t)) return amd;
+    }
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 int run_bind(const BindOptions& options) {
+#ifndef _WIN32
+  // An AMD GPU named on a machine that has NVIDIA's too: bound as on an AMD machine, by ROCr's
+  // variable before the program starts (CUDA, which the bind below uses, cannot reach it).
+  if (const std::optional<AmdSnapshot> amd = amd_gpu_asked(options); amd && nvml_usable()) {
+    if (!options.command.empty()) return amd_bind_and_run(options, *amd);
+    throw failure(
+        "bind: the GPU asked for is an AMD GPU of this machine, and `gpusel bind` without a "
+        "program binds only its own process, in CUDA, which cannot use it: wrap a HIP program as "
+        "`gpusel bind -- PROGRAM`, or start it with `gpusel run --gpu GPU-<AMD id>`, either of "
+        "which gives it its GPU in ROCR_VISIBLE_DEVICES (docs/amd.md)",
+        about(Subject::Gpu, {{"reason", "amd-gpu-in-cuda"}}));
+  }
+#endif
   try {
     return bind_command(options);
   } catch (const Error& e) {

@@ -115,7 +115,8 @@ class Doctor {
   }
 
   NvmlSnapshot snap;
-  std::size_t amd_gpus = 0;  // AMD GPUs ROCm SMI monitors, asked only where NVML is unavailable
+  std::size_t amd_gpus = 0;    // AMD GPUs ROCm SMI monitors, asked only where NVML is unavailable
+  std::size_t amd_beside = 0;  // AMD GPUs ROCm SMI monitors beside NVIDIA's (NVML available)
   ProbeResult probe;
   CudaEnv env;
   // Where a worker started in this environment binds (null when it would refuse, or CUDA cannot
@@ -182,6 +183,7 @@ class Doctor {
       }
     } else if (const AmdSnapshot amd = query_rocm_smi(false); amd.available && !amd.gpus.empty()) {
       // NVIDIA's GPUs and AMD's in one machine.
+      amd_beside = amd.gpus.size();
       std::string ids;
       for (const AmdGpu& g : amd.gpus) {
         ids += (ids.empty() ? "" : ", ") + std::to_string(g.index) + ": " +
@@ -587,7 +589,8 @@ class Doctor {
   // unaffected, so the finding is a note; else an error or a warning.
   void check_amd_visibility() {
     std::error_code ec;
-    const bool amd_driver = amd_gpus > 0 || std::filesystem::exists("/dev/kfd", ec);
+    const bool amd_driver =
+        amd_gpus > 0 || amd_beside > 0 || std::filesystem::exists("/dev/kfd", ec);
     const bool nvidia_only = snap.available && !snap.gpus.empty() && !amd_driver;
     for (const detail::AmdVisibilityNote& n : detail::explain_amd_visibility(
              env_value("ROCR_VISIBLE_DEVICES"), env_value("HIP_VISIBLE_DEVICES"),

@@ -627,13 +627,16 @@ AmdListing read_amd_listing(const AmdSnapshot& amd, bool beside_nvidia) {
   return l;
 }
 
-// Each AMD GPU's entry in a JSON listing.
-nlohmann::json amd_gpus_json(const AmdSnapshot& amd, const AmdListing& l) {
+// Each AMD GPU's entry in a JSON listing; `beside_nvidia`: the machine has NVIDIA's GPUs too, whose
+// nvidia-smi indices `--gpu N` counts (an AMD GPU's `index` is then null).
+nlohmann::json amd_gpus_json(const AmdSnapshot& amd, const AmdListing& l, bool beside_nvidia) {
   nlohmann::json gpus = nlohmann::json::array();
   for (std::size_t i = 0; i < amd.gpus.size(); ++i) {
     const AmdGpu& g = amd.gpus[i];
     nlohmann::json j = {
         {"vendor", "amd"},
+        {"index", beside_nvidia ? nlohmann::json(nullptr) : nlohmann::json(g.index)},
+        {"nvidia_smi_index", nullptr},
         {"rocm_smi_index", g.index},
         {"hip_ordinal", l.hip[i] ? nlohmann::json(*l.hip[i]) : nlohmann::json(nullptr)},
         {"uuid", g.id.empty() ? nlohmann::json(nullptr) : nlohmann::json(g.id)},
@@ -668,7 +671,7 @@ void amd_listing_json(const AmdSnapshot& amd, const AmdListing& l,
     doc["notes"].push_back(n.text);
     doc["note_codes"].push_back(n.code);
   }
-  doc["gpus"] = amd_gpus_json(amd, l);
+  doc["gpus"] = amd_gpus_json(amd, l, false);
   out += doc.dump(2) + "\n";
 }
 
@@ -774,7 +777,8 @@ static int render_list(const ListOptions& options, std::string& out_text) {
         doc["notes"].push_back(n.text);
         doc["note_codes"].push_back(n.code);
       }
-      for (nlohmann::json& g : amd_gpus_json(amd, *beside)) doc["gpus"].push_back(std::move(g));
+      for (nlohmann::json& g : amd_gpus_json(amd, *beside, true))
+        doc["gpus"].push_back(std::move(g));
     }
     out_text += dumped(doc, options);
   } else {
