@@ -792,15 +792,21 @@ class MixedMachineTest(Case):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(sorted(r.stdout.splitlines()), [f"0 {MIXED_AMD[1]}", f"1 {MIXED_AMD[0]}"])
         # Without a program, bind would bind itself in CUDA: said, exit 1. So is an in-process
-        # bind in CUDA handed an AMD GPU (bind_inprocess: the worker API, no HIP loaded).
+        # bind in CUDA handed an AMD GPU (the Python module's: the worker API, no HIP loaded).
         r = gpusel("--sim", MIXED, "bind", "--gpu", "GPU-6e7f")
         self.assertEqual(r.returncode, 1, r.stderr)
         self.assertIn("is an AMD GPU of this machine", r.stderr)
-        env = base_env(GPUSEL_GPU="GPU-6e7f")
-        r = subprocess.run([BIN, "sim", "exec", MIXED, "--", os.path.join(BUILD, "bin", "bind_inprocess")],
-                           capture_output=True, text=True, env=env, timeout=60)
-        self.assertEqual(r.returncode, 1, r.stderr)
-        self.assertIn(f"GPU {MIXED_AMD[1]} is an AMD GPU of this machine (rocm-smi index 1)", r.stderr)
+        if PYTHON_LOADS_LIBRARIES:
+            library = os.path.abspath(os.environ.get("GPUSEL_LIBRARY_FILE",
+                                                     os.path.join(BUILD, "lib", "libgpusel.so.2")))
+            env = for_python(base_env(PYTHONPATH=os.path.abspath(os.path.join(SOURCE, "python")),
+                                      GPUSEL_LIBRARY=library, GPUSEL_GPU="GPU-6e7f"))
+            r = subprocess.run([BIN, "sim", "exec", MIXED, "--", sys.executable, "-c",
+                                "import gpusel\ntry:\n    gpusel.bind_assigned_gpu()\nexcept Exception as e:\n"
+                                "    print(e)\n"], capture_output=True, text=True, env=env, timeout=60)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertIn(f"GPU {MIXED_AMD[1]} is an AMD GPU of this machine (rocm-smi index 1)", r.stdout)
+            self.assertIn("Bind after the program's first HIP call", r.stdout)
         # NVIDIA's GPUs bind in CUDA as ever.
         r = gpusel("--sim", MIXED, "bind", "--gpu", "1", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)
