@@ -350,6 +350,7 @@ int amd_bind_and_run(const BindOptions& options, const AmdSnapshot& amd) {
 
 int bind_command(const BindOptions& options);
 
+#ifndef _WIN32
 std::string without_blanks(std::string_view t) {
   while (!t.empty() && (t.front() == ' ' || t.front() == '\t')) t.remove_prefix(1);
   while (!t.empty() && (t.back() == ' ' || t.back() == '\t')) t.remove_suffix(1);
@@ -397,6 +398,7 @@ std::optional<AmdSnapshot> amd_gpu_asked(const BindOptions& options) {
   }
   return std::nullopt;
 }
+#endif
 
 }  // namespace
 
