@@ -25,8 +25,12 @@ using Clock = std::chrono::steady_clock;
 // Waits longer than this (about 31 years) are waits for ever: no deadline to overflow.
 constexpr double kForeverSeconds = 1e9;
 
+// "GPU 3 (GPU-...)", by nvidia-smi's index; an AMD GPU (its id "GPU-" and 16 hex digits) by
+// rocm-smi's, said so: on a machine with both makers' GPUs the two numberings overlap.
 std::string gpu_label(const GpuInfo& g) {
-  return "GPU " + std::to_string(g.index) + (g.uuid.empty() ? std::string() : " (" + g.uuid + ")");
+  const bool amd = g.uuid.size() == 20 && g.uuid.find('-', 4) == std::string::npos;
+  return (amd ? "rocm-smi GPU " : "GPU ") + std::to_string(g.index) +
+         (g.uuid.empty() ? std::string() : " (" + g.uuid + ")");
 }
 
 std::string gpu_label(const std::vector<GpuInfo>& machine, const std::string& uuid) {

@@ -762,7 +762,8 @@ class MixedMachineTest(Case):
                                           MIXED_AMD[1]: holder.pid})
                 r = gpusel("--sim", MIXED, "run", "--gpu", "GPU-6e7f", "--", "true", env=env)
                 self.assertEqual(r.returncode, 1, r.stderr)
-                self.assertIn("is leased by pid %d" % holder.pid, r.stderr)
+                # By rocm-smi's index, said so: nvidia-smi's GPU 1 is the RTX 4090 here.
+                self.assertIn(f"rocm-smi GPU 1 ({MIXED_AMD[1]}) is leased by pid {holder.pid}", r.stderr)
             finally:
                 holder.terminate()
 
