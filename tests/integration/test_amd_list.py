@@ -813,6 +813,14 @@ class MixedMachineTest(Case):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(json.loads(r.stdout)["uuid"], MIXED_NVIDIA[1])
 
+    def test_bench_bw_refuses_amd_gpus(self):
+        # Its copies are CUDA's: AMD GPUs are refused before any worker starts, on either machine.
+        for machine, gpu in ((MIXED, "GPU-6e7f"), ("amd-mi210", "0")):
+            r = gpusel("--sim", machine, "bench", "bw", "--gpu", gpu)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn(f"--gpu {gpu} names AMD GPUs, which it does not measure", r.stderr)
+            self.assertNotIn("rank 0", r.stderr)
+
     def test_sim_shell_makes_both_makers_device_files(self):
         r = gpusel("sim", "shell", MIXED, "--", "sh", "-c", "ls /dev /dev/dri")
         if r.returncode != 0 and "namespace" in r.stderr:

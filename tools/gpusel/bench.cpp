@@ -87,6 +87,15 @@ int run_bench(const BenchOptions& options) {
   check_outputs(options);
   const Acquisition held = acquire(options.gpus, options.choice, true);  // leased while it runs
   const Resolution& r = held.resolution;
+  if (r.vendor == "amd") {
+    // The copies are CUDA's (cuMemcpy*); HIP's are not measured yet.
+    std::string asked;
+    for (const std::string& t : options.gpus.texts()) asked += (asked.empty() ? "" : ",") + t;
+    throw failure("bench bw measures copies through CUDA, on NVIDIA GPUs; --gpu " + asked +
+                      " names AMD GPUs, which it does not measure (docs/amd.md says what works "
+                      "on AMD GPUs)",
+                  about(Subject::GpuRequest, {{"reason", "amd-gpus"}}));
+  }
   check_peers(b, r.gpus);
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
