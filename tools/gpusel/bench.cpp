@@ -80,6 +80,17 @@ std::vector<std::string> worker_command(const BenchOptions& options, const Bandw
   return command;
 }
 
+// The copies are CUDA's (cuMemcpy*): AMD GPUs, whose HIP copies are not measured yet, refused.
+void refuse_amd(const BenchOptions& options, const Resolution& r) {
+  if (r.vendor != "amd") return;
+  std::string asked;
+  for (const std::string& t : options.gpus.texts()) asked += (asked.empty() ? "" : ",") + t;
+  throw failure("bench bw measures copies through CUDA, on NVIDIA GPUs; --gpu " + asked +
+                    " names AMD GPUs, which it does not measure (docs/amd.md says what works on "
+                    "AMD GPUs)",
+                about(Subject::GpuRequest, {{"reason", "amd-gpus"}}));
+}
+
 }  // namespace
 
 int run_bench(const BenchOptions& options) {
@@ -87,15 +98,7 @@ int run_bench(const BenchOptions& options) {
   check_outputs(options);
   const Acquisition held = acquire(options.gpus, options.choice, true);  // leased while it runs
   const Resolution& r = held.resolution;
-  if (r.vendor == "amd") {
-    // The copies are CUDA's (cuMemcpy*); HIP's are not measured yet.
-    std::string asked;
-    for (const std::string& t : options.gpus.texts()) asked += (asked.empty() ? "" : ",") + t;
-    throw failure("bench bw measures copies through CUDA, on NVIDIA GPUs; --gpu " + asked +
-                      " names AMD GPUs, which it does not measure (docs/amd.md says what works "
-                      "on AMD GPUs)",
-                  about(Subject::GpuRequest, {{"reason", "amd-gpus"}}));
-  }
+  refuse_amd(options, r);
   check_peers(b, r.gpus);
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
