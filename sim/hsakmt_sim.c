@@ -39,30 +39,92 @@ static int loaded;
 
 static void* machines_library(void);
 
-/* The machine: GPUSEL_TEST_AMD_GPUS's ids where set, else the simulated machine GPUSEL_SIM_MACHINE
- * names (its GPUs' ids in KFD order, from libgpusel-sim-machines.so), as `gpusel sim env` sets. */
+/* What HIP is told of each GPU: from the simulated machine's file, else (GPUSEL_TEST_AMD_GPUS) an
+ * MI210 on bus 0x11, 0x12, ... */
+struct gpu_facts {
+  char name[64];
+  unsigned pci[4]; /* domain, bus, device, function */
+  unsigned device_id;
+  unsigned long long memory;
+};
+static struct gpu_facts facts[MAX_GPUS];
+
+static const char kSelf[] = "libhsakmt.so.1 (gpusel's simulator)";
+
+/* GPUSEL_TEST_AMD_GPUS's ids (hexadecimal, "GPU-" before each allowed) into gpu_ids. */
+static void read_test_gpus(const char* list) {
+  while (*list != '\0' && gpu_count < MAX_GPUS) {
+    if (strncmp(list, "GPU-", 4) == 0 || strncmp(list, "gpu-", 4) == 0) list += 4;
+    char* end = NULL;
+    const unsigned long long id = strtoull(list, &end, 16);
+    if (end == list || (*end != ',' && *end != '\0')) {
+      fprintf(stderr,
+              "%s: GPUSEL_TEST_AMD_GPUS: %s is not a unique id in hexadecimal: the GPUs "
+              "from there on are left out\n",
+              kSelf, list);
+      break;
+    }
+    gpu_ids[gpu_count++] = id;
+    list = *end == ',' ? end + 1 : end;
+  }
+}
+
+/* The machine: GPUSEL_TEST_AMD_GPUS's ids where set (the differential tests' machines of their
+ * own: said on stderr where they are not the simulated machine's), else the simulated machine
+ * GPUSEL_SIM_MACHINE names (a bundled name or a file; its AMD GPUs' ids in KFD order, and what
+ * HIP is told of each, from libgpusel-sim-machines.so), as `gpusel sim env` sets. */
 static void load(void) {
   if (loaded) return;
   loaded = 1;
   const char* list = getenv("GPUSEL_TEST_AMD_GPUS");
   const char* machine = getenv("GPUSEL_SIM_MACHINE");
-  if (list == NULL && machine != NULL) {
-    typedef long (*ids_fn)(const char*, unsigned long long*, size_t);
+  for (unsigned i = 0; i < MAX_GPUS; ++i) {
+    snprintf(facts[i].name, sizeof facts[i].name, "Simulated gfx90a");
+    facts[i].pci[1] = 0x11 + i;
+    facts[i].device_id = 0x740f;
+    facts[i].memory = 64ull << 30;
+  }
+  unsigned long long machine_ids[MAX_GPUS];
+  long n = -1;
+  typedef int (*at_fn)(const char*, size_t, char*, size_t, unsigned*, unsigned*,
+                       unsigned long long*);
+  at_fn at = NULL;
+  if (machine != NULL && *machine != '\0') {
+    typedef long (*ids_fn)(const char*, unsigned long long*, size_t, char*, size_t);
     void* lib = machines_library();
     ids_fn ids = lib != NULL ? (ids_fn)dlsym(lib, "gpuselSimAmdGpuIds") : NULL;
-    const long n = ids != NULL ? ids(machine, gpu_ids, MAX_GPUS) : -1;
-    if (n < 0)
-      fprintf(stderr, "libhsakmt.so.1 (the tests' stand-in): no AMD machine in %s\n", machine);
+    at = lib != NULL ? (at_fn)dlsym(lib, "gpuselSimAmdGpuAt") : NULL;
+    char why[512] = "";
+    n = ids != NULL ? ids(machine, machine_ids, MAX_GPUS, why, sizeof why) : -1;
+    if (list == NULL && ids == NULL) {
+      fprintf(stderr,
+              "%s: cannot read GPUSEL_SIM_MACHINE=%s: libgpusel-sim-machines.so is not "
+              "on the loader's path nor beside this library\n",
+              kSelf, machine);
+    } else if (list == NULL && n < 0) {
+      fprintf(stderr, "%s: cannot read GPUSEL_SIM_MACHINE=%s: %s\n", kSelf, machine, why);
+    } else if (list == NULL && n == 0) {
+      fprintf(stderr, "%s: the simulated machine %s has no AMD GPU: HIP finds none\n", kSelf,
+              machine);
+    }
+  }
+  if (list != NULL) {
+    read_test_gpus(list);
+    int same = n == (long)gpu_count;
+    for (unsigned i = 0; same && i < gpu_count; ++i) same = machine_ids[i] == gpu_ids[i];
+    if (n >= 0 && !same)
+      fprintf(stderr,
+              "%s: GPUSEL_TEST_AMD_GPUS=%s replaces the AMD GPUs of the simulated "
+              "machine %s (unset it to see that machine)\n",
+              kSelf, list, machine);
+    if (!same) return;
+  } else {
     gpu_count = n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : (unsigned)n;
-    return;
+    memcpy(gpu_ids, machine_ids, gpu_count * sizeof gpu_ids[0]);
   }
-  if (list == NULL) return;
-  while (*list != '\0' && gpu_count < MAX_GPUS) {
-    char* end = NULL;
-    gpu_ids[gpu_count++] = strtoull(list, &end, 16);
-    if (end == list) break;
-    list = *end == ',' ? end + 1 : end;
-  }
+  for (unsigned i = 0; at != NULL && i < gpu_count; ++i)
+    at(machine, i, facts[i].name, sizeof facts[i].name, facts[i].pci, &facts[i].device_id,
+       &facts[i].memory);
 }
 
 static int is_gpu(HSAuint32 node) {
@@ -133,10 +195,12 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtGetNodeProperties(HSAuint32 node, HsaNodePropertie
   p->EngineId.ui32.Major = 9;
   p->EngineId.ui32.Minor = 0;
   p->EngineId.ui32.Stepping = 10; /* gfx90a */
+  const struct gpu_facts* f = &facts[node - 1];
   p->VendorId = 0x1002;
-  p->DeviceId = 0x740f;
-  p->LocationId = (HSAuint32)((0x10 + node) << 8); /* bus 0x11, 0x12, ... device 0 function 0 */
-  p->LocalMemSize = 64ull << 30;
+  p->DeviceId = (HSAuint16)f->device_id;
+  p->Domain = f->pci[0];
+  p->LocationId = (HSAuint32)(f->pci[1] << 8 | f->pci[2] << 3 | f->pci[3]); /* ROCr's BDF */
+  p->LocalMemSize = f->memory;
   p->MaxEngineClockMhzFCompute = 1700;
   p->DrmRenderMinor = 128 + (HSAint32)node;
   p->NumSdmaEngines = 2;
@@ -146,7 +210,7 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtGetNodeProperties(HSAuint32 node, HsaNodePropertie
   p->UniqueID = gpu_ids[node - 1];
   p->VGPRSizePerCU = 512 * 1024;
   p->SGPRSizePerCU = 800 * 8 * 4;
-  set_name(p, "Simulated gfx90a");
+  set_name(p, f->name);
   return HSAKMT_STATUS_SUCCESS;
 }
 
@@ -165,7 +229,7 @@ HSAKMT_STATUS HSAKMTAPI hsaKmtGetNodeMemoryProperties(HSAuint32 node, HSAuint32 
   }
   static const HSA_HEAPTYPE heaps[4] = {HSA_HEAPTYPE_FRAME_BUFFER_PUBLIC, HSA_HEAPTYPE_GPU_LDS,
                                         HSA_HEAPTYPE_GPU_SCRATCH, HSA_HEAPTYPE_DEVICE_SVM};
-  static const unsigned long long sizes[4] = {64ull << 30, 64ull << 10, 4ull << 30, 1ull << 47};
+  const unsigned long long sizes[4] = {facts[node - 1].memory, 64ull << 10, 4ull << 30, 1ull << 47};
   for (HSAuint32 i = 0; i < banks && i < 4; ++i) {
     m[i].HeapType = heaps[i];
     m[i].SizeInBytes = sizes[i];
@@ -530,9 +594,8 @@ static void note_gpu_in_use(HSAuint32 node) {
   note_fn note = lib != NULL ? (note_fn)dlsym(lib, "gpuselSimNoteUsage") : NULL;
   char uuid[32];
   snprintf(uuid, sizeof uuid, "GPU-%016llx", gpu_ids[node - 1]);
-  if (note == NULL || note(machine, uuid, 0, "libhsakmt.so.1 (the tests' stand-in)") != 0)
-    fprintf(stderr, "libhsakmt.so.1 (the tests' stand-in): cannot record %s in use on %s\n", uuid,
-            machine);
+  if (note == NULL || note(machine, uuid, 0, kSelf) != 0)
+    fprintf(stderr, "%s: cannot record %s in use on %s\n", kSelf, uuid, machine);
 }
 
 HSAKMT_STATUS HSAKMTAPI hsaKmtCreateQueue(HSAuint32 node, HSA_QUEUE_TYPE type, HSAuint32 percent,

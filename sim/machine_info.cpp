@@ -12,6 +12,7 @@
 
 #include "machine.hpp"
 #include "machine_share.hpp"
+#include "sim_common.hpp"
 #include "usage.hpp"
 
 namespace {
@@ -19,6 +20,17 @@ namespace {
 void field(std::string& out, const std::string& value) {
   out += value;
   out += '\0';
+}
+
+// The machine GPUSEL_SIM_MACHINE-style `spec` names, for a library outside the simulator's own
+// doubles (the thunk): a bundled machine's name, found in the machines folder beside this
+// library, or a file's path, as the doubles find it.
+const gpusel::sim::SimMachine& machine_named(const char* spec) {
+  static const char anchor = 0;
+  const std::string file = gpusel::sim::platform::library_file(&anchor);
+  std::vector<std::string> dirs;
+  if (!file.empty()) dirs.push_back(gpusel::sim::platform::folder_of(file) + "/machines");
+  return gpusel::sim::shared_machine(gpusel::sim::find_machine(spec, dirs));
 }
 
 }  // namespace
@@ -91,7 +103,7 @@ GPUSEL_SIM_MACHINES_API int gpuselSimNoteUsage(const char* path, const char* uui
                                                std::uint64_t bytes, const char* library) noexcept {
   try {
     if (path == nullptr || uuid == nullptr) return -1;
-    const gpusel::sim::SimMachine& m = gpusel::sim::shared_machine(path);
+    const gpusel::sim::SimMachine& m = machine_named(path);
     bool known = false;
     for (const gpusel::sim::SimGpu& g : m.gpus) known = known || g.uuid == uuid;
     if (!known) return -1;
@@ -102,16 +114,17 @@ GPUSEL_SIM_MACHINES_API int gpuselSimNoteUsage(const char* path, const char* uui
   }
 }
 
-// For the same stand-in: the unique ids of an AMD machine's GPUs in KFD order (the order of its
+// For the same thunk: the unique ids of a machine's AMD GPUs in KFD order (the order of their
 // [[gpu]] tables), as 64-bit numbers (GPU-3c4d5e6f708192a3: 0x3c4d5e6f708192a3), at most `max`
-// into `ids`. Returns how many AMD GPUs the machine has (a machine with GPUs of both makers: its
-// AMD GPUs alone), or -1 when the file cannot be used or the machine has none.
+// into `ids`. `path`: a bundled machine's name or a file, as GPUSEL_SIM_MACHINE. Returns how many
+// AMD GPUs the machine has (0 for none), or -1 when it cannot be found or used (the reason, at
+// most `why_len` bytes with its NUL, in `why` where not NULL).
 GPUSEL_SIM_MACHINES_API long gpuselSimAmdGpuIds(const char* path, std::uint64_t* ids,
-                                                std::size_t max) noexcept {
+                                                std::size_t max, char* why,
+                                                std::size_t why_len) noexcept {
   try {
     if (path == nullptr) return -1;
-    const gpusel::sim::SimMachine& m = gpusel::sim::shared_machine(path);
-    if (!gpusel::sim::has_vendor(m, "amd")) return -1;
+    const gpusel::sim::SimMachine& m = machine_named(path);
     long count = 0;
     for (const gpusel::sim::SimGpu& g : m.gpus) {  // kept in PCI order; KFD order is the file's
       if (g.vendor != "amd") continue;
@@ -120,7 +133,38 @@ GPUSEL_SIM_MACHINES_API long gpuselSimAmdGpuIds(const char* path, std::uint64_t*
       ++count;
     }
     return count;
-  } catch (const std::exception&) {
+  } catch (const std::exception& e) {
+    if (why != nullptr && why_len > 0) {
+      std::strncpy(why, e.what(), why_len - 1);
+      why[why_len - 1] = '\0';
+    }
     return -1;
   }
+}
+
+// For the same thunk: what HIP is told of the machine's AMD GPU `kfd` (its place in KFD order):
+// its name (at most `name_len` bytes with the NUL), PCI domain, bus, device and function, PCI
+// device id, and memory. 0, or -1 when there is no such GPU or the machine cannot be used.
+GPUSEL_SIM_MACHINES_API int gpuselSimAmdGpuAt(const char* path, std::size_t kfd, char* name,
+                                              std::size_t name_len, unsigned* pci,
+                                              unsigned* device_id, std::uint64_t* memory) noexcept {
+  try {
+    if (path == nullptr || name == nullptr || name_len == 0 || pci == nullptr ||
+        device_id == nullptr || memory == nullptr)
+      return -1;
+    for (const gpusel::sim::SimGpu& g : machine_named(path).gpus) {
+      if (g.vendor != "amd" || g.kfd_position != kfd) continue;
+      std::strncpy(name, g.name.c_str(), name_len - 1);
+      name[name_len - 1] = '\0';
+      pci[0] = g.pci_domain;
+      pci[1] = g.pci_bus;
+      pci[2] = g.pci_device;
+      pci[3] = g.pci_function;
+      *device_id = g.pci_device_id >> 16;
+      *memory = g.memory_total;
+      return 0;
+    }
+  } catch (const std::exception&) {
+  }
+  return -1;
 }

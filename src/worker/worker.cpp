@@ -592,6 +592,65 @@ int hip_ordinal_by_rule(Assignment& a, int default_ordinal,
   return *v.ordinal;
 }
 
+// The GPU entry this worker was handed: published in code, else GPUSEL_GPU, else the whole of
+// GPUSEL_GPUS (a launcher's rank picks among them); empty where none.
+std::vector<std::string> handed_entries(const Assignment& a) {
+  if (a.physical) return {*a.physical};
+  if (std::optional<std::string> one = env_string("GPUSEL_GPU")) return {*one};
+  std::vector<std::string> out;
+  if (std::optional<std::string> all = env_string("GPUSEL_GPUS")) {
+    for (std::string_view e : detail::split_commas(*all)) out.emplace_back(detail::trim_blanks(e));
+  }
+  return out;
+}
+
+// Whose GPU an entry names by its form: an NVIDIA UUID (or MIG device) has a dash past its first
+// 8 digits, an AMD id never; a shorter prefix, or an index, could be either's.
+enum class EntryMaker { Nvidia, Amd, Either };
+EntryMaker entry_maker(std::string_view e) {
+  e = detail::trim_blanks(e);
+  if (e.size() < 4 ||
+      (e.substr(0, 4) != "GPU-" && e.substr(0, 4) != "gpu-" && e.substr(0, 4) != "MIG-"))
+    return EntryMaker::Either;
+  if (e.substr(0, 4) == "MIG-" || e.find('-', 4) != std::string_view::npos)
+    return EntryMaker::Nvidia;
+  return e.size() > 12 ? EntryMaker::Amd : EntryMaker::Either;
+}
+
+bool starts_case_blind(const std::string& id, std::string_view prefix) {
+  return prefix.size() <= id.size() &&
+         std::equal(prefix.begin(), prefix.end(), id.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// A machine with both makers' GPUs: a short UUID prefix handed to this worker that starts an
+// NVIDIA UUID and an AMD id is refused, whichever runtime binds (asked of NVML and ROCm SMI only
+// for such a prefix: whole UUIDs and ids, and indices, cost nothing).
+void refuse_prefix_of_both(const Assignment& a) {
+  for (const std::string& entry : handed_entries(a)) {
+    const std::string_view e = detail::trim_blanks(entry);
+    if (e.size() <= 4 || e.size() > 12 || e.find('-', 4) != std::string_view::npos ||
+        (e.substr(0, 4) != "GPU-" && e.substr(0, 4) != "gpu-"))
+      continue;
+    const AmdSnapshot amd = query_rocm_smi();
+    const auto amd_hit = std::find_if(amd.gpus.begin(), amd.gpus.end(),
+                                      [&](const AmdGpu& g) { return starts_case_blind(g.id, e); });
+    if (amd_hit == amd.gpus.end()) continue;
+    const NvmlSnapshot nvidia = query_nvml(NvmlQuery{false, false, NvmlDetail::Uuid});
+    const auto nvidia_hit =
+        std::find_if(nvidia.gpus.begin(), nvidia.gpus.end(),
+                     [&](const GpuInfo& g) { return starts_case_blind(g.uuid, e); });
+    if (nvidia_hit == nvidia.gpus.end()) continue;
+    throw bad_input("the GPU handed to this worker, " + detail::quote_value(std::string(e)) +
+                        ", starts the UUID of an NVIDIA GPU (" + nvidia_hit->uuid +
+                        ") and the id of an AMD GPU (" + amd_hit->id +
+                        "); give enough characters to name one (`gpusel list` shows both)",
+                    about(Subject::Gpu, {{"gpu", std::string(e)}, {"reason", "ambiguous-prefix"}}));
+  }
+}
+
 // bind_assigned_gpu in a HIP program (AMD GPUs): the device chosen among HIP's own, claimed, then
 // made the calling thread's current HIP device (HIP's one notion of a bound device). Called with
 // assignment_mutex held.
@@ -630,11 +689,21 @@ int bind_hip(Assignment& a, int default_ordinal, const detail::HipRuntime& hip) 
 int bind_assigned_gpu(int default_ordinal) {
   std::lock_guard<std::mutex> lock(assignment_mutex);
   Assignment& a = assignment;
-  // A HIP program (AMD GPUs) binds in the HIP runtime it loaded; a CUDA program in CUDA.
+  // A HIP program (AMD GPUs) binds in the HIP runtime it loaded; a CUDA program in CUDA. A
+  // program with both runtimes loaded binds where the GPU it was handed is: an NVIDIA UUID in CUDA,
+  // an AMD id in HIP, anything else in HIP.
   if (a.hip) return bind_hip(a, default_ordinal, *detail::loaded_hip_runtime());
   if (a.context == nullptr && !a.bound) {
-    if (const detail::HipRuntime* hip = detail::hip_runtime_with_devices())
-      return bind_hip(a, default_ordinal, *hip);
+    refuse_prefix_of_both(a);
+    const std::vector<std::string> handed = handed_entries(a);
+    const bool nvidia_gpu =
+        !handed.empty() && std::all_of(handed.begin(), handed.end(), [](const std::string& e) {
+          return entry_maker(e) == EntryMaker::Nvidia;
+        });
+    if (!nvidia_gpu) {
+      if (const detail::HipRuntime* hip = detail::hip_runtime_with_devices())
+        return bind_hip(a, default_ordinal, *hip);
+    }
   }
   const CudaApi* api_pointer = nullptr;
   if (a.context == nullptr) {

@@ -690,6 +690,12 @@ class MixedMachineTest(Case):
         findings = {f["id"]: f["severity"] for f in json.loads(r.stdout)["findings"]}
         self.assertEqual(findings.get("amd-gpus-beside-nvidia"), "info", findings)
         self.assertEqual(findings.get("amd-rocr-hides-all"), "error", findings)
+        # A worker of a job of AMD GPUs (GPUSEL_GPU an AMD id): no CUDA placement error, a note.
+        r = gpusel("--sim", MIXED, "doctor", "--json", GPUSEL_GPU=MIXED_AMD[1])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        findings = {f["id"]: f["severity"] for f in json.loads(r.stdout)["findings"]}
+        self.assertEqual(findings.get("worker-gpu-amd"), "info", findings)
+        self.assertNotIn("error", findings.values())
 
     def test_each_simulated_library_sees_its_makers_gpus(self):
         env = base_env()
@@ -808,6 +814,11 @@ class MixedMachineTest(Case):
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertIn(f"GPU {MIXED_AMD[1]} is an AMD GPU of this machine (rocm-smi index 1)", r.stdout)
             self.assertIn("Bind after the program's first HIP call", r.stdout)
+        # GPUSEL_GPUS naming both makers' GPUs: refused whatever the rank (exit 2).
+        r = gpusel("--sim", MIXED, "bind", "--", "true", GPUSEL_GPUS=f"{MIXED_NVIDIA[0]},{MIXED_AMD[1]}",
+                   LOCAL_RANK="0")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("GPUSEL_GPUS names GPUs of two makers", r.stderr)
         # NVIDIA's GPUs bind in CUDA as ever.
         r = gpusel("--sim", MIXED, "bind", "--gpu", "1", "--json")
         self.assertEqual(r.returncode, 0, r.stderr)

@@ -530,6 +530,45 @@ class MixedMachineHipTest(Case):
                                    env=env, timeout=60)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 self.assertEqual(r.stdout.split(), kfd)
+                # What HIP says of each device is the machine's: PCI address, memory, name (as
+                # `gpusel list` and rocm-smi say them).
+                r = subprocess.run([BIN, "sim", "exec", machine, "--", self.hip, "--pci"], capture_output=True,
+                                   text=True, env=env, timeout=60)
+                self.assertEqual(r.returncode, 0, r.stderr)
+                listing = {g["uuid"]: g for g in gpusel_json("--sim", machine, "list", "--json")["gpus"]}
+                for line in r.stdout.splitlines():
+                    uid, bus, gib, name = line.split(" ", 3)
+                    self.assertEqual(bus.split(":", 1)[1].upper(), listing[uid]["pci_bus_id"].split(":", 1)[1].upper(),
+                                     line)
+                    self.assertEqual(int(gib) << 30, listing[uid]["memory_total_bytes"], line)
+                    self.assertEqual(name, listing[uid]["name"], line)
+
+    def test_a_program_with_both_runtimes_binds_where_its_gpu_is(self):
+        bind = build_bind_client()
+        if bind is None:
+            self.skipTest("HIP's threads are not instrumented for ThreadSanitizer")
+        env = for_python(base_env(LD_LIBRARY_PATH=self.library_path, GPUSEL_TEST_AMD_GPUS=None))
+        # hip_bind loads HIP (which has the AMD GPUs) and binds through libgpusel: handed an NVIDIA
+        # GPU it binds in CUDA (the simulator's libcuda), handed an AMD GPU in HIP.
+        r = gpusel("--sim", "workstation-nvidia-amd", "run", "--quiet", "--gpu", "1", "--", bind, "identity",
+                   env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("identity GPU-3ddab6b5-edb6-ce2f-0d8e-b596c8965f78", r.stdout)
+        r = gpusel("--sim", "workstation-nvidia-amd", "run", "--quiet", "--gpu", self.amd[1], "--", bind, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split()[1:], ["0", self.amd[1]])
+        # A short prefix both makers' GPUs start with, handed in GPUSEL_GPU: refused by the wrapper
+        # and by the in-process bind alike (exit 2).
+        with tempfile.TemporaryDirectory() as tmp:
+            clash = os.path.join(tmp, "clash.toml")
+            with open(os.path.join(MACHINE_FILES, "workstation-nvidia-amd.toml")) as f:
+                text = f.read().replace("GPU-5d6e7f8091a2b3c4", "GPU-3ce2a0b1c2d3e4f5")
+            with open(clash, "w") as f:
+                f.write(text)
+            for cmd in ([BIN, "--sim", clash, "bind", "--", "true"], [BIN, "sim", "exec", clash, "--", bind]):
+                r = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=dict(env, GPUSEL_GPU="GPU-3c"))
+                self.assertEqual(r.returncode, 2, (cmd, r.stderr))
+                self.assertIn("starts the UUID of an NVIDIA GPU", r.stderr)
 
     def test_hip_workers_hold_the_amd_gpus_named_and_are_checked(self):
         if "GPUSEL_TEST_TSAN" in os.environ:

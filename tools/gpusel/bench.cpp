@@ -91,14 +91,26 @@ void refuse_amd(const BenchOptions& options, const Resolution& r) {
                 about(Subject::GpuRequest, {{"reason", "amd-gpus"}}));
 }
 
+// AMD GPUs refused before any is leased or waited for: asked where the machine may be AMD's, or
+// an entry has an AMD id's form (no dash past "GPU-").
+void refuse_amd_early(const BenchOptions& options) {
+  const std::vector<std::string> texts = options.gpus.texts();
+  if (nvml_usable() && std::none_of(texts.begin(), texts.end(), [](const std::string& t) {
+        return t.size() > 4 && t.size() <= 20 && t.find('-', 4) == std::string::npos;
+      }))
+    return;
+  refuse_amd(options,
+             resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper()));
+}
+
 }  // namespace
 
 int run_bench(const BenchOptions& options) {
   const BandwidthOptions b = bench::checked_options(options);
   check_outputs(options);
+  refuse_amd_early(options);
   const Acquisition held = acquire(options.gpus, options.choice, true);  // leased while it runs
   const Resolution& r = held.resolution;
-  refuse_amd(options, r);
   check_peers(b, r.gpus);
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +

@@ -371,16 +371,21 @@ bool starts_amd_id(const std::string& id, std::string entry) {
 }
 
 // A machine with both makers' GPUs: its AMD GPUs, where the GPU bind is to take (--gpu, else
-// GPUSEL_GPU, else an entry of GPUSEL_GPUS) is one of them by id; nullopt elsewhere. ROCm SMI is
-// asked only for a text in an AMD id's form (no dash past "GPU-"): CUDA binds pay nothing.
+// GPUSEL_GPU, else the entries of GPUSEL_GPUS) is one of them by id; nullopt elsewhere. Refused
+// (BadInput): a prefix that starts an NVIDIA UUID and an AMD id, and GPUSEL_GPUS naming both
+// makers' GPUs. ROCm SMI (then NVML) is asked only for a text in an AMD id's form (no dash past
+// "GPU-"): CUDA binds pay nothing.
 std::optional<AmdSnapshot> amd_gpu_asked(const BindOptions& options) {
   std::vector<std::string> asked;
+  const char* from = "--gpu";
   if (!options.gpu.empty()) {
     asked.push_back(options.gpu);
   } else if (const std::optional<std::string> one = env_value("GPUSEL_GPU"); one) {
     asked.push_back(*one);
+    from = "GPUSEL_GPU";
   } else if (const std::optional<std::string> all = env_value("GPUSEL_GPUS"); all) {
     for (std::string_view e : detail::split_commas(*all)) asked.emplace_back(e);
+    from = "GPUSEL_GPUS";
   }
   const auto amd_form = [](const std::string& t) {
     const std::string e = without_blanks(t);
@@ -390,13 +395,36 @@ std::optional<AmdSnapshot> amd_gpu_asked(const BindOptions& options) {
   };
   if (std::none_of(asked.begin(), asked.end(), amd_form)) return std::nullopt;
   AmdSnapshot amd = query_rocm_smi();
-  if (!amd.available) return std::nullopt;
+  if (!amd.available || amd.gpus.empty()) return std::nullopt;
+  const NvmlSnapshot nvidia = query_nvml(NvmlQuery{false, false, NvmlDetail::Uuid});
+  std::string amd_entry, nvidia_entry;
   for (const std::string& t : asked) {
-    for (const AmdGpu& g : amd.gpus) {
-      if (amd_form(t) && starts_amd_id(g.id, t)) return amd;
+    const bool on_amd =
+        amd_form(t) && std::any_of(amd.gpus.begin(), amd.gpus.end(),
+                                   [&](const AmdGpu& g) { return starts_amd_id(g.id, t); });
+    const bool on_nvidia =
+        !amd_form(t) || std::any_of(nvidia.gpus.begin(), nvidia.gpus.end(),
+                                    [&](const GpuInfo& g) { return starts_amd_id(g.uuid, t); });
+    if (on_amd && on_nvidia) {
+      throw bad_input(
+          std::string(from) + " " + detail::quote_value(without_blanks(t)) +
+              " starts the UUID of an NVIDIA GPU and the id of an AMD GPU; give enough "
+              "characters to name one (`gpusel list` shows both makers' GPUs)",
+          about(Subject::Gpu, {{"gpu", without_blanks(t)}, {"reason", "ambiguous-prefix"}}));
     }
+    if (on_amd && amd_entry.empty()) amd_entry = without_blanks(t);
+    if (!on_amd && nvidia_entry.empty()) nvidia_entry = without_blanks(t);
   }
-  return std::nullopt;
+  if (amd_entry.empty()) return std::nullopt;
+  if (!nvidia_entry.empty()) {
+    throw bad_input(std::string(from) + " names GPUs of two makers (" +
+                        detail::quote_value(amd_entry) + " is an AMD GPU, " +
+                        detail::quote_value(nvidia_entry) +
+                        " is not); one job's GPUs are one maker's: give its workers AMD GPUs or "
+                        "NVIDIA GPUs (`gpusel list` shows both)",
+                    about(Subject::Gpu, {{"reason", "two-makers"}}));
+  }
+  return amd;
 }
 #endif
 

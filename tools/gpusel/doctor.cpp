@@ -628,7 +628,18 @@ class Doctor {
     for (const PlacementProblem& p : v.problems) {
       const bool said = std::any_of(findings.begin(), findings.end(),
                                     [&](const Finding& f) { return f.id == p.id; });
-      if (!said) add(Severity::Error, p.id, p.message, p.remedy, {}, p.data);
+      if (said) continue;
+      // A worker handed an AMD GPU of this machine (one with both makers' GPUs): CUDA's placement
+      // does not apply; a HIP program binds it (a CUDA program there is the run-time check's).
+      if (const std::string amd = amd_gpu_beside(p); !amd.empty()) {
+        add(Severity::Info, "worker-gpu-amd",
+            "this worker's GPU is AMD GPU " + amd +
+                ": a HIP program binds it (ROCR_VISIBLE_DEVICES, or in-process after its first "
+                "HIP call); CUDA has only this machine's NVIDIA GPUs",
+            "nothing to do for a HIP program; give a CUDA program an NVIDIA GPU");
+        continue;
+      }
+      add(Severity::Error, p.id, p.message, p.remedy, {}, p.data);
     }
     for (const PlacementProblem& p : v.warnings) {
       add(Severity::Warning, p.id, p.message, p.remedy, {}, p.data);
@@ -645,6 +656,23 @@ class Doctor {
       if (!g.failed() && (g.uuid == *v.uuid || v.uuid->rfind(g.uuid, 0) == 0))
         worker["nvidia_smi_index"] = g.index;
     }
+  }
+
+  // The AMD GPU (its id and rocm-smi index) a placement problem's GPU is, on a machine with
+  // both makers' GPUs; "" otherwise.
+  std::string amd_gpu_beside(const PlacementProblem& p) const {
+    if (amd_beside == 0) return "";
+    const std::string* gpu = p.data.field("gpu");
+    if (gpu == nullptr || gpu->size() <= 4 || gpu->find('-', 4) != std::string::npos) return "";
+    for (const AmdGpu& g : query_rocm_smi().gpus) {
+      if (g.id.size() >= gpu->size() &&
+          std::equal(gpu->begin(), gpu->end(), g.id.begin(), [](char x, char y) {
+            return std::tolower(static_cast<unsigned char>(x)) ==
+                   std::tolower(static_cast<unsigned char>(y));
+          }))
+        return g.id + " (rocm-smi index " + std::to_string(g.index) + ")";
+    }
+    return "";
   }
 
   static std::vector<std::string> uuids_of(const std::vector<CudaDevice>& devices) {
