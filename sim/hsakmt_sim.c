@@ -70,9 +70,11 @@ static void read_test_gpus(const char* list) {
 }
 
 /* The machine: GPUSEL_TEST_AMD_GPUS's ids where set (the differential tests' machines of their
- * own: said on stderr where they are not the simulated machine's), else the simulated machine
- * GPUSEL_SIM_MACHINE names (a bundled name or a file; its AMD GPUs' ids in KFD order, and what
- * HIP is told of each, from libgpusel-sim-machines.so), as `gpusel sim env` sets. */
+ * own; said on stderr where GPUSEL_SIM_MACHINE names a machine too, whose GPUs they replace; the
+ * machine is then not read, so that no simulator library loads into the program), else the
+ * simulated machine GPUSEL_SIM_MACHINE names (a bundled name or a file; its AMD GPUs' ids in KFD
+ * order, and what HIP is told of each, from libgpusel-sim-machines.so), as `gpusel sim env` sets.
+ */
 static void load(void) {
   if (loaded) return;
   loaded = 1;
@@ -84,44 +86,36 @@ static void load(void) {
     facts[i].device_id = 0x740f;
     facts[i].memory = 64ull << 30;
   }
-  unsigned long long machine_ids[MAX_GPUS];
-  long n = -1;
+  if (list != NULL) {
+    if (machine != NULL && *machine != '\0')
+      fprintf(stderr,
+              "%s: GPUSEL_TEST_AMD_GPUS=%s stands for the AMD GPUs of the simulated "
+              "machine %s (unset it to see that machine's)\n",
+              kSelf, list, machine);
+    read_test_gpus(list);
+    return;
+  }
+  if (machine == NULL || *machine == '\0') return;
+  typedef long (*ids_fn)(const char*, unsigned long long*, size_t, char*, size_t);
   typedef int (*at_fn)(const char*, size_t, char*, size_t, unsigned*, unsigned*,
                        unsigned long long*);
-  at_fn at = NULL;
-  if (machine != NULL && *machine != '\0') {
-    typedef long (*ids_fn)(const char*, unsigned long long*, size_t, char*, size_t);
-    void* lib = machines_library();
-    ids_fn ids = lib != NULL ? (ids_fn)dlsym(lib, "gpuselSimAmdGpuIds") : NULL;
-    at = lib != NULL ? (at_fn)dlsym(lib, "gpuselSimAmdGpuAt") : NULL;
-    char why[512] = "";
-    n = ids != NULL ? ids(machine, machine_ids, MAX_GPUS, why, sizeof why) : -1;
-    if (list == NULL && ids == NULL) {
-      fprintf(stderr,
-              "%s: cannot read GPUSEL_SIM_MACHINE=%s: libgpusel-sim-machines.so is not "
-              "on the loader's path nor beside this library\n",
-              kSelf, machine);
-    } else if (list == NULL && n < 0) {
-      fprintf(stderr, "%s: cannot read GPUSEL_SIM_MACHINE=%s: %s\n", kSelf, machine, why);
-    } else if (list == NULL && n == 0) {
-      fprintf(stderr, "%s: the simulated machine %s has no AMD GPU: HIP finds none\n", kSelf,
-              machine);
-    }
+  void* lib = machines_library();
+  ids_fn ids = lib != NULL ? (ids_fn)dlsym(lib, "gpuselSimAmdGpuIds") : NULL;
+  at_fn at = lib != NULL ? (at_fn)dlsym(lib, "gpuselSimAmdGpuAt") : NULL;
+  char why[512] = "";
+  const long n = ids != NULL ? ids(machine, gpu_ids, MAX_GPUS, why, sizeof why) : -1;
+  if (ids == NULL) {
+    fprintf(stderr,
+            "%s: cannot read GPUSEL_SIM_MACHINE=%s: libgpusel-sim-machines.so is not on "
+            "the loader's path nor beside this library\n",
+            kSelf, machine);
+  } else if (n < 0) {
+    fprintf(stderr, "%s: cannot read GPUSEL_SIM_MACHINE=%s: %s\n", kSelf, machine, why);
+  } else if (n == 0) {
+    fprintf(stderr, "%s: the simulated machine %s has no AMD GPU: HIP finds none\n", kSelf,
+            machine);
   }
-  if (list != NULL) {
-    read_test_gpus(list);
-    int same = n == (long)gpu_count;
-    for (unsigned i = 0; same && i < gpu_count; ++i) same = machine_ids[i] == gpu_ids[i];
-    if (n >= 0 && !same)
-      fprintf(stderr,
-              "%s: GPUSEL_TEST_AMD_GPUS=%s replaces the AMD GPUs of the simulated "
-              "machine %s (unset it to see that machine)\n",
-              kSelf, list, machine);
-    if (!same) return;
-  } else {
-    gpu_count = n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : (unsigned)n;
-    memcpy(gpu_ids, machine_ids, gpu_count * sizeof gpu_ids[0]);
-  }
+  gpu_count = n < 0 ? 0 : n > MAX_GPUS ? MAX_GPUS : (unsigned)n;
   for (unsigned i = 0; at != NULL && i < gpu_count; ++i)
     at(machine, i, facts[i].name, sizeof facts[i].name, facts[i].pci, &facts[i].device_id,
        &facts[i].memory);
