@@ -348,6 +348,11 @@ bool starts_with_ci(std::string_view text, std::string_view head) noexcept {
   return text.size() >= head.size() && detail::equal_ci(text.substr(0, head.size()), head);
 }
 
+bool amd_id_form(std::string_view entry) noexcept {
+  return entry.size() > 4 && entry.size() <= 20 && starts_with_ci(entry, "GPU-") &&
+         entry.find('-', 4) == std::string_view::npos;
+}
+
 bool equal_ci(std::string_view a, std::string_view b) noexcept {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(),
                                             [](char x, char y) { return lower(x) == lower(y); });

@@ -76,6 +76,10 @@ std::string printable(std::string_view text);
 
 // ASCII letter case ignored: does `text` start with `head`; are `a` and `b` equal.
 bool starts_with_ci(std::string_view text, std::string_view head) noexcept;
+// Whether `entry` has the form of an AMD GPU's unique id or a prefix of one: "GPU-" (any case) and
+// 1 to 16 characters without a dash. Only such an entry of at most 12 characters can also start an
+// NVIDIA UUID (whose 13th character is a dash).
+bool amd_id_form(std::string_view entry) noexcept;
 bool equal_ci(std::string_view a, std::string_view b) noexcept;
 
 // Every piece between commas, untouched (blanks kept, empty pieces kept): "a,,b" gives

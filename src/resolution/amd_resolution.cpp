@@ -349,10 +349,10 @@ std::optional<Resolution> resolve_amd_beside_nvidia(const GpuRequest& request, c
 
 void refuse_prefix_of_both_makers(const GpuRequest& request) {
   if (request.kind != GpuRequest::Kind::Gpus) return;
-  // Only a prefix without a dash can start an AMD id ("GPU-" and 16 hex digits): a whole NVIDIA
-  // UUID, or any prefix past its first 8 digits, cannot. Such entries alone ask ROCm SMI.
+  // Only a prefix of at most 12 characters without a dash can start an NVIDIA UUID and an AMD id
+  // ("GPU-" and 16 hex digits). Such entries alone ask ROCm SMI.
   auto short_enough = [](const GpuEntry& e) {
-    return e.is_uuid() && e.text.size() <= 20 && e.text.find('-', 4) == std::string::npos;
+    return e.is_uuid() && detail::amd_id_form(e.text) && e.text.size() <= 12;
   };
   if (std::none_of(request.gpus.begin(), request.gpus.end(), short_enough)) return;
   const AmdSnapshot amd = query_rocm_smi();

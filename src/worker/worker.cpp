@@ -512,15 +512,10 @@ void refuse_amd_gpu_in_cuda(const Error& e) {
   if (reason == nullptr || gpu == nullptr ||
       (*reason != "not-on-this-machine" && *reason != "not-visible-to-cuda"))
     return;
-  if (gpu->size() <= 4 || gpu->size() > 20 || gpu->find('-', 4) != std::string::npos) return;
+  if (!detail::amd_id_form(*gpu)) return;
   const AmdSnapshot amd = query_rocm_smi();
   for (const AmdGpu& g : amd.gpus) {
-    if (g.id.size() < gpu->size() ||
-        !std::equal(gpu->begin(), gpu->end(), g.id.begin(), [](char x, char y) {
-          return std::tolower(static_cast<unsigned char>(x)) ==
-                 std::tolower(static_cast<unsigned char>(y));
-        }))
-      continue;
+    if (!detail::starts_with_ci(g.id, *gpu)) continue;
     throw failure("GPU " + g.id + " is an AMD GPU of this machine (rocm-smi index " +
                       std::to_string(g.index) +
                       "), which this process would bind in CUDA: CUDA has only the NVIDIA GPUs. " +
@@ -609,20 +604,9 @@ std::vector<std::string> handed_entries(const Assignment& a) {
 enum class EntryMaker { Nvidia, Amd, Either };
 EntryMaker entry_maker(std::string_view e) {
   e = detail::trim_blanks(e);
-  if (e.size() < 4 ||
-      (e.substr(0, 4) != "GPU-" && e.substr(0, 4) != "gpu-" && e.substr(0, 4) != "MIG-"))
-    return EntryMaker::Either;
-  if (e.substr(0, 4) == "MIG-" || e.find('-', 4) != std::string_view::npos)
-    return EntryMaker::Nvidia;
-  return e.size() > 12 ? EntryMaker::Amd : EntryMaker::Either;
-}
-
-bool starts_case_blind(const std::string& id, std::string_view prefix) {
-  return prefix.size() <= id.size() &&
-         std::equal(prefix.begin(), prefix.end(), id.begin(), [](char x, char y) {
-           return std::tolower(static_cast<unsigned char>(x)) ==
-                  std::tolower(static_cast<unsigned char>(y));
-         });
+  if (detail::amd_id_form(e)) return e.size() > 12 ? EntryMaker::Amd : EntryMaker::Either;
+  const bool uuid = detail::starts_with_ci(e, "GPU-") || detail::starts_with_ci(e, "MIG-");
+  return uuid && e.size() > 4 ? EntryMaker::Nvidia : EntryMaker::Either;
 }
 
 // A machine with both makers' GPUs: a short UUID prefix handed to this worker that starts an
@@ -631,17 +615,16 @@ bool starts_case_blind(const std::string& id, std::string_view prefix) {
 void refuse_prefix_of_both(const Assignment& a) {
   for (const std::string& entry : handed_entries(a)) {
     const std::string_view e = detail::trim_blanks(entry);
-    if (e.size() <= 4 || e.size() > 12 || e.find('-', 4) != std::string_view::npos ||
-        (e.substr(0, 4) != "GPU-" && e.substr(0, 4) != "gpu-"))
-      continue;
+    if (!detail::amd_id_form(e) || e.size() > 12) continue;
     const AmdSnapshot amd = query_rocm_smi();
-    const auto amd_hit = std::find_if(amd.gpus.begin(), amd.gpus.end(),
-                                      [&](const AmdGpu& g) { return starts_case_blind(g.id, e); });
+    const auto amd_hit = std::find_if(amd.gpus.begin(), amd.gpus.end(), [&](const AmdGpu& g) {
+      return detail::starts_with_ci(g.id, e);
+    });
     if (amd_hit == amd.gpus.end()) continue;
     const NvmlSnapshot nvidia = query_nvml(NvmlQuery{false, false, NvmlDetail::Uuid});
     const auto nvidia_hit =
         std::find_if(nvidia.gpus.begin(), nvidia.gpus.end(),
-                     [&](const GpuInfo& g) { return starts_case_blind(g.uuid, e); });
+                     [&](const GpuInfo& g) { return detail::starts_with_ci(g.uuid, e); });
     if (nvidia_hit == nvidia.gpus.end()) continue;
     throw bad_input("the GPU handed to this worker, " + detail::quote_value(std::string(e)) +
                         ", starts the UUID of an NVIDIA GPU (" + nvidia_hit->uuid +

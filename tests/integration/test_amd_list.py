@@ -130,6 +130,32 @@ def run_rocm_smi(tmp, machine, *args):
                           capture_output=True, text=True, env=env, timeout=60)
 
 
+# A Python program that prints gpusel.list_gpus() (the C ABI's list of fields by name) and each GPU's
+# fixed struct from gpusel_gpu_list_get ([index, cuda_ordinal, uuid, total_bytes]), as JSON.
+LISTS_SCRIPT = (
+    "import ctypes, json, gpusel\n"
+    "class Info(ctypes.Structure):\n"
+    "    _fields_ = [('size', ctypes.c_size_t), ('index', ctypes.c_uint), ('cuda_ordinal', ctypes.c_int),\n"
+    "                ('uuid', ctypes.c_char * 96), ('name', ctypes.c_char * 256), ('pci', ctypes.c_char * 32),\n"
+    "                ('total', ctypes.c_ulonglong), ('numa', ctypes.c_int), ('cc_major', ctypes.c_int),\n"
+    "                ('cc_minor', ctypes.c_int), ('mig', ctypes.c_int)]\n"
+    "lib = ctypes.CDLL(gpusel.library_path)\n"
+    "lib.gpusel_gpu_list_count.restype = ctypes.c_size_t\n"
+    "lib.gpusel_gpu_list_count.argtypes = [ctypes.c_void_p]\n"
+    "lib.gpusel_gpu_list_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]\n"
+    "lib.gpusel_gpu_list_free.argtypes = [ctypes.c_void_p]\n"
+    "lib.gpusel_last_error.restype = ctypes.c_char_p\n"
+    "lst = ctypes.c_void_p()\n"
+    "assert lib.gpusel_list_gpus(ctypes.byref(lst)) == 0, lib.gpusel_last_error()\n"
+    "structs = []\n"
+    "for i in range(lib.gpusel_gpu_list_count(lst)):\n"
+    "    info = Info(); info.size = ctypes.sizeof(Info)\n"
+    "    assert lib.gpusel_gpu_list_get(lst, i, ctypes.byref(info)) == 0, lib.gpusel_last_error()\n"
+    "    structs.append([info.index, info.cuda_ordinal, info.uuid.decode(), info.total])\n"
+    "lib.gpusel_gpu_list_free(lst)\n"
+    "print(json.dumps({'gpus': gpusel.list_gpus(usage=True), 'structs': structs}))\n")
+
+
 class AmdListTest(Case):
     def test_list_reads_the_amd_machine_through_rocm_smi(self):
         doc = gpusel_json("--sim", "amd-mi210", "list", "--json")
@@ -282,33 +308,11 @@ class AmdListTest(Case):
         if not PYTHON_LOADS_LIBRARIES:
             self.skipTest("the ThreadSanitizer build's simulated library cannot load into Python")
         library = os.path.abspath(os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2")))
-        script = (
-            "import ctypes, json, gpusel\n"
-            "class Info(ctypes.Structure):\n"
-            "    _fields_ = [('size', ctypes.c_size_t), ('index', ctypes.c_uint), ('cuda_ordinal', ctypes.c_int),\n"
-            "                ('uuid', ctypes.c_char * 96), ('name', ctypes.c_char * 256), ('pci', ctypes.c_char * 32),\n"
-            "                ('total', ctypes.c_ulonglong), ('numa', ctypes.c_int), ('cc_major', ctypes.c_int),\n"
-            "                ('cc_minor', ctypes.c_int), ('mig', ctypes.c_int)]\n"
-            "lib = ctypes.CDLL(gpusel.library_path)\n"
-            "lib.gpusel_gpu_list_count.restype = ctypes.c_size_t\n"
-            "lib.gpusel_gpu_list_count.argtypes = [ctypes.c_void_p]\n"
-            "lib.gpusel_gpu_list_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]\n"
-            "lib.gpusel_gpu_list_free.argtypes = [ctypes.c_void_p]\n"
-            "lib.gpusel_last_error.restype = ctypes.c_char_p\n"
-            "lst = ctypes.c_void_p()\n"
-            "assert lib.gpusel_list_gpus(ctypes.byref(lst)) == 0, lib.gpusel_last_error()\n"
-            "structs = []\n"
-            "for i in range(lib.gpusel_gpu_list_count(lst)):\n"
-            "    info = Info(); info.size = ctypes.sizeof(Info)\n"
-            "    assert lib.gpusel_gpu_list_get(lst, i, ctypes.byref(info)) == 0, lib.gpusel_last_error()\n"
-            "    structs.append([info.index, info.cuda_ordinal, info.uuid.decode(), info.total])\n"
-            "lib.gpusel_gpu_list_free(lst)\n"
-            "print(json.dumps({'gpus': gpusel.list_gpus(usage=True), 'structs': structs}))\n")
         for preset in ({}, {"ROCR_VISIBLE_DEVICES": "2,0"}):
             with self.subTest(preset=preset):
                 env = for_python(base_env(PYTHONPATH=os.path.abspath(os.path.join(SOURCE, "python")),
                                           GPUSEL_LIBRARY=library, **preset))
-                r = subprocess.run([BIN, "sim", "exec", "amd-mi210", "--", sys.executable, "-c", script],
+                r = subprocess.run([BIN, "sim", "exec", "amd-mi210", "--", sys.executable, "-c", LISTS_SCRIPT],
                                    capture_output=True, text=True, env=env, timeout=60)
                 self.assertEqual(r.returncode, 0, r.stderr)
                 got = json.loads(r.stdout)
@@ -647,28 +651,7 @@ class MixedMachineTest(Case):
             self.skipTest("the ThreadSanitizer build's simulated library cannot load into Python")
         library = os.path.abspath(os.environ.get("GPUSEL_LIBRARY_FILE", os.path.join(BUILD, "lib", "libgpusel.so.2")))
         env = for_python(base_env(PYTHONPATH=os.path.abspath(os.path.join(SOURCE, "python")), GPUSEL_LIBRARY=library))
-        script = (
-            "import ctypes, json, gpusel\n"
-            "class Info(ctypes.Structure):\n"
-            "    _fields_ = [('size', ctypes.c_size_t), ('index', ctypes.c_uint), ('cuda_ordinal', ctypes.c_int),\n"
-            "                ('uuid', ctypes.c_char * 96), ('name', ctypes.c_char * 256), ('pci', ctypes.c_char * 32),\n"
-            "                ('total', ctypes.c_ulonglong), ('numa', ctypes.c_int), ('cc_major', ctypes.c_int),\n"
-            "                ('cc_minor', ctypes.c_int), ('mig', ctypes.c_int)]\n"
-            "lib = ctypes.CDLL(gpusel.library_path)\n"
-            "lib.gpusel_gpu_list_count.restype = ctypes.c_size_t\n"
-            "lib.gpusel_gpu_list_count.argtypes = [ctypes.c_void_p]\n"
-            "lib.gpusel_gpu_list_get.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]\n"
-            "lib.gpusel_gpu_list_free.argtypes = [ctypes.c_void_p]\n"
-            "lst = ctypes.c_void_p()\n"
-            "assert lib.gpusel_list_gpus(ctypes.byref(lst)) == 0\n"
-            "structs = []\n"
-            "for i in range(lib.gpusel_gpu_list_count(lst)):\n"
-            "    info = Info(); info.size = ctypes.sizeof(Info)\n"
-            "    assert lib.gpusel_gpu_list_get(lst, i, ctypes.byref(info)) == 0\n"
-            "    structs.append([info.index, info.cuda_ordinal, info.uuid.decode()])\n"
-            "lib.gpusel_gpu_list_free(lst)\n"
-            "print(json.dumps({'gpus': gpusel.list_gpus(usage=True), 'structs': structs}))\n")
-        r = subprocess.run([BIN, "sim", "exec", MIXED, "--", sys.executable, "-c", script],
+        r = subprocess.run([BIN, "sim", "exec", MIXED, "--", sys.executable, "-c", LISTS_SCRIPT],
                            capture_output=True, text=True, env=env, timeout=60)
         self.assertEqual(r.returncode, 0, r.stderr)
         both = json.loads(r.stdout)

@@ -99,3 +99,14 @@ TEST(Text, FormatUuidWritesCudasBytesAsNvidiaSmiDoes) {
   const unsigned char ends[16] = {0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0xff};
   EXPECT_EQ(gpusel::detail::format_uuid(ends, ""), "00010000-0000-0000-0000-00000000f0ff");
 }
+
+TEST(Text, AmdIdFormIsGpuAndUpToSixteenCharactersWithoutADash) {
+  EXPECT_TRUE(gpusel::detail::amd_id_form("GPU-6e7f8091a2b3c4d5"));
+  EXPECT_TRUE(gpusel::detail::amd_id_form("gpu-6E7F"));
+  EXPECT_TRUE(gpusel::detail::amd_id_form("GPU-3ce1b347"));  // starts an NVIDIA UUID too
+  EXPECT_FALSE(gpusel::detail::amd_id_form("GPU-"));
+  EXPECT_FALSE(gpusel::detail::amd_id_form("GPU-3ce1b347-0187"));       // NVIDIA's dash
+  EXPECT_FALSE(gpusel::detail::amd_id_form("GPU-6e7f8091a2b3c4d5ff"));  // too long
+  EXPECT_FALSE(gpusel::detail::amd_id_form("MIG-6e7f"));
+  EXPECT_FALSE(gpusel::detail::amd_id_form("1"));
+}

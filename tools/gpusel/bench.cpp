@@ -95,9 +95,8 @@ void refuse_amd(const BenchOptions& options, const Resolution& r) {
 // an entry has an AMD id's form (no dash past "GPU-").
 void refuse_amd_early(const BenchOptions& options) {
   const std::vector<std::string> texts = options.gpus.texts();
-  if (nvml_usable() && std::none_of(texts.begin(), texts.end(), [](const std::string& t) {
-        return t.size() > 4 && t.size() <= 20 && t.find('-', 4) == std::string::npos;
-      }))
+  if (nvml_usable() && std::none_of(texts.begin(), texts.end(),
+                                    [](const std::string& t) { return detail::amd_id_form(t); }))
     return;
   refuse_amd(options,
              resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper()));

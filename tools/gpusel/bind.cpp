@@ -357,19 +357,6 @@ std::string without_blanks(std::string_view t) {
   return std::string(t);
 }
 
-// Whether `entry` (any case, blanks around it) starts the unique id `id` of an AMD GPU.
-bool starts_amd_id(const std::string& id, std::string entry) {
-  entry = without_blanks(entry);
-  if (entry.size() < 5 || entry.size() > id.size() || entry.find('-', 4) != std::string::npos)
-    return false;
-  for (std::size_t i = 0; i < entry.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(entry[i])) !=
-        std::tolower(static_cast<unsigned char>(id[i])))
-      return false;
-  }
-  return true;
-}
-
 // A machine with both makers' GPUs: its AMD GPUs, where the GPU bind is to take (--gpu, else
 // GPUSEL_GPU, else the entries of GPUSEL_GPUS) is one of them by id; nullopt elsewhere. Refused
 // (BadInput): a prefix that starts an NVIDIA UUID and an AMD id, and GPUSEL_GPUS naming both
@@ -387,11 +374,10 @@ std::optional<AmdSnapshot> amd_gpu_asked(const BindOptions& options) {
     for (std::string_view e : detail::split_commas(*all)) asked.emplace_back(e);
     from = "GPUSEL_GPUS";
   }
-  const auto amd_form = [](const std::string& t) {
-    const std::string e = without_blanks(t);
-    return e.size() > 4 && e.size() <= 20 &&
-           (e.compare(0, 4, "GPU-") == 0 || e.compare(0, 4, "gpu-") == 0) &&
-           e.find('-', 4) == std::string::npos;
+  const auto amd_form = [](const std::string& t) { return detail::amd_id_form(without_blanks(t)); };
+  // Whether `t` (blanks around it, any case) starts the GPU id `id`.
+  const auto starts = [](const std::string& id, const std::string& t) {
+    return detail::starts_with_ci(id, without_blanks(t));
   };
   if (std::none_of(asked.begin(), asked.end(), amd_form)) return std::nullopt;
   AmdSnapshot amd = query_rocm_smi();
@@ -401,10 +387,10 @@ std::optional<AmdSnapshot> amd_gpu_asked(const BindOptions& options) {
   for (const std::string& t : asked) {
     const bool on_amd =
         amd_form(t) && std::any_of(amd.gpus.begin(), amd.gpus.end(),
-                                   [&](const AmdGpu& g) { return starts_amd_id(g.id, t); });
+                                   [&](const AmdGpu& g) { return starts(g.id, t); });
     const bool on_nvidia =
         !amd_form(t) || std::any_of(nvidia.gpus.begin(), nvidia.gpus.end(),
-                                    [&](const GpuInfo& g) { return starts_amd_id(g.uuid, t); });
+                                    [&](const GpuInfo& g) { return starts(g.uuid, t); });
     if (on_amd && on_nvidia) {
       throw bad_input(
           std::string(from) + " " + detail::quote_value(without_blanks(t)) +

@@ -160,17 +160,23 @@ class Doctor {
     }
   }
 
+  // "0: GPU-..., 1: no id": each AMD GPU's rocm-smi index and unique id.
+  static std::string amd_ids_text(const AmdSnapshot& amd) {
+    std::string ids;
+    for (const AmdGpu& g : amd.gpus) {
+      ids += (ids.empty() ? "" : ", ") + std::to_string(g.index) + ": " +
+             (g.id.empty() ? "no id" : g.id);
+    }
+    return ids;
+  }
+
   void check_drivers() {
     // No NVIDIA driver, and ROCm SMI monitors AMD GPUs: an AMD machine, where the NVIDIA findings
     // below are facts, not faults.
     if (!snap.available) {
       if (const AmdSnapshot amd = query_rocm_smi(false); amd.available && !amd.gpus.empty()) {
         amd_gpus = amd.gpus.size();
-        std::string ids;
-        for (const AmdGpu& g : amd.gpus) {
-          ids += (ids.empty() ? "" : ", ") + std::to_string(g.index) + ": " +
-                 (g.id.empty() ? "no id" : g.id);
-        }
+        const std::string ids = amd_ids_text(amd);
         add(Severity::Info, "amd-gpus",
             fmt::format("no NVIDIA driver; ROCm SMI monitors {} AMD GPU{} (rocm-smi index: id: "
                         "{}); gpusel lists them, resolves --gpu to them, leases them and gives "
@@ -184,11 +190,7 @@ class Doctor {
     } else if (const AmdSnapshot amd = query_rocm_smi(false); amd.available && !amd.gpus.empty()) {
       // NVIDIA's GPUs and AMD's in one machine.
       amd_beside = amd.gpus.size();
-      std::string ids;
-      for (const AmdGpu& g : amd.gpus) {
-        ids += (ids.empty() ? "" : ", ") + std::to_string(g.index) + ": " +
-               (g.id.empty() ? "no id" : g.id);
-      }
+      const std::string ids = amd_ids_text(amd);
       add(Severity::Info, "amd-gpus-beside-nvidia",
           fmt::format("ROCm SMI also monitors {} AMD GPU{} (rocm-smi index: id: {}); --gpu N, "
                       "free:N and all count NVIDIA's GPUs here, AMD GPUs are named by unique "
@@ -663,13 +665,9 @@ class Doctor {
   std::string amd_gpu_beside(const PlacementProblem& p) const {
     if (amd_beside == 0) return "";
     const std::string* gpu = p.data.field("gpu");
-    if (gpu == nullptr || gpu->size() <= 4 || gpu->find('-', 4) != std::string::npos) return "";
+    if (gpu == nullptr || !detail::amd_id_form(*gpu)) return "";
     for (const AmdGpu& g : query_rocm_smi().gpus) {
-      if (g.id.size() >= gpu->size() &&
-          std::equal(gpu->begin(), gpu->end(), g.id.begin(), [](char x, char y) {
-            return std::tolower(static_cast<unsigned char>(x)) ==
-                   std::tolower(static_cast<unsigned char>(y));
-          }))
+      if (detail::starts_with_ci(g.id, *gpu))
         return g.id + " (rocm-smi index " + std::to_string(g.index) + ")";
     }
     return "";
