@@ -5,7 +5,7 @@ Beside them, bench/floor_spawn (a C program that posix_spawns the eight and wait
 launcher that starts workers from one process takes), and the same three with one worker, which
 splits each one's time into a fixed part (gpusel's: start, NVML, leases) and a part per worker.
 
-Usage: bench/run_vs_shell.py [--runs N] [--build DIR]
+Usage: bench/run_vs_shell.py [--runs N] [--build DIR] [--gpusel BIN]
 The simulated machine is set through the environment, as after `eval "$(gpusel sim env dgx-h100)"`.
 Both commands are started the same way, alternately, N times each; medians are compared.
 Targets: gpusel within 1.5x of the shell (issue 14), within 1.15x (issue 34).
@@ -24,9 +24,11 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=100)
 parser.add_argument("--build", default=os.path.join(root, "build"))
+parser.add_argument("--gpusel", help="the gpusel to time (default: BUILD/bin/gpusel); e.g. the product "
+                    "preset's, build-product/bin/gpusel, as the quick start installs it")
 args = parser.parse_args()
 
-gpusel = os.path.join(args.build, "bin", "gpusel")
+gpusel = args.gpusel or os.path.join(args.build, "bin", "gpusel")
 env = sim_environment(gpusel, "dgx-h100")
 
 # The same executable for both (not the shell's builtin `true`, which would skip the exec).

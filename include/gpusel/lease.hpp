@@ -75,6 +75,7 @@ struct LeaseStanding {
   std::string problem;
   bool shared = false;  // lives in the shared store (binds every user), not in this user's own
   std::string path;     // the lease file
+  bool by_mark = false;  // Held by its mark alone, the lock table not read (Look::Marks)
 };
 
 // "leased by pid 4242 (...)", "leased by another job" or the problem: why a GPU is not free.
@@ -140,11 +141,16 @@ class LeaseStore {
     Thorough,
     // Up to 16 files asked of the kernel one by one, by the mark every lease of gpusel carries
     // (no read of the whole table, whose cost grows with every lock on the machine); the table is
-    // read only to name the holders of the GPUs found held, and for more files. For picking and
-    // list: a
-    // lease taken without the mark is found when it is taken (take() fails), as a lease taken a
-    // moment after any look is.
+    // read only to name the holders of the GPUs found held, and for more files. For list and
+    // named GPUs: a lease taken without the mark is found when it is taken (take() fails), as a
+    // lease taken a moment after any look is.
     Quick,
+    // As Quick, but a marked file is taken at its mark's word: Held, `by_mark` set, its holder
+    // unnamed, the table not read (it waits a grace period: milliseconds, even on an idle
+    // machine). For picking free GPUs, which reads the GPUs again with Quick before it concludes
+    // that too few are free: anyone who may read a lease file can mark it, and such a mark must
+    // not keep a GPU from a job that needs it.
+    Marks,
   };
   // Each GPU's standing.
   std::vector<LeaseStanding> standings(const std::vector<std::string>& uuids,

@@ -663,13 +663,22 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
       } else {
         // A few files are asked of the kernel one by one; many, or where it cannot say, the lock
         // table is read once (cheaper than three system calls a file at 1,024 GPUs).
-        const std::optional<bool> marked =
-            look == Look::Quick && !present ? held_mark_of(l.path, st) : std::nullopt;
+        enum class Mark { Unasked, Held, Absent };  // Unasked also where the kernel cannot tell
+        Mark mark = Mark::Unasked;
+        if (look != Look::Thorough && !present) {
+          if (const std::optional<bool> held = held_mark_of(l.path, st)) {
+            mark = *held ? Mark::Held : Mark::Absent;
+          }
+        }
         const std::string dir = l.path.substr(0, l.path.rfind('/'));
         // Unmarked: free (a holder from a gpusel without marks is found by take()). Marked, or
         // not asked: held when the table lists a flock on it, as before the marks; a mark alone,
-        // which anyone who may read the file can add, holds nothing.
-        if (marked != false) {
+        // which anyone who may read the file can add, holds nothing (Look::Marks: held until the
+        // caller asks again with the table).
+        if (mark == Mark::Held && look == Look::Marks) {
+          s.state = LeaseStanding::State::Held;
+          s.by_mark = true;
+        } else if (mark != Mark::Absent) {
           if (!table) table.emplace();
           if (table->holder(st, dir)) {
             s.state = LeaseStanding::State::Held;

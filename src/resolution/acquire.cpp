@@ -244,9 +244,44 @@ class FreeLook {
     const std::vector<GpuInfo>& gpus = snap_.gpus;
     std::vector<std::string> uuids;
     for (const GpuInfo& g : gpus) uuids.push_back(g.uuid);
+    // The marks first: the lock table is read only when the GPUs found free by them are too few
+    // (a mark anyone may add must not keep a GPU from this job), not on the way to a pick.
     std::vector<LeaseStanding> standing = known.size() == uuids.size()
                                               ? std::move(known)
-                                              : store.standings(uuids, LeaseStore::Look::Quick);
+                                              : store.standings(uuids, LeaseStore::Look::Marks);
+    std::vector<FreeCandidate> c = candidates(standing, reserved, options, out);
+    while (true) {
+      const std::optional<PickResult> pick = pick_free(
+          gpus, c, links_, n_, amd_ ? "rocm-smi" : "nvidia-smi", amd_ ? "XGMI" : "NVLink");
+      if (!pick && std::any_of(standing.begin(), standing.end(),
+                               [](const LeaseStanding& l) { return l.by_mark; })) {
+        standing = store.standings(uuids, LeaseStore::Look::Quick);
+        out = Attempt{};
+        c = candidates(standing, reserved, options, out);
+        continue;
+      }
+      if (!pick) break;
+      if (std::optional<Attempt> done = lease_pick(store, take, *pick, c, out)) return std::move(*done);
+    }
+    int free_count = 0;
+    for (std::size_t i = 0; i < c.size(); ++i) {
+      if (c[i].eligible && c[i].not_free.empty()) ++free_count;
+      out.why_not +=
+          "\n  " + gpu_label(gpus[i]) + ": " + (c[i].not_free.empty() ? "free" : c[i].not_free);
+    }
+    out.why_not = detail::gpu_request_words() + " free:" + std::to_string(n_) + ": " +
+                  std::to_string(free_count) + " of the " + std::to_string(usable_) +
+                  (usable_ == 1 ? " GPU here " : " GPUs here ") + (free_count == 1 ? "is" : "are") +
+                  " free:" + out.why_not;
+    return out;
+  }
+
+ private:
+  // Each GPU as a candidate for the pick: eligible at all, and why it is not free now.
+  std::vector<FreeCandidate> candidates(const std::vector<LeaseStanding>& standing,
+                                        const std::set<std::string>& reserved,
+                                        const AcquireOptions& options, Attempt& out) const {
+    const std::vector<GpuInfo>& gpus = snap_.gpus;
     std::vector<FreeCandidate> c(gpus.size());
     for (std::size_t i = 0; i < gpus.size(); ++i) {
       const GpuInfo& g = gpus[i];
@@ -274,58 +309,46 @@ class FreeLook {
         if (standing[i].state == LeaseStanding::State::Free) out.busy = true;
       }
     }
-    while (true) {
-      const std::optional<PickResult> pick = pick_free(
-          gpus, c, links_, n_, amd_ ? "rocm-smi" : "nvidia-smi", amd_ ? "XGMI" : "NVLink");
-      if (!pick) break;
-      std::vector<Lease> leases;
-      bool lost = false;
-      if (take) {
-        for (std::size_t i : pick->picked) {
-          LeaseStanding s;
-          std::optional<Lease> l = store.take(gpus[i].uuid, &s);
-          if (!l) {
-            c[i].not_free = describe_standing(s);
-            if (s.state == LeaseStanding::State::Unusable) {
-              out.skipped.push_back(
-                  {"gpu-skipped", gpu_label(gpus[i]) + " was skipped: " + describe_standing(s)});
-            }
-            lost = true;
-            break;  // the leases taken so far are released: a new pick may not want them
-          }
-          leases.push_back(std::move(*l));
-        }
-      }
-      if (lost) continue;
-      Acquisition a;
-      a.why = pick->why;
-      for (const FreeCandidate& cand : c) a.standing.push_back(cand.not_free);
-      a.resolution.resolved = true;
-      a.resolution.machine = gpus;
-      for (std::size_t i : pick->picked) a.resolution.gpus.push_back(gpus[i].uuid);
-      a.leases = std::move(leases);
-      a.resolution.notes = out.skipped;
-      if (amd_) {
-        a.resolution.vendor = "amd";
-        a.resolution.notes.insert(a.resolution.notes.begin(), amd_note_);
-      }
-      out.got = std::move(a);
-      return out;
-    }
-    int free_count = 0;
-    for (std::size_t i = 0; i < c.size(); ++i) {
-      if (c[i].eligible && c[i].not_free.empty()) ++free_count;
-      out.why_not +=
-          "\n  " + gpu_label(gpus[i]) + ": " + (c[i].not_free.empty() ? "free" : c[i].not_free);
-    }
-    out.why_not = detail::gpu_request_words() + " free:" + std::to_string(n_) + ": " +
-                  std::to_string(free_count) + " of the " + std::to_string(usable_) +
-                  (usable_ == 1 ? " GPU here " : " GPUs here ") + (free_count == 1 ? "is" : "are") +
-                  " free:" + out.why_not;
-    return out;
+    return c;
   }
 
- private:
+  // Leases the GPUs picked (when `take`): the finished attempt, or nullopt when one was lost to
+  // another job between the look and the lease (marked in `c`, for a new pick).
+  std::optional<Attempt> lease_pick(const LeaseStore& store, bool take, const PickResult& pick,
+                                    std::vector<FreeCandidate>& c, Attempt& out) const {
+    const std::vector<GpuInfo>& gpus = snap_.gpus;
+    std::vector<Lease> leases;
+    if (take) {
+      for (std::size_t i : pick.picked) {
+        LeaseStanding s;
+        std::optional<Lease> l = store.take(gpus[i].uuid, &s);
+        if (!l) {
+          c[i].not_free = describe_standing(s);
+          if (s.state == LeaseStanding::State::Unusable) {
+            out.skipped.push_back(
+                {"gpu-skipped", gpu_label(gpus[i]) + " was skipped: " + describe_standing(s)});
+          }
+          return std::nullopt;  // the leases taken so far are released: a new pick may not want them
+        }
+        leases.push_back(std::move(*l));
+      }
+    }
+    Acquisition a;
+    a.why = pick.why;
+    for (const FreeCandidate& cand : c) a.standing.push_back(cand.not_free);
+    a.resolution.resolved = true;
+    a.resolution.machine = gpus;
+    for (std::size_t i : pick.picked) a.resolution.gpus.push_back(gpus[i].uuid);
+    a.leases = std::move(leases);
+    a.resolution.notes = out.skipped;
+    if (amd_) {
+      a.resolution.vendor = "amd";
+      a.resolution.notes.insert(a.resolution.notes.begin(), amd_note_);
+    }
+    out.got = std::move(a);
+    return std::move(out);
+  }
+
   int n_;
   const CudaEnv& env_;
   const std::string& probe_helper_;

@@ -163,7 +163,9 @@ struct Cli {
 }  // namespace
 
 int main(int argc, char** argv) {
-  Cli cli;
+  // The command line lives as long as the process: nothing in it needs tearing down, and freeing
+  // CLI11's objects at exit cost every command 45,000 instructions (docs/performance.md).
+  static Cli& cli = *new Cli;
   const CommandLine& line = *cli.line;
   // --sim stands before or after the command's name; `gpusel --sim X -- COMMAND` runs COMMAND on
   // the machine, as `gpusel sim exec X -- COMMAND` does.
