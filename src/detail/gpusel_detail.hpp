@@ -436,6 +436,8 @@ std::string normalise_bus_id(const std::string& bus);
 
 // Who a process is, from /proc; fields stay empty where /proc does not tell.
 LeaseHolder process_details(int pid);
+// Its command line alone, as process_details gives it ("" where /proc does not tell).
+std::string process_command(int pid);
 
 // The job's workers have started (their pids): the record this process left beside its leases in
 // the shared store lists their process groups, so that another user finds the job's processes

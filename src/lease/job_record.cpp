@@ -92,7 +92,7 @@ void make_record(RecordState& s, const std::string& queue) {
       s.fd = fd;
       s.maker = static_cast<int>(getpid());
       s.path = path;
-      s.command = process_details(getpid()).command;
+      s.command = process_command(getpid());  // its command line alone: no user or start time
       write_record(s);
       return;
     }

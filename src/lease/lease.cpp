@@ -1782,12 +1782,7 @@ std::string queue_directory(const LeaseStore& store) {
   return usable_queue(store, false);
 }
 
-LeaseHolder process_details(int pid) {
-  LeaseHolder h;
-  h.pid = pid;
-  const std::string proc = "/proc/" + std::to_string(pid);
-  struct stat st {};
-  if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
+std::string process_command(int pid) {
   std::vector<std::string> args = process_args(pid);
   while (!args.empty() && args.back().empty()) args.pop_back();  // trailing empty arguments
   // The command line as a shell would take it back: a word with blanks or the shell's own
@@ -1798,7 +1793,16 @@ LeaseHolder process_details(int pid) {
     command += (i == 0 ? "" : " ") + detail::shell_word(args[i], "_@%+=:,./-");
   }
   if (command.size() > 200) command = command.substr(0, 197) + "...";
-  h.command = command;
+  return command;
+}
+
+LeaseHolder process_details(int pid) {
+  LeaseHolder h;
+  h.pid = pid;
+  const std::string proc = "/proc/" + std::to_string(pid);
+  struct stat st {};
+  if (stat(proc.c_str(), &st) == 0) h.user = user_name(st.st_uid);
+  h.command = process_command(pid);
   // Start time, from the clock ticks after boot at which it started.
   const std::optional<ProcessStat> stat_fields = process_stat(pid);
   const unsigned long long ticks = stat_fields ? stat_fields->start : 0;
