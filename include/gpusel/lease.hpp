@@ -75,7 +75,7 @@ struct LeaseStanding {
   std::string problem;
   bool shared = false;  // lives in the shared store (binds every user), not in this user's own
   std::string path;     // the lease file
-  bool by_mark = false;  // Held by its mark alone, the lock table not read (Look::Marks)
+  bool by_mark = false;  // Held, told by its mark and lock without the lock table (Look::Marks)
 };
 
 // "leased by pid 4242 (...)", "leased by another job" or the problem: why a GPU is not free.
@@ -145,11 +145,11 @@ class LeaseStore {
     // named GPUs: a lease taken without the mark is found when it is taken (take() fails), as a
     // lease taken a moment after any look is.
     Quick,
-    // As Quick, but a marked file is taken at its mark's word: Held, `by_mark` set, its holder
-    // unnamed, the table not read (it waits a grace period: milliseconds, even on an idle
-    // machine). For picking free GPUs, which reads the GPUs again with Quick before it concludes
-    // that too few are free: anyone who may read a lease file can mark it, and such a mark must
-    // not keep a GPU from a job that needs it.
+    // As Quick, but a marked file's lock is asked of the lock itself, not of the table (whose
+    // read waits a grace period: milliseconds, even on an idle machine): a try for it, let go at
+    // once, fails while a lease holds it. Held then, with `by_mark` set and the holder unnamed;
+    // a mark with no lock behind it (anyone who may read a lease file can add one) is free. For
+    // picking free GPUs, which looks again with Quick to name the holders when too few are free.
     Marks,
   };
   // Each GPU's standing.

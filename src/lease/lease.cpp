@@ -634,6 +634,33 @@ std::optional<bool> held_mark_of(const std::string& path, const struct stat& st)
   return held;
 }
 
+// For Look::Marks: whether the file `path` (`st`) is marked and, when it is, whether a lock
+// stands behind the mark, asked of the lock itself: a try for it, let go at once, which fails
+// while any holder has it. (A mark is anyone's to add; the lock, only a lease's.) nullopt where
+// the kernel cannot tell.
+enum class MarkLook { Unmarked, Held, MarkAlone };
+std::optional<MarkLook> mark_and_lock_of(const std::string& path, const struct stat& st) {
+  if (known_unmarked(st)) return std::nullopt;
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
+  if (fd < 0) return std::nullopt;
+  struct stat opened {};
+  std::optional<MarkLook> out;
+  if (fstat(fd, &opened) == 0 && opened.st_dev == st.st_dev && opened.st_ino == st.st_ino) {
+    const std::optional<bool> marked = held_mark(fd);
+    if (marked == false) {
+      out = MarkLook::Unmarked;
+    } else if (marked == true) {
+      if (try_lock_file(fd, LockMode::Exclusive)) {
+        out = MarkLook::MarkAlone;  // the close below lets it go
+      } else if (errno == EWOULDBLOCK) {
+        out = MarkLook::Held;
+      }
+    }
+  }
+  close(fd);  // waiters woken by it ask the mark again (ReleaseWatch::wait), as for any look
+  return out;
+}
+
 }  // namespace
 
 std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>& uuids,
@@ -665,20 +692,25 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
         // table is read once (cheaper than three system calls a file at 1,024 GPUs).
         enum class Mark { Unasked, Held, Absent };  // Unasked also where the kernel cannot tell
         Mark mark = Mark::Unasked;
-        if (look != Look::Thorough && !present) {
+        if (look == Look::Quick && !present) {
           if (const std::optional<bool> held = held_mark_of(l.path, st)) {
             mark = *held ? Mark::Held : Mark::Absent;
+          }
+        } else if (look == Look::Marks && !present) {
+          if (const std::optional<MarkLook> m = mark_and_lock_of(l.path, st)) {
+            mark = *m == MarkLook::Held ? Mark::Held : Mark::Absent;
+            if (*m == MarkLook::Held) {  // the holder is not named: that needs the table
+              s.state = LeaseStanding::State::Held;
+              s.by_mark = true;
+            }
           }
         }
         const std::string dir = l.path.substr(0, l.path.rfind('/'));
         // Unmarked: free (a holder from a gpusel without marks is found by take()). Marked, or
         // not asked: held when the table lists a flock on it, as before the marks; a mark alone,
-        // which anyone who may read the file can add, holds nothing (Look::Marks: held until the
-        // caller asks again with the table).
-        if (mark == Mark::Held && look == Look::Marks) {
-          s.state = LeaseStanding::State::Held;
-          s.by_mark = true;
-        } else if (mark != Mark::Absent) {
+        // which anyone who may read the file can add, holds nothing (Look::Marks asked the lock
+        // itself instead of the table).
+        if (!s.by_mark && mark != Mark::Absent) {
           if (!table) table.emplace();
           if (table->holder(st, dir)) {
             s.state = LeaseStanding::State::Held;

@@ -244,8 +244,8 @@ class FreeLook {
     const std::vector<GpuInfo>& gpus = snap_.gpus;
     std::vector<std::string> uuids;
     for (const GpuInfo& g : gpus) uuids.push_back(g.uuid);
-    // The marks first: the lock table is read only when the GPUs found free by them are too few
-    // (a mark anyone may add must not keep a GPU from this job), not on the way to a pick.
+    // By the marks and the locks behind them, without the kernel's lock table (whose read waits
+    // a grace period): it is read only to name the holders when too few GPUs are free.
     std::vector<LeaseStanding> standing = known.size() == uuids.size()
                                               ? std::move(known)
                                               : store.standings(uuids, LeaseStore::Look::Marks);
@@ -256,8 +256,15 @@ class FreeLook {
       if (!pick && std::any_of(standing.begin(), standing.end(),
                                [](const LeaseStanding& l) { return l.by_mark; })) {
         standing = store.standings(uuids, LeaseStore::Look::Quick);
-        out = Attempt{};
-        c = candidates(standing, reserved, options, out);
+        Attempt named;  // the same look, with each holder named; notes of lost takes kept
+        c = candidates(standing, reserved, options, named);
+        for (Note& note : out.skipped) {
+          if (std::none_of(named.skipped.begin(), named.skipped.end(),
+                           [&](const Note& n) { return n.text == note.text; })) {
+            named.skipped.push_back(std::move(note));
+          }
+        }
+        out = std::move(named);
         continue;
       }
       if (!pick) break;

@@ -351,6 +351,11 @@ class LockTableTest(LeaseCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         fds = [os.open(os.path.join(self.lease_dir, u + ".lock"), os.O_RDONLY) for u in DGX]
         try:
+            # A mark on GPU 0 alone steers nothing: free:1 still picks it, of 8 free GPUs.
+            fcntl.fcntl(fds[0], fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
+            r = self.run_gpusel("resolve", "--gpu", "free:1")
+            self.assertEqual((r.returncode, r.stdout.split()), (0, DGX[:1]), r.stderr)
+            self.assertIn("of 8 free GPUs", r.stderr)
             for fd in fds:
                 fcntl.fcntl(fd, fcntl.F_OFD_SETLK, struct.pack("hhqqi", fcntl.F_RDLCK, os.SEEK_SET, 0, 0, 0))
             r = self.run_gpusel("run", "--quiet", "--gpu", "free:2", "--", "true")
