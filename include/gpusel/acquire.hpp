@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -33,6 +34,9 @@ struct Acquisition {
   std::string why;
   // free:N: each GPU's standing at the moment of picking, in nvidia-smi order ("" free).
   std::vector<std::string> standing;
+  // After a wait: what watched the lease store, let go with it (a launcher drops it once its
+  // workers have started: letting it go costs the kernel's time, not the job's).
+  std::shared_ptr<void> waited;
 };
 
 // Resolves `request` (read by read_gpu_request: GPUs, free:N or all) as resolve_gpus does,

@@ -41,6 +41,9 @@ struct LaunchOptions {
   bool amd = false;
   // Called in gpusel once every worker has started, with each rank's pid (rank order).
   std::function<void(const std::vector<int>& pids)> on_started;
+  // Called once every worker (and, with reap_orphans, every process they left behind) has
+  // exited, before gpusel's own tidying up: the moment leases held for the job can go.
+  std::function<void()> on_ended;
   // Linux: this process becomes the reaper of the workers' orphans for the job's lifetime
   // (PR_SET_CHILD_SUBREAPER), so a process a worker leaves behind (a daemon, a grandchild that
   // ignores SIGINT) is stopped with the workers, and launch_workers returns only once every one

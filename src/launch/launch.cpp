@@ -749,7 +749,9 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     for (const Worker& w : sup.workers) pids.push_back(static_cast<int>(w.pid));
     options.on_started(pids);
   }
-  return PosixSupervisor(options, job, sup, parent).run();
+  const int status = PosixSupervisor(options, job, sup, parent).run();
+  if (options.on_ended) options.on_ended();
+  return status;
 }
 
 }  // namespace gpusel::detail

@@ -540,11 +540,11 @@ int run_workers(const LaunchOptions& options, const std::string& program) {
 }  // namespace
 
 int launch_workers(const LaunchOptions& options) {
-  return run_workers(options, find_program(options.command.at(0)));
+  return detail::launch_program(options, find_program(options.command.at(0)));
 }
 
 int launch_workers(const LaunchOptions& options, const std::string& program) {
-  return run_workers(options, program);
+  return detail::launch_program(options, program);
 }
 
 GPUSEL_END_NAMESPACE
@@ -552,7 +552,9 @@ GPUSEL_END_NAMESPACE
 namespace gpusel::detail {
 
 int launch_program(const LaunchOptions& options, const std::string& program) {
-  return gpusel::run_workers(options, program);
+  const int status = gpusel::run_workers(options, program);
+  if (options.on_ended) options.on_ended();  // every worker's Job Object has emptied
+  return status;
 }
 
 }  // namespace gpusel::detail

@@ -4,6 +4,7 @@
 #include "gpusel/amd.hpp"
 
 #include <algorithm>
+#include <memory>
 #include <chrono>
 #include <cmath>
 #include <map>
@@ -491,7 +492,7 @@ class Acquirer {
   std::optional<Clock::time_point> deadline_;
   std::optional<detail::Ticket> ticket_;
   std::string no_ticket_;  // why this waiter has no place in the queue (said once)
-  std::optional<detail::ReleaseWatch> watch_;
+  std::unique_ptr<detail::ReleaseWatch> watch_;  // handed to the Acquisition (its `waited`)
   detail::QueueMemory memory_;
   // When this request began, as the kernel stamps files (ctime): without a ticket of its own, it
   // waits only behind tickets made before it, not behind ones made (or moved) since.
@@ -669,6 +670,9 @@ Acquisition Acquirer::run() {
         if (take_ && !store_.scope_note().empty()) {
           attempt.got->resolution.notes.push_back({"lease-scope", store_.scope_note()});
         }
+        // Its watches are removed by the caller once the job has started (removing them asks
+        // the kernel for tens of microseconds, between the take and the first worker's start).
+        attempt.got->waited = std::move(watch_);
         return std::move(*attempt.got);
       }
     }
@@ -696,7 +700,7 @@ Acquisition Acquirer::run() {
     }
     if (take_ && !ticket_ && options_.wait_seconds) join_queue();
     if (!watch_) {
-      watch_.emplace(store_);
+      watch_ = std::make_unique<detail::ReleaseWatch>(store_);
       continue;  // look again at once, now that changes wake this process
     }
     if (!told_ && options_.on_wait && options_.wait_seconds) say_waiting(attempt);

@@ -180,10 +180,10 @@ void setup_run(CLI::App& command, RunOptions& options) {
 int run_run(const RunOptions& options) {
   // Looked up once: to fail before any worker starts, and to start them.
   const std::string program = find_program(options.command.front());
-  // The leases are held until the last worker has exited (the end of this function).
+  // The leases are held until the last worker, and all they left behind, have exited.
   ChoiceOptions choice = options.choice;
   choice.quiet = options.quiet;
-  const Acquisition held = acquire(options.gpus, choice, true);
+  Acquisition held = acquire(options.gpus, choice, true);
   const Resolution& r = held.resolution;
   if (!r.resolved) {
     print_warning("NVML is unavailable (" + r.reason +
@@ -195,9 +195,10 @@ int run_run(const RunOptions& options) {
   launch.gpus = r.gpus;
   launch.tag_output = options.tag_output;
   launch.grace_seconds = options.grace;
-  // Processes the workers leave behind are stopped with them, and the leases (held until this
-  // function returns) cover them until they have exited.
+  // Processes the workers leave behind are stopped with them, and the leases cover them until
+  // they have exited: released then, before gpusel tidies up (a job waiting for them goes on).
   launch.reap_orphans = true;
+  launch.on_ended = [&held] { held.leases.clear(); };
   launch.ranks_per_gpu = options.ranks_per_gpu;
   launch.share = options.choice.share;
   // AMD GPUs: each worker placed by ROCR_VISIBLE_DEVICES before exec (LaunchOptions::amd).
@@ -207,10 +208,11 @@ int run_run(const RunOptions& options) {
     launch.gpu_processes = both_makers(launch.amd);
   }
   const auto per_gpu = static_cast<std::size_t>(options.ranks_per_gpu);
-  launch.on_started = [&r, per_gpu, quiet = options.quiet](const std::vector<int>& pids) {
+  launch.on_started = [&r, &held, per_gpu, quiet = options.quiet](const std::vector<int>& pids) {
     // Another user who finds these GPUs held after this process has ended (SIGKILLed while its
     // workers' children run on) learns whose job holds them from the record of its groups.
     detail::note_job_groups(pids);
+    held.waited.reset();  // the wait's watch on the lease store, let go now the job runs
     if (quiet) return;
     for (std::size_t rank = 0; rank < pids.size(); ++rank) {
       const std::string& uuid = r.gpus[rank / per_gpu];
