@@ -55,7 +55,8 @@ int flock(int fd, int operation) {
 // A worker started (gpusel starts each with clone, sharing its memory until the exec).
 int clone(int (*fn)(void*), void* stack, int flags, void* arg, ...) {
   static int (*real)(int (*)(void*), void*, int, void*, ...);
-  if (real == NULL) real = (int (*)(int (*)(void*), void*, int, void*, ...))dlsym(RTLD_NEXT, "clone");
+  if (real == NULL)
+    real = (int (*)(int (*)(void*), void*, int, void*, ...))dlsym(RTLD_NEXT, "clone");
   stamp("start");
   return real(fn, stack, flags, arg);
 }

@@ -73,8 +73,8 @@ struct LeaseStanding {
   State state = State::Free;
   std::optional<LeaseHolder> holder;
   std::string problem;
-  bool shared = false;  // lives in the shared store (binds every user), not in this user's own
-  std::string path;     // the lease file
+  bool shared = false;   // lives in the shared store (binds every user), not in this user's own
+  std::string path;      // the lease file
   bool by_mark = false;  // Held, told by its mark and lock without the lock table (Look::Marks)
 };
 

@@ -134,7 +134,7 @@ struct Supervision {
       for (Stream& s : w.streams) close_fd(s.fd);
     }
     if (reaping) {
-      // Whatever the workers left behind goes too, and is reaped, before the leases go.
+      // Whatever the workers left behind goes too, and is reaped (where the loop ended early).
       while (true) {
         const std::vector<pid_t> left = orphans();
         if (left.empty()) break;

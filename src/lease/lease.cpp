@@ -726,6 +726,24 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
 
 namespace {
 
+// try_lock_file for a take. A look at a marked lease file (mark_and_lock_of, free:N) tries its
+// lock and lets go at once; a take in that moment finds the lock held and the file unmarked
+// (the look takes no mark, and a lease that has just gone leaves none). So a lock held without
+// a mark is tried again, for up to two milliseconds: a look has let go by then, and a job that has
+// just taken the lease has marked it (then it is held), while a lock of another program's stays
+// (held, as before). errno as try_lock_file leaves it.
+bool take_lock(int fd, LockMode mode) {
+  for (int again = 0;; ++again) {
+    if (try_lock_file(fd, mode)) return true;
+    const int e = errno;
+    if (e != EWOULDBLOCK || again == 40 || held_mark(fd) != false) {
+      errno = e;
+      return false;
+    }
+    usleep(50);
+  }
+}
+
 // Locks the file `name` of `uuid` in `store` (made when it is this user's to make) without
 // waiting: a descriptor, or -1 with `s` saying why (held, and by whom; or unusable).
 int lock_lease_file(const LeaseStore& store, const std::string& uuid, const std::string& name,
@@ -776,7 +794,7 @@ int lock_lease_file(const LeaseStore& store, const std::string& uuid, const std:
       close(fd);
       continue;  // replaced between the look and the open
     }
-    if (!try_lock_file(fd, mode)) {
+    if (!take_lock(fd, mode)) {
       const int e = errno;
       // Held without a mark: looked at through the table from now on.
       if (e == EWOULDBLOCK && held_mark(fd) == false) remember_unmarked(held);

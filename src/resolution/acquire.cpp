@@ -4,10 +4,10 @@
 #include "gpusel/amd.hpp"
 
 #include <algorithm>
-#include <memory>
 #include <chrono>
 #include <cmath>
 #include <map>
+#include <memory>
 #include <set>
 #include <thread>
 
@@ -269,7 +269,8 @@ class FreeLook {
         continue;
       }
       if (!pick) break;
-      if (std::optional<Attempt> done = lease_pick(store, take, *pick, c, out)) return std::move(*done);
+      if (std::optional<Attempt> done = lease_pick(store, take, *pick, c, out))
+        return std::move(*done);
     }
     int free_count = 0;
     for (std::size_t i = 0; i < c.size(); ++i) {
@@ -336,7 +337,8 @@ class FreeLook {
             out.skipped.push_back(
                 {"gpu-skipped", gpu_label(gpus[i]) + " was skipped: " + describe_standing(s)});
           }
-          return std::nullopt;  // the leases taken so far are released: a new pick may not want them
+          return std::nullopt;  // the leases taken so far are released: a new pick may not want
+                                // them
         }
         leases.push_back(std::move(*l));
       }

@@ -54,6 +54,7 @@ TEST(Ticket, WhatIsEscapedForTerminals) {
 #include <chrono>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gpusel/lease.hpp"
@@ -232,6 +233,35 @@ TEST(Lease, OutlivesItsTakerWhileAProcessItStartedRuns) {
   kill(left, SIGKILL);
   EXPECT_TRUE(becomes_free(store, "GPU-aaaa"));
   EXPECT_TRUE(store.take("GPU-aaaa"));
+}
+
+// A look at a marked lease file (free:N) tries its lock and lets go at once: a take in that
+// moment waits it out rather than being refused. A lock held without a mark for longer (another
+// program's) still refuses the take.
+TEST(Lease, ATakeOutlastsALooksMomentaryTryForTheLock) {
+  char tmpl[] = "/tmp/gpusel-try-XXXXXX";
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(tmpl));
+  ASSERT_TRUE(store.take("GPU-aaaa"));  // the lease file made, then let go
+  const std::string path = store.standings({"GPU-aaaa"}).front().path;
+  for (int round = 0; round < 5; ++round) {
+    const int look = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(look, 0);
+    ASSERT_EQ(flock(look, LOCK_EX | LOCK_NB), 0);
+    std::thread lets_go([look] {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      close(look);
+    });
+    std::optional<gpusel::Lease> lease = store.take("GPU-aaaa");
+    lets_go.join();
+    EXPECT_TRUE(lease) << "round " << round << ": refused while a look tried the lock";
+  }
+  const int other = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(other, 0);
+  ASSERT_EQ(flock(other, LOCK_EX | LOCK_NB), 0);
+  gpusel::LeaseStanding s;
+  EXPECT_FALSE(store.take("GPU-aaaa", &s));
+  EXPECT_EQ(s.state, gpusel::LeaseStanding::State::Held);
+  close(other);
 }
 
 // A claim is the GPU's lease: while a process has claimed a GPU, no job can lease it.
