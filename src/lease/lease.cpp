@@ -617,38 +617,24 @@ bool known_unmarked(const struct stat& st) {
   return unmarked.count({st.st_dev, st.st_ino}) != 0;
 }
 
-// held_mark of the lease file at `path` (`st`: its lstat); nullopt where the kernel cannot say,
-// or the file was replaced since.
-std::optional<bool> held_mark_of(const std::string& path, const struct stat& st) {
-  if (known_unmarked(st)) return std::nullopt;
+// What the lease file at `path` (`st`: its lstat) tells of its lease, one file at a time:
+// whether it is marked and, with `ask_lock` (Look::Marks), whether a lock stands behind the mark,
+// asked of the lock itself: a try for it, let go at once, which fails while any holder has it (a
+// mark is anyone's to add; the lock, only a lease's). Unasked where the kernel cannot tell or
+// the file was replaced since.
+enum class MarkLook { Unasked, Unmarked, Marked, Held, MarkAlone };
+MarkLook look_at_mark(const std::string& path, const struct stat& st, bool ask_lock) {
+  if (known_unmarked(st)) return MarkLook::Unasked;
   const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
+  if (fd < 0) return MarkLook::Unasked;
   struct stat opened {};
-  std::optional<bool> held;
-  if (fstat(fd, &opened) == 0 && opened.st_dev == st.st_dev && opened.st_ino == st.st_ino) {
-    held = held_mark(fd);
-  }
-  // Closing it tells the waiters watching the store that a lease file was closed: they ask its
-  // mark before they look again (ReleaseWatch::wait), so lookers never wake each other for ever.
-  close(fd);
-  return held;
-}
-
-// For Look::Marks: whether the file `path` (`st`) is marked and, when it is, whether a lock
-// stands behind the mark, asked of the lock itself: a try for it, let go at once, which fails
-// while any holder has it. (A mark is anyone's to add; the lock, only a lease's.) nullopt where
-// the kernel cannot tell.
-enum class MarkLook { Unmarked, Held, MarkAlone };
-std::optional<MarkLook> mark_and_lock_of(const std::string& path, const struct stat& st) {
-  if (known_unmarked(st)) return std::nullopt;
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  struct stat opened {};
-  std::optional<MarkLook> out;
+  MarkLook out = MarkLook::Unasked;
   if (fstat(fd, &opened) == 0 && opened.st_dev == st.st_dev && opened.st_ino == st.st_ino) {
     const std::optional<bool> marked = held_mark(fd);
     if (marked == false) {
       out = MarkLook::Unmarked;
+    } else if (marked == true && !ask_lock) {
+      out = MarkLook::Marked;
     } else if (marked == true) {
       if (try_lock_file(fd, LockMode::Exclusive)) {
         out = MarkLook::MarkAlone;  // the close below lets it go
@@ -657,7 +643,9 @@ std::optional<MarkLook> mark_and_lock_of(const std::string& path, const struct s
       }
     }
   }
-  close(fd);  // waiters woken by it ask the mark again (ReleaseWatch::wait), as for any look
+  // Closing it tells the waiters watching the store that a lease file was closed: they ask its
+  // mark before they look again (ReleaseWatch::wait), so lookers never wake each other for ever.
+  close(fd);
   return out;
 }
 
@@ -690,27 +678,18 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
       } else {
         // A few files are asked of the kernel one by one; many, or where it cannot say, the lock
         // table is read once (cheaper than three system calls a file at 1,024 GPUs).
-        enum class Mark { Unasked, Held, Absent };  // Unasked also where the kernel cannot tell
-        Mark mark = Mark::Unasked;
-        if (look == Look::Quick && !present) {
-          if (const std::optional<bool> held = held_mark_of(l.path, st)) {
-            mark = *held ? Mark::Held : Mark::Absent;
-          }
-        } else if (look == Look::Marks && !present) {
-          if (const std::optional<MarkLook> m = mark_and_lock_of(l.path, st)) {
-            mark = *m == MarkLook::Held ? Mark::Held : Mark::Absent;
-            if (*m == MarkLook::Held) {  // the holder is not named: that needs the table
-              s.state = LeaseStanding::State::Held;
-              s.by_mark = true;
-            }
-          }
-        }
+        const MarkLook mark = look != Look::Thorough && !present
+                                  ? look_at_mark(l.path, st, look == Look::Marks)
+                                  : MarkLook::Unasked;
         const std::string dir = l.path.substr(0, l.path.rfind('/'));
         // Unmarked: free (a holder from a gpusel without marks is found by take()). Marked, or
         // not asked: held when the table lists a flock on it, as before the marks; a mark alone,
-        // which anyone who may read the file can add, holds nothing (Look::Marks asked the lock
-        // itself instead of the table).
-        if (!s.by_mark && mark != Mark::Absent) {
+        // which anyone who may read the file can add, holds nothing. Look::Marks asked the lock
+        // itself instead of the table (the holder then unnamed: that needs the table).
+        if (mark == MarkLook::Held) {
+          s.state = LeaseStanding::State::Held;
+          s.by_mark = true;
+        } else if (mark == MarkLook::Marked || mark == MarkLook::Unasked) {
           if (!table) table.emplace();
           if (table->holder(st, dir)) {
             s.state = LeaseStanding::State::Held;
@@ -726,7 +705,7 @@ std::vector<LeaseStanding> LeaseStore::standings(const std::vector<std::string>&
 
 namespace {
 
-// try_lock_file for a take. A look at a marked lease file (mark_and_lock_of, free:N) tries its
+// try_lock_file for a take. A look at a marked lease file (look_at_mark, free:N) tries its
 // lock and lets go at once; a take in that moment finds the lock held and the file unmarked
 // (the look takes no mark, and a lease that has just gone leaves none). So a lock held without
 // a mark is tried again, for up to two milliseconds: a look has let go by then, and a job that has

@@ -50,6 +50,11 @@ class LeaseCase(Case):
             self.fail(f"the lease holder exited with {holder.returncode}: {holder.stderr.read()}")
         return True
 
+    def need_strace(self):
+        probe = subprocess.run(["strace", "-f", "-o", os.devnull, "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("strace cannot trace here: " + probe.stderr.decode()[-200:])
+
     def wait_for(self, predicate, what, seconds=20):
         deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
@@ -301,9 +306,7 @@ class LockTableTest(LeaseCase):
     @unittest.skipUnless(shutil.which("strace"), "needs strace")
     @unittest.skipIf(INSTRUMENTED, "LeakSanitizer stops under ptrace")
     def test_picking_free_gpus_reads_no_lock_table(self):
-        probe = subprocess.run(["strace", "-f", "-o", os.devnull, "true"], capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("strace cannot trace here: " + probe.stderr.decode()[-200:])
+        self.need_strace()
         # Every GPU has a lease file (the normal state after first use), GPU 6 is held.
         r = self.run_gpusel("run", "--quiet", "--gpu", "0,1,2,3,4,5,6,7", "--", "true")
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -373,9 +376,7 @@ class LockTableTest(LeaseCase):
         # Issue 34's free:1 hand-off: every other GPU is held; woken by GPU 3's release, the
         # waiter finds it free by its mark and takes it, with no read of the table between the
         # wake and the take (that read waits a grace period: 15 ms here, more under load).
-        probe = subprocess.run(["strace", "-f", "-o", os.devnull, "true"], capture_output=True)
-        if probe.returncode != 0:
-            self.skipTest("strace cannot trace here: " + probe.stderr.decode()[-200:])
+        self.need_strace()
         others = self.start("run", "--quiet", "--gpu", "0,1,2,4,5,6,7", "--", "sleep", "60")
         last = None
         try:
