@@ -24,11 +24,16 @@ without it the folder is empty). --load N: N busy processes run beside the timed
 Every command is started the same way (fork+exec from this script), round-robin, N times each;
 medians and fastest runs are compared. /bin/true gives the cost of starting any process. On a
 loaded machine the medians swing; --instructions also counts each command's instructions under
-valgrind's callgrind (whole process, repeatable whatever the load) and compares those.
+valgrind's callgrind (whole process, repeatable whatever the load) and compares those. Each
+command's minor page faults (with what it waited for) are printed beside its time, with what one
+fault costs on this machine: on a virtual machine a fault can take 10-20 us, and then faults
+rather than instructions decide the wall-time ratios.
 """
 
 import argparse
+import mmap
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -82,11 +87,29 @@ if (out["floor_bind"].strip() != "3" or out["bind_inprocess"].strip() != "3" or 
 
 load = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.load)]
 times = {name: [] for name in commands}
+faults = {name: [] for name in commands}  # minor page faults of the command and what it waited for
 for _ in range(args.runs):
     for name, cmd in commands.items():
+        before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt
         t0 = time.perf_counter()
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=envs[name], check=True)
         times[name].append(time.perf_counter() - t0)
+        faults[name].append(resource.getrusage(resource.RUSAGE_CHILDREN).ru_minflt - before)
+
+
+def fault_cost(pages=256):
+    """Microseconds one minor page fault takes here: fresh anonymous pages, one byte written to each
+    (on a virtual machine a fault can cost tens of times what it does on bare metal, and wall-time
+    ratios between programs that fault differently swing with it)."""
+    costs = []
+    for _ in range(5):
+        m = mmap.mmap(-1, pages * mmap.PAGESIZE)
+        t0 = time.perf_counter()
+        for i in range(0, pages * mmap.PAGESIZE, mmap.PAGESIZE):
+            m[i] = 1
+        costs.append((time.perf_counter() - t0) / pages * 1e6)
+        m.close()
+    return statistics.median(costs)
 
 for p in load:
     p.kill()
@@ -95,7 +118,10 @@ med = {name: statistics.median(ts) for name, ts in times.items()}
 print(f"simulated dgx-h100, {args.runs} runs each, round-robin; whole processes, medians; "
       f"{'a lease file for every GPU' if args.leases else 'no lease files'}; {args.load} busy processes beside")
 for name, ts in times.items():
-    print(f"  {name:<16} median {med[name] * 1e3:6.2f} ms   min {min(ts) * 1e3:6.2f} ms")
+    print(f"  {name:<16} median {med[name] * 1e3:6.2f} ms   min {min(ts) * 1e3:6.2f} ms   "
+          f"{statistics.median(faults[name]):5.0f} page faults")
+print(f"  one minor page fault here: {fault_cost():.1f} us (fresh anonymous pages; a few tenths of a microsecond "
+      f"on bare metal)")
 true = med["/bin/true"]
 fast = {name: min(ts) for name, ts in times.items()}
 # Targets in wall time (issue 14's for resolve; issue 34's for bind, with lease files and a loaded machine;

@@ -9,7 +9,7 @@
 - false refusals: 8 no-wait `free:1` jobs started together on the 8 idle GPUs, 20 rounds;
 - throughput: 64 jobs of 50 ms each with `--gpu free:1 --wait` on 8 GPUs (the work alone: 0.4 s).
 
-Usage: bench/leases.py [--runs N] [--build DIR]
+Usage: bench/leases.py [--runs N] [--build DIR] [--gpusel BIN]
 Targets: free:2 within 1.2x of 0,1; hand-off median under 5 ms (named) and 20 ms (free:1), and
 (issue 34) within 1.2x (named) and 2x (free:1) of flock(1) handing a lock of its own from one
 program to the next, timed round-robin with them; 0 false refusals. The hand-off also prints a
@@ -34,9 +34,11 @@ root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 parser = argparse.ArgumentParser()
 parser.add_argument("--runs", type=int, default=50)
 parser.add_argument("--build", default=os.path.join(root, "build"))
+parser.add_argument("--gpusel", help="the gpusel to time (default: BUILD/bin/gpusel); e.g. the product "
+                    "preset's, build-product/bin/gpusel, as the quick start installs it")
 args = parser.parse_args()
 
-gpusel = os.path.join(args.build, "bin", "gpusel")
+gpusel = args.gpusel or os.path.join(args.build, "bin", "gpusel")
 tmp = tempfile.mkdtemp(prefix="gpusel-bench-leases-")
 env = dict(sim_environment(gpusel, "dgx-h100"), GPUSEL_LEASE_DIR=os.path.join(tmp, "leases"),
            GPUSEL_SIM_STATE_DIR=os.path.join(tmp, "state"))

@@ -42,7 +42,8 @@ struct LaunchOptions {
   // Called in gpusel once every worker has started, with each rank's pid (rank order).
   std::function<void(const std::vector<int>& pids)> on_started;
   // Called once every worker (and, with reap_orphans, every process they left behind) has
-  // exited, before gpusel's own tidying up: the moment leases held for the job can go. Windows:
+  // exited and been reaped, before the last of their output is drained and the summary written
+  // (Linux): the moment leases held for the job can go. Windows:
   // once the supervision has ended and the workers' Job Objects were told to terminate (their
   // processes end with them; the leases went at the same point before, when the call returned).
   std::function<void()> on_ended;

@@ -476,6 +476,7 @@ class PosixSupervisor {
   }
   void stop_job();
   void say(const std::string& text) const;
+  void tell_ended();
   int finish();
 
   const LaunchOptions& options_;
@@ -493,6 +494,7 @@ class PosixSupervisor {
   Clock::time_point orphan_kill_at_{};
   std::size_t orphans_count_ = 0;
   std::vector<std::string> orphans_seen_;
+  bool ended_told_ = false;  // options_.on_ended called
 };
 
 void PosixSupervisor::signal_workers(int sig) {
@@ -641,6 +643,22 @@ void PosixSupervisor::on_signals() {
 }
 
 void PosixSupervisor::reap() {
+  if (sup_.reaping && sup_.foreign.empty()) {
+    // As the subreaper, with no child but the job's: whatever ended is reaped by one wait for
+    // any child, and the kernel's "no child left" (ECHILD) says the whole job has ended, with no
+    // look at /proc/self/task/*/children.
+    for (;;) {
+      int status = 0;
+      const pid_t got = wait_any_child(&status, false);
+      if (got <= 0) {
+        children_left_ = got == 0 || errno != ECHILD;
+        return;
+      }
+      for (Worker& w : sup_.workers) {
+        if (w.running && w.pid == got) worker_ended(w, status);
+      }
+    }
+  }
   if (sup_.reaping) {
     // As the subreaper: the workers, and the orphans that came to gpusel (by pid, so that
     // children gpusel had before them stay for their owner).
@@ -693,6 +711,7 @@ int PosixSupervisor::run() {
       throw failure(std::string("poll: ") + std::strerror(e) + "; the workers were killed");
     }
     if (polled.fds[0].revents & POLLIN) on_signals();
+    tell_ended();
     read_output(polled);
     if (check_.looking() && (policy_.running() > 0 || children_left_) &&
         Clock::now() >= check_.next())
@@ -702,7 +721,18 @@ int PosixSupervisor::run() {
       signal_job(SIGKILL);
     }
   }
+  tell_ended();
   return finish();
+}
+
+// Once no process of the job is left (every worker, and with reap_orphans every process they
+// left behind, has exited and been reaped): options_.on_ended, at once, before the last of their
+// output is drained and the summary written, so that leases held for the job go without waiting
+// for either.
+void PosixSupervisor::tell_ended() {
+  if (ended_told_ || policy_.running() > 0 || children_left_) return;
+  ended_told_ = true;
+  if (options_.on_ended) options_.on_ended();
 }
 
 // The words at the end: the orphans stopped, the rest of the output, the summary.
@@ -749,9 +779,7 @@ int launch_program(const LaunchOptions& options, const std::string& program) {
     for (const Worker& w : sup.workers) pids.push_back(static_cast<int>(w.pid));
     options.on_started(pids);
   }
-  const int status = PosixSupervisor(options, job, sup, parent).run();
-  if (options.on_ended) options.on_ended();
-  return status;
+  return PosixSupervisor(options, job, sup, parent).run();
 }
 
 }  // namespace gpusel::detail

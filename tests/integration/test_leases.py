@@ -404,6 +404,34 @@ class LockTableTest(LeaseCase):
                     p.kill()
                     p.communicate()
 
+    def test_a_run_lets_its_lease_go_when_the_kernel_says_no_child_is_left(self):
+        # Issue 34's named hand-off: once its worker has ended, gpusel run (the workers' subreaper,
+        # with no other child) learns from the kernel's wait that nothing of the job is left, and
+        # closes its lease file then, with no look at /proc/self/task/*/children in between.
+        self.need_strace()
+        out = os.path.join(self.tmp.name, "holder.strace")
+        r = subprocess.run(["strace", "-f", "-e", "trace=openat,close,wait4", "-o", out, BIN, "run", "--quiet",
+                            "--gpu", "3", "--", "true"], capture_output=True, text=True, env=self.env(), timeout=120)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(out) as f:
+            lines = f.read().splitlines()
+        gpusel = lines[0].split()[0]
+        own = [line for line in lines if line.split()[0] == gpusel]
+        path = os.path.join(self.lease_dir, DGX[3] + ".lock")
+        opened = [i for i, line in enumerate(own) if path in line and "openat(" in line and "= -1" not in line]
+        self.assertTrue(opened, "\n".join(own))
+        fd = own[opened[-1]].rsplit("= ", 1)[1].strip()
+        # The worker's end: the first wait after the take that returned a pid; the release: the
+        # close of the lease file after it.
+        reaped = [i for i, line in enumerate(own) if i > opened[-1] and re.search(r"wait4\(.*\) = [1-9]", line)]
+        self.assertTrue(reaped, "\n".join(own))
+        release = [i for i, line in enumerate(own) if i > reaped[0] and re.search(rf"close\({fd}\)\s*= 0", line)]
+        self.assertTrue(release, "\n".join(own[reaped[0]:]))
+        between = own[reaped[0]:release[0] + 1]
+        self.assertFalse([line for line in between if "/proc/self/task" in line], "\n".join(between))
+        # Everything of the job was reaped before the release: the kernel said no child was left.
+        self.assertTrue(any("ECHILD" in line for line in between), "\n".join(between))
+
 
 class LeaseTest(LeaseCase):
     def test_a_leased_gpu_is_refused_unless_shared(self):
