@@ -10,6 +10,7 @@
 // it) or plain, its standard handles, waiting for it, its exit code, ending it or its job.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,10 @@ struct ChildCommand {
 #include <utility>
 
 namespace gpusel::detail {
+
+// The signals this process catches (has a handler for), bit sig - 1; false where /proc cannot
+// tell. A child that shares this process's memory until its exec resets exactly these.
+bool caught_signals(std::uint64_t& caught);
 
 // This process's environment ("NAME=value" each, in its order) less every variable named in
 // `unset`, then `set` ("NAME=value" each) added in order after it. A name of `set` that is neither
@@ -92,6 +97,10 @@ class PreparedChild {
     const PreparedChild* child;
     int error_pipe;
     const sigset_t* mask;  // the parent's mask before it blocked every signal
+    // The signals this process handles (bit sig - 1), read by the parent just before the clone;
+    // unknown: the child asks of each signal itself.
+    bool caught_known;
+    std::uint64_t caught;
   };
   [[noreturn]] static int start_shared(void* start);
   [[noreturn]] void in_child(int error_pipe, const sigset_t* mask) const;

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <thread>
@@ -184,6 +185,35 @@ TEST(ProcessApi, ChildSaysItsOwnFailureWhenAsked) {
             "x: cannot set up (errno " + std::to_string(ENOENT) + ")\n");
   ASSERT_EQ(detail::wait_child(second.pid, &status), second.pid);
   EXPECT_EQ(WEXITSTATUS(status), 126);
+}
+
+void note_signal(int) {}
+
+// The signals a child sharing this process's memory resets before its exec: those with a handler,
+// as /proc/self/status's SigCgt says, not the ignored ones or those left at their default.
+TEST(ProcessApi, CaughtSignalsAreTheOnesWithAHandler) {
+  struct sigaction handled {
+  }, ignored{}, was_usr2{}, was_winch{}, was_usr1{};
+  handled.sa_handler = note_signal;
+  ignored.sa_handler = SIG_IGN;
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  ASSERT_EQ(sigaction(SIGUSR2, &handled, &was_usr2), 0);
+  ASSERT_EQ(sigaction(SIGWINCH, &ignored, &was_winch), 0);
+  ASSERT_EQ(sigaction(SIGUSR1, &dfl, &was_usr1), 0);
+  std::uint64_t caught = 0;
+  const bool known = detail::caught_signals(caught);
+  sigaction(SIGUSR2, &was_usr2, nullptr);
+  sigaction(SIGWINCH, &was_winch, nullptr);
+  sigaction(SIGUSR1, &was_usr1, nullptr);
+  ASSERT_TRUE(known);
+  EXPECT_TRUE((caught >> (SIGUSR2 - 1)) & 1u);
+  EXPECT_FALSE((caught >> (SIGWINCH - 1)) & 1u);
+  EXPECT_FALSE((caught >> (SIGUSR1 - 1)) & 1u);
+  // And no longer once the handler is gone.
+  ASSERT_TRUE(detail::caught_signals(caught));
+  EXPECT_EQ((caught >> (SIGUSR2 - 1)) & 1u,
+            was_usr2.sa_handler != SIG_DFL && was_usr2.sa_handler != SIG_IGN ? 1u : 0u);
 }
 
 TEST(ProcessApi, NoSignalToProcessZeroOrBelow) {
