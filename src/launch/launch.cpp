@@ -79,8 +79,8 @@ void close_fd(int& fd) {
 }
 
 // This process's children, from /proc/self/task/*/children (every thread's), else by scanning
-// /proc for processes whose parent is this one.
-std::vector<pid_t> own_children() {
+// /proc for processes whose parent is this one; nullopt where neither can be read (no /proc).
+std::optional<std::vector<pid_t>> listed_children() {
   std::vector<pid_t> out;
   bool listed = false;
   if (DIR* tasks = opendir("/proc/self/task")) {
@@ -95,15 +95,21 @@ std::vector<pid_t> own_children() {
   }
   if (listed) return out;
   const pid_t self = getpid();
-  if (DIR* proc = opendir("/proc")) {
-    while (dirent* e = readdir(proc)) {
-      if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
-      const int pid = std::atoi(e->d_name);
-      if (detail::parent_of(pid) == self) out.push_back(pid);
-    }
-    closedir(proc);
+  // An empty /proc (procfs not mounted there) lists nothing, which is not "no children".
+  if (access("/proc/self/stat", R_OK) != 0) return std::nullopt;
+  DIR* proc = opendir("/proc");
+  if (proc == nullptr) return std::nullopt;
+  while (dirent* e = readdir(proc)) {
+    if (e->d_name[0] < '1' || e->d_name[0] > '9') continue;
+    const int pid = std::atoi(e->d_name);
+    if (detail::parent_of(pid) == self) out.push_back(pid);
   }
+  closedir(proc);
   return out;
+}
+
+std::vector<pid_t> own_children() {
+  return listed_children().value_or(std::vector<pid_t>{});
 }
 
 // "pid 4242 `sleep 100`": a process, for a message.
@@ -166,6 +172,7 @@ struct Supervision {
   // Children this process had before the workers (say, from a shell that exec'd it): theirs to
   // reap, never signalled or waited for here.
   std::vector<pid_t> foreign;
+  bool foreign_known = false;  // /proc listed them (no /proc: unknown, so not taken as none)
 
   // This process's children that are neither workers still running nor foreign: the processes
   // the workers left behind, which came to it as their subreaper.
@@ -375,7 +382,9 @@ void take_signals(const LaunchOptions& options, Supervision& sup) {
     prctl(PR_GET_CHILD_SUBREAPER, &sup.was_subreaper);
     if (prctl(PR_SET_CHILD_SUBREAPER, 1) == 0) {
       sup.reaping = true;
-      sup.foreign = own_children();
+      const std::optional<std::vector<pid_t>> before = listed_children();
+      sup.foreign_known = before.has_value();
+      sup.foreign = before.value_or(std::vector<pid_t>{});
     }
   }
 }
@@ -643,10 +652,11 @@ void PosixSupervisor::on_signals() {
 }
 
 void PosixSupervisor::reap() {
-  if (sup_.reaping && sup_.foreign.empty()) {
+  if (sup_.reaping && sup_.foreign_known && sup_.foreign.empty()) {
     // As the subreaper, with no child but the job's: whatever ended is reaped by one wait for
     // any child, and the kernel's "no child left" (ECHILD) says the whole job has ended, with no
-    // look at /proc/self/task/*/children.
+    // look at /proc/self/task/*/children. (Without /proc, whether children came before the
+    // workers is unknown: those would be waited for too, and could not be told apart.)
     for (;;) {
       int status = 0;
       const pid_t got = wait_any_child(&status, false);

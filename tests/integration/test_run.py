@@ -367,6 +367,32 @@ class RunTest(Case):
             asked = [line for line in before_exec if "rt_sigaction(" in line]
             self.assertLess(len(asked), 8, "\n".join(before_exec))
 
+    def test_without_proc_a_child_it_had_before_is_not_the_job_s(self):
+        # gpusel run takes "no child left" from the kernel as the job's end only when /proc told it
+        # that it had no child before the workers; without /proc (a sandbox, a chroot) a child from
+        # the shell that exec'd it would be waited for as if it were the job's (a review found the
+        # lease then held for as long as that child lived).
+        with tempfile.TemporaryDirectory() as d:
+            script = (f'umount -l /proc || exit 99; sleep 10 >/dev/null 2>&1 & echo $! > {d}/foreign; '
+                      'exec "$0" run --quiet --gpu 5 -- true')
+            r = subprocess.run(["unshare", "-m", "sh", "-c", script, BIN], capture_output=True, text=True,
+                               env=sim_env("dgx-h100"), timeout=60)
+            if not os.path.exists(f"{d}/foreign"):
+                self.skipTest(f"no private mount namespace without /proc here: {r.stderr[-200:]}")
+            with open(f"{d}/foreign") as f:
+                foreign = int(f.read())
+            try:
+                with open(f"/proc/{foreign}/stat") as f:
+                    alive = f.read().rsplit(")", 1)[1].split()[0] != "Z"
+            except FileNotFoundError:
+                alive = False
+            try:
+                os.kill(foreign, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertTrue(alive, "gpusel run waited for a child that was not the job's")
+
     def test_children_not_its_own_are_left_alone(self):
         # gpusel reaps its workers by pid: a child it inherited (here from the shell that execs it)
         # stays a zombie for its real owner instead of vanishing in a waitpid(-1).
