@@ -40,7 +40,8 @@ struct ChildCommand {
 namespace gpusel::detail {
 
 // The signals this process catches (has a handler for), bit sig - 1; false where /proc cannot
-// tell. A child that shares this process's memory until its exec resets exactly these.
+// tell. A child that shares its parent's memory until its exec reads its own and resets exactly
+// these. Async-signal-safe.
 bool caught_signals(std::uint64_t& caught);
 
 // This process's environment ("NAME=value" each, in its order) less every variable named in
@@ -97,10 +98,6 @@ class PreparedChild {
     const PreparedChild* child;
     int error_pipe;
     const sigset_t* mask;  // the parent's mask before it blocked every signal
-    // The signals this process handles (bit sig - 1), read by the parent just before the clone;
-    // unknown: the child asks of each signal itself.
-    bool caught_known;
-    std::uint64_t caught;
   };
   [[noreturn]] static int start_shared(void* start);
   [[noreturn]] void in_child(int error_pipe, const sigset_t* mask) const;

@@ -9,6 +9,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -214,6 +215,30 @@ TEST(ProcessApi, CaughtSignalsAreTheOnesWithAHandler) {
   ASSERT_TRUE(detail::caught_signals(caught));
   EXPECT_EQ((caught >> (SIGUSR2 - 1)) & 1u,
             was_usr2.sa_handler != SIG_DFL && was_usr2.sa_handler != SIG_IGN ? 1u : 0u);
+}
+
+// SigCgt comes after the Groups line, which makes /proc/self/status longer than any one read with
+// hundreds of supplementary groups (a review found a 4 KB buffer then missed it): read in a child
+// with 600 ten-digit group ids, where this process may set them (as root).
+TEST(ProcessApi, CaughtSignalsAreReadPastALongGroupsLine) {
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    std::vector<gid_t> groups;
+    for (gid_t g = 0; g < 600; ++g) groups.push_back(1000000000u + g);
+    if (setgroups(groups.size(), groups.data()) != 0) _exit(77);
+    struct sigaction handled {};
+    handled.sa_handler = note_signal;
+    sigaction(SIGUSR2, &handled, nullptr);
+    std::uint64_t caught = 0;
+    if (!detail::caught_signals(caught)) _exit(1);
+    _exit(((caught >> (SIGUSR2 - 1)) & 1u) != 0 ? 0 : 2);
+  }
+  int status = -1;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 77) GTEST_SKIP() << "cannot set supplementary groups here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "1: not read, 2: SIGUSR2's handler not seen";
 }
 
 TEST(ProcessApi, NoSignalToProcessZeroOrBelow) {
