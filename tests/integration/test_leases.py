@@ -404,6 +404,7 @@ class LockTableTest(LeaseCase):
                     p.kill()
                     p.communicate()
 
+    @unittest.skipIf(INSTRUMENTED, "LeakSanitizer stops under ptrace")
     def test_a_run_lets_its_lease_go_when_the_kernel_says_no_child_is_left(self):
         # Issue 34's named hand-off: once its worker has ended, gpusel run (the workers' subreaper,
         # with no other child) learns from the kernel's wait that nothing of the job is left, and

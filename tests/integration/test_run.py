@@ -11,7 +11,7 @@ import tempfile
 import time
 import unittest
 
-from support import BIN, MACHINES, SOURCE, Case, base_env, gpusel, sim_env, uuids
+from support import BIN, INSTRUMENTED, MACHINES, SOURCE, Case, base_env, gpusel, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 MIX = uuids("workstation-mixed")
@@ -342,6 +342,7 @@ class RunTest(Case):
                     self.assertEqual(others, sorted([0, 1, 2, keep_w]), fds)
                     self.assertEqual(held, leases, fds)
 
+    @unittest.skipIf(INSTRUMENTED, "LeakSanitizer stops under ptrace")
     def test_a_worker_start_resets_only_the_handlers_set(self):
         # A worker shares gpusel's memory until its exec, so the signal handlers set in gpusel are
         # reset in it first: the parent reads which from /proc/self/status (SigCgt) instead of the
@@ -367,6 +368,7 @@ class RunTest(Case):
             asked = [line for line in before_exec if "rt_sigaction(" in line]
             self.assertLess(len(asked), 8, "\n".join(before_exec))
 
+    @unittest.skipIf(INSTRUMENTED, "the sanitizers' runtimes stop without /proc")
     def test_without_proc_a_child_it_had_before_is_not_the_job_s(self):
         # gpusel run takes "no child left" from the kernel as the job's end only when /proc told it
         # that it had no child before the workers; without /proc (a sandbox, a chroot) a child from
