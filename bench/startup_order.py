@@ -4,11 +4,11 @@ run, most urgent first, for the linker to place side by side at the start of the
 (cmake/startup-order.cmake; docs/performance.md, "One run's code in one place").
 
 A command that starts touches a few hundred of gpusel's 4,700 functions; spread over 3 MB of code,
-each 64 KB the kernel maps at a time costs a page fault (30 for `resolve`, 34 for `bind`), where
-a fault costs 1-15 us on a virtual machine. Placed together they need 6-8.
+each 64 KB the kernel maps at a time costs a page fault (30 for `resolve`, 35 for `bind`), where
+a fault costs 1-15 us on a virtual machine. Placed together they need 7 and 11.
 
-The list is what valgrind's callgrind saw each command run, on the simulated dgx-h100, in this
-order (the first ones decide the layout's front): resolve --gpu 0,...,7, bind --gpu 3, run --gpu 3
+The list is what valgrind's callgrind saw each command run, on the simulated dgx-h100 with a
+lease file for every GPU (as after a first job), in this order (the first ones decide the layout's front): resolve --gpu 0,...,7, bind --gpu 3, run --gpu 3
 (gpusel's side; its worker is /bin/true), --version, resolve --gpu free:2, list. Names are the
 linker's (mangled). A name missing from a later build is left out by the linker, never an error;
 tests/abi/check_startup_order.py fails when too few of them are left (the list is then stale:
@@ -45,7 +45,8 @@ HEADER = """\
 # The functions gpusel's quick commands run, most urgent first: the linker places them together at
 # the start of the gpusel command's code (cmake/startup-order.cmake), so that a command's start
 # touches a few 64 KB stretches of it rather than 30 across 3 MB (docs/performance.md).
-# Written by bench/startup_order.py (callgrind over the simulator: {commands});
+# Written by bench/startup_order.py (callgrind over the simulator, a lease file for every GPU:
+# {commands});
 # regenerate with `bench/startup_order.py` after a product build when
 # tests/abi/check_startup_order.py says the list is stale. A name the build lacks is skipped.
 """
@@ -101,6 +102,9 @@ def main():
     if subprocess.run(["valgrind", "--version"], capture_output=True).returncode != 0:
         sys.exit("startup_order.py: valgrind is not installed (scripts/install-deps installs it)")
     env = sim_environment(gpusel, "dgx-h100")
+    # Every GPU with a lease file, as on a machine after its first job (a command takes other
+    # paths on the first use of a lease folder: the files are made).
+    subprocess.run([gpusel, "run", "--quiet", "--gpu", "0,1,2,3,4,5,6,7", "--", "true"], env=env, check=True)
     names, seen = [], set()
     with tempfile.TemporaryDirectory(prefix="gpusel-startup-order-") as tmp:
         for i, command in enumerate(COMMANDS):

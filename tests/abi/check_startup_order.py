@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks that the gpusel command's start-up code sits together (cmake/startup-order.cmake): the
-executable has the .text.gpusel_startup section, every function of cmake/startup-functions.txt
-that the executable has lies in it, main and the quick commands' entry points among them, and
+executable marks the placed stretch at the head of its .text (__gpusel_startup_start and
+__gpusel_startup_end), every function of cmake/startup-functions.txt that the executable has
+lies in it, main and the quick commands' entry points among them, the program has one .text
+(valgrind reads no symbols of a program with two), and
 enough of the list's names are still the build's (else the list is stale: bench/startup_order.py
 writes it again).
 
@@ -13,11 +15,12 @@ naming a function that lies outside the section.)
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 
-SECTION = ".text.gpusel_startup"
+SECTION = "the placed stretch"
 # The share of the list's names the build must still have. A change of code renames a few
 # (an inlined function, a clone the compiler names anew); a list this far behind needs writing again.
 STALE_BELOW = 0.75
@@ -26,14 +29,22 @@ ENTRY_POINTS = ["main", "_ZN6gpusel3cli11run_resolveERKNS0_14ResolveOptionsE",
                 "_ZN6gpusel3cli8run_bindERKNS0_11BindOptionsE"]
 
 
-def section_range(executable):
+def text_sections(executable):
     out = subprocess.run(["readelf", "-SW", executable], capture_output=True, text=True, check=True).stdout
+    return [line for line in out.splitlines() if re.search(r"\]\s+\.text\s", line)]
+
+
+def section_range(executable):
+    """[start, end) of the placed stretch, from its two marks; None without them."""
+    out = subprocess.run(["nm", executable], capture_output=True, text=True, check=True).stdout
+    marks = {}
     for line in out.splitlines():
-        m = re.search(r"\]\s+(\S+)\s+PROGBITS\s+([0-9a-f]+)\s+[0-9a-f]+\s+([0-9a-f]+)", line)
-        if m and m.group(1) == SECTION:
-            start = int(m.group(2), 16)
-            return start, start + int(m.group(3), 16)
-    return None
+        parts = line.split()
+        if len(parts) == 3 and parts[2] in ("__gpusel_startup_start", "__gpusel_startup_end"):
+            marks[parts[2]] = int(parts[0], 16)
+    if len(marks) != 2:
+        return None
+    return marks["__gpusel_startup_start"], marks["__gpusel_startup_end"]
 
 
 def functions(executable):
@@ -47,6 +58,23 @@ def functions(executable):
     return found
 
 
+def valgrind_names(executable):
+    """Whether valgrind finds the program's symbols: it reads them from a section named .text
+    alone, and names a program with its code elsewhere ??? (callgrind, `gpusel --version`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        profile = os.path.join(tmp, "callgrind.out")
+        subprocess.run(["valgrind", "--tool=callgrind", f"--callgrind-out-file={profile}", executable,
+                        "--version"], capture_output=True, check=False)
+        if not os.path.exists(profile):
+            return False
+        with open(profile, errors="replace") as f:
+            for line in f:
+                m = re.match(r"^c?ob=\(\d+\) (.*)$", line.rstrip("\n"))
+                if m and os.path.realpath(m.group(1)) == os.path.realpath(executable):
+                    return True
+    return False
+
+
 def listed(path):
     with open(path) as f:
         return [line.strip() for line in f if line.strip() and not line.startswith("#")]
@@ -56,9 +84,12 @@ def check(executable, list_path):
     """The problems found, as messages (none: the check passes)."""
     where = section_range(executable)
     if where is None:
-        return [f"{executable} has no {SECTION} section: the linker script cmake/startup-order.cmake "
-                "writes (build folder: gpusel-startup.ld) was not applied; is GPUSEL_STARTUP_ORDER on?"]
+        return [f"{executable} has no __gpusel_startup_start and __gpusel_startup_end: the linker script "
+                "cmake/startup-order.cmake writes (build folder: gpusel-startup.ld) was not applied; "
+                "is GPUSEL_STARTUP_ORDER on?"]
     start, end = where
+    if len(text_sections(executable)) != 1:
+        return [f"{executable} has {len(text_sections(executable))} sections named .text, not one"]
     have = functions(executable)
     names = listed(list_path)
     if not names:
@@ -74,6 +105,8 @@ def check(executable, list_path):
     if outside:
         problems.append(f"{len(outside)} listed functions lie outside {SECTION} "
                         f"[{start:#x}, {end:#x}): " + ", ".join(outside[:5]))
+    if shutil.which("valgrind") and not valgrind_names(executable):
+        problems.append(f"valgrind cannot name {executable}'s code (callgrind calls it ???)")
     for name in ENTRY_POINTS:
         if name not in have:
             problems.append(f"{executable} has no function {name} (renamed? update ENTRY_POINTS here)")
@@ -124,7 +157,7 @@ def main():
         return 1
     start, end = section_range(args[0])
     print(f"check_startup_order.py: {len([n for n in listed(args[1]) if n in functions(args[0])])} "
-          f"listed functions in {SECTION} ({(end - start) // 1024} KB)")
+          f"listed functions in {SECTION} at the head of .text ({(end - start) // 1024} KB)")
     return 0
 
 
