@@ -54,6 +54,11 @@ def private_path(name):
     return os.path.join(tempfile.mkdtemp(dir=_PRIVATE), name)
 
 
+def private_dir(prefix):
+    """A fresh folder in this test process's own (removed with it at exit)."""
+    return tempfile.mkdtemp(prefix=prefix, dir=_PRIVATE)
+
+
 def shell_script(text):
     """An executable /bin/sh script of `text` (job.sh) in a private folder; its path."""
     path = private_path("job.sh")

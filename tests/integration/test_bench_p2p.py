@@ -14,7 +14,7 @@ import tempfile
 import unittest
 import xml.etree.ElementTree as ET
 
-from support import MACHINES, Case, gpusel, machine, recorded_contexts, sim_env
+from support import MACHINES, Case, gpusel, machine, private_dir, recorded_contexts, sim_env
 
 SMALL = ["--size", "16MiB", "--copies", "4", "--samples", "3"]
 
@@ -190,7 +190,7 @@ class BenchPeerTest(Case):
     def test_the_worker_holds_contexts_on_both_gpus(self):
         # Each worker opens a context on its peers too; bench bw runs no placement check on its
         # own workers (gpusel run's check, which stops such a worker, is test_launchers_placement's).
-        state = tempfile.mkdtemp(prefix="gpusel-state-")
+        state = private_dir("gpusel-state-")
         g = [x["uuid"] for x in machine("dgx-h100")["gpu"]]
         r, out = bench("dgx-h100", "--gpu", "3,4", *SMALL, GPUSEL_SIM_STATE_DIR=state)
         self.assertEqual(r.returncode, 0, r.stderr)

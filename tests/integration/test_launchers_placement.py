@@ -16,13 +16,12 @@ import re
 import shlex
 import subprocess
 import sys
-import tempfile
 import textwrap
 import unittest
 
 import launchers
 from launchers import DGX, LauncherCase, cvd_index, parse_workers, run
-from support import BIN, MACHINES, recorded_contexts, sim_env
+from support import BIN, MACHINES, private_dir, recorded_contexts, sim_env
 
 SLURM = launchers.Slurm()
 HOLDER = None
@@ -165,7 +164,7 @@ class SpawnTest(LauncherCase):
         if not os.path.exists(SYSTEM_PYTHON) or subprocess.run([SYSTEM_PYTHON, "-c", "import torch"],
                                                                capture_output=True).returncode != 0:
             self.skipTest("Debian's python3-torch is not installed")
-        d = tempfile.mkdtemp(prefix="gpusel-spawn-")
+        d = private_dir("gpusel-spawn-")
         script = os.path.join(d, "train.py")
         with open(script, "w") as f:
             f.write(self.SCRIPT)
@@ -255,7 +254,7 @@ class SlurmTasksTest(LauncherCase):
 
 def mixed_machine():
     """A machine file of eight GPUs: six RTX A4000 and, last in PCI order, two RTX 4090."""
-    path = os.path.join(tempfile.mkdtemp(prefix="gpusel-mixed-"), "mixed8.toml")
+    path = os.path.join(private_dir("gpusel-mixed-"), "mixed8.toml")
     text = ['name = "mixed8"', 'driver_version = "570.133.07"', "cuda_driver_version = 12080"]
     for i in range(8):
         fast = i >= 6
@@ -292,7 +291,7 @@ class RunCheckTest(LauncherCase):
         """`gpusel run --gpu 4,5 -- sh -c LINE` (an unmodified program somewhere in it takes
         cuda:LOCAL_RANK): the job is stopped as for a worker of its own, the process named, and
         the simulator records that very process's context on the GPU the line names."""
-        state = tempfile.mkdtemp(prefix="gpusel-state-")
+        state = private_dir("gpusel-state-")
         r = run([BIN, "run", "--gpu", "4,5", "--", "sh", "-c", line],
                 launchers.env(GPUSEL_SIM_STATE_DIR=state), timeout=120)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)
@@ -320,7 +319,7 @@ class RunCheckTest(LauncherCase):
         # A session of its own and no LOCAL_RANK or GPUSEL_GPU: nothing says which worker it came
         # from, so it may use any of the job's GPUs and no other (it takes cuda:0, nvidia-smi 0).
         prog = f"setsid env -u LOCAL_RANK -u GPUSEL_GPU {shlex.quote(CUDA_LOCAL_RANK)} 30"
-        state = tempfile.mkdtemp(prefix="gpusel-state-")
+        state = private_dir("gpusel-state-")
         r = run([BIN, "run", "--gpu", "4,5", "--", "sh", "-c", f"({prog} &); sleep 30"],
                 launchers.env(GPUSEL_SIM_STATE_DIR=state), timeout=120)
         self.assertEqual(r.returncode, 1, r.stdout + r.stderr)

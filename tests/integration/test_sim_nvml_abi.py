@@ -7,10 +7,9 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import unittest
 
-from support import PYTHON_LOADS_LIBRARIES, SIM_ROOT, Case, for_python, machine, sim_env, uuids
+from support import PYTHON_LOADS_LIBRARIES, SIM_ROOT, Case, for_python, machine, private_dir, sim_env, uuids
 
 SUCCESS, NOT_SUPPORTED, NOT_FOUND, INSUFFICIENT_SIZE = 0, 3, 6, 7
 GUARD = 64
@@ -73,7 +72,7 @@ def run_guarded(machine_spec, calls, **env):
 @unittest.skipUnless(PYTHON_LOADS_LIBRARIES, "ThreadSanitizer build: Python cannot load the doubles")
 class GuardBytesTest(Case):
     def setUp(self):
-        self.tmp = tempfile.mkdtemp(prefix="gpusel-nvml-abi-")
+        self.tmp = private_dir("gpusel-nvml-abi-")
         # dgx-h100 with two foreign processes on GPU 0, so the process lists have entries to write.
         with open(os.path.join(os.path.dirname(__file__), "..", "..", "sim", "machines", "dgx-h100.toml")) as f:
             text = f.read()

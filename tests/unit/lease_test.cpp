@@ -52,6 +52,7 @@ TEST(Ticket, WhatIsEscapedForTerminals) {
 #include <unistd.h>
 
 #include <chrono>
+#include <filesystem>
 #include <optional>
 #include <string>
 #include <thread>
@@ -60,6 +61,25 @@ TEST(Ticket, WhatIsEscapedForTerminals) {
 #include "gpusel/lease.hpp"
 
 namespace {
+
+// A folder of the test's own under /tmp, removed with all it holds when the test ends (a child
+// that _exits leaves it to the parent).
+class Scratch {
+ public:
+  explicit Scratch(const std::string& name) : path_("/tmp/gpusel-" + name + "-XXXXXX") {
+    if (mkdtemp(path_.data()) == nullptr) path_.clear();
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    std::error_code ignored;
+    if (!path_.empty()) std::filesystem::remove_all(path_, ignored);
+  }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
 
 std::vector<std::string> entries(const std::string& dir) {
   std::vector<std::string> out;
@@ -112,9 +132,9 @@ TEST(Ticket, VisibleOnlyOnceLocked) {
 // for a release (a queue of n jobs would otherwise wake n processes at each of n departures).
 // At the head of the queue, a release wakes it.
 TEST(ReleaseWatch, FollowsOnlyTheJobAhead) {
-  char tmpl[] = "/tmp/gpusel-follow-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = std::string(tmpl) + "/leases";
+  const Scratch scratch("follow");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string dir = scratch.path() + "/leases";
   const gpusel::LeaseStore store = gpusel::LeaseStore::at(dir);
   const std::string lease = dir + "/GPU-aaaa.lock";
   const auto release = [&] {  // a lease file's last descriptor closes
@@ -181,9 +201,9 @@ TEST(Ticket, StaleHiddenTicketRemoved) {
 
 namespace {
 
-std::string fresh_store(char* tmpl) {
-  EXPECT_NE(mkdtemp(tmpl), nullptr);
-  return std::string(tmpl) + "/leases";
+std::string fresh_store(const Scratch& scratch) {
+  EXPECT_FALSE(scratch.path().empty());
+  return scratch.path() + "/leases";
 }
 
 // Looks at `uuid`'s lease until it is free (the kernel drops the lock once the last holder has
@@ -201,8 +221,8 @@ bool becomes_free(const gpusel::LeaseStore& store, const std::string& uuid) {
 // The kernel, not the process that took it, holds a lease: a program that process started (across
 // exec) keeps it after the taker has ended, and is the holder named.
 TEST(Lease, OutlivesItsTakerWhileAProcessItStartedRuns) {
-  char tmpl[] = "/tmp/gpusel-inherit-XXXXXX";
-  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(tmpl));
+  const Scratch scratch("inherit");
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(scratch));
   int ends[2];
   ASSERT_EQ(pipe(ends), 0);
   const pid_t taker = fork();
@@ -239,8 +259,8 @@ TEST(Lease, OutlivesItsTakerWhileAProcessItStartedRuns) {
 // moment waits it out rather than being refused. A lock held without a mark for longer (another
 // program's) still refuses the take.
 TEST(Lease, ATakeOutlastsALooksMomentaryTryForTheLock) {
-  char tmpl[] = "/tmp/gpusel-try-XXXXXX";
-  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(tmpl));
+  const Scratch scratch("try");
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(scratch));
   ASSERT_TRUE(store.take("GPU-aaaa"));  // the lease file made, then let go
   const std::string path = store.standings({"GPU-aaaa"}).front().path;
   for (int round = 0; round < 5; ++round) {
@@ -266,8 +286,8 @@ TEST(Lease, ATakeOutlastsALooksMomentaryTryForTheLock) {
 
 // A claim is the GPU's lease: while a process has claimed a GPU, no job can lease it.
 TEST(Claim, KeepsLeasesOff) {
-  char tmpl[] = "/tmp/gpusel-claim-XXXXXX";
-  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(tmpl));
+  const Scratch scratch("claim");
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(scratch));
   int ends[2];
   ASSERT_EQ(pipe(ends), 0);
   const pid_t worker = fork();
@@ -296,8 +316,8 @@ TEST(Claim, KeepsLeasesOff) {
 // A process started under a job's lease holds the GPU through the descriptor it inherited: its
 // claim succeeds, and a second process of the same job claiming the same GPU is refused.
 TEST(Claim, UnderTheJobsLeaseOneProcessPerGpu) {
-  char tmpl[] = "/tmp/gpusel-job-XXXXXX";
-  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(tmpl));
+  const Scratch scratch("job");
+  const gpusel::LeaseStore store = gpusel::LeaseStore::at(fresh_store(scratch));
   std::optional<gpusel::Lease> lease = store.take("GPU-cccc");
   ASSERT_TRUE(lease);
   int ends[2];
