@@ -3,14 +3,15 @@
 run, most urgent first, for the linker to place side by side at the start of the program's code
 (cmake/startup-order.cmake; docs/performance.md, "One run's code in one place").
 
-A command that starts touches a few hundred of gpusel's 4,700 functions; spread over 3 MB of code,
+A command that starts touches a few hundred of gpusel's 4,700 functions; spread over 2.4 MB of code,
 each 64 KB the kernel maps at a time costs a page fault (30 for `resolve`, 35 for `bind`), where
-a fault costs 1-15 us on a virtual machine. Placed together they need 7 and 11.
+a fault costs 1-15 us on a virtual machine. Placed together they need 7 and 10.
 
 The list is what valgrind's callgrind saw each command run, on the simulated dgx-h100 with a
 lease file for every GPU (as after a first job), in this order (the first ones decide the layout's front): resolve --gpu 0,...,7, bind --gpu 3, run --gpu 3
-(gpusel's side; its worker is /bin/true), --version, resolve --gpu free:2, list. Names are the
-linker's (mangled). A name missing from a later build is left out by the linker, never an error;
+(gpusel's side; its worker is /bin/true), --version, resolve --gpu free:2, list, and --sim dgx-h100
+resolve --gpu 0,1; each command's functions in the order callgrind's output names them. Names are
+the linker's (mangled). A name missing from a later build is left out by the linker, never an error;
 tests/abi/check_startup_order.py fails when too few of them are left (the list is then stale:
 run this again).
 
@@ -39,16 +40,17 @@ COMMANDS = [
     ["--version"],
     ["resolve", "--gpu", "free:2"],
     ["list"],
+    ["--sim", "dgx-h100", "resolve", "--gpu", "0,1"],  # a machine file named on the command line
 ]
 
 HEADER = """\
-# The functions gpusel's quick commands run, most urgent first: the linker places them together at
-# the start of the gpusel command's code (cmake/startup-order.cmake), so that a command's start
-# touches a few 64 KB stretches of it rather than 30 across 3 MB (docs/performance.md).
-# Written by bench/startup_order.py (callgrind over the simulator, a lease file for every GPU:
-# {commands});
-# regenerate with `bench/startup_order.py` after a product build when
-# tests/abi/check_startup_order.py says the list is stale. A name the build lacks is skipped.
+# The functions gpusel's quick commands run, command by command, the most urgent command first:
+# the linker places them together at the head of the gpusel command's .text
+# (cmake/startup-order.cmake), so that a command's start touches a few 64 KB stretches of it
+# rather than 30 across 2.4 MB (docs/performance.md). Written by bench/startup_order.py
+# (callgrind over the simulator, a lease file for every GPU: {commands}); write it again
+# with `bench/startup_order.py` after a product build when tests/abi/check_startup_order.py
+# says the list is stale. A name the build lacks is skipped.
 """
 
 

@@ -5,8 +5,9 @@
 # (what `-Wl,--verbose` prints for a program linked as gpusel is) with the list put at the head
 # of .text: the program keeps one .text, as debuggers and valgrind expect (a second code section
 # beside it leaves valgrind without the program's symbols). The objects are compiled with
-# -ffunction-sections so that each function can be placed on its own. ELF builds with GNU ld;
-# not the sanitizer or fuzz builds, whose code is another (the list's names would not be theirs).
+# -ffunction-sections so that each function can be placed on its own. ELF builds with GCC and GNU
+# ld; not with another compiler (clang names its functions' clones and its static initialisers'
+# sections otherwise), nor the sanitizer or fuzz builds, whose code is another.
 option(GPUSEL_STARTUP_ORDER "Place the functions gpusel's quick commands run together at the start of its code" ON)
 set(GPUSEL_STARTUP_FUNCTIONS ${CMAKE_SOURCE_DIR}/cmake/startup-functions.txt)
 set(GPUSEL_STARTUP_SCRIPT ${CMAKE_BINARY_DIR}/gpusel-startup.ld)
@@ -14,9 +15,11 @@ set(GPUSEL_STARTUP_SCRIPT ${CMAKE_BINARY_DIR}/gpusel-startup.ld)
 # The lines that place the listed functions, for the head of .text.
 function(gpusel_startup_lines out)
   file(STRINGS ${GPUSEL_STARTUP_FUNCTIONS} names REGEX "^[A-Za-z_][A-Za-z0-9_.$]*$")
-  # With -ffunction-sections, GCC puts function F in .text.F (.text.unlikely.F for its cold part,
-  # .text.startup.F for a static initialiser). A complete-object constructor or destructor (C1,
-  # D1) is an alias of the base-object one (C2, D2), whose name the section carries.
+  # With -ffunction-sections, GCC puts function F in .text.F (.text.startup.F for a static
+  # initialiser, .text.unlikely.F for its cold part or for all of a function it deems cold, as one
+  # that only throws). The cold sections follow the others, so that what a command runs lies
+  # close. A complete-object constructor or destructor (C1, D1) is an alias of the base-object one
+  # (C2, D2), whose name the section carries.
   set(lines "    HIDDEN(__gpusel_startup_start = .);\n")
   # The C start files' code (_start; the callers of static initialisers and destructors) and the
   # C library's static part (atexit, pthread_atfork: every command calls them), compiled without
@@ -24,6 +27,7 @@ function(gpusel_startup_lines out)
   string(APPEND lines "    *crt1.o(.text .text.*)\n    *crtbegin*.o(.text .text.*)\n")
   string(APPEND lines "    *libc_nonshared.a:*(.text .text.*)\n")
   set(listed "")
+  set(cold "")
   foreach(name ${names})
     set(variants ${name})
     foreach(pair "C1E;C2E" "D1E;D2E" "C1I;C2I" "D0E;D2E")
@@ -39,13 +43,15 @@ function(gpusel_startup_lines out)
     foreach(v ${variants})
       if(NOT v IN_LIST listed)
         list(APPEND listed ${v})
-        string(APPEND patterns " .text.${v} .text.unlikely.${v} .text.startup.${v}")
+        string(APPEND patterns " .text.${v} .text.startup.${v}")
+        string(APPEND cold "    *(.text.unlikely.${v})\n")
       endif()
     endforeach()
     if(patterns)
       string(APPEND lines "    *(${patterns} )\n")
     endif()
   endforeach()
+  string(APPEND lines "${cold}")
   # The C++ runtime's unwinder (static libgcc, which -static-libgcc links in), also without
   # function sections: about 30 KB, run when an exception is thrown (as --version's is).
   string(APPEND lines "    *libgcc_eh.a:*(.text .text.*)\n    HIDDEN(__gpusel_startup_end = .);\n")
@@ -59,7 +65,8 @@ endfunction()
 # caller's scope.
 function(gpusel_startup_order target link_flags)
   set(GPUSEL_STARTUP_ORDERED OFF PARENT_SCOPE)
-  if(NOT GPUSEL_STARTUP_ORDER OR WIN32 OR APPLE OR MSVC OR GPUSEL_SANITIZE OR GPUSEL_TSAN OR GPUSEL_FUZZ)
+  if(NOT GPUSEL_STARTUP_ORDER OR WIN32 OR APPLE OR NOT CMAKE_CXX_COMPILER_ID STREQUAL "GNU"
+     OR GPUSEL_SANITIZE OR GPUSEL_TSAN OR GPUSEL_FUZZ)
     return()
   endif()
   set_property(DIRECTORY APPEND PROPERTY CMAKE_CONFIGURE_DEPENDS ${GPUSEL_STARTUP_FUNCTIONS})
@@ -98,6 +105,8 @@ function(gpusel_startup_order target link_flags)
   file(WRITE ${GPUSEL_STARTUP_SCRIPT}.new "${script}")
   configure_file(${GPUSEL_STARTUP_SCRIPT}.new ${GPUSEL_STARTUP_SCRIPT} COPYONLY)
   include(CheckLinkerFlag)
+  # Asked again at each configure: the linker may have changed since (CMAKE_EXE_LINKER_FLAGS).
+  unset(GPUSEL_LINKER_TAKES_STARTUP_SCRIPT CACHE)
   check_linker_flag(CXX "-Wl,-T,${GPUSEL_STARTUP_SCRIPT}" GPUSEL_LINKER_TAKES_STARTUP_SCRIPT)
   if(NOT GPUSEL_LINKER_TAKES_STARTUP_SCRIPT)
     message(STATUS "gpusel: the linker refused its own default script with the start-up list; "
