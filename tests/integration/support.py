@@ -54,6 +54,12 @@ def private_path(name):
     return os.path.join(tempfile.mkdtemp(dir=_PRIVATE), name)
 
 
+def private_root():
+    """This test process's own folder (removed at its exit), which private_dir and private_path
+    make their folders in."""
+    return _PRIVATE
+
+
 def private_dir(prefix):
     """A fresh folder in this test process's own (removed with it at exit)."""
     return tempfile.mkdtemp(prefix=prefix, dir=_PRIVATE)

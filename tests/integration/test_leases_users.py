@@ -47,7 +47,12 @@ def set_up_namespace():
             raise unittest.SkipTest(f"{path} is under /var/lib, which the test hides")
     subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=0755", "tmpfs", "/var/lib"], check=True)
     if not any(p.startswith("/tmp/") for p in (here, build, os.path.realpath(SIM_ROOT))):
+        # This process's private folder (support) was made in the machine's /tmp, which the tmpfs
+        # hides: removed there first, made again on the tmpfs (where its exit removes it).
+        private = support.private_root()
+        shutil.rmtree(private, ignore_errors=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=1777", "tmpfs", "/tmp"], check=True)
+        os.makedirs(private, mode=0o700)
     reachable_build()
     etc = "/var/lib/gpusel-test-etc"
     os.makedirs(etc)

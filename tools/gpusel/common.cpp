@@ -205,7 +205,8 @@ SimSetup sim_setup(const std::string& machine) {
   // What each variable was: kept from the first `sim env` when there was one, the values now for
   // any it did not save.
   std::vector<SavedVariable> before = saved.value_or(std::vector<SavedVariable>{});
-  for (const auto& [key, value] : setup.env) {
+  for (const auto& entry : setup.env) {
+    const std::string& key = entry.first;  // (named: clang 14 cannot capture a structured binding)
     const bool known = std::any_of(before.begin(), before.end(),
                                    [&key](const SavedVariable& v) { return v.name == key; });
     if (!known) before.push_back({key, env_value(key.c_str())});
