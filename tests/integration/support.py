@@ -51,7 +51,7 @@ _PRIVATE_ENV = {"GPUSEL_LEASE_DIR": os.path.join(_PRIVATE, "leases"),
 def private_path(name):
     """A path named `name` in a fresh folder of this test process's own (removed at exit): never a
     fixed name in the shared $TMPDIR, so two runs of a test at once do not meet."""
-    return os.path.join(tempfile.mkdtemp(dir=_PRIVATE), name)
+    return os.path.join(private_dir("tmp"), name)
 
 
 def private_root():

@@ -87,7 +87,11 @@ def parse_cpus(text):
 
 
 def plain_env():
-    return {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    """This process's environment without the sanitizer preload, with the simulator's usage folder
+    of this test run's own (support.base_env), never the machine's default /tmp/gpusel-sim-UID."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "ASAN_OPTIONS")}
+    env["GPUSEL_SIM_STATE_DIR"] = base_env()["GPUSEL_SIM_STATE_DIR"]
+    return env
 
 
 def fetch():
@@ -123,7 +127,6 @@ def run_rocm_smi(tmp, machine, *args):
             f.write('#!/bin/sh\necho simulated\n')
         os.chmod(os.path.join(home, "bin", "ps"), 0o755)
     env = for_python(plain_env())
-    env["GPUSEL_SIM_STATE_DIR"] = base_env()["GPUSEL_SIM_STATE_DIR"]
     env["PATH"] = os.path.join(home, "bin") + ":" + env.get("PATH", "/usr/bin:/bin")
     env["GPUSEL_SIM_MACHINE"] = os.path.abspath(machine)
     return subprocess.run(["/usr/bin/python3", os.path.join(home, "libexec", "rocm_smi", "rocm_smi.py"), *args],

@@ -121,7 +121,8 @@ class PickTest(LeaseCase):
             holder.wait()
 
     def sim_vars(self, path):
-        out = subprocess.run([BIN, "sim", "env", path], capture_output=True, text=True, check=True).stdout
+        out = subprocess.run([BIN, "sim", "env", path], capture_output=True, text=True, check=True,
+                             env=self.env()).stdout  # (the test's own usage folder, not /tmp's)
         exports = {}
         for line in out.splitlines():
             if line.startswith("export "):

@@ -45,7 +45,7 @@ TEST(Ticket, WhatIsEscapedForTerminals) {
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>  // mkdtemp
+#include <stdlib.h>  // mkdtemp (Scratch)
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -98,9 +98,9 @@ std::vector<std::string> entries(const std::string& dir) {
 // A ticket others can see is locked already (it is written under a hidden name, locked, then
 // renamed): a look never takes a live waiter for a dead one, and removes nothing of it.
 TEST(Ticket, VisibleOnlyOnceLocked) {
-  char tmpl[] = "/tmp/gpusel-ticket-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = std::string(tmpl) + "/leases";
+  const Scratch scratch("ticket");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string dir = scratch.path() + "/leases";
   const gpusel::LeaseStore store = gpusel::LeaseStore::at(dir);
   {
     const gpusel::detail::Ticket first(store, TicketRequest{1, {"GPU-aaaa"}, "GPUs GPU-aaaa"});
@@ -124,9 +124,6 @@ TEST(Ticket, VisibleOnlyOnceLocked) {
     EXPECT_TRUE(ws[1].own);
   }
   EXPECT_TRUE(entries(dir + "/queue").empty());  // left, nothing stays
-  rmdir((dir + "/queue").c_str());
-  rmdir(dir.c_str());
-  rmdir(tmpl);
 }
 // Behind another job, a waiter wakes for that job's departure alone: not for an earlier job's, not
 // for a release (a queue of n jobs would otherwise wake n processes at each of n departures).
@@ -162,14 +159,13 @@ TEST(ReleaseWatch, FollowsOnlyTheJobAhead) {
   EXPECT_FALSE(watch.wait(std::chrono::milliseconds(20), {"GPU-aaaa"}));
   release();
   EXPECT_TRUE(watch.wait(std::chrono::milliseconds(5000), {"GPU-aaaa"}));
-  unlink(lease.c_str());
 }
 // A ticket left hidden by a process killed between its writing and its rename is removed once it
 // is a minute old, by a look of the same user; a fresh one (being written now) is left alone.
 TEST(Ticket, StaleHiddenTicketRemoved) {
-  char tmpl[] = "/tmp/gpusel-hidden-XXXXXX";
-  ASSERT_NE(mkdtemp(tmpl), nullptr);
-  const std::string dir = std::string(tmpl) + "/leases";
+  const Scratch scratch("hidden");
+  ASSERT_FALSE(scratch.path().empty());
+  const std::string dir = scratch.path() + "/leases";
   const gpusel::LeaseStore store = gpusel::LeaseStore::at(dir);
   std::optional<gpusel::detail::Ticket> t;
   t.emplace(store, TicketRequest{1, {"GPU-aaaa"}, "free:1"});  // makes the queue folder
@@ -184,11 +180,6 @@ TEST(Ticket, StaleHiddenTicketRemoved) {
   EXPECT_EQ(gpusel::detail::waiters(store, &*t).size(), 1u);
   EXPECT_NE(access(old_one.c_str(), F_OK), 0) << "the stale hidden ticket stays";
   EXPECT_EQ(access(new_one.c_str(), F_OK), 0) << "a fresh hidden ticket was removed";
-  unlink(new_one.c_str());
-  t.reset();
-  rmdir((dir + "/queue").c_str());
-  rmdir(dir.c_str());
-  rmdir(tmpl);
 }
 #endif
 
