@@ -197,6 +197,79 @@ class SimExecTest(Case):
                              "gpusel --sim dgx-h100 -- python3 prog.py")
 
 
+class TableReadingTest(Case):
+    """What the command line's own reader (args.cpp, over table.cpp) says where a general parser said
+    "At Most 1 required", "Could not convert" or took the next option for a value."""
+
+    def test_an_option_given_twice(self):
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--gpu", "1"), 2,
+                             '--gpu is given twice ("0" and "1")', "one comma-separated list")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--grace", "1", "--grace=2", "--",
+                                    "true"), 2, '--grace is given twice ("1" and "2")')
+
+    def test_a_value_left_out_is_not_taken_from_the_next_option(self):
+        for tail in (["--gpu"], ["--gpu", "--json"], ["--gpu", "--"]):
+            with self.subTest(tail=tail):
+                self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", *tail), 2, "--gpu needs a value (SPEC)")
+        # A negative number is a value all the same: refused by the option, not as an option.
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--grace", "-1", "--", "true"), 2,
+                             '--grace "-1" is not a number of seconds from 0 to 86400')
+
+    def test_a_flag_takes_true_or_false_alone(self):
+        self.assertFailsWith(gpusel("list", "--json=maybe"), 2, "--json is a flag", '(not "maybe")')
+        plain = gpusel("--sim", "dgx-h100", "list", "--json=false")
+        self.assertEqual(plain.returncode, 0, plain.stderr)
+        self.assertFalse(plain.stdout.startswith("{"), plain.stdout)
+        asked = gpusel("--sim", "dgx-h100", "list", "--json=true")
+        self.assertEqual(json.loads(asked.stdout)["gpus"][3]["uuid"], DGX[3])
+
+    def test_whole_numbers_and_their_ranges(self):
+        for value in ("0", "4097", "x", "1.5", "2 "):
+            with self.subTest(value=value):
+                self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--ranks-per-gpu", value, "--",
+                                            "true"), 2,
+                                     f'--ranks-per-gpu "{value}" is not a whole number from 1 to 4096')
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "bench", "bw", "--gpu", "0", "--copies", "0"), 2,
+                             '--copies "0" is not a whole number from 1 to 100000')
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--max-utilization=101"), 2,
+                             '--max-utilization "101" is not a whole number from 0 to 100')
+
+    def test_a_command_that_needs_one_of_its_own(self):
+        self.assertFailsWith(gpusel(), 2, "`gpusel` needs a command: list, resolve, bind, run", "gpusel --help")
+        self.assertFailsWith(gpusel("sim"), 2, "`gpusel sim` needs a command: list, env, exec, shell")
+        self.assertFailsWith(gpusel("bench"), 2, "`gpusel bench` needs a command: bw")
+
+    def test_options_that_exclude_each_other(self):
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--format", "csv", "--json"), 2,
+                             "--json and --format cannot be given together")
+        self.assertFailsWith(gpusel("sim", "env", "--undo", "dgx-h100"), 2,
+                             "MACHINE and --undo cannot be given together")
+
+    def test_gpusel_s_own_option_after_the_program_is_refused(self):
+        # run's own --quiet after the program's name, without --: the program's or gpusel's? Refused,
+        # with the line that says which.
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "echo", "--quiet"), 2,
+                             '"--quiet" comes after the command "echo"',
+                             "gpusel --sim dgx-h100 run --gpu 0 -- echo --quiet")
+
+    def test_help_and_version(self):
+        r = gpusel("--version")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertRegex(r.stdout, r"^\d+\.\d+\.\d+\n$")
+        for path in (["run"], ["sim", "exec"], ["bench", "bw"]):
+            with self.subTest(path=path):
+                r = gpusel(*path, "--help")
+                self.assertEqual(r.returncode, 0, r.stderr)
+                self.assertIn("Usage: gpusel " + " ".join(path), r.stdout)
+                self.assertIn("--sim MACHINE", r.stdout)
+        self.assertIn("[--] COMMAND [ARGS...]", gpusel("run", "--help").stdout)
+        self.assertIn("--size BYTES", gpusel("bench", "bw", "--help").stdout)
+        self.assertIn("(default: 512MiB)", gpusel("bench", "bw", "--help").stdout)
+        # No line is wider than the help's 100 columns but a word that is.
+        for line in gpusel("run", "--help").stdout.splitlines():
+            self.assertTrue(len(line) <= 100 or " " not in line.strip(), line)
+
+
 class ForgotDoubleDashTest(Case):
     def test_program_options_without_double_dash(self):
         self.assertFailsWith(

@@ -2,16 +2,16 @@
 
 #include <algorithm>
 #include <cctype>
-#include <exception>
-#include <functional>
+#include <cerrno>
+#include <cstdlib>
 #include <utility>
 
-#include "choice.hpp"
 #include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
+#include "interface.hpp"
 
 namespace gpusel::cli {
 namespace {
@@ -22,30 +22,52 @@ bool looks_like_option(const std::string& word) {
   return word.size() > 1 && word[0] == '-' && word != "--";
 }
 
-bool contains(const std::vector<std::string>& words, const std::string& word) {
-  return std::find(words.begin(), words.end(), word) != words.end();
+// A word that reads as a number ("-1", "-.5"), which an option may take as its value.
+bool looks_like_number(const std::string& word) {
+  const std::size_t at = !word.empty() && (word[0] == '-' || word[0] == '+') ? 1 : 0;
+  return at < word.size() &&
+         (std::isdigit(static_cast<unsigned char>(word[at])) != 0 || word[at] == '.');
 }
 
-// The subcommands a user may type (hidden ones and option groups have an empty group).
-std::vector<const CLI::App*> visible_subcommands(const CLI::App& app) {
-  return app.get_subcommands([](const CLI::App* s) { return !s->get_group().empty(); });
+bool is_positional(const Option& o) {
+  return o.takes == Takes::Word || o.takes == Takes::Words;
 }
 
-std::vector<std::string> option_names(const CLI::App& app, bool top) {
+std::vector<std::string> visible_commands(const Command& command) {
   std::vector<std::string> names;
-  for (const CLI::Option* o : app.get_options()) {
-    for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+  for (const Command* c : command.commands) {
+    if (!c->hidden) names.emplace_back(c->name);
   }
-  if (!top) names.push_back("--sim");  // hidden in each subcommand
   return names;
 }
 
-bool takes_positionals(const CLI::App& app) {
-  // get_options() returns a new vector each time: one copy, not begin() of one and end() of
-  // another (a use after free that TSan reports).
-  const std::vector<const CLI::Option*> options = app.get_options();
-  return std::any_of(options.begin(), options.end(),
-                     [](const CLI::Option* o) { return o->get_positional(); });
+std::vector<std::string> option_names(const Command& command) {
+  std::vector<std::string> names{"--help"};
+  for (const Option& o : command.options) {
+    if (!is_positional(o)) names.emplace_back(o.name);
+  }
+  if (std::find(names.begin(), names.end(), "--sim") == names.end()) names.emplace_back("--sim");
+  return names;
+}
+
+const Option* find_option(const Command& command, std::string_view name) {
+  for (const Option& o : command.options) {
+    if (!is_positional(o) && o.name == name) return &o;
+  }
+  return nullptr;
+}
+
+// Whether `word` (up to its `=`) is one of `command`'s options, or one every command takes.
+bool names_an_option(const Command& command, const std::string& word, bool top) {
+  const std::string name = word.substr(0, word.find('='));
+  if (name == "-h" || name == "--help" || name == "--sim" || (top && name == "--version"))
+    return true;
+  return find_option(command, name) != nullptr;
+}
+
+bool takes_program(const Command& command) {
+  return std::any_of(command.options.begin(), command.options.end(),
+                     [](const Option& o) { return o.takes == Takes::Words; });
 }
 
 std::string shell_word(const std::string& word) {
@@ -99,8 +121,73 @@ bool is_program(const std::string& word) {
   }
 }
 
-}  // namespace
+// A flag's value after `=`: true or false, in the spellings scripts use.
+std::optional<bool> flag_value(const std::string& text) {
+  std::string t;
+  for (char c : text) t += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (t == "true" || t == "1" || t == "yes" || t == "on") return true;
+  if (t == "false" || t == "0" || t == "no" || t == "off") return false;
+  return std::nullopt;
+}
 
+// ---- help -----------------------------------------------------------------------------------
+
+constexpr std::size_t kHelpWidth = 100;
+constexpr std::size_t kHelpColumn = 30;
+
+// `text` broken into lines of at most kHelpWidth columns, each after `indent` blanks but the first
+// (which follows what the caller wrote, `used` columns).
+std::string wrapped(std::string_view text, std::size_t used, std::size_t indent) {
+  std::string out;
+  std::size_t column = used;
+  bool first_word = true;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find(' ', at);
+    if (end == std::string_view::npos) end = text.size();
+    const std::string_view word = text.substr(at, end - at);
+    at = end + 1;
+    if (word.empty()) continue;
+    if (!first_word && column + 1 + word.size() > kHelpWidth) {
+      out += "\n" + std::string(indent, ' ');
+      column = indent;
+    } else if (!first_word) {
+      out += ' ';
+      ++column;
+    }
+    out += word;
+    column += word.size();
+    first_word = false;
+  }
+  return out;
+}
+
+std::string help_row(const std::string& left, std::string_view text) {
+  std::string row = "  " + left;
+  if (row.size() + 2 > kHelpColumn) {
+    row += "\n" + std::string(kHelpColumn, ' ');
+  } else {
+    row += std::string(kHelpColumn - row.size(), ' ');
+  }
+  return row + wrapped(text, kHelpColumn, kHelpColumn) + "\n";
+}
+
+std::string option_left(const Option& o) {
+  std::string left(o.name);
+  if (o.takes == Takes::Value) left += " " + std::string(o.value);
+  if (o.takes == Takes::MaybeValue) left += " [" + std::string(o.value) + "]";
+  if (o.takes == Takes::Words) left += " [ARGS...]";
+  return left;
+}
+
+std::string option_text(const Option& o) {
+  std::string text(o.help);
+  if (!o.shown_default.empty()) text += " (default: " + std::string(o.shown_default) + ")";
+  if (o.required) text += " (required)";
+  return text;
+}
+
+}  // namespace
 std::size_t edit_distance(std::string_view a, std::string_view b) {
   const std::size_t n = a.size(), m = b.size();
   std::vector<std::vector<std::size_t>> d(n + 1, std::vector<std::size_t>(m + 1));
@@ -145,172 +232,289 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
   return prefixed;
 }
 
-CommandLine::CommandLine(CLI::App& app, const std::string& version, const std::string& sim_help,
-                         const std::function<void(CommandLine&)>& declare, bool exec_form)
-    : app_(app) {
-  if (const CLI::Option* help = app.get_help_ptr()) {
-    help_name_ = help->get_name(false, true);
-    help_description_ = help->get_description();
+// ---- reading the line -----------------------------------------------------------------------
+
+CommandLine::Outcome CommandLine::parse(int argc, char** argv) {
+  words_.assign(argv + 1, argv + argc);
+  levels_.assign(1, Level{&root_, kNone});
+  given_.clear();
+  sims_.clear();
+  program_.clear();
+  program_word_ = kNone;
+  dashdash_ = stray_dashdash_ = help_ = version_ = json_ = false;
+  problem_.reset();
+  sim_.clear();
+
+  bool program_only = false;  // after `--` before COMMAND: every word is the program's
+  for (std::size_t i = 0; i < words_.size(); ++i) {
+    const std::string& word = words_[i];
+    if (program_only || program_word_ != kNone) {
+      // A program's words given without `--` before them: an option among them is the program's,
+      // or gpusel's given too late; which is not for gpusel to guess.
+      if (!program_only && looks_like_option(word))
+        note(Problem{Problem::Kind::AfterCommand, i, levels_.size() - 1, {}});
+      if (program_word_ == kNone) program_word_ = i;
+      program_.push_back(word);
+      continue;
+    }
+    if (word == "--") {
+      if (takes_program(leaf()) || levels_.size() == 1) {
+        dashdash_ = program_only = true;
+      } else {
+        stray_dashdash_ = true;
+      }
+      continue;
+    }
+    if (looks_like_option(word) && !stray_dashdash_) {
+      read_option(i);
+      continue;
+    }
+    read_word(i);
   }
-  app.set_help_flag();
-  declare(*this);
-  app.set_help_flag(help_name_, help_description_);
-  if (!version.empty()) app.set_version_flag("--version", version);
-  add_sim(app, sim_help, false);
-  // `gpusel [--sim MACHINE] -- COMMAND`: the words after `--`, and only those (before it, a word
-  // is a command's name, or a misspelt one).
-  if (!exec_form) return;
-  CLI::App* exec = app.add_option_group("");
-  exec->set_help_flag();
-  exec->validate_positionals();
-  exec->add_option("COMMAND", exec_words_)
-      ->check(CLI::Validator(
-          [this](std::string&) -> std::string {
-            return contains(app_.remaining(), "--") ? "" : "a program's words come after --";
-          },
-          ""));
-}
-
-CLI::App* CommandLine::add_command(const std::string& name, const std::string& description,
-                                   std::function<void(CLI::App&)> fill, bool hidden) {
-  CLI::App* sub = app_.add_subcommand(name, description);
-  if (hidden) sub->group("");
-  commands_.push_back(Command{sub, std::move(fill)});
-  const std::size_t index = commands_.size() - 1;
-  // CLI11 calls this as it enters the command, before it reads any of the command's words.
-  sub->preparse_callback([this, index](std::size_t left) {
-    complete(commands_[index]);
-    entered(commands_[index].app, &app_, left);
-  });
-  return sub;
-}
-
-void CommandLine::complete() {
-  for (Command& c : commands_) complete(c);
-}
-
-void CommandLine::entered(const CLI::App* sub, const CLI::App* parent, std::size_t left) {
-  path_.push_back(Entered{sub, read_.size() - left - 1, parent->remaining().size()});
-}
-
-void CommandLine::complete(Command& command) {
-  if (!command.fill) return;
-  command.app->set_help_flag(help_name_, help_description_);
-  command.fill(*command.app);
-  command.fill = nullptr;
-  const std::function<bool(CLI::App*)> named = [](CLI::App* s) { return !s->get_name().empty(); };
-  std::vector<std::pair<CLI::App*, CLI::App*>> subcommands{{command.app, &app_}};  // and parents
-  while (!subcommands.empty()) {
-    // (Named pointers, not a structured binding: clang 14, the fuzz preset's compiler, cannot
-    // capture a binding in a lambda.)
-    CLI::App* const sub = subcommands.back().first;
-    CLI::App* const parent = subcommands.back().second;
-    subcommands.pop_back();
-    add_sim(*sub, "", true);
-    // Where CLI11 enters a nested command (the command itself records it in add_command's).
-    if (sub != command.app) {
-      sub->preparse_callback([this, sub, parent](std::size_t left) { entered(sub, parent, left); });
-    }
-    for (CLI::Option* o : sub->get_options()) {
-      if (!o->get_positional() && o->get_expected_min() == 0 && o->get_expected_max() == 1)
-        read_optional_value(*o);
-    }
-    // A program's first word (run, sim exec): CLI11 validates each word before it takes it.
-    if (CLI::Option* program = sub->get_option_no_throw("COMMAND");
-        program != nullptr && program->get_positional()) {
-      sub->validate_positionals();
-      program->check(CLI::Validator(
-          [this, sub](std::string&) -> std::string {
-            if (!start_ || start_->app != sub) {
-              const std::vector<std::string> left = sub->remaining();
-              start_ = Start{sub, read_.size() - args_.size(), left.size(), contains(left, "--")};
-            }
-            return "";
-          },
-          ""));
-    }
-    for (CLI::App* s : sub->get_subcommands(named)) subcommands.emplace_back(s, sub);
+  for (const Given& g : given_) {
+    if (g.option->name == "--json" && g.option->takes == Takes::Nothing && g.value == "true")
+      json_ = true;
   }
+  if (help_) return Outcome::Help;
+  if (version_) return Outcome::Version;
+  check_sims();
+  check_gpu_slips();
+  // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: no command's name, nothing but --sim before
+  // `--`.
+  if (levels_.size() == 1 && dashdash_ && !problem_) {
+    if (sim_.empty()) {
+      throw bad_input(
+          "`gpusel -- COMMAND` needs a machine or GPUs to run COMMAND on: `gpusel --sim "
+          "MACHINE -- COMMAND` runs it on a simulated machine, `gpusel run --gpu SPEC -- "
+          "COMMAND` once per GPU");
+    }
+    if (program_.empty()) {
+      throw bad_input("--sim " + detail::quote_value(sim_) +
+                      " -- names no command after --; write it as `gpusel --sim " +
+                      shell_word(sim_) + " -- python3 prog.py`");
+    }
+    return Outcome::Exec;
+  }
+  if (problem_) throw bad_input(explain(*problem_));
+  check_whole();
+  return Outcome::Run;
 }
 
-// An option whose value may be left out (--wait, --watch). Its value is the next word unless that
-// word is an option or `--`, which CLI11 2.1 reads in its own way in three places, each set right
-// here as CLI11 reads the option (the words and CLI11's list of what is left to read are this
-// object's):
-// - it drops a `--` that follows, as the end of the option's values: put back, so that what comes
-//   after it is still a program's words;
-// - it leaves the next word to a required positional (run's COMMAND) when that word is the last:
-//   taken as the value, so `run --gpu 1 --wait 30` asks for its COMMAND;
-// - `--wait=` (empty, as `--wait="$T"` with T unset) takes the next word: given back, and the
-//   option has its value-less meaning.
-void CommandLine::read_optional_value(CLI::Option& option) {
-  const std::string name = option.get_lnames().front();
-  // (A transform, not a check: CLI11 gives a check a copy of the value.)
-  option.trigger_on_parse()->transform(CLI::Validator(
-      [this, &option, name](std::string& value) -> std::string {
-        const std::size_t next = read_.size() - args_.size();  // the next word to read
-        if (next == 0) return "";
-        const std::string& last = read_[next - 1];  // the last word CLI11 took
-        if (last == "--") {
-          args_.push_back("--");
-        } else if (next >= 2 && read_[next - 2] == "--" + name + "=") {
-          args_.push_back(last);
-          value = option.get_flag_value(name, "");
-        } else if (last == "--" + name && !args_.empty() && !looks_like_option(args_.back()) &&
-                   args_.back() != "--") {
-          value = args_.back();
-          args_.pop_back();
+void CommandLine::note(Problem problem) {
+  if (!problem_) problem_ = std::move(problem);
+}
+
+void CommandLine::read_option(std::size_t& i) {
+  const std::string& word = words_[i];
+  const std::size_t eq = word.find('=');
+  const std::string name = word.substr(0, eq);
+  const bool inline_value = eq != std::string::npos;
+  const std::string text = inline_value ? word.substr(eq + 1) : std::string();
+  const std::size_t depth = levels_.size() - 1;
+  // The next word, when it can be a value: not `--`, nor an option (a negative number can be);
+  // an option's value, nor one of this command's options (`--gpu --json` lacks its value, `--grace
+  // -inf` has one).
+  const std::string* next = i + 1 < words_.size() ? &words_[i + 1] : nullptr;
+  const bool next_is_value =
+      next != nullptr && *next != "--" && (!looks_like_option(*next) || looks_like_number(*next));
+  const bool next_is_option_value =
+      next != nullptr && *next != "--" &&
+      (!looks_like_option(*next) || !names_an_option(leaf(), *next, depth == 0));
+  if (name == "-h" || name == "--help") {
+    help_ = true;
+    return;
+  }
+  if (name == "--version" && depth == 0) {
+    version_ = true;
+    return;
+  }
+  if (name == "--sim") {
+    // `--sim=` names no machine (`--sim="$MACHINE"` with the variable unset): the next word is
+    // read for itself.
+    if (inline_value) {
+      sims_.push_back(Sim{text, i, i});
+    } else if (next_is_value) {
+      sims_.push_back(Sim{words_[i + 1], i, i + 1});
+      ++i;
+    } else {
+      throw bad_input(
+          "--sim needs a machine after it: a bundled name (`gpusel sim list` shows them) or the "
+          "path of a machine file, as in `gpusel --sim dgx-h100 list`");
+    }
+    return;
+  }
+  const Option* o = find_option(leaf(), name);
+  if (o == nullptr) {
+    note(Problem{Problem::Kind::Option, i, depth, {}});
+    return;
+  }
+  Given g{o, {}, i, inline_value};
+  switch (o->takes) {
+    case Takes::Nothing:
+      if (inline_value) {
+        const std::optional<bool> on = flag_value(text);
+        if (!on) {
+          note(Problem{Problem::Kind::Said, i, depth,
+                       name + " is a flag: give it alone, or as " + name + "=true or " + name +
+                           "=false (not " + detail::quote_value(text) + ")"});
+          return;
         }
-        return "";
-      },
-      ""));
+        g.value = *on ? "true" : "false";
+      } else {
+        g.value = "true";
+      }
+      break;
+    case Takes::Value:
+      if (inline_value) {
+        g.value = text;
+      } else if (next_is_option_value) {
+        g.value = words_[++i];
+      } else {
+        note(Problem{Problem::Kind::Said, i, depth,
+                     name + " needs a value (" + std::string(o->value) +
+                         ") after it: " + std::string(o->help) + "; run `" + command_path(depth) +
+                         " --help` for usage"});
+        return;
+      }
+      break;
+    case Takes::MaybeValue:
+      if (inline_value) {
+        g.value = text.empty() ? std::string(o->bare) : text;
+      } else if (next_is_value) {
+        g.value = words_[++i];
+      } else {
+        g.value = std::string(o->bare);
+      }
+      break;
+    case Takes::Word:
+    case Takes::Words:
+      break;
+  }
+  if (o->completion == "choice" && !o->choices.empty()) {
+    const std::vector<std::string> choices(o->choices.begin(), o->choices.end());
+    const std::string wrong = not_a_choice(g.value, choices);
+    if (!wrong.empty()) {
+      note(Problem{Problem::Kind::Said, i, depth, name + ": " + wrong});
+      return;
+    }
+  }
+  if (o->takes != Takes::Nothing) {
+    if (const Given* before = find(o->name); before != nullptr) {
+      note(Problem{Problem::Kind::Said, i, depth,
+                   name + " is given twice (" + detail::quote_value(before->value) + " and " +
+                       detail::quote_value(g.value) + "); give it once" +
+                       (name == "--gpu" ? ", every GPU in one comma-separated list" : "")});
+    }
+  }
+  given_.push_back(std::move(g));
 }
 
-void CommandLine::add_sim(CLI::App& app, const std::string& help, bool hidden) {
-  // A subcommand's --sim sits in a hidden option group: CLI11 reads it as the subcommand's own,
-  // and neither help nor the generated interface lists it.
-  CLI::App* owner = &app;
-  if (hidden) {
-    owner = app.add_option_group("");
-    owner->set_help_flag();
+void CommandLine::read_word(std::size_t i) {
+  const std::string& word = words_[i];
+  const std::size_t depth = levels_.size() - 1;
+  const Command& here = leaf();
+  if (stray_dashdash_) {
+    note(Problem{Problem::Kind::Argument, i, depth, {}});
+    return;
   }
-  owner
-      ->add_option_function<std::string>(
-          "--sim", [this, &app](const std::string& value) { took_sim(app, value); }, help)
-      ->type_name("MACHINE")
-      ->trigger_on_parse();  // each --sim as CLI11 reads it, where it stands
+  if (!here.commands.empty()) {
+    for (const Command* c : here.commands) {
+      if (c->name == word) {
+        levels_.push_back(Level{c, i});
+        return;
+      }
+    }
+    note(Problem{Problem::Kind::Command, i, depth, {}});
+    return;
+  }
+  for (const Option& o : here.options) {
+    if (o.takes == Takes::Word && find(o.name) == nullptr) {
+      given_.push_back(Given{&o, word, i, false});
+      return;
+    }
+    if (o.takes == Takes::Words) {
+      program_word_ = i;
+      program_.push_back(word);
+      return;
+    }
+  }
+  note(Problem{Problem::Kind::Argument, i, depth, {}});
 }
 
-void CommandLine::took_sim(const CLI::App& app, const std::string& value) {
-  Sim s;
-  s.value = value;
-  s.app = &app;
-  // CLI11 has just read the option and its value: the last words it took.
-  const std::size_t last = read_.size() - args_.size() - 1;
-  const std::size_t option = read_[last] == "--sim=" + value ? last : last - 1;
-  s.first = option;
-  s.last = last;
-  if (option != last && read_[option] == "--sim=") {
-    // `--sim=` names no machine (`--sim="$MACHINE"` with the variable unset), but CLI11 took the
-    // next word for its value: that word goes back, to be read for itself.
-    args_.push_back(read_[last]);
-    s.value.clear();
-    s.last = s.first;
+void CommandLine::check_sims() {
+  if (sims_.size() > 1) {
+    throw bad_input("--sim is given twice (" + detail::quote_value(sims_[0].value) + " and " +
+                    detail::quote_value(sims_[1].value) + "); give one machine");
   }
-  // After a program's first word, --sim is one of the program's words given without `--` before
-  // them (with `--`, CLI11 reads no option there).
-  s.stray = start_ && start_->app == &app;
-  s.missing = app.remaining().size();
-  sims_.push_back(std::move(s));
+  if (!sims_.empty()) sim_ = sims_.front().value;
+}
+
+// What only the whole line shows: a command that needs one of its own named, a required option
+// or positional missing, two options that exclude each other.
+void CommandLine::check_whole() const {
+  const Command& here = leaf();
+  const std::string where = command_path(levels_.size() - 1);
+  if (!here.commands.empty()) {
+    std::string names;
+    for (const std::string& n : visible_commands(here)) names += (names.empty() ? "" : ", ") + n;
+    throw bad_input("`" + where + "` needs a command: " + names + "; run `" + where +
+                    " --help` for what each does");
+  }
+  for (const Option& o : here.options) {
+    const bool given = o.takes == Takes::Words ? !program_.empty() : find(o.name) != nullptr;
+    if (o.required && !given) {
+      std::string example;
+      if (o.name == "COMMAND") example = "; put it after --, as in `" + where + " ";
+      if (o.name == "COMMAND" && find_option(here, "--gpu") != nullptr) example += "--gpu 0,1 ";
+      if (!example.empty()) example += "-- python3 train.py`";
+      throw bad_input("`" + where + "`: " + std::string(o.name) + " is required: " +
+                      std::string(o.help) + example + "; run `" + where + " --help` for usage");
+    }
+  }
+  for (const Option& o : here.options) {
+    if (o.excludes.empty()) continue;
+    const bool mine = is_positional(o) ? find(o.name) != nullptr : find(o.name) != nullptr;
+    const bool other = find(o.excludes) != nullptr;
+    if (mine && other) {
+      throw bad_input("`" + where + "`: " + std::string(o.excludes) + " and " +
+                      std::string(o.name) + " cannot be given together; give one of them");
+    }
+  }
+}
+
+const CommandLine::Given* CommandLine::find(std::string_view name) const {
+  for (const Given& g : given_) {
+    if (g.option->name == name) return &g;
+  }
+  return nullptr;
+}
+
+std::string CommandLine::path() const {
+  std::string out;
+  for (std::size_t i = 1; i < levels_.size(); ++i)
+    out += (out.empty() ? "" : " ") + std::string(levels_[i].command->name);
+  return out;
+}
+
+bool CommandLine::flag(std::string_view name) const {
+  const Given* g = nullptr;
+  for (const Given& each : given_) {
+    if (each.option->name == name) g = &each;  // the last one given
+  }
+  return g != nullptr && g->value == "true";
+}
+
+std::optional<std::string> CommandLine::value(std::string_view name) const {
+  const Given* g = find(name);
+  if (g == nullptr) return std::nullopt;
+  return g->value;
 }
 
 std::vector<std::string> CommandLine::kept(std::vector<std::size_t>& at) const {
   std::vector<bool> sim(words_.size(), false);
-  for (const Sim& s : sims_) {
-    if (!s.stray)
-      std::fill(sim.begin() + static_cast<std::ptrdiff_t>(s.first),
-                sim.begin() + static_cast<std::ptrdiff_t>(s.last) + 1, true);
-  }
+  for (const Sim& s : sims_)
+    std::fill(sim.begin() + static_cast<std::ptrdiff_t>(s.first),
+              sim.begin() + static_cast<std::ptrdiff_t>(s.last) + 1, true);
   std::vector<std::string> out;
   at.assign(words_.size() + 1, kNone);
   for (std::size_t i = 0; i < words_.size(); ++i) {
@@ -323,8 +527,8 @@ std::vector<std::string> CommandLine::kept(std::vector<std::size_t>& at) const {
 
 std::string CommandLine::command_path(std::size_t depth) const {
   std::string out = "gpusel";
-  for (std::size_t i = 1; i <= depth && i < path_.size(); ++i)
-    out += " " + path_[i].app->get_name();
+  for (std::size_t i = 1; i <= depth && i < levels_.size(); ++i)
+    out += " " + std::string(levels_[i].command->name);
   return out;
 }
 
@@ -332,140 +536,30 @@ std::string CommandLine::prefix() const {
   return "gpusel" + (sim_.empty() ? "" : " --sim " + shell_word(sim_));
 }
 
-void CommandLine::parse(int argc, char** argv) {
-  words_.assign(argv + 1, argv + argc);
-  read_ = words_;
-  sim_.clear();
-  exec_ = false;
-  command_.clear();
-
-  std::exception_ptr refused;
-  bool help = false, sim_without_value = false, among_program = false;
-  std::optional<Sim> empty_sim;  // a last word `--sim=`
-  for (;;) {
-    args_.assign(read_.rbegin(), read_.rend());
-    path_.assign(1, Entered{&app_, kNone, 0});
-    sims_.clear();
-    start_.reset();
-    exec_words_.clear();
-    try {
-      app_.parse(args_);
-    } catch (const CLI::Success&) {
-      refused = std::current_exception();
-      help = true;
-    } catch (const CLI::ArgumentMismatch&) {
-      refused = std::current_exception();
-      // A value missing: --sim's when the last word is a --sim (CLI11 looked for its value past
-      // the end); any other option's missing value is CLI11's to report.
-      sim_without_value = read_.back() == "--sim" || read_.back() == "--sim=";
-    } catch (const CLI::ParseError&) {
-      refused = std::current_exception();
-    }
-    among_program = start_ && start_->app == path_.back().app && !start_->after_dashdash;
-    if (!sim_without_value || among_program || empty_sim || read_.back() != "--sim=") break;
-    // `--sim=` names no machine wherever it stands (see took_sim); last, CLI11 looked for its
-    // value past the end: the command line is read again without it.
-    empty_sim.emplace();
-    empty_sim->first = empty_sim->last = read_.size() - 1;
-    empty_sim->app = path_.back().app;
-    read_.pop_back();
-    refused = nullptr;
-    sim_without_value = false;
-  }
-  if (empty_sim) sims_.push_back(*empty_sim);
-  if (sim_without_value && among_program) {
-    // That --sim is one of a program's words, given without `--` before them.
-    Sim s;
-    s.first = s.last = read_.size() - 1;
-    s.app = start_->app;
-    s.stray = true;
-    s.missing = s.app->remaining().size();
-    sims_.push_back(std::move(s));
-  } else if (sim_without_value) {
-    throw bad_input(
-        "--sim needs a machine after it: a bundled name (`gpusel sim list` shows them) or the "
-        "path of a machine file, as in `gpusel --sim dgx-h100 list`");
-  }
-  std::vector<const Sim*> taken;
-  for (const Sim& s : sims_) {
-    if (!s.stray) taken.push_back(&s);
-  }
-  if (taken.size() > 1) {
-    throw bad_input("--sim is given twice (" + detail::quote_value(taken[0]->value) + " and " +
-                    detail::quote_value(taken[1]->value) + "); give one machine");
-  }
-  if (!taken.empty()) sim_ = taken.front()->value;
-  check_gpu_slips();
-
-  // `gpusel [--sim MACHINE] -- COMMAND [ARGS...]`: no command's name, and nothing before `--` but
-  // --sim.
-  const std::vector<std::string> left = app_.remaining();
-  if (!help && path_.size() == 1 && left.size() == 1 && left.front() == "--") {
-    if (sim_.empty()) {
-      throw bad_input(
-          "`gpusel -- COMMAND` needs a machine or GPUs to run COMMAND on: `gpusel --sim "
-          "MACHINE -- COMMAND` runs it on a simulated machine, `gpusel run --gpu SPEC -- "
-          "COMMAND` once per GPU");
-    }
-    if (exec_words_.empty()) {
-      throw bad_input("--sim " + detail::quote_value(sim_) +
-                      " -- names no command after --; write it as `gpusel --sim " +
-                      shell_word(sim_) + " -- python3 prog.py`");
-    }
-    exec_ = true;
-    command_ = exec_words_;
-    return;
-  }
-  // A --sim among a program's words is no option of gpusel's: refused as CLI11 refuses the
-  // program's other options there (explain() says what to write).
-  for (const Sim& s : sims_) {
-    if (s.stray && !refused)
-      refused = std::make_exception_ptr(CLI::ExtrasError(s.app->get_name(), {words_[s.first]}));
-  }
-  if (refused) std::rethrow_exception(refused);
-}
-
 // The usual ways a --gpu value reaches gpusel broken by the shell, each answered with the whole
 // command line as it should have been typed, GPUs all kept: `--gpu 0 1` (blanks for commas; the
-// second GPU went to something else: an argument CLI11 refuses, or run's program), and `--gpu
+// second GPU went to something else: an argument refused, or run's program), and `--gpu
 // CUDA_VISIBLE_DEVICES=2,3` (a variable's assignment copied in). Throws Error(BadInput).
 void CommandLine::check_gpu_slips() const {
-  if (path_.size() < 2) return;
-  const Entered& leaf = path_.back();
-  const CLI::Option* gpu = leaf.app->get_option_no_throw("--gpu");
-  if (gpu == nullptr || gpu->count() == 0) return;
-  const std::string& value = gpu->results().front();  // the first --gpu, if given twice
+  if (levels_.size() < 2) return;
+  const Given* gpu = find("--gpu");
+  if (gpu == nullptr) return;
+  const std::string& value = gpu->value;  // the first --gpu, if given twice
   std::vector<std::size_t> at;
   const std::vector<std::string> words = kept(at);
-  // Where a program's first word stands when no `--` came before it; and whether a `--` came
-  // before the program (CLI11 keeps it among run's leftovers).
-  const bool started = start_ && start_->app == leaf.app && !start_->after_dashdash;
-  const std::size_t command_start = started ? at[start_->word] : kNone;
-  const bool dashdash = contains(leaf.app->remaining(), "--");
-  // The word CLI11 read the value from (or that holds it, --gpu=VALUE): the first --gpu after the
-  // command's name and before the program that gave this value. CLI11 keeps values, not where
-  // they stood; the corrected command line needs the words around it.
-  std::size_t v = kNone;
-  bool inline_value = false;
-  for (std::size_t i = at[leaf.word] + 1; i < words.size() && i < command_start; ++i) {
-    if (words[i] == "--gpu=" + value) {
-      v = i;
-      inline_value = true;
-      break;
-    }
-    if (words[i] == "--gpu" && i + 1 < words.size() && words[i + 1] == value) {
-      v = i + 1;
-      break;
-    }
-  }
-  if (v == kNone) return;
+  // Where a program's first word stands when no `--` came before it.
+  const std::size_t command_start =
+      program_word_ != kNone && !dashdash_ ? at[program_word_] : kNone;
+  const std::size_t v = at[gpu->word] + (gpu->inline_value ? 0 : 1);
+  const bool inline_value = gpu->inline_value;
   std::vector<std::string> fixed = words;
-  const bool runs_program = leaf.app->get_name() == "run";
+  const std::string leaf_name(leaf().name);
+  const bool runs_program = leaf_name == "run";
 
   std::string_view name, rest;
   if (is_assignment(value, name, rest)) {
     fixed[v] = inline_value ? "--gpu=" + std::string(rest) : std::string(rest);
-    if (runs_program && !dashdash && command_start != kNone)
+    if (runs_program && command_start != kNone)
       fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(command_start), "--");
     std::string message = "--gpu " + detail::quote_value(value) +
                           " is a variable's assignment; --gpu takes the GPUs themselves";
@@ -481,8 +575,8 @@ void CommandLine::check_gpu_slips() const {
                                                 {"variable", std::string(name)}}));
   }
 
-  // The words right after the value that are more GPUs. CLI11 read --gpu's one value and left
-  // them over (or, in run, took the first for the program's name, unless it is a program).
+  // The words right after the value that are more GPUs: refused as arguments, or (in run) taken
+  // for the program's name, unless that is a program.
   std::size_t end = v + 1;
   while (end < words.size() && looks_like_gpu_entries(words[end])) {
     if (runs_program && end == command_start && is_program(words[end])) break;
@@ -499,7 +593,7 @@ void CommandLine::check_gpu_slips() const {
   std::string split;  // the value and the words as the shell split them
   for (std::size_t i = v; i < end; ++i)
     split += (split.empty() ? "" : " ") + (i == v ? value : words[i]);
-  if (leaf.app->get_name() == "bind") {
+  if (leaf_name == "bind") {
     throw bad_input(
         "--gpu " + split + ": bind takes one GPU, and the shell passed " +
             detail::quote_value(words[v + 1]) +
@@ -516,85 +610,39 @@ void CommandLine::check_gpu_slips() const {
     if (program >= fixed.size()) {
       fixed.push_back("--");
       fixed.push_back("COMMAND");
-    } else if (!dashdash && fixed[program] != "--") {
+    } else if (!dashdash_ && fixed[program] != "--") {
       fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(program), "--");
     }
   }
-  throw bad_input("--gpu " + split +
-                      ": GPUs are separated by commas, not blanks (the shell passed " +
-                      detail::quote_value(words[v + 1]) + " to `" + command_path(path_.size() - 1) +
-                      "` as a word of its own, so that GPU would be lost); write: " + prefix() +
-                      " " + join_words(fixed, 0, fixed.size()),
-                  about(Subject::GpuRequest, {{"request", split}, {"reason", "split-by-shell"}}));
+  throw bad_input(
+      "--gpu " + split + ": GPUs are separated by commas, not blanks (the shell passed " +
+          detail::quote_value(words[v + 1]) + " to `" + command_path(levels_.size() - 1) +
+          "` as a word of its own, so that GPU would be lost); write: " + prefix() + " " +
+          join_words(fixed, 0, fixed.size()),
+      about(Subject::GpuRequest, {{"request", split}, {"reason", "split-by-shell"}}));
 }
 
-std::optional<CommandLine::Problem> CommandLine::first_problem() const {
-  for (std::size_t depth = 0; depth < path_.size(); ++depth) {
-    const CLI::App& at = *path_[depth].app;
-    const bool leaf = depth + 1 == path_.size();
-    // What CLI11 left over here, in the order it came; in a parent only what came before the
-    // subcommand's name (after it, only what follows the subcommand's `--`).
-    const std::vector<std::string> left = at.remaining();
-    const std::size_t until = leaf ? left.size() : path_[depth + 1].parent_missing;
-    const bool started = leaf && start_ && start_->app == &at && !start_->after_dashdash;
-    for (std::size_t i = 0; i <= until; ++i) {
-      // A --sim among the program's words stood before the i-th word left over.
-      for (const Sim& s : sims_) {
-        if (s.stray && s.app == &at && s.missing <= i)
-          return Problem{Problem::Kind::AfterCommand, words_[s.first], depth};
-      }
-      if (i == until) break;
-      const std::string& word = left[i];
-      if (word == "--") return std::nullopt;  // the words after it are a program's
-      if (looks_like_option(word)) {
-        const bool after = started && i >= start_->missing;
-        return Problem{after ? Problem::Kind::AfterCommand : Problem::Kind::Option, word, depth};
-      }
-      if (!visible_subcommands(at).empty()) return Problem{Problem::Kind::Command, word, depth};
-      if (!takes_positionals(at)) return Problem{Problem::Kind::Argument, word, depth};
-    }
-  }
-  // A program's words without `--` before them, and then a `--`: CLI11 ended the subcommand
-  // there and left what followed to the parents; an option among it is still the program's.
-  const std::size_t leaf = path_.size() - 1;
-  if (!start_ || start_->app != path_[leaf].app || start_->after_dashdash) return std::nullopt;
-  for (std::size_t depth = leaf; depth-- > 0;) {
-    const std::vector<std::string> left = path_[depth].app->remaining();
-    for (std::size_t i = path_[depth + 1].parent_missing; i < left.size(); ++i) {
-      const std::string& word = left[i];
-      if (looks_like_option(word) &&
-          path_[leaf].app->get_option_no_throw(word.substr(0, word.find('='))) == nullptr)
-        return Problem{Problem::Kind::AfterCommand, word, leaf};
-    }
-  }
-  return std::nullopt;
-}
-
-std::string CommandLine::explain() const {
-  const std::optional<Problem> p = first_problem();
-  if (!p) return "";
-  const std::string& word = p->word;
-  const CLI::App& at = *path_[p->depth].app;
-  const std::string where = command_path(p->depth);
+std::string CommandLine::explain(const Problem& p) const {
+  if (p.kind == Problem::Kind::Said) return p.said;
+  const std::string& word = words_[p.word];
+  const Command& at = *levels_[p.depth].command;
+  const std::string where = command_path(p.depth);
   std::vector<std::size_t> index;
   const std::vector<std::string> words = kept(index);
 
-  if (p->kind == Problem::Kind::Command) {
-    std::vector<std::string> names;
-    for (const CLI::App* sub : visible_subcommands(at)) names.push_back(sub->get_name());
+  if (p.kind == Problem::Kind::Command) {
+    const std::vector<std::string> names = visible_commands(at);
     std::string list;
     for (const std::string& n : names) list += (list.empty() ? "" : ", ") + n;
     const std::string guess = closest(word, names);
     std::string message = "unknown command '" + word + "'";
-    if (p->depth > 0) message += " for `" + where + "`";
+    if (p.depth > 0) message += " for `" + where + "`";
     if (!guess.empty()) {
       return message + "; did you mean '" + guess + "'? (" + where + "'s commands: " + list + ")";
     }
     message += "; " + where + "'s commands are " + list;
-    if (p->depth == 0) {
-      const auto first = std::find(words.begin(), words.end(), word);
-      const std::string rest =
-          join_words(words, static_cast<std::size_t>(first - words.begin()), words.size());
+    if (p.depth == 0) {
+      const std::string rest = join_words(words, index[p.word], words.size());
       if (!sim_.empty()) {
         message += ". To run a program on the simulated machine, put -- before it: " + prefix() +
                    " -- " + rest;
@@ -605,28 +653,87 @@ std::string CommandLine::explain() const {
     }
     return message + "; run `" + where + " --help` for usage";
   }
-  if (p->kind == Problem::Kind::AfterCommand) {
-    const std::size_t start = index[start_->word];
+  if (p.kind == Problem::Kind::AfterCommand) {
+    const std::size_t start = index[program_word_];
     std::vector<std::string> fixed(words.begin(),
                                    words.begin() + static_cast<std::ptrdiff_t>(start));
     fixed.push_back("--");
     fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(start), words.end());
     return detail::quote_value(word) + " comes after the command " +
            detail::quote_value(words[start]) + " but is not an option of `" + where +
-           "`; put -- before the command so that every word after it is passed to the command: " +
+           "` there; put -- before the command so that every word after it is passed to the "
+           "command: " +
            prefix() + " " + join_words(fixed, 0, fixed.size());
   }
-  if (p->kind == Problem::Kind::Option) {
+  if (p.kind == Problem::Kind::Option) {
     const std::string name = word.substr(0, word.find('='));
-    const std::string guess = closest(name, option_names(at, p->depth == 0));
+    const std::string guess = closest(name, option_names(at));
     std::string message = "unknown option '" + name + "' for `" + where + "`";
     if (!guess.empty()) return message + "; did you mean " + guess + "?";
     return message + "; run `" + where + " --help` to see its options";
   }
   std::string message = "`" + where + "` takes no argument " + detail::quote_value(word);
-  if (at.get_option_no_throw("--gpu") != nullptr && word.find_first_of("0123456789") == 0)
+  if (find_option(at, "--gpu") != nullptr && word.find_first_of("0123456789") == 0)
     return message + "; to name GPUs, use --gpu: " + where + " --gpu " + shell_word(word);
   return message + "; run `" + where + " --help` to see its options";
+}
+
+std::string CommandLine::help() const {
+  const Command& c = leaf();
+  const std::string where = command_path(levels_.size() - 1);
+  std::string out =
+      wrapped(levels_.size() == 1 ? "gpusel: " + std::string(c.help) : std::string(c.help), 0, 0) +
+      "\n";
+  std::string usage = "Usage: " + where + " [OPTIONS]";
+  std::vector<const Option*> positionals, options;
+  for (const Option& o : c.options) (is_positional(o) ? positionals : options).push_back(&o);
+  for (const Option* o : positionals) {
+    const std::string name(o->name);
+    if (o->takes == Takes::Words)
+      usage += o->required ? " [--] " + name + " [ARGS...]" : " [[--] " + name + " [ARGS...]]";
+    else
+      usage += o->required ? " " + name : " [" + name + "]";
+  }
+  if (!c.commands.empty()) usage += " COMMAND";
+  out += usage + "\n";
+  if (!positionals.empty()) {
+    out += "\nPositionals:\n";
+    for (const Option* o : positionals) out += help_row(option_left(*o), option_text(*o));
+  }
+  out += "\nOptions:\n";
+  out += help_row("-h,--help", "print this help and exit");
+  for (const Option* o : options) out += help_row(option_left(*o), option_text(*o));
+  if (levels_.size() > 1) {
+    out += help_row("--sim MACHINE", "run on a simulated machine (as `gpusel --sim MACHINE`)");
+  }
+  if (!c.commands.empty()) {
+    out += "\nCommands:\n";
+    for (const Command* sub : c.commands) {
+      if (!sub->hidden) out += help_row(std::string(sub->name), sub->help);
+    }
+  }
+  return out;
+}
+
+// ---- values ---------------------------------------------------------------------------------
+
+long long whole_option(const CommandLine& line, std::string_view name, long long low,
+                       long long high, long long fallback) {
+  const std::optional<std::string> text = line.value(name);
+  if (!text) return fallback;
+  errno = 0;
+  char* end = nullptr;
+  const long long n = std::strtoll(text->c_str(), &end, 10);
+  const bool whole = !text->empty() && end != nullptr && *end == '\0' && errno == 0 &&
+                     std::isdigit(static_cast<unsigned char>(text->back())) != 0 &&
+                     text->find_first_of(" \t") == std::string::npos;
+  if (!whole || n < low || n > high) {
+    throw bad_input(std::string(name) + " " + detail::quote_value(*text) +
+                    " is not a whole number from " + std::to_string(low) + " to " +
+                    std::to_string(high) + "; run `gpusel " + line.path() +
+                    " --help` for what it sets");
+  }
+  return n;
 }
 
 std::uint64_t parse_size_option(const std::string& option, const std::string& text,

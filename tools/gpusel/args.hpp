@@ -1,13 +1,14 @@
-// gpusel's command line, parsed by CLI11 alone: --sim before or after the command's name,
-// `gpusel --sim MACHINE -- COMMAND`, and messages for the usual mistakes (a misspelt command or
-// option, a --gpu value the shell split, a program's options without `--` before it), found in
-// what CLI11 read and left over.
+// gpusel's command line: one declarative table (table.cpp) of every command and option, and the
+// parser that reads argv against it, once. Help, the man page, the completions and the README's
+// synopsis are written from the same table (interface.cpp), so none of them can lag behind an
+// option. The parser knows the whole line as typed, so its messages for the usual mistakes (a
+// misspelt command or option, a --gpu value the shell split, a program's options without `--`
+// before it) repeat the command line as it should have been typed.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <cstdint>
-#include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -21,112 +22,121 @@ std::size_t edit_distance(std::string_view a, std::string_view b);
 // word's length, else the only one it is a prefix of; "" when none is close.
 std::string closest(std::string_view word, const std::vector<std::string>& candidates);
 
-// The command line as CLI11 parses it with `app`, and what CLI11 reports while it parses (its
-// callbacks: each --sim as it reads it, each subcommand as it enters it, a program's first word as
-// it validates it), with where each stood among the words: a message about a slip repeats the
-// whole command line as it should have been typed, and CLI11 keeps the values it read, not the
-// words around them.
+// What an option takes after its name.
+enum class Takes : unsigned char {
+  Nothing,     // a flag: --json (--json=true and --json=false are read too)
+  Value,       // a value: --size 4MiB or --size=4MiB
+  MaybeValue,  // --wait, --wait 30, --wait=30: the next word unless it is an option or `--`;
+               // `--wait=` (empty) takes none
+  Word,        // a positional word (MACHINE, FORMAT)
+  Words,       // a program and its arguments (COMMAND): every word from its first on
+};
+
+// One row of the table: an option or a positional.
+struct Option {
+  std::string_view name;  // --gpu; a positional's name (MACHINE, COMMAND)
+  Takes takes = Takes::Nothing;
+  std::string_view value;  // the value's name in help (SPEC, SECONDS); "" for flags, positionals
+  std::string_view help;
+  bool required = false;
+  // What a shell offers for the value (interface.hpp lists the kinds); "" to infer it from the
+  // value's name. "choice": the value must be one of `choices`, checked as it is read.
+  std::string_view completion = {};
+  std::span<const std::string_view> choices = {};
+  std::string_view excludes = {};       // an option it cannot be given with (both ways)
+  std::string_view bare = {};           // MaybeValue: its value when given without one
+  std::string_view shown_default = {};  // help's "(default: X)"
+};
+
+// A command: its options and positionals in the order help lists them, and its own commands (one
+// of which must then be named).
+struct Command {
+  std::string_view name;  // "gpusel" for gpusel itself
+  std::string_view help;
+  std::span<const Option> options;
+  std::span<const Command* const> commands = {};
+  bool hidden = false;  // left out of help, completions and the man page
+};
+
+// gpusel itself: every command (table.cpp).
+extern const Command kGpusel;
+
+// argv read against a table. Every command accepts -h/--help and --sim MACHINE (before or after
+// its name); gpusel itself --version and `gpusel --sim MACHINE -- COMMAND`.
 class CommandLine {
  public:
-  // Runs `declare`, which declares the commands (add_command); then declares, after app's help,
-  // --version (`version`, when not empty) and --sim (`sim_help`) on `app` (and, hidden, --sim on
-  // each command, so that it may stand before or after the command's name) and, with
-  // `exec_form`, the COMMAND of `gpusel --sim MACHINE -- COMMAND`. `app` must outlive this object.
-  CommandLine(CLI::App& app, const std::string& version, const std::string& sim_help,
-              const std::function<void(CommandLine&)>& declare, bool exec_form = true);
-  CommandLine(const CommandLine&) = delete;
-  CommandLine& operator=(const CommandLine&) = delete;
+  enum class Outcome { Run, Help, Version, Exec };
 
-  // Declares the command `name` (`hidden`: left out of help and the generated interface); `fill`
-  // adds its options and nested commands when CLI11 enters it, so that a command line pays only
-  // for the command it names (the parse is still CLI11's one reading of the whole line).
-  CLI::App* add_command(const std::string& name, const std::string& description,
-                        std::function<void(CLI::App&)> fill, bool hidden = false);
-  // Fills every command not yet entered: for what describes the whole interface (man page,
-  // completions).
-  void complete();
+  explicit CommandLine(const Command& root) : root_(root) {}
 
-  // Parses argv with CLI11. Throws Error(BadInput) for --sim given twice or without a machine, a
-  // --gpu value the shell split or copied with its variable's name, and `gpusel -- COMMAND`
-  // without a machine or a command; rethrows CLI11's own error (a CLI::ParseError; help and
-  // --version are CLI::Success) for anything else it refused.
-  void parse(int argc, char** argv);
+  // Reads argv. Throws Error(BadInput) naming the first mistake and its remedy. Help (of the
+  // command named) and --version win over any mistake but a --sim without a machine.
+  Outcome parse(int argc, char** argv);
 
-  // After parse threw CLI11's error: a message that names the mistake and the remedy, or "" when
-  // nothing better than CLI11's own message can be said.
-  std::string explain() const;
-
-  const std::string& sim() const { return sim_; }  // the --sim value; "" when not given
-  // `gpusel [--sim MACHINE] -- COMMAND...` (no subcommand), and its COMMAND and arguments.
-  bool exec() const { return exec_; }
-  const std::vector<std::string>& command() const { return command_; }
+  // The commands named, below gpusel: "resolve", "sim env"; "" for none.
+  std::string path() const;
+  const std::string& sim() const { return sim_; }  // --sim's machine; "" when not given
+  // A flag given (and not =false) to the command named.
+  bool flag(std::string_view name) const;
+  // The value given to an option or positional of the command named (its `bare` value for a
+  // MaybeValue given alone); nullopt when not given.
+  std::optional<std::string> value(std::string_view name) const;
+  // COMMAND's words (run, bind, sim exec, sim shell, and gpusel's own exec form).
+  const std::vector<std::string>& words() const { return program_; }
+  // Whether --json was given to the command named: a failure is then reported on stdout too.
+  bool asked_json() const { return json_; }
+  // Help for the command named (every command's after a parse that failed before naming one).
+  std::string help() const;
 
  private:
-  // A subcommand CLI11 entered: the word of its name, and how many words its parent had left
-  // over by then (CLI11's remaining()).
-  struct Entered {
-    const CLI::App* app = nullptr;
-    std::size_t word = 0;
-    std::size_t parent_missing = 0;
+  struct Level {
+    const Command* command = nullptr;
+    std::size_t word = static_cast<std::size_t>(-1);  // where its name stood
   };
-  // A --sim CLI11 read; `stray`: it came after a program's first word without `--` before it.
+  struct Given {
+    const Option* option = nullptr;
+    std::string value;
+    std::size_t word = 0;       // its name's word (a positional's own)
+    bool inline_value = false;  // --gpu=VALUE
+  };
   struct Sim {
     std::string value;
     std::size_t first = 0, last = 0;  // the words it took (the same word for --sim=MACHINE)
-    const CLI::App* app = nullptr;
-    bool stray = false;
-    std::size_t missing = 0;  // how many words `app` had left over by then
   };
-  // The first word CLI11 gave a subcommand's COMMAND (run, sim exec).
-  struct Start {
-    const CLI::App* app = nullptr;
-    std::size_t word = 0;
-    std::size_t missing = 0;      // how many words `app` had left over by then
-    bool after_dashdash = false;  // `--` came before it
-  };
-  // The first word CLI11 accepted nowhere, and what kind of mistake it is.
   struct Problem {
-    enum class Kind { Command, Option, Argument, AfterCommand } kind;
-    std::string word;
-    std::size_t depth;  // where: path_[depth]
+    enum class Kind { Command, Option, Argument, AfterCommand, Said } kind;
+    std::size_t word = 0;
+    std::size_t depth = 0;  // where: levels_[depth]
+    std::string said;       // Kind::Said: the whole message
   };
 
-  // A command, and what adds its options (null once it has).
-  struct Command {
-    CLI::App* app = nullptr;
-    std::function<void(CLI::App&)> fill;
-  };
-  // Fills `command` if it is not yet, and readies it and its nested commands for parse().
-  void complete(Command& command);
-  // Records, as CLI11 enters `sub` (`left`: words still to read), where its name stood.
-  void entered(const CLI::App* sub, const CLI::App* parent, std::size_t left);
-  // Reads `option`, whose value may be left out, as gpusel's users expect (args.cpp says how).
-  void read_optional_value(CLI::Option& option);
-  void add_sim(CLI::App& app, const std::string& help, bool hidden);
-  void took_sim(const CLI::App& app, const std::string& value);
+  const Command& leaf() const { return *levels_.back().command; }
+  const Given* find(std::string_view name) const;
+  void note(Problem problem);
+  void read_option(std::size_t& i);
+  void read_word(std::size_t i);
+  void check_sims();
   void check_gpu_slips() const;
-  std::optional<Problem> first_problem() const;
-  // words_ without the --sim CLI11 took (a suggested command line puts it first, in prefix());
+  void check_whole() const;
+  std::string explain(const Problem& p) const;
+  // words_ without the --sim gpusel took (a suggested command line puts it first, in prefix());
   // at[i]: where words_[i] is in it, or would be.
   std::vector<std::string> kept(std::vector<std::size_t>& at) const;
   std::string prefix() const;                         // "gpusel", "gpusel --sim MACHINE"
-  std::string command_path(std::size_t depth) const;  // "gpusel bench bw" for path_[2]
+  std::string command_path(std::size_t depth) const;  // "gpusel bench bw" for levels_[2]
 
-  CLI::App& app_;
+  const Command& root_;
   std::vector<std::string> words_;  // argv[1...], as typed
-  std::vector<std::string> read_;   // what CLI11 reads: words_ (less a last `--sim=`)
-  std::vector<std::string> args_;   // CLI11's list of what it has still to read: the last first
-  std::vector<Entered> path_;       // the app, then each subcommand CLI11 entered
-  std::vector<Command> commands_;   // as add_command declared them
-  // The app's --help, which each command gets when it is filled (CLI11 would copy it into each
-  // command as it declares it, at more cost than the rest of the declaration).
-  std::string help_name_, help_description_;
+  std::vector<Level> levels_;       // gpusel, then each command named
+  std::vector<Given> given_;
   std::vector<Sim> sims_;
-  std::optional<Start> start_;
-  std::vector<std::string> exec_words_;  // what CLI11 gave the COMMAND after `gpusel ... --`
+  std::vector<std::string> program_;
+  std::size_t program_word_ = static_cast<std::size_t>(-1);  // COMMAND's first word
+  bool dashdash_ = false;                                    // a `--` came before COMMAND
+  bool stray_dashdash_ = false;  // a `--` in a command that takes no program
+  std::optional<Problem> problem_;
   std::string sim_;
-  bool exec_ = false;
-  std::vector<std::string> command_;
+  bool help_ = false, version_ = false, json_ = false;
 };
 
 // A byte size given on the command line, read as GNU dd and truncate read them, with the unit's
@@ -137,5 +147,10 @@ class CommandLine {
 // the library's read_byte_size, the one parser for sizes.
 std::uint64_t parse_size_option(const std::string& option, const std::string& text,
                                 std::uint64_t multiple);
+
+// A whole number from `low` to `high` given to `name`, else `fallback`; Error(BadInput) naming the
+// option, its value and the range otherwise.
+long long whole_option(const CommandLine& line, std::string_view name, long long low,
+                       long long high, long long fallback);
 
 }  // namespace gpusel::cli

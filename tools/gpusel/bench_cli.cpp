@@ -4,9 +4,9 @@
 
 #include "args.hpp"
 #include "common.hpp"
-#include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolution.hpp"
+#include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
 #include "interface.hpp"
 
@@ -52,49 +52,30 @@ BandwidthOptions bench::checked_options(const BenchOptions& o) {
   return b;
 }
 
-void setup_bench(CLI::App& command, BenchOptions& options) {
-  CLI::App* bench = &command;
-  bench->require_subcommand(1);
-  CLI::App* bw =
-      bench->add_subcommand("bw", "host<->device, device-local and GPU-to-GPU copy bandwidth");
-  set_completion(add_gpu_option(*bw, options.gpus, "--gpu", kGpuHelp, true)->required(), "gpu-all");
-  add_choice_options(*bw, options.choice, true);
-  set_completion(
-      bw->add_option("--tests", options.tests,
-                     "comma-separated: h2d, d2h, d2d, h2d-pageable, d2h-pageable, bidir, "
-                     "p2p (each GPU to each other selected GPU)")
-          ->capture_default_str()
-          ->type_name("LIST"),
-      "list", {"h2d", "d2h", "d2d", "h2d-pageable", "d2h-pageable", "bidir", "p2p"});
-  bw->add_option("--size", options.size, "bytes per buffer, e.g. 512MiB")
-      ->capture_default_str()
-      ->type_name("BYTES");
-  bw->add_option("--copies", options.copies, "timed copies per sample")
-      ->check(CLI::Range(1, 100000))
-      ->capture_default_str()
-      ->type_name("N");
-  bw->add_option("--samples", options.samples, "samples per test; the median is reported")
-      ->check(CLI::Range(1, 1000))
-      ->capture_default_str()
-      ->type_name("N");
-  bw->add_flag("--parallel", options.parallel,
-               "measure all GPUs at once (they then share the host's links) and report the sum");
-  bw->add_flag("--json", options.json, "print {\"results\": [...]}");
-  bw->add_option("--plot", options.plot,
-                 "also draw the rates beside each link's theoretical limit in an SVG file")
-      ->type_name("FILE.svg");
-  bw->add_option("--csv", options.csv, "also write the rows as CSV to FILE (- for stdout)")
-      ->type_name("FILE");
+BenchOptions read_bench(const CommandLine& line) {
+  BenchOptions o;
+  o.gpus = read_gpu_list(line);
+  o.choice = read_choice_options(line);
+  o.tests = line.value("--tests").value_or(o.tests);
+  o.size = line.value("--size").value_or(o.size);
+  o.copies = static_cast<int>(whole_option(line, "--copies", 1, 100000, o.copies));
+  o.samples = static_cast<int>(whole_option(line, "--samples", 1, 1000, o.samples));
+  o.parallel = line.flag("--parallel");
+  o.json = line.flag("--json");
+  o.plot = line.value("--plot").value_or("");
+  o.csv = line.value("--csv").value_or("");
+  return o;
 }
 
-void setup_bench_worker(CLI::App& command, BenchOptions& options) {
-  CLI::App* cmd = &command;
-  cmd->add_option("--tests", options.tests);
-  cmd->add_option("--size", options.size);
-  cmd->add_option("--copies", options.copies);
-  cmd->add_option("--samples", options.samples);
-  cmd->add_option("--out", options.out)->required();
-  cmd->add_option("--peers", options.peers);
+BenchOptions read_bench_worker(const CommandLine& line) {
+  BenchOptions o;
+  o.tests = line.value("--tests").value_or(o.tests);
+  o.size = line.value("--size").value_or(o.size);
+  o.copies = static_cast<int>(whole_option(line, "--copies", 1, 100000, o.copies));
+  o.samples = static_cast<int>(whole_option(line, "--samples", 1, 1000, o.samples));
+  o.out = line.value("--out").value_or("");
+  o.peers = line.value("--peers").value_or("");
+  return o;
 }
 
 }  // namespace gpusel::cli

@@ -21,10 +21,10 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/amd.hpp"
-#include "gpusel/cli11.hpp"
 #include "gpusel/cuda.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/nvml.hpp"
+#include "gpusel/spec.hpp"
 #include "gpusel/worker.hpp"
 #include "gpusel_detail.hpp"
 
@@ -45,21 +45,14 @@ std::optional<LocalRank> rank_for_report(const std::optional<AssignmentInfo>& in
 
 }  // namespace
 
-void setup_bind(CLI::App& command, BindOptions& options) {
-  CLI::App* cmd = &command;
-  add_single_gpu_option(*cmd, options.gpu, "--gpu",
-                        "one GPU: an nvidia-smi index or a UUID (any unique prefix), or free:1; "
-                        "without it, GPUSEL_GPU, GPUSEL_GPUS and the local rank decide");
-  cmd->add_flag("--share", options.share,
-                "share the GPU with other processes on purpose (as GPUSEL_SHARE=1): another "
-                "process's claim on it is no error");
-  cmd->add_flag("--json", options.json, "print one JSON object (not with a COMMAND)");
-  cmd->add_flag("--quiet", options.quiet,
-                "with a COMMAND: no line on stderr about the GPU chosen (warnings still come)");
-  cmd->add_option("COMMAND", options.command,
-                  "the program to run on the GPU, and its arguments (after --): gpusel claims "
-                  "the GPU and replaces itself with the program, which finds the GPU as its CUDA "
-                  "device 0 (CUDA_VISIBLE_DEVICES=<its UUID>) and keeps the claim while it runs");
+BindOptions read_bind(const CommandLine& line) {
+  BindOptions o;
+  if (const std::optional<std::string> gpu = line.value("--gpu")) o.gpu = parse_single_gpu(*gpu);
+  o.share = line.flag("--share");
+  o.json = line.flag("--json");
+  o.quiet = line.flag("--quiet");
+  o.command = line.words();
+  return o;
 }
 
 namespace {

@@ -11,31 +11,19 @@
 
 namespace gpusel::cli {
 
-void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing) {
-  cmd.add_option("--min-free-memory", options.min_free_memory,
-                 "free:N: a GPU is free with at least this much memory free (default: 90% of "
-                 "its memory)")
-      ->type_name("SIZE");
-  cmd.add_option("--max-utilization", options.max_utilization,
-                 "free:N: a GPU is free at or under this utilisation, in percent (default 10)")
-      ->check(CLI::Range(0u, 100u))
-      ->type_name("PCT");
-  // A flag that may take a value: `--wait` alone waits for ever, `--wait SECONDS` (or
-  // `--wait=SECONDS`) at most that long; the next word is its value unless it is an option or `--`
-  // (CommandLine sees to it where CLI11 reads it otherwise).
-  cmd.add_flag("--wait{inf}", options.wait_text,
-               leasing ? "wait for leased or busy GPUs instead of failing, at most DURATION (30, "
-                         "90s, 15m, 2h; for ever without a value); waiting jobs are served in "
-                         "arrival order"
-                       : "wait until enough GPUs are free, at most DURATION (30, 90s, 15m, 2h; "
-                         "for ever without a value)")
-      ->expected(0, 1)
-      ->type_name("[DURATION]");
-  if (leasing) {
-    cmd.add_flag("--share", options.share,
-                 "run on GPUs another job has leased, without leasing them (by default such a "
-                 "GPU is refused)");
-  }
+ChoiceOptions read_choice_options(const CommandLine& line) {
+  ChoiceOptions o;
+  o.min_free_memory = line.value("--min-free-memory").value_or("");
+  o.max_utilization =
+      static_cast<unsigned>(whole_option(line, "--max-utilization", 0, 100, o.max_utilization));
+  o.wait_text = line.value("--wait").value_or("");
+  o.share = line.flag("--share");
+  return o;
+}
+
+GpuRequest read_gpu_list(const CommandLine& line) {
+  const std::optional<std::string> text = line.value("--gpu");
+  return text ? read_gpu_request(*text, true) : GpuRequest{};
 }
 
 Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool lease) {

@@ -2,7 +2,6 @@
 // lease a job holds on its GPUs (run, bench bw), shared by the subcommands that take --gpu.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <optional>
 #include <string>
 
@@ -18,8 +17,14 @@ struct ChoiceOptions {
   bool quiet = false;  // no note of what free:N picked
 };
 
-// Adds --min-free-memory, --max-utilization and --wait; with `leasing`, --share too.
-void add_choice_options(CLI::App& cmd, ChoiceOptions& options, bool leasing);
+class CommandLine;
+
+// --min-free-memory, --max-utilization, --wait and --share, as given to the command named.
+ChoiceOptions read_choice_options(const CommandLine& line);
+
+// --gpu's list (`all` allowed), read by the library's read_gpu_request: Error(BadInput) in the
+// command line's words for a bad one; empty when not given.
+GpuRequest read_gpu_list(const CommandLine& line);
 
 // Resolves (or picks) `gpus` and, with `lease`, leases them; reports picks and waits on stderr.
 Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool lease);

@@ -1,12 +1,12 @@
-// One setup_x (adds the options, and any nested commands, to the command main.cpp declared, when
-// the parser enters it) and run_x (does the work, returns the exit status) per subcommand, each
-// pair in its own file.
+// One read_x (the command's values from the command line, read against the table in table.cpp
+// and checked) and run_x (does the work, returns the exit status) per subcommand, each pair in
+// its own file.
 #pragma once
 
-#include <CLI/CLI.hpp>
 #include <string>
 #include <vector>
 
+#include "args.hpp"
 #include "choice.hpp"
 
 namespace gpusel::cli {
@@ -20,7 +20,7 @@ struct ListOptions {
   // or shortens columns, in a fixed order, until its rows fit (docs/commands.md).
   std::size_t columns = 0;
 };
-void setup_list(CLI::App& command, ListOptions& options);
+ListOptions read_list(const CommandLine& line);
 int run_list(const ListOptions& options);
 
 struct ResolveOptions {
@@ -30,19 +30,16 @@ struct ResolveOptions {
   bool json = false;
   std::string format = "lines";  // lines, csv or env
 };
-void setup_resolve(CLI::App& command, ResolveOptions& options);
+ResolveOptions read_resolve(const CommandLine& line);
 int run_resolve(const ResolveOptions& options);
 
 struct SimOptions {
-  CLI::App* list = nullptr;
-  CLI::App* env = nullptr;
-  CLI::App* exec = nullptr;
-  CLI::App* shell = nullptr;
+  std::string command;  // list, env, exec or shell
   std::string machine;
   bool undo = false;  // sim env --undo
-  std::vector<std::string> command;
+  std::vector<std::string> program;
 };
-void setup_sim(CLI::App& command, SimOptions& options);
+SimOptions read_sim(const CommandLine& line);
 int run_sim(const SimOptions& options);
 // Replaces gpusel with `command` on the simulated machine (`gpusel sim exec`, `gpusel --sim X --`).
 int run_sim_exec(const std::string& machine, const std::vector<std::string>& command);
@@ -57,7 +54,7 @@ struct BindOptions {
   bool quiet = false;
   std::vector<std::string> command;  // `bind -- COMMAND`: run it on the GPU (exec); empty: none
 };
-void setup_bind(CLI::App& command, BindOptions& options);
+BindOptions read_bind(const CommandLine& line);
 int run_bind(const BindOptions& options);
 
 struct RunOptions {
@@ -72,7 +69,7 @@ struct RunOptions {
   int ranks_per_gpu = 1;
   bool no_placement_check = false;
 };
-void setup_run(CLI::App& command, RunOptions& options);
+RunOptions read_run(const CommandLine& line);
 int run_run(const RunOptions& options);
 
 struct BenchOptions {
@@ -89,21 +86,21 @@ struct BenchOptions {
   std::string out;    // the worker's folder for its figures
   std::string peers;  // the worker's p2p peers: the job's GPUs (UUIDs), comma-separated
 };
-void setup_bench(CLI::App& command, BenchOptions& options);
+BenchOptions read_bench(const CommandLine& line);
 int run_bench(const BenchOptions& options);
-void setup_bench_worker(CLI::App& command, BenchOptions& options);
+BenchOptions read_bench_worker(const CommandLine& line);
 int run_bench_worker(const BenchOptions& options);
 
 struct DoctorOptions {
   bool json = false;
 };
-void setup_doctor(CLI::App& command, DoctorOptions& options);
+DoctorOptions read_doctor(const CommandLine& line);
 int run_doctor(const DoctorOptions& options);
 
 struct SetupOptions {
   std::string lease_dir;  // empty: the default shared store
 };
-void setup_setup(CLI::App& command, SetupOptions& options);
+SetupOptions read_setup(const CommandLine& line);
 int run_setup(const SetupOptions& options);
 
 }  // namespace gpusel::cli

@@ -690,9 +690,10 @@ class Doctor {
 
 }  // namespace
 
-void setup_doctor(CLI::App& command, DoctorOptions& options) {
-  CLI::App* cmd = &command;
-  cmd->add_flag("--json", options.json, "print {\"findings\": [...], ...}");
+DoctorOptions read_doctor(const CommandLine& line) {
+  DoctorOptions o;
+  o.json = line.flag("--json");
+  return o;
 }
 
 int run_doctor(const DoctorOptions& options) {

@@ -1,4 +1,4 @@
-// gpusel internal-interface: the man page, the completions and the synopsis, from the CLI11 tree.
+// gpusel internal-interface: the man page, the completions and the synopsis, from the table.
 #include "interface.hpp"
 
 #include <algorithm>
@@ -17,16 +17,6 @@
 
 namespace gpusel::cli {
 namespace {
-
-struct Completion {
-  std::string kind;
-  std::vector<std::string> choices;
-};
-
-std::map<const CLI::Option*, Completion>& registry() {
-  static std::map<const CLI::Option*, Completion> r;
-  return r;
-}
 
 std::string join_with(const std::vector<std::string>& words, const std::string& separator) {
   std::string out;
@@ -60,58 +50,59 @@ struct Cmd {
   std::string table_key() const { return path.empty() ? "gpusel" : "gpusel " + key(); }
 };
 
-bool visible(const CLI::App* a) {
-  return !a->get_group().empty();
+// What a shell offers for `o`'s value: its own kind, else by the value's name.
+std::string completion_kind(const Option& o) {
+  if (!o.completion.empty()) return std::string(o.completion);
+  if (o.value == "SPEC" || o.value == "ENTRY") return "gpu";
+  if (o.value == "MACHINE" || o.name == "MACHINE") return "machine";
+  if (o.value.rfind("FILE", 0) == 0 || o.value == "DIR") return "file";
+  if (o.takes == Takes::Words) return "command";
+  return "";
 }
 
-Opt describe(const CLI::Option* o) {
+Opt describe(const Command& command, const Option& o) {
   Opt d;
-  d.positional = o->get_positional();
-  d.name = d.positional ? o->get_name(true, false) : "--" + o->get_lnames().front();
-  for (const std::string& l : o->get_lnames()) d.names.push_back("--" + l);
-  for (const std::string& s : o->get_snames()) d.names.push_back("-" + s);
-  std::string type = o->get_type_name();
-  type = type.substr(0, type.find(':'));
-  if (!d.positional && o->get_expected_min() == 0) {
-    d.value = type;  // a flag; "[SECONDS]" for one that may take a value
-    d.optional_value = !type.empty();
-    if (d.optional_value && type.front() == '[') d.value = type.substr(1, type.size() - 2);
-  } else {
-    d.value = d.positional ? d.name : type;
+  d.positional = o.takes == Takes::Word || o.takes == Takes::Words;
+  d.name = std::string(o.name);
+  d.names = {d.name};
+  if (d.positional) {
+    d.value = d.name;
+  } else if (o.takes != Takes::Nothing) {
+    d.value = std::string(o.value);
+    d.optional_value = o.takes == Takes::MaybeValue;
   }
-  d.required = o->get_required();
-  d.description = o->get_description();
+  d.required = o.required;
+  d.description = std::string(o.help);
   d.kind = completion_kind(o);
-  d.choices = completion_choices(o);
-  for (const CLI::Option* x : o->get_excludes()) {
-    d.excludes.push_back(x->get_positional() ? x->get_name(true, false)
-                                             : "--" + x->get_lnames().front());
+  d.choices.assign(o.choices.begin(), o.choices.end());
+  // Exclusion goes both ways.
+  if (!o.excludes.empty()) d.excludes.emplace_back(o.excludes);
+  for (const Option& x : command.options) {
+    if (x.excludes == o.name) d.excludes.emplace_back(x.name);
   }
   return d;
 }
 
-void walk(const CLI::App& app, std::vector<std::string> path, std::vector<Cmd>& out) {
+void walk(const Command& command, std::vector<std::string> path, std::vector<Cmd>& out) {
   Cmd c;
   c.path = path;
-  c.description = app.get_description();
-  const CLI::Option* help = app.get_help_ptr();
-  for (const CLI::Option* o : app.get_options()) {
-    if (o == help || o->get_group().empty()) continue;
-    c.options.push_back(describe(o));
+  c.description = std::string(command.help);
+  for (const Option& o : command.options) c.options.push_back(describe(command, o));
+  for (const Command* s : command.commands) {
+    if (!s->hidden) c.subcommands.emplace_back(s->name);
   }
-  const auto subs = app.get_subcommands(visible);
-  for (const CLI::App* s : subs) c.subcommands.push_back(s->get_name());
   out.push_back(c);
-  for (const CLI::App* s : subs) {
+  for (const Command* s : command.commands) {
+    if (s->hidden) continue;
     std::vector<std::string> p = path;
-    p.push_back(s->get_name());
+    p.emplace_back(s->name);
     walk(*s, p, out);
   }
 }
 
-std::vector<Cmd> tree(const CLI::App& app) {
+std::vector<Cmd> tree(const Command& root) {
   std::vector<Cmd> out;
-  walk(app, {}, out);
+  walk(root, {}, out);
   return out;
 }
 
@@ -524,29 +515,6 @@ void replace_marker(std::string& text, const std::string& marker, const std::str
 
 }  // namespace
 
-void set_completion(const CLI::Option* option, std::string kind, std::vector<std::string> choices) {
-  registry()[option] = Completion{std::move(kind), std::move(choices)};
-}
-
-std::string completion_kind(const CLI::Option* option) {
-  auto it = registry().find(option);
-  if (it != registry().end()) return it->second.kind;
-  // By the value's name, for options added without a recorded kind.
-  std::string type = option->get_type_name();
-  type = type.substr(0, type.find(':'));
-  if (type == "SPEC" || type == "ENTRY") return "gpu";
-  if (type == "MACHINE" || option->get_name(true, false) == "MACHINE") return "machine";
-  if (type.rfind("FILE", 0) == 0 || type == "DIR") return "file";
-  if (option->get_positional() && option->get_name(true, false) == "COMMAND") return "command";
-  return "";
-}
-
-const std::vector<std::string>& completion_choices(const CLI::Option* option) {
-  static const std::vector<std::string> none;
-  auto it = registry().find(option);
-  return it == registry().end() ? none : it->second.choices;
-}
-
 std::string not_a_choice(const std::string& value, const std::vector<std::string>& choices) {
   for (const std::string& c : choices) {
     if (c == value) return "";
@@ -557,26 +525,16 @@ std::string not_a_choice(const std::string& value, const std::vector<std::string
   return message;
 }
 
-CLI::Option* add_choice_option(CLI::App& cmd, const std::string& name, std::string& value,
-                               std::vector<std::string> choices, const std::string& help) {
-  CLI::Option* o =
-      cmd.add_option(name, value, help)
-          ->check(CLI::Validator(
-              [choices](std::string& text) { return not_a_choice(text, choices); }, ""))
-          ->type_name("MODE");
-  set_completion(o, "choice", std::move(choices));
+InterfaceOptions read_interface(const CommandLine& line) {
+  InterfaceOptions o;
+  o.format = line.value("FORMAT").value_or("");
+  o.template_file = line.value("--template").value_or("");
+  o.output = line.value("--output").value_or("");
   return o;
 }
 
-void setup_interface(CLI::App& command, InterfaceOptions& options) {
-  CLI::App* cmd = &command;
-  cmd->add_option("FORMAT", options.format)->required();
-  cmd->add_option("--template", options.template_file);
-  cmd->add_option("--output", options.output);
-}
-
-int run_interface(const CLI::App& app, const InterfaceOptions& options) {
-  const std::vector<Cmd> cmds = tree(app);
+int run_interface(const Command& root, const InterfaceOptions& options) {
+  const std::vector<Cmd> cmds = tree(root);
   std::string text;
   if (options.format == "synopsis") {
     for (const std::string& line : synopsis_lines(cmds, 100)) text += line + "\n";

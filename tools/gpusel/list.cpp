@@ -8,6 +8,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <ctime>
 #include <iostream>
 #include <iterator>
@@ -163,18 +164,12 @@ std::string simulated_nvml_fault(const std::string& name) {
 
 }  // namespace
 
-void setup_list(CLI::App& command, ListOptions& options) {
-  CLI::App* cmd = &command;
-  cmd->add_flag("--json", options.json, "print one JSON object");
-  cmd->add_flag("--probe", options.probe,
-                "also ask CUDA, in a child process, how it numbers the GPUs, and flag any "
-                "difference from NVML's reading");
-  // A flag with an optional value, as --wait: `--watch` alone refreshes every 2 s.
-  cmd->add_flag("--watch{2}", options.watch_text,
-                "refresh every SECONDS (default 2) until Ctrl-C: in place on a terminal, else "
-                "one listing after another (with --json, one object a line)")
-      ->expected(0, 1)
-      ->type_name("[SECONDS]");
+ListOptions read_list(const CommandLine& line) {
+  ListOptions o;
+  o.json = line.flag("--json");
+  o.probe = line.flag("--probe");
+  o.watch_text = line.value("--watch").value_or("");
+  return o;
 }
 
 namespace {
@@ -871,8 +866,9 @@ void write_out(const std::string& text) {
 }
 
 double watch_interval(const std::string& text) {
-  double seconds = 0;
-  if (!CLI::detail::lexical_cast(text, seconds) || !std::isfinite(seconds) || seconds < 0.1 ||
+  char* end = nullptr;
+  const double seconds = std::strtod(text.c_str(), &end);
+  if (text.empty() || end == nullptr || *end != '\0' || !std::isfinite(seconds) || seconds < 0.1 ||
       seconds > 86400) {
     throw bad_input("--watch " + detail::quote_value(text) +
                     " is not a number of seconds from 0.1 to 86400; give --watch alone to "

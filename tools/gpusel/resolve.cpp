@@ -6,7 +6,6 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "gpusel/cli11.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
@@ -24,17 +23,13 @@ std::string env_word(const std::string& value) {
 
 }  // namespace
 
-void setup_resolve(CLI::App& command, ResolveOptions& options) {
-  CLI::App* cmd = &command;
-  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, true)->required(),
-                 "gpu-all");
-  add_choice_options(*cmd, options.choice, false);
-  CLI::Option* json =
-      cmd->add_flag("--json", options.json, "print {\"resolved\": ..., \"gpus\": [...]}");
-  add_choice_option(*cmd, "--format", options.format, {"lines", "csv", "env"},
-                    "lines: one UUID a line (default); csv: one line, comma-separated, for "
-                    "GPUSEL_GPUS or CUDA_VISIBLE_DEVICES; env: GPUSEL_GPUS=..., for export or eval")
-      ->excludes(json);
+ResolveOptions read_resolve(const CommandLine& line) {
+  ResolveOptions o;
+  o.gpus = read_gpu_list(line);
+  o.choice = read_choice_options(line);
+  o.json = line.flag("--json");
+  o.format = line.value("--format").value_or("lines");
+  return o;
 }
 
 int run_resolve(const ResolveOptions& options) {

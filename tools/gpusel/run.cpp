@@ -6,19 +6,20 @@
 #endif
 
 #include <cmath>
+#include <cstdlib>
 #include <ctime>
 #include <map>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "gpusel/amd.hpp"
-#include "gpusel/cli11.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel/nvml.hpp"
 #include "gpusel/probe.hpp"
 #include "gpusel/resolution.hpp"
+#include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
 #include "interface.hpp"
 
@@ -136,45 +137,29 @@ auto both_makers(bool amd_job) {
 
 }  // namespace
 
-void setup_run(CLI::App& command, RunOptions& options) {
-  CLI::App* cmd = &command;
-  set_completion(add_gpu_option(*cmd, options.gpus, "--gpu", kGpuHelp, true)->required(),
-                 "gpu-all");
-  cmd->add_flag("--tag-output", options.tag_output,
-                "prefix each line of a worker's output with [rank N]");
-  cmd->add_option("--grace", options.grace,
-                  "seconds between SIGTERM and SIGKILL when stopping workers (default 10)")
-      ->check(CLI::Validator(
-          [](std::string& text) -> std::string {
-            // Not CLI::Range: NaN compares false both ways and would pass it.
-            double seconds = 0;
-            if (CLI::detail::lexical_cast(text, seconds) && std::isfinite(seconds) &&
-                seconds >= 0 && seconds <= 86400)
-              return {};
-            return detail::quote_value(text) + " is not a number of seconds from 0 to 86400";
-          },
-          ""))
-      ->type_name("SECONDS");
-  add_choice_option(*cmd, "--bind-cpu", options.bind_cpu, {"none", "node", "exclusive"},
-                    "none (default), node: the CPUs near each GPU, exclusive: split them");
-  add_choice_option(*cmd, "--set-visible", options.set_visible, {"none", "own", "job"},
-                    "for programs that do not use gpusel: set each worker's CUDA_VISIBLE_DEVICES "
-                    "to every worker's GPU in rank order (job: for a program that uses "
-                    "cuda:LOCAL_RANK) or to its own GPU alone (own: for one that uses cuda:0); "
-                    "none (default) leaves it alone");
-  cmd->add_option("--ranks-per-gpu", options.ranks_per_gpu,
-                  "start K ranks on each GPU (consecutive ranks share one), each told it shares "
-                  "(GPUSEL_SHARE=1); default 1")
-      ->check(CLI::Range(1, 4096))
-      ->type_name("K");
-  cmd->add_flag("--no-placement-check", options.no_placement_check,
-                "do not stop the job when a worker opens a GPU other than its own (for programs "
-                "that use several GPUs per worker on purpose)");
-  add_choice_options(*cmd, options.choice, true);
-  cmd->add_flag("--quiet", options.quiet,
-                "no line per rank on stderr when the workers start, nor what free:N picked");
-  cmd->add_option("COMMAND", options.command, "the program to run, and its arguments (after --)")
-      ->required();
+RunOptions read_run(const CommandLine& line) {
+  RunOptions o;
+  o.gpus = read_gpu_list(line);
+  o.tag_output = line.flag("--tag-output");
+  if (const std::optional<std::string> grace = line.value("--grace")) {
+    // strtod, then a check that NaN and infinities fail (NaN compares false both ways).
+    char* end = nullptr;
+    const double seconds = std::strtod(grace->c_str(), &end);
+    if (grace->empty() || end == nullptr || *end != '\0' || !std::isfinite(seconds) ||
+        seconds < 0 || seconds > 86400) {
+      throw bad_input("--grace " + detail::quote_value(*grace) +
+                      " is not a number of seconds from 0 to 86400");
+    }
+    o.grace = seconds;
+  }
+  o.bind_cpu = line.value("--bind-cpu").value_or("none");
+  o.set_visible = line.value("--set-visible").value_or("none");
+  o.ranks_per_gpu = static_cast<int>(whole_option(line, "--ranks-per-gpu", 1, 4096, 1));
+  o.no_placement_check = line.flag("--no-placement-check");
+  o.choice = read_choice_options(line);
+  o.quiet = line.flag("--quiet");
+  o.command = line.words();
+  return o;
 }
 
 int run_run(const RunOptions& options) {

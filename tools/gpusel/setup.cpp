@@ -11,11 +11,10 @@
 
 namespace gpusel::cli {
 
-void setup_setup(CLI::App& command, SetupOptions& options) {
-  CLI::App* cmd = &command;
-  cmd->add_option("--lease-dir", options.lease_dir,
-                  std::string("the store to make (default ") + kSharedLeaseStore + ")")
-      ->type_name("DIR");
+SetupOptions read_setup(const CommandLine& line) {
+  SetupOptions o;
+  o.lease_dir = line.value("--lease-dir").value_or("");
+  return o;
 }
 
 int run_setup(const SetupOptions& options) {

@@ -81,46 +81,21 @@ int run_sim_exec(const std::string& machine, const std::vector<std::string>& com
 }
 #endif
 
-void setup_sim(CLI::App& command, SimOptions& options) {
-  CLI::App* cmd = &command;
-  cmd->require_subcommand(1);
-  options.list = cmd->add_subcommand("list", "the bundled machines, one line each");
-  options.env = cmd->add_subcommand(
-      "env", "print the shell settings that put programs on a simulated machine");
-  CLI::Option* machine = options.env->add_option(
-      "MACHINE", options.machine,
-      "a bundled machine's name or a machine file (a shell on a simulated machine already moves "
-      "to this one)");
-  options.env
-      ->add_flag("--undo", options.undo,
-                 "print the shell settings that leave the simulated machine, each variable sim env "
-                 "set back to what it was before (unset if it was unset)")
-      ->excludes(machine);
-  options.exec = cmd->add_subcommand(
-      "exec",
-      "run a command on a simulated machine: gpusel sim exec MACHINE -- COMMAND [ARGS...] (the "
-      "settings `gpusel sim env` prints, then exec)");
-  options.exec->add_option("MACHINE", options.machine, "a bundled machine's name or a machine file")
-      ->required();
-  options.exec->add_option("COMMAND", options.command, "the program and its arguments (after --)")
-      ->required();
-  options.shell = cmd->add_subcommand(
-      "shell",
-      "a shell on a simulated machine that also has its device files (/dev/nvidia*) and the "
-      "driver's /proc/driver/nvidia* entries, in a private mount namespace: gpusel sim shell "
-      "MACHINE [-- COMMAND [ARGS...]] (Linux)");
-  options.shell
-      ->add_option("MACHINE", options.machine, "a bundled machine's name or a machine file")
-      ->required();
-  options.shell->add_option("COMMAND", options.command,
-                            "the program and its arguments (after --); default: $SHELL");
+SimOptions read_sim(const CommandLine& line) {
+  SimOptions o;
+  const std::string path = line.path();  // "sim env"
+  o.command = path.substr(path.find(' ') + 1);
+  o.machine = line.value("MACHINE").value_or("");
+  o.undo = line.flag("--undo");
+  o.program = line.words();
+  return o;
 }
 
 int run_sim(const SimOptions& options) {
-  if (options.exec->parsed()) return run_sim_exec(options.machine, options.command);
-  if (options.shell->parsed()) return run_sim_shell(options.machine, options.command);
-  if (options.env->parsed() && options.undo) return run_sim_undo();
-  if (options.env->parsed()) {
+  if (options.command == "exec") return run_sim_exec(options.machine, options.program);
+  if (options.command == "shell") return run_sim_shell(options.machine, options.program);
+  if (options.command == "env" && options.undo) return run_sim_undo();
+  if (options.command == "env") {
     if (options.machine.empty()) {
       throw bad_input(
           "sim env: no machine given; give a bundled machine's name or a machine file, as in: "
