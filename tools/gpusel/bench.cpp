@@ -4,6 +4,7 @@
 // files bench_ipc.cpp (in bench_schema.cpp's JSON), the live display bench_display.cpp, the
 // diagnosis bench_diagnosis.cpp and the output bench_output.cpp and bench_report.cpp.
 #include <fmt/format.h>
+#include <cstdio>
 #ifdef _WIN32
 #include <io.h>  // isatty
 #else
@@ -12,7 +13,6 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <iostream>
 #include <map>
 
 #include "bench_cli.hpp"
@@ -182,7 +182,7 @@ int run_bench(const BenchOptions& options) {
       all_verified = all_verified && t.verified;
       if (t.test != "p2p") sums[t.test] += t.median;  // no sum over pairs: they share links
       // A row the display did not print as it was measured (its event was not read).
-      if (table && n++ >= display.printed(i)) std::cout << bench::text_row(row);
+      if (table && n++ >= display.printed(i)) to_stdout() << bench::text_row(row);
       if (auto warning = bench::link_warning(t, g)) warnings.push_back(*warning);
       results.push_back(row);
     }
@@ -192,14 +192,14 @@ int run_bench(const BenchOptions& options) {
     for (const std::string& test : b.tests) {
       if (sums.count(test)) {
         const nlohmann::json row = bench::sum_row(test, b.bytes, sums[test]);
-        if (table) std::cout << bench::text_row(row);
+        if (table) to_stdout() << bench::text_row(row);
         results.push_back(row);
       }
     }
   }
-  std::cout << std::flush;
+  to_stdout() << flushed;
 
-  if (options.json) std::cout << bench::json_document(results, warnings, sim, b);
+  if (options.json) to_stdout() << bench::json_document(results, warnings, sim, b);
   if (!options.csv.empty()) write_output("--csv", options.csv, bench_csv(results));
   if (!options.plot.empty()) {
     const std::string subtitle =

@@ -10,7 +10,7 @@
 #include <algorithm>
 #include <cmath>
 #include <csignal>
-#include <iostream>
+#include <cstdio>
 
 #include "bench_output.hpp"
 
@@ -83,9 +83,9 @@ void Display::poll() {
       if (e.result) {
         if (rows_) {
           clear_line();
-          std::cout << text_row(make_row(e.gpu, *e.result, info_[i],
-                                         find_gpu(info_, e.result->peer_uuid)))
-                    << std::flush;
+          to_stdout() << text_row(make_row(e.gpu, *e.result, info_[i],
+                                           find_gpu(info_, e.result->peer_uuid)))
+                      << flushed;
         }
         ++p.rows;
         continue;
@@ -168,7 +168,7 @@ void Display::draw() {
   if (ioctl(2, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 1 && line.size() >= ws.ws_col)
     line.resize(ws.ws_col - 1);
 #endif
-  std::cerr << "\r" << line << "\33[K" << std::flush;
+  to_stderr() << "\r" << line << "\33[K" << flushed;
   drawn_ = true;
 }
 
@@ -177,7 +177,7 @@ std::size_t Display::runs_of(const std::string& test) const {
 }
 
 void Display::clear_line() {
-  if (drawn_) std::cerr << "\r\33[K" << std::flush;
+  if (drawn_) to_stderr() << "\r\33[K" << flushed;
   drawn_ = false;
 }
 

@@ -11,14 +11,15 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <iostream>
 #include <map>
 #include <vector>
 
+#include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
@@ -324,7 +325,7 @@ void check_output_path(const std::string& option, const std::string& path) {
 
 void write_output(const std::string& option, const std::string& path, const std::string& text) {
   if (path == "-") {
-    std::cout << text << std::flush;
+    to_stdout() << text << flushed;
     return;
   }
   std::ofstream out(path, std::ios::binary | std::ios::trunc);

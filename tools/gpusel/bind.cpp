@@ -1,10 +1,10 @@
 // gpusel bind: assign a GPU as a worker would, bind it, and show the worker's view; or, with a
 // COMMAND, claim it and run the command in gpusel's place on that GPU.
 #include <fmt/format.h>
+#include <cstdio>
 
 #include <cstdlib>
 #include <filesystem>
-#include <iostream>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -94,7 +94,8 @@ void print_json(const std::optional<AssignmentInfo>& info, const std::optional<L
   j["simulated"] =
       simulated_machine() ? nlohmann::json(*simulated_machine()) : nlohmann::json(nullptr);
   // Driver strings may hold bytes that are not UTF-8: they become U+FFFD.
-  std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  to_stdout() << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n"
+              << flushed;
 }
 
 // "rank 1 (LOCAL_RANK=1)", or "this process".
@@ -244,7 +245,7 @@ int bind_and_run(const BindOptions& options) {
   set_env("CUDA_VISIBLE_DEVICES", id.uuid);
   unset_env("GPUSEL_GPU");
   unset_env("GPUSEL_GPUS");
-  std::cerr.flush();
+  std::fflush(stderr);
 #ifdef _WIN32
   return run_program_in_job("bind", options.command);
 #else
@@ -336,7 +337,7 @@ int amd_bind_and_run(const BindOptions& options, const AmdSnapshot& amd) {
   for (const char* name :
        {"HIP_VISIBLE_DEVICES", "CUDA_VISIBLE_DEVICES", "GPUSEL_GPU", "GPUSEL_GPUS"})
     unset_env(name);
-  std::cerr.flush();
+  std::fflush(stderr);
   exec_program("bind", program, options.command);
 #endif
 }
@@ -477,7 +478,7 @@ int bind_command(const BindOptions& options) {
     }
   }
   if (run_by_a_script()) {
-    std::cout.flush();
+    std::fflush(stdout);
     print_note(script_note(id));
   }
   return 0;

@@ -9,10 +9,10 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 
 #include "args.hpp"
 #include "gpusel/error.hpp"
@@ -71,7 +71,7 @@ std::string program_path(const std::string& who, const std::string& name) {
 
 void exec_program(const std::string& who, const std::string& program,
                   const std::vector<std::string>& command) {
-  std::cout.flush();
+  std::fflush(stdout);
   const int e = detail::replace_process(program, command);
   // What a shell reports as 127 or 126 (no such program, not runnable) is bad input here.
   const std::string message =
@@ -358,16 +358,16 @@ std::string said(const std::exception& e) {
 }
 
 void print_error(const std::string& message) {
-  std::cerr << "gpusel: " << said(message) << std::endl;
+  to_stderr() << "gpusel: " << said(message) << "\n" << flushed;
 }
 void print_warning(const std::string& message) {
-  std::cerr << "gpusel: warning: " << said(message) << std::endl;
+  to_stderr() << "gpusel: warning: " << said(message) << "\n" << flushed;
 }
 void print_note(const std::string& message) {
-  std::cerr << "gpusel: note: " << said(message) << std::endl;
+  to_stderr() << "gpusel: note: " << said(message) << "\n" << flushed;
 }
 void print_line(const std::string& message) {
-  std::cerr << "gpusel: " << said(message) << std::endl;
+  to_stderr() << "gpusel: " << said(message) << "\n" << flushed;
 }
 
 }  // namespace gpusel::cli

@@ -1,6 +1,7 @@
 // Helpers shared by gpusel's subcommands.
 #pragma once
 
+#include <cstdio>
 #include <exception>
 #include <map>
 #include <optional>
@@ -125,6 +126,29 @@ std::string count_of(std::size_t n, const std::string& noun);
 // `gpusel list`. said(e) is the same for an exception (its what() unless it is a gpusel::Error).
 std::string said(std::string_view text);
 std::string said(const std::exception& e);
+
+// stdout and stderr through C stdio, as `to_stdout() << text << "\n" << flushed`: the command
+// includes no <iostream>, whose static set-up cost every command 80,000 instructions
+// (docs/performance.md).
+struct StdioText {
+  std::FILE* file;
+};
+struct Flushed {};
+inline constexpr Flushed flushed{};
+inline const StdioText& operator<<(const StdioText& s, std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), s.file);
+  return s;
+}
+inline const StdioText& operator<<(const StdioText& s, Flushed) {
+  std::fflush(s.file);
+  return s;
+}
+inline StdioText to_stdout() {
+  return StdioText{stdout};
+}
+inline StdioText to_stderr() {
+  return StdioText{stderr};
+}
 
 // "gpusel: <message>" on stderr, in the command line's words (said).
 void print_error(const std::string& message);

@@ -2,13 +2,13 @@
 // each finding with a severity and a remedy.
 #include <fmt/format.h>
 #include <unistd.h>
+#include <cstdio>
 
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <ctime>
 #include <filesystem>
-#include <iostream>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
@@ -735,7 +735,7 @@ int run_doctor(const DoctorOptions& options) {
       added["fields"] = nlohmann::json::object();
       for (const ProblemField& field : f.data.fields) added["fields"][field.name] = field.value;
     }
-    std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    to_stdout() << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else {
     std::string head = "gpusel doctor: ";
     if (d.snap.available) {
@@ -750,17 +750,17 @@ int run_doctor(const DoctorOptions& options) {
                                      d.probe.devices.size() == 1 ? "" : "s")
                        : "; CUDA unavailable";
     if (sim) head += "; simulated machine " + *sim;
-    std::cout << head << "\n";
+    to_stdout() << head << "\n";
     for (const Finding& f : d.findings) {
-      std::cout << severity_name(f.severity) << ": " << f.message << "\n"
-                << "  remedy: " << f.remedy << "\n";
+      to_stdout() << severity_name(f.severity) << ": " << f.message << "\n"
+                  << "  remedy: " << f.remedy << "\n";
     }
     if (d.findings.empty()) {
-      std::cout << "no problems found\n";
+      to_stdout() << "no problems found\n";
     } else {
-      std::cout << fmt::format("{} error{}, {} warning{}, {} note{}\n", counts[0],
-                               counts[0] == 1 ? "" : "s", counts[1], counts[1] == 1 ? "" : "s",
-                               counts[2], counts[2] == 1 ? "" : "s");
+      to_stdout() << fmt::format("{} error{}, {} warning{}, {} note{}\n", counts[0],
+                                 counts[0] == 1 ? "" : "s", counts[1], counts[1] == 1 ? "" : "s",
+                                 counts[2], counts[2] == 1 ? "" : "s");
     }
   }
   return counts[0] > 0 ? 1 : 0;

@@ -2,8 +2,8 @@
 #include "interface.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
-#include <iostream>
 #include <map>
 #include <sstream>
 #include <utility>
@@ -567,7 +567,7 @@ int run_interface(const Command& root, const InterfaceOptions& options) {
     replace_marker(text, marker->second, generated);
   }
   if (options.output.empty() || options.output == "-") {
-    std::cout << text;
+    to_stdout() << text;
     return 0;
   }
   std::ofstream out(options.output, std::ios::binary);

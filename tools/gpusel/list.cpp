@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <thread>

@@ -1,7 +1,5 @@
 #include "problem_json.hpp"
 
-#include <iostream>
-
 #include "common.hpp"
 
 namespace gpusel::cli {
@@ -35,9 +33,10 @@ nlohmann::json failure_json(const std::exception& failure) {
 int report_failure(const std::exception& failure, bool json) {
   print_error(said(failure));
   if (json) {
-    std::cout << failure_json(failure).dump(-1, ' ', false,
-                                            nlohmann::json::error_handler_t::replace)
-              << std::endl;
+    to_stdout() << failure_json(failure).dump(-1, ' ', false,
+                                              nlohmann::json::error_handler_t::replace)
+                << "\n"
+                << flushed;
   }
   const auto* e = dynamic_cast<const Error*>(&failure);
   return e != nullptr ? e->exit_code() : 1;

@@ -1,7 +1,7 @@
 // gpusel resolve: a --gpu list to full GPU UUIDs, one per rank, as a launcher would pass them on.
 #include <algorithm>
 #include <cctype>
-#include <iostream>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 #include "commands.hpp"
@@ -44,7 +44,7 @@ int run_resolve(const ResolveOptions& options) {
   }
   for (const Note& note : r.notes) print_note(note.text);
   if (auto sim = simulated_machine(); sim && !options.json) {
-    std::cerr << "gpusel: simulated machine: " << *sim << "\n";
+    to_stderr() << "gpusel: simulated machine: " << *sim << "\n";
   }
   if (options.json) {
     nlohmann::json j;
@@ -60,13 +60,13 @@ int run_resolve(const ResolveOptions& options) {
     }
     if (!picked.why.empty()) j["picked"] = said(picked.why);
     j["gpus"] = out;
-    std::cout << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    to_stdout() << j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
   } else if (options.format == "csv") {
-    std::cout << detail::join_entries(out) << "\n";
+    to_stdout() << detail::join_entries(out) << "\n";
   } else if (options.format == "env") {
-    std::cout << "GPUSEL_GPUS=" << env_word(detail::join_entries(out)) << "\n";
+    to_stdout() << "GPUSEL_GPUS=" << env_word(detail::join_entries(out)) << "\n";
   } else {
-    for (const std::string& u : out) std::cout << u << "\n";
+    for (const std::string& u : out) to_stdout() << u << "\n";
   }
   return 0;
 }

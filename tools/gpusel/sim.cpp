@@ -1,5 +1,6 @@
 // gpusel sim: the bundled simulated machines, and the settings that put a shell on one.
 #include <fmt/format.h>
+#include <cstdio>
 #ifndef _WIN32
 #include <unistd.h>
 #endif
@@ -9,7 +10,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -61,7 +61,7 @@ int run_sim_undo() {
                    : "unset " + v.name + "\n";
   }
   out += "unset " + std::string(kSimSaved) + "\n";
-  std::cout << out;
+  to_stdout() << out;
   return 0;
 }
 
@@ -107,12 +107,12 @@ int run_sim(const SimOptions& options) {
     SimSetup setup = sim_setup(options.machine);
     const std::string argument =
         one_printable_line(options.machine) ? detail::shell_quote(options.machine) : "MACHINE";
-    std::cout << "# gpusel simulated machine "
-              << (one_printable_line(setup.machine_name) ? setup.machine_name : "(unnamed)")
-              << ": eval \"$(gpusel sim env " << argument
-              << ")\"; leave it: eval \"$(gpusel sim env --undo)\"\n";
+    to_stdout() << "# gpusel simulated machine "
+                << (one_printable_line(setup.machine_name) ? setup.machine_name : "(unnamed)")
+                << ": eval \"$(gpusel sim env " << argument
+                << ")\"; leave it: eval \"$(gpusel sim env --undo)\"\n";
     for (const auto& [key, value] : setup.env)
-      std::cout << "export " << key << "=" << detail::shell_quote(value) << "\n";
+      to_stdout() << "export " << key << "=" << detail::shell_quote(value) << "\n";
     return 0;
   }
   const std::string dir = sim_root() + "/machines";
