@@ -252,6 +252,38 @@ class TableReadingTest(Case):
                              '"--quiet" comes after the command "echo"',
                              "gpusel --sim dgx-h100 run --gpu 0 -- echo --quiet")
 
+    def test_gpusel_s_option_after_the_program_offers_both_readings(self):
+        # Found by review: the line suggested for `bind echo hi --gpu 1` must not bind GPU 0.
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "bind", "echo", "hi", "--gpu", "1"), 2,
+                             "for `gpusel bind` to take it, write: gpusel --sim dgx-h100 bind --gpu 1 -- echo hi",
+                             "to pass it to the command, put -- before the command: "
+                             "gpusel --sim dgx-h100 bind -- echo hi --gpu 1")
+
+    def test_double_dash_ends_options_before_the_positionals(self):
+        r = gpusel("sim", "exec", "--", "dgx-h100", "sh", "-c", "echo $GPUSEL_SIM_MACHINE_NAME:$0", "-x")
+        self.assertEqual((r.returncode, r.stdout.strip().split(":")[-1]), (0, "-x"), r.stderr)
+        r = gpusel("sim", "env", "--", "dgx-h100")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("export GPUSEL_NVML_LIBRARY=", r.stdout)
+
+    def test_an_empty_value_is_refused_not_taken_as_absent(self):
+        # `--lease-dir="$DIR"` with DIR unset must not set up the default store.
+        for args in (["setup", "--lease-dir="], ["setup", "--lease-dir", ""],
+                     ["--sim", "dgx-h100", "resolve", "--gpu", "free:1", "--min-free-memory="],
+                     ["--sim", "dgx-h100", "bench", "bw", "--gpu", "0", "--csv="]):
+            with self.subTest(args=args):
+                self.assertFailsWith(gpusel(*args), 2, "is given an empty value")
+
+    def test_json_as_the_last_json_says(self):
+        r = gpusel("--sim", "dgx-h100", "list", "--json", "--sim")
+        self.assertFailsWith(r, 2, "--sim needs a machine")
+        self.assertEqual(json.loads(r.stdout)["error"]["code"], "bad-input")
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "99", "--json", "--json=false")
+        self.assertFailsWith(r, 2, "out of range")
+        self.assertEqual(r.stdout, "")
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--json=false", "--format", "csv")
+        self.assertEqual((r.returncode, r.stdout), (0, DGX[0] + "\n"), r.stderr)
+
     def test_help_and_version(self):
         r = gpusel("--version")
         self.assertEqual(r.returncode, 0, r.stderr)

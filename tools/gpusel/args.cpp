@@ -65,11 +65,6 @@ bool names_an_option(const Command& command, const std::string& word, bool top) 
   return find_option(command, name) != nullptr;
 }
 
-bool takes_program(const Command& command) {
-  return std::any_of(command.options.begin(), command.options.end(),
-                     [](const Option& o) { return o.takes == Takes::Words; });
-}
-
 std::string shell_word(const std::string& word) {
   if (!word.empty() && word.find_first_of(" \t\n'\"\\$`*?[]{}()<>|&;#~") == std::string::npos)
     return word;
@@ -241,39 +236,44 @@ CommandLine::Outcome CommandLine::parse(int argc, char** argv) {
   sims_.clear();
   program_.clear();
   program_word_ = kNone;
-  dashdash_ = stray_dashdash_ = help_ = version_ = json_ = false;
+  dashdash_ = sim_missing_ = help_ = version_ = json_ = false;
   problem_.reset();
   sim_.clear();
 
-  bool program_only = false;  // after `--` before COMMAND: every word is the program's
+  bool options_ended = false;  // after `--`: no word is an option
   for (std::size_t i = 0; i < words_.size(); ++i) {
     const std::string& word = words_[i];
-    if (program_only || program_word_ != kNone) {
+    if (program_word_ != kNone) {
       // A program's words given without `--` before them: an option among them is the program's,
       // or gpusel's given too late; which is not for gpusel to guess.
-      if (!program_only && looks_like_option(word))
+      if (!dashdash_ && looks_like_option(word))
         note(Problem{Problem::Kind::AfterCommand, i, levels_.size() - 1, {}});
-      if (program_word_ == kNone) program_word_ = i;
+      program_.push_back(word);
+      continue;
+    }
+    if (options_ended && levels_.size() == 1) {  // `gpusel --sim MACHINE -- COMMAND`
+      program_word_ = i;
       program_.push_back(word);
       continue;
     }
     if (word == "--") {
-      if (takes_program(leaf()) || levels_.size() == 1) {
-        dashdash_ = program_only = true;
-      } else {
-        stray_dashdash_ = true;
-      }
+      // The end of gpusel's options: what follows fills the positionals (`sim exec -- MACHINE
+      // COMMAND`), then is the program's.
+      options_ended = true;
+      if (levels_.size() == 1) dashdash_ = true;
       continue;
     }
-    if (looks_like_option(word) && !stray_dashdash_) {
+    if (!options_ended && looks_like_option(word)) {
       read_option(i);
       continue;
     }
-    read_word(i);
+    read_word(i, options_ended);
   }
-  for (const Given& g : given_) {
-    if (g.option->name == "--json" && g.option->takes == Takes::Nothing && g.value == "true")
-      json_ = true;
+  json_ = flag("--json");  // the last --json given decides (--json=false asks for none)
+  if (sim_missing_) {
+    throw bad_input(
+        "--sim needs a machine after it: a bundled name (`gpusel sim list` shows them) or the "
+        "path of a machine file, as in `gpusel --sim dgx-h100 list`");
   }
   if (help_) return Outcome::Help;
   if (version_) return Outcome::Version;
@@ -337,9 +337,7 @@ void CommandLine::read_option(std::size_t& i) {
       sims_.push_back(Sim{words_[i + 1], i, i + 1});
       ++i;
     } else {
-      throw bad_input(
-          "--sim needs a machine after it: a bundled name (`gpusel sim list` shows them) or the "
-          "path of a machine file, as in `gpusel --sim dgx-h100 list`");
+      sim_missing_ = true;  // reported once the line is read (and whether --json was asked)
     }
     return;
   }
@@ -390,6 +388,14 @@ void CommandLine::read_option(std::size_t& i) {
     case Takes::Words:
       break;
   }
+  if (o->takes == Takes::Value && g.value.empty() && !leaf().hidden) {
+    // `--lease-dir="$DIR"` with DIR unset: refused, never read as "not given" (that would pick
+    // the default store, the default GPUs' limits...).
+    note(Problem{Problem::Kind::Said, i, depth,
+                 name + " is given an empty value (as an unset shell variable gives); give it a " +
+                     std::string(o->value) + ", or leave " + name + " out"});
+    return;
+  }
   if (o->completion == "choice" && !o->choices.empty()) {
     const std::vector<std::string> choices(o->choices.begin(), o->choices.end());
     const std::string wrong = not_a_choice(g.value, choices);
@@ -409,14 +415,10 @@ void CommandLine::read_option(std::size_t& i) {
   given_.push_back(std::move(g));
 }
 
-void CommandLine::read_word(std::size_t i) {
+void CommandLine::read_word(std::size_t i, bool options_ended) {
   const std::string& word = words_[i];
   const std::size_t depth = levels_.size() - 1;
   const Command& here = leaf();
-  if (stray_dashdash_) {
-    note(Problem{Problem::Kind::Argument, i, depth, {}});
-    return;
-  }
   if (!here.commands.empty()) {
     for (const Command* c : here.commands) {
       if (c->name == word) {
@@ -434,6 +436,7 @@ void CommandLine::read_word(std::size_t i) {
     }
     if (o.takes == Takes::Words) {
       program_word_ = i;
+      dashdash_ = options_ended;
       program_.push_back(word);
       return;
     }
@@ -464,18 +467,26 @@ void CommandLine::check_whole() const {
     const bool given = o.takes == Takes::Words ? !program_.empty() : find(o.name) != nullptr;
     if (o.required && !given) {
       std::string example;
-      if (o.name == "COMMAND") example = "; put it after --, as in `" + where + " ";
-      if (o.name == "COMMAND" && find_option(here, "--gpu") != nullptr) example += "--gpu 0,1 ";
-      if (!example.empty()) example += "-- python3 train.py`";
-      throw bad_input("`" + where + "`: " + std::string(o.name) + " is required: " +
-                      std::string(o.help) + example + "; run `" + where + " --help` for usage");
+      if (o.takes == Takes::Words) {
+        // The line as typed, with a program after it.
+        std::vector<std::size_t> at;
+        const std::vector<std::string> typed = kept(at);
+        example = "; put it after --, as in `" + prefix() + " " +
+                  join_words(typed, 0, typed.size()) + (dashdash_ ? "" : " --") +
+                  " python3 train.py`";
+      }
+      throw bad_input("`" + where + "`: " + std::string(o.name) + " is required" +
+                      (o.help.empty() ? std::string() : ": " + std::string(o.help)) + example +
+                      "; run `" + where + " --help` for usage");
     }
   }
+  // Given, for exclusion: a flag given =false is not.
+  const auto given = [&](std::string_view name) {
+    const Option* o = find_option(here, name);
+    return o != nullptr && o->takes == Takes::Nothing ? flag(name) : find(name) != nullptr;
+  };
   for (const Option& o : here.options) {
-    if (o.excludes.empty()) continue;
-    const bool mine = is_positional(o) ? find(o.name) != nullptr : find(o.name) != nullptr;
-    const bool other = find(o.excludes) != nullptr;
-    if (mine && other) {
+    if (!o.excludes.empty() && given(o.name) && given(o.excludes)) {
       throw bad_input("`" + where + "`: " + std::string(o.excludes) + " and " +
                       std::string(o.name) + " cannot be given together; give one of them");
     }
@@ -659,6 +670,30 @@ std::string CommandLine::explain(const Problem& p) const {
                                    words.begin() + static_cast<std::ptrdiff_t>(start));
     fixed.push_back("--");
     fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(start), words.end());
+    const std::string name = word.substr(0, word.find('='));
+    if (const Option* own = find_option(at, name); own != nullptr) {
+      // One of the command's own options, given after the program's name: moved before it (with
+      // its value), or passed to the program; which one was meant is the user's to say.
+      const std::size_t j = index[p.word];
+      const std::size_t count =
+          own->takes == Takes::Value && word.find('=') == std::string::npos && j + 1 < words.size()
+              ? 2
+              : 1;
+      std::vector<std::string> moved(words.begin(),
+                                     words.begin() + static_cast<std::ptrdiff_t>(start));
+      moved.insert(moved.end(), words.begin() + static_cast<std::ptrdiff_t>(j),
+                   words.begin() + static_cast<std::ptrdiff_t>(j + count));
+      moved.push_back("--");
+      for (std::size_t k = start; k < words.size(); ++k) {
+        if (k < j || k >= j + count) moved.push_back(words[k]);
+      }
+      return detail::quote_value(word) + " comes after the command " +
+             detail::quote_value(words[start]) +
+             ", where gpusel reads no option of its own; for `" + where +
+             "` to take it, write: " + prefix() + " " + join_words(moved, 0, moved.size()) +
+             "; to pass it to the command, put -- before the command: " + prefix() + " " +
+             join_words(fixed, 0, fixed.size());
+    }
     return detail::quote_value(word) + " comes after the command " +
            detail::quote_value(words[start]) + " but is not an option of `" + where +
            "` there; put -- before the command so that every word after it is passed to the "

@@ -114,7 +114,7 @@ class CommandLine {
   const Given* find(std::string_view name) const;
   void note(Problem problem);
   void read_option(std::size_t& i);
-  void read_word(std::size_t i);
+  void read_word(std::size_t i, bool options_ended);
   void check_sims();
   void check_gpu_slips() const;
   void check_whole() const;
@@ -133,7 +133,7 @@ class CommandLine {
   std::vector<std::string> program_;
   std::size_t program_word_ = static_cast<std::size_t>(-1);  // COMMAND's first word
   bool dashdash_ = false;                                    // a `--` came before COMMAND
-  bool stray_dashdash_ = false;  // a `--` in a command that takes no program
+  bool sim_missing_ = false;                                 // a --sim with no machine after it
   std::optional<Problem> problem_;
   std::string sim_;
   bool help_ = false, version_ = false, json_ = false;

@@ -13,6 +13,7 @@
 #include <cstdio>
 
 #include "bench_output.hpp"
+#include "common.hpp"
 
 namespace gpusel::cli::bench {
 namespace {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "args.hpp"
+#include "common.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel/version.h"
