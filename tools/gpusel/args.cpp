@@ -388,7 +388,9 @@ void CommandLine::read_option(std::size_t& i) {
     case Takes::Words:
       break;
   }
-  if (o->takes == Takes::Value && g.value.empty() && !leaf().hidden) {
+  // (A GPU list, SPEC or ENTRY, is read by the library, whose message for an empty one says more.)
+  if (o->takes == Takes::Value && g.value.empty() && !leaf().hidden && o->value != "SPEC" &&
+      o->value != "ENTRY") {
     // `--lease-dir="$DIR"` with DIR unset: refused, never read as "not given" (that would pick
     // the default store, the default GPUs' limits...).
     note(Problem{Problem::Kind::Said, i, depth,
