@@ -131,8 +131,9 @@ class LeaseStore {
   // This user's own store (where leases live without a shared store).
   const std::string& own_dir() const noexcept { return own_dir_; }
   // Why leases bind only this user's jobs here, with the command that fixes it; "" when the
-  // store is shared. (Per GPU, LeaseStanding::shared tells.)
-  const std::string& scope_note() const noexcept { return scope_note_; }
+  // store is shared. (Per GPU, LeaseStanding::shared tells.) Written when asked for: it names
+  // the user, a lookup in the user database that a worker's bind has no use for.
+  std::string scope_note() const;
 
   // How standings() tells whether a lease is held.
   enum class Look {
@@ -170,7 +171,7 @@ class LeaseStore {
   ClaimResult claim(const std::string& uuid, bool share) const;
 
  private:
-  std::string dir_, own_dir_, scope_note_;
+  std::string dir_, own_dir_, scope_problem_;  // why the store is not shared, or ""
   bool shared_ = false;
   bool own_primary_ = false;  // this user may create lease files in dir_ (owns it)
   friend struct LeaseStoreAccess;

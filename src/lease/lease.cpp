@@ -534,10 +534,15 @@ LeaseStore LeaseStore::locate() {
   }
   s.dir_ = s.own_dir_;
   s.own_primary_ = true;
-  s.scope_note_ = problem + ", so leases bind only the jobs of user " + user_name(geteuid()) +
-                  (geteuid() == 0 ? "; `gpusel setup`" : "; `sudo gpusel setup`") +
-                  " makes them bind every user; GPUSEL_LEASE_DIR=" + s.own_dir_ + " silences this";
+  s.scope_problem_ = problem;
   return s;
+}
+
+std::string LeaseStore::scope_note() const {
+  if (scope_problem_.empty()) return "";
+  return scope_problem_ + ", so leases bind only the jobs of user " + user_name(geteuid()) +
+         (geteuid() == 0 ? "; `gpusel setup`" : "; `sudo gpusel setup`") +
+         " makes them bind every user; GPUSEL_LEASE_DIR=" + own_dir_ + " silences this";
 }
 
 namespace {
@@ -708,14 +713,17 @@ namespace {
 // try_lock_file for a take. A look at a marked lease file (look_at_mark, free:N) tries its
 // lock and lets go at once; a take in that moment finds the lock held and the file unmarked
 // (the look takes no mark, and a lease that has just gone leaves none). So a lock held without
-// a mark is tried again, for up to two milliseconds: a look has let go by then, and a job that has
-// just taken the lease has marked it (then it is held), while a lock of another program's stays
-// (held, as before). errno as try_lock_file leaves it.
+// a mark is tried again, for up to 20 milliseconds: a look has let go by then, even on a machine
+// so loaded that the looking process waits a few milliseconds for a CPU between its try and its
+// letting go (2 ms was too short for one such test run), and a job that has just taken the lease
+// has marked it (then it is held), while a lock of another program's stays (held, as before: the
+// 20 ms are paid once, the file then being known as held without a mark). errno as
+// try_lock_file leaves it.
 bool take_lock(int fd, LockMode mode) {
   for (int again = 0;; ++again) {
     if (try_lock_file(fd, mode)) return true;
     const int e = errno;
-    if (e != EWOULDBLOCK || again == 40 || held_mark(fd) != false) {
+    if (e != EWOULDBLOCK || again == 400 || held_mark(fd) != false) {
       errno = e;
       return false;
     }

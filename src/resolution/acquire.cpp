@@ -669,8 +669,9 @@ Acquisition Acquirer::run() {
                               : lease_named(named_, store_, direct, machine_, q.standing);
       tried_direct_ = direct && !attempt.got;
       if (attempt.got) {
-        if (take_ && !store_.scope_note().empty()) {
-          attempt.got->resolution.notes.push_back({"lease-scope", store_.scope_note()});
+        if (take_) {
+          if (std::string note = store_.scope_note(); !note.empty())
+            attempt.got->resolution.notes.push_back({"lease-scope", std::move(note)});
         }
         // Its watches are removed by the caller once the job has started (removing them asks
         // the kernel for tens of microseconds, between the take and the first worker's start).

@@ -449,8 +449,8 @@ class Doctor {
           "makes it)");
       return;
     }
-    if (!store->scope_note().empty()) {
-      add(Severity::Info, "leases-per-user", store->scope_note(),
+    if (const std::string note = store->scope_note(); !note.empty()) {
+      add(Severity::Info, "leases-per-user", note,
           running_as_root() ? "gpusel setup" : "sudo gpusel setup");
     }
     std::vector<const GpuInfo*> gpus = readable();
