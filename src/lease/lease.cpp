@@ -13,6 +13,7 @@
 #include <signal.h>
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -720,10 +721,11 @@ namespace {
 // 20 ms are paid once, the file then being known as held without a mark). errno as
 // try_lock_file leaves it.
 bool take_lock(int fd, LockMode mode) {
-  for (int again = 0;; ++again) {
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(20);
+  for (;;) {
     if (try_lock_file(fd, mode)) return true;
     const int e = errno;
-    if (e != EWOULDBLOCK || again == 400 || held_mark(fd) != false) {
+    if (e != EWOULDBLOCK || held_mark(fd) != false || std::chrono::steady_clock::now() >= until) {
       errno = e;
       return false;
     }

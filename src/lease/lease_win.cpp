@@ -104,6 +104,11 @@ LeaseStore LeaseStore::locate() {
   return at(lease_folder());
 }
 
+// One folder for every user: leases bind every user's jobs, nothing to say.
+std::string LeaseStore::scope_note() const {
+  return {};
+}
+
 // A lease's descriptor is a C runtime descriptor over the file's handle (_open_osfhandle), so
 // the class is the same on both platforms; closing it closes the handle, which drops the lock.
 Lease& Lease::operator=(Lease&& other) noexcept {

@@ -43,7 +43,7 @@ class MisspeltTest(Case):
 
     def test_gpus_as_an_argument(self):
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "0,1"), 2,
-                             "takes no argument", "gpusel resolve --gpu 0,1")
+                             "takes no argument", "gpusel --sim dgx-h100 resolve --gpu 0,1")
 
 
 class HelpTest(Case):
@@ -258,6 +258,21 @@ class TableReadingTest(Case):
                              "for `gpusel bind` to take it, write: gpusel --sim dgx-h100 bind --gpu 1 -- echo hi",
                              "to pass it to the command, put -- before the command: "
                              "gpusel --sim dgx-h100 bind -- echo hi --gpu 1")
+
+    def test_suggested_lines_keep_the_whole_line(self):
+        # Found by the second review: each suggested line must do what was typed, nothing less.
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "python3", "t.py", "--wait", "30"), 2,
+                             "write: gpusel --sim dgx-h100 run --gpu 0 --wait 30 -- python3 t.py")
+        self.assertFailsWith(gpusel("run", "--gpu", "0", "python3", "t.py", "--sim", "dgx-h100"), 2,
+                             "write: gpusel --sim dgx-h100 run --gpu 0 -- python3 t.py")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "1", "--wait", "30", "python", "t.py"),
+                             2, "write: gpusel --sim dgx-h100 run --gpu 0,1 --wait 30 -- python t.py")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "bind", "--share", "--gpu", "0", "1", "--", "python", "t.py"),
+                             2, "write: gpusel --sim dgx-h100 run --gpu 0,1 -- gpusel bind --share -- python t.py")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "--format", "csv", "3"), 2,
+                             "gpusel --sim dgx-h100 resolve --format csv --gpu 3")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--"), 2,
+                             "as in `gpusel --sim dgx-h100 run --gpu 0 -- python3 train.py`")
 
     def test_double_dash_ends_options_before_the_positionals(self):
         r = gpusel("sim", "exec", "--", "dgx-h100", "sh", "-c", "echo $GPUSEL_SIM_MACHINE_NAME:$0", "-x")

@@ -59,12 +59,13 @@ class GpuSlips(Case):
         self.assertEqual(fixed.stdout.split("\n").count("hi"), 2, fixed.stdout + fixed.stderr)
 
     def test_a_value_joined_to_its_option_is_not_a_gpu(self):
-        # The words are those CLI11 read: `--wait 5` is --wait's value, not run's program.
+        # The words are those the parser read: `--wait 5` is --wait's value, not run's program.
         r = gpusel("--sim", "dgx-h100", "run", "--wait", "5", "--gpu", "2", "3", "echo", "hi")
         self.assertFailsWith(r, 2, "commas, not blanks")
         self.assertEqual(self.suggestion(r)[3:], ["run", "--wait", "5", "--gpu", "2,3", "--", "echo", "hi"])
         r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--wait", "5", "1")
-        self.assertFailsWith(r, 2, 'takes no argument "1"', "gpusel resolve --gpu 1")
+        # The stray GPU joins --gpu's list (the suggestion once dropped GPU 0 and --sim).
+        self.assertFailsWith(r, 2, 'takes no argument "1"', "gpusel --sim dgx-h100 resolve --gpu 0,1 --wait 5")
 
     def test_a_program_named_like_a_number_is_still_a_program(self):
         # `run --gpu 0 true` is the after-command slip of its own kind, not a GPU.

@@ -57,6 +57,18 @@ const Option* find_option(const Command& command, std::string_view name) {
   return nullptr;
 }
 
+// How many words the option `o` written as words[j] takes there: its name, and its value when
+// that is the next word (as read_option reads it).
+std::size_t option_words(const Option* o, const std::vector<std::string>& words, std::size_t j) {
+  if (o == nullptr || words[j].find('=') != std::string::npos || j + 1 >= words.size()) return 1;
+  const std::string& next = words[j + 1];
+  if (o->takes == Takes::Value) return 2;
+  if (o->takes == Takes::MaybeValue && next != "--" &&
+      (!looks_like_option(next) || looks_like_number(next)))
+    return 2;
+  return 1;
+}
+
 // Whether `word` (up to its `=`) is one of `command`'s options, or one every command takes.
 bool names_an_option(const Command& command, const std::string& word, bool top) {
   const std::string name = word.substr(0, word.find('='));
@@ -474,8 +486,8 @@ void CommandLine::check_whole() const {
         std::vector<std::size_t> at;
         const std::vector<std::string> typed = kept(at);
         example = "; put it after --, as in `" + prefix() + " " +
-                  join_words(typed, 0, typed.size()) + (dashdash_ ? "" : " --") +
-                  " python3 train.py`";
+                  join_words(typed, 0, typed.size()) +
+                  (!typed.empty() && typed.back() == "--" ? "" : " --") + " python3 train.py`";
       }
       throw bad_input("`" + where + "`: " + std::string(o.name) + " is required" +
                       (o.help.empty() ? std::string() : ": " + std::string(o.help)) + example +
@@ -607,19 +619,34 @@ void CommandLine::check_gpu_slips() const {
   for (std::size_t i = v; i < end; ++i)
     split += (split.empty() ? "" : " ") + (i == v ? value : words[i]);
   if (leaf_name == "bind") {
+    // bind's flags and its program, if the line has one, go with each worker's bind.
+    std::string per_worker = "gpusel bind";
+    for (const char* f : {"--share", "--quiet"}) {
+      if (flag(f)) per_worker += std::string(" ") + f;
+    }
+    if (end < words.size() && words[end] == "--" && end + 1 < words.size()) {
+      per_worker += " -- " + join_words(words, end + 1, words.size());
+    } else if (end < words.size() && !looks_like_option(words[end]) && words[end] != "--") {
+      per_worker += " -- " + join_words(words, end, words.size());
+    }
     throw bad_input(
         "--gpu " + split + ": bind takes one GPU, and the shell passed " +
             detail::quote_value(words[v + 1]) +
             " as a word of its own; to bind each of several GPUs in a process of its own, write: " +
-            prefix() + " run --gpu " + merged + " -- gpusel bind",
+            prefix() + " run --gpu " + merged + " -- " + per_worker,
         about(Subject::GpuRequest, {{"request", split}, {"reason", "split-by-shell"}}));
   }
   fixed.erase(fixed.begin() + static_cast<std::ptrdiff_t>(v + 1),
               fixed.begin() + static_cast<std::ptrdiff_t>(end));
   fixed[v] = inline_value ? "--gpu=" + merged : merged;
   if (runs_program) {
-    // The program, if any, goes after --.
-    const std::size_t program = v + 1;
+    // The program, if any, goes after -- (and after run's own options that follow the GPUs).
+    std::size_t program = v + 1;
+    while (program < fixed.size() && fixed[program] != "--" &&
+           names_an_option(leaf(), fixed[program], false)) {
+      const Option* o = find_option(leaf(), fixed[program].substr(0, fixed[program].find('=')));
+      program += option_words(o, fixed, program);
+    }
     if (program >= fixed.size()) {
       fixed.push_back("--");
       fixed.push_back("COMMAND");
@@ -673,18 +700,28 @@ std::string CommandLine::explain(const Problem& p) const {
     fixed.push_back("--");
     fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(start), words.end());
     const std::string name = word.substr(0, word.find('='));
-    if (const Option* own = find_option(at, name); own != nullptr) {
-      // One of the command's own options, given after the program's name: moved before it (with
+    const Option* own = find_option(at, name);
+    const bool sim = name == "--sim" && sim_.empty();
+    if (own != nullptr || sim) {
+      // One of gpusel's options, given after the program's name: moved before the program (with
       // its value), or passed to the program; which one was meant is the user's to say.
       const std::size_t j = index[p.word];
-      const std::size_t count =
-          own->takes == Takes::Value && word.find('=') == std::string::npos && j + 1 < words.size()
-              ? 2
-              : 1;
-      std::vector<std::string> moved(words.begin(),
-                                     words.begin() + static_cast<std::ptrdiff_t>(start));
-      moved.insert(moved.end(), words.begin() + static_cast<std::ptrdiff_t>(j),
-                   words.begin() + static_cast<std::ptrdiff_t>(j + count));
+      static constexpr Option kSimValue{"--sim", Takes::Value, "MACHINE", {}};
+      const std::size_t count = option_words(own != nullptr ? own : &kSimValue, words, j);
+      std::vector<std::string> moved;
+      std::string head = prefix();
+      if (sim) {
+        const std::size_t eq = word.find('=');
+        const std::string machine = eq != std::string::npos ? word.substr(eq + 1)
+                                    : count == 2            ? words[j + 1]
+                                                            : "MACHINE";
+        head = "gpusel --sim " + shell_word(machine);
+        moved.assign(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(start));
+      } else {
+        moved.assign(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(start));
+        moved.insert(moved.end(), words.begin() + static_cast<std::ptrdiff_t>(j),
+                     words.begin() + static_cast<std::ptrdiff_t>(j + count));
+      }
       moved.push_back("--");
       for (std::size_t k = start; k < words.size(); ++k) {
         if (k < j || k >= j + count) moved.push_back(words[k]);
@@ -692,14 +729,14 @@ std::string CommandLine::explain(const Problem& p) const {
       return detail::quote_value(word) + " comes after the command " +
              detail::quote_value(words[start]) +
              ", where gpusel reads no option of its own; for `" + where +
-             "` to take it, write: " + prefix() + " " + join_words(moved, 0, moved.size()) +
+             "` to take it, write: " + head + " " + join_words(moved, 0, moved.size()) +
              "; to pass it to the command, put -- before the command: " + prefix() + " " +
              join_words(fixed, 0, fixed.size());
     }
     return detail::quote_value(word) + " comes after the command " +
-           detail::quote_value(words[start]) + " but is not an option of `" + where +
-           "` there; put -- before the command so that every word after it is passed to the "
-           "command: " +
+           detail::quote_value(words[start]) +
+           ", where gpusel reads no option of its own; put -- before the command so that every "
+           "word after it is passed to the command: " +
            prefix() + " " + join_words(fixed, 0, fixed.size());
   }
   if (p.kind == Problem::Kind::Option) {
@@ -710,8 +747,21 @@ std::string CommandLine::explain(const Problem& p) const {
     return message + "; run `" + where + " --help` to see its options";
   }
   std::string message = "`" + where + "` takes no argument " + detail::quote_value(word);
-  if (find_option(at, "--gpu") != nullptr && word.find_first_of("0123456789") == 0)
-    return message + "; to name GPUs, use --gpu: " + where + " --gpu " + shell_word(word);
+  if (find_option(at, "--gpu") != nullptr && word.find_first_of("0123456789") == 0) {
+    // The whole line again, the word made a GPU of --gpu's list.
+    std::vector<std::string> fixed = words;
+    const std::size_t k = index[p.word];
+    if (const Given* gpu = find("--gpu"); gpu != nullptr) {
+      const std::size_t v = index[gpu->word] + (gpu->inline_value ? 0 : 1);
+      fixed[v] = (gpu->inline_value ? "--gpu=" : "") + gpu->value + "," + word;
+      fixed.erase(fixed.begin() + static_cast<std::ptrdiff_t>(k));
+    } else {
+      fixed[k] = word;
+      fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(k), "--gpu");
+    }
+    return message + "; to name GPUs, use --gpu: " + prefix() + " " +
+           join_words(fixed, 0, fixed.size());
+  }
   return message + "; run `" + where + " --help` to see its options";
 }
 
