@@ -37,7 +37,7 @@ def generate(fmt):
 
 
 def help_options(path):
-    """The long options `gpusel PATH --help` lists (CLI11's own help, from the same definitions)."""
+    """The long options `gpusel PATH --help` lists (the command's own help, from the same table)."""
     r = subprocess.run([BIN, *path, "--help"], capture_output=True, text=True, env=env(), timeout=60)
     return set(re.findall(r"(?<![\w-])(--[a-z][a-z-]+)", r.stdout)) - {"--help"}
 
