@@ -488,6 +488,9 @@ class Acquirer {
   const int n_;
   Resolution named_;
   const LeaseStore store_ = LeaseStore::locate();
+  // The store's per-user note for a job that leases, written before any wait: it looks the user
+  // up, which has no place between a waiter's wake and its first worker's start.
+  const std::string scope_note_ = take_ ? store_.scope_note() : std::string();
   std::optional<FreeLook> look_;
   std::vector<std::string> machine_;  // the GPUs that exist here, for the queue's plan
   // When to give up: never for "--wait" without a value, or a wait too long to count.
@@ -669,10 +672,8 @@ Acquisition Acquirer::run() {
                               : lease_named(named_, store_, direct, machine_, q.standing);
       tried_direct_ = direct && !attempt.got;
       if (attempt.got) {
-        if (take_) {
-          if (std::string note = store_.scope_note(); !note.empty())
-            attempt.got->resolution.notes.push_back({"lease-scope", std::move(note)});
-        }
+        if (!scope_note_.empty())
+          attempt.got->resolution.notes.push_back({"lease-scope", scope_note_});
         // Its watches are removed by the caller once the job has started (removing them asks
         // the kernel for tens of microseconds, between the take and the first worker's start).
         attempt.got->waited = std::move(watch_);

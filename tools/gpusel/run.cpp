@@ -68,8 +68,9 @@ void print_notes(const Resolution& r, bool quiet) {
   for (const Note& note : r.notes) {
     if (note.code == "amd-gpus" && quiet) continue;  // says how, not what: --quiet drops it
     if (note.code == "lease-scope") {
+      if (quiet) continue;  // (before the store is looked for again: a waiter's first worker waits)
       const std::string own = LeaseStore::locate().own_dir();
-      if (quiet || !due_today(own.substr(0, own.rfind('/')), "lease-scope-note-day")) continue;
+      if (!due_today(own.substr(0, own.rfind('/')), "lease-scope-note-day")) continue;
     }
     print_note(note.text);
   }
