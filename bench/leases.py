@@ -17,9 +17,11 @@ lower floor on the machine at hand: a program ends, the next one starts and read
 """
 
 import argparse
+import atexit
 import ctypes
 import os
 import resource
+import shutil
 import statistics
 import struct
 import subprocess
@@ -40,6 +42,7 @@ args = parser.parse_args()
 
 gpusel = args.gpusel or os.path.join(args.build, "bin", "gpusel")
 tmp = tempfile.mkdtemp(prefix="gpusel-bench-leases-")
+atexit.register(shutil.rmtree, tmp, True)  # its lease store and usage folder go with it
 env = dict(sim_environment(gpusel, "dgx-h100"), GPUSEL_LEASE_DIR=os.path.join(tmp, "leases"),
            GPUSEL_SIM_STATE_DIR=os.path.join(tmp, "state"))
 stamp = os.path.join(tmp, "started")

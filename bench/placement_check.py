@@ -15,7 +15,9 @@ Target: the check costs under 1% of one core with 8 workers (steady state).
 """
 
 import argparse
+import atexit
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -40,6 +42,7 @@ for path in (gpusel, worker):
         sys.exit(f"bench/placement_check.py: {path} is missing: build the default preset first "
                  "(cmake --preset default && cmake --build --preset default)")
 tmp = tempfile.mkdtemp(prefix="gpusel-bench-check-")
+atexit.register(shutil.rmtree, tmp, True)
 env = dict(sim_environment(gpusel, "dgx-h100"), GPUSEL_LEASE_DIR=os.path.join(tmp, "leases"),
            GPUSEL_SIM_STATE_DIR=os.path.join(tmp, "state"))
 

@@ -33,6 +33,7 @@ machine files are written to a temporary folder (--keep DIR keeps them there).
 """
 
 import argparse
+import atexit
 import os
 import shutil
 import statistics
@@ -170,6 +171,8 @@ def main():
     true = shutil.which("true")
     eight = "0,1,2,3,4,5,6,7"
     folder = args.keep or tempfile.mkdtemp(prefix="gpusel-scale-")
+    if not args.keep:
+        atexit.register(shutil.rmtree, folder, True)
     os.makedirs(folder, exist_ok=True)
     rows = []
     prev = {}

@@ -11,8 +11,10 @@ Reports the median, min and max wall time of each, and the runtime program's fig
 """
 
 import argparse
+import atexit
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -37,6 +39,7 @@ if not os.path.exists(program) or os.path.getmtime(program) < os.path.getmtime(s
     subprocess.run([args.nvcc, "-cudart", "shared", source, "-o", program], check=True)
 
 tmp = tempfile.mkdtemp(prefix="gpusel-bench-runtime-")
+atexit.register(shutil.rmtree, tmp, True)
 with open(os.path.join(root, "sim", "machines", "dgx-h100.toml")) as f:
     text = f.read()
 text = re.sub(r'^driver_version = ".*"$', 'driver_version = "580.65.06"', text, flags=re.M)

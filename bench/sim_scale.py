@@ -21,7 +21,9 @@ loaded machine does not move it:
 """
 
 import argparse
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -87,6 +89,8 @@ floor_nvml = os.path.join(args.build, "bin", "floor_nvml")
 floor_bind = os.path.join(args.build, "bin", "floor_bind")
 topology = os.path.join(args.build, "bin", "sim_topology")
 folder = args.keep or tempfile.mkdtemp(prefix="gpusel-sim-scale-")
+if not args.keep:
+    atexit.register(shutil.rmtree, folder, True)
 os.makedirs(folder, exist_ok=True)
 eight = "0,1,2,3,4,5,6,7"
 sims = [("this build", None)] + ([("before", args.before)] if args.before else [])

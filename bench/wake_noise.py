@@ -14,12 +14,14 @@ waiters coalesced their looks); `run` with the flood within 50 ms of `run` witho
 """
 
 import argparse
+import atexit
 import glob
 import os
 import resource
+import shutil
 import signal
-import sys
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -34,6 +36,7 @@ args = parser.parse_args()
 
 gpusel = os.path.join(args.build, "bin", "gpusel")
 tmp = tempfile.mkdtemp(prefix="gpusel-bench-noise-")
+atexit.register(shutil.rmtree, tmp, True)
 store = os.path.join(tmp, "leases")
 env = dict(sim_environment(gpusel, "dgx-h100"), GPUSEL_LEASE_DIR=store,
            GPUSEL_SIM_STATE_DIR=os.path.join(tmp, "state"))
