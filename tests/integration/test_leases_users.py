@@ -29,6 +29,10 @@ STORE = "/var/lib/gpusel/leases"
 USERS = {"alice": 4101, "bob": 4102, "carol": 4103}
 INSIDE = "GPUSEL_TEST_IN_NAMESPACE"
 HOMES = "/var/lib/gpusel-test-homes"
+# Each user's XDG_RUNTIME_DIR (as a login gives one), so that the simulator's usage folders are
+# made on this test's /var/lib, never in the machine's /tmp (which the test cannot hide when the
+# build itself is under /tmp).
+RUNTIME = "/var/lib/gpusel-test-run"
 
 
 def rounds(n):
@@ -65,6 +69,11 @@ def set_up_namespace():
         os.makedirs(home)
         os.chown(home, uid, uid)
         os.chmod(home, 0o700)
+    for user, uid in [*USERS.items(), ("root", 0)]:
+        run = f"{RUNTIME}/{user}"
+        os.makedirs(run)
+        os.chown(run, uid, uid)
+        os.chmod(run, 0o700)
 
 
 def reachable_build():
@@ -99,7 +108,7 @@ def user_env(user, **extra):
     """What a user's login would give, plus the test's build locations; no GPUSEL_LEASE_DIR."""
     env = {k: v for k, v in base_env().items() if k.startswith(("LD_", "ASAN", "UBSAN", "TSAN", "LSAN"))}
     env.update(HOME=f"{HOMES}/{user}", USER=user, LOGNAME=user, PATH="/usr/local/bin:/usr/bin:/bin",
-               LANG="C.UTF-8", GPUSEL_SIM_DEVICE_HANDLES="distinct")
+               LANG="C.UTF-8", GPUSEL_SIM_DEVICE_HANDLES="distinct", XDG_RUNTIME_DIR=f"{RUNTIME}/{user}")
     env.update({k: v for k, v in extra.items() if v is not None})
     return env
 
@@ -755,7 +764,8 @@ USER_PYTHON = "/usr/bin/python3"  # one every user may run (the test's own may b
 def root_env(**extra):
     """Root's environment: no GPUSEL_LEASE_DIR, and the simulator's state in its default place (the
     test's private folder is under the /tmp this namespace hides)."""
-    return base_env(GPUSEL_LEASE_DIR=None, GPUSEL_SIM_STATE_DIR=None, **extra)
+    return base_env(GPUSEL_LEASE_DIR=None, GPUSEL_SIM_STATE_DIR=None,
+                    **{"XDG_RUNTIME_DIR": f"{RUNTIME}/root", **extra})
 
 
 def root_setup(*args):
