@@ -243,7 +243,7 @@ std::string closest(std::string_view word, const std::vector<std::string>& candi
 
 CommandLine::Outcome CommandLine::parse(int argc, char** argv) {
   words_.assign(argv + 1, argv + argc);
-  levels_.assign(1, Level{&root_, kNone});
+  levels_.assign(1, &root_);
   given_.clear();
   sims_.clear();
   program_.clear();
@@ -436,7 +436,7 @@ void CommandLine::read_word(std::size_t i, bool options_ended) {
   if (!here.commands.empty()) {
     for (const Command* c : here.commands) {
       if (c->name == word) {
-        levels_.push_back(Level{c, i});
+        levels_.push_back(c);
         return;
       }
     }
@@ -517,7 +517,7 @@ const CommandLine::Given* CommandLine::find(std::string_view name) const {
 std::string CommandLine::path() const {
   std::string out;
   for (std::size_t i = 1; i < levels_.size(); ++i)
-    out += (out.empty() ? "" : " ") + std::string(levels_[i].command->name);
+    out += (out.empty() ? "" : " ") + std::string(levels_[i]->name);
   return out;
 }
 
@@ -553,7 +553,7 @@ std::vector<std::string> CommandLine::kept(std::vector<std::size_t>& at) const {
 std::string CommandLine::command_path(std::size_t depth) const {
   std::string out = "gpusel";
   for (std::size_t i = 1; i <= depth && i < levels_.size(); ++i)
-    out += " " + std::string(levels_[i].command->name);
+    out += " " + std::string(levels_[i]->name);
   return out;
 }
 
@@ -665,7 +665,7 @@ void CommandLine::check_gpu_slips() const {
 std::string CommandLine::explain(const Problem& p) const {
   if (p.kind == Problem::Kind::Said) return p.said;
   const std::string& word = words_[p.word];
-  const Command& at = *levels_[p.depth].command;
+  const Command& at = *levels_[p.depth];
   const std::string where = command_path(p.depth);
   std::vector<std::size_t> index;
   const std::vector<std::string> words = kept(index);

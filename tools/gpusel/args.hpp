@@ -89,10 +89,6 @@ class CommandLine {
   std::string help() const;
 
  private:
-  struct Level {
-    const Command* command = nullptr;
-    std::size_t word = static_cast<std::size_t>(-1);  // where its name stood
-  };
   struct Given {
     const Option* option = nullptr;
     std::string value;
@@ -110,7 +106,7 @@ class CommandLine {
     std::string said;       // Kind::Said: the whole message
   };
 
-  const Command& leaf() const { return *levels_.back().command; }
+  const Command& leaf() const { return *levels_.back(); }
   const Given* find(std::string_view name) const;
   void note(Problem problem);
   void read_option(std::size_t& i);
@@ -126,8 +122,8 @@ class CommandLine {
   std::string command_path(std::size_t depth) const;  // "gpusel bench bw" for levels_[2]
 
   const Command& root_;
-  std::vector<std::string> words_;  // argv[1...], as typed
-  std::vector<Level> levels_;       // gpusel, then each command named
+  std::vector<std::string> words_;      // argv[1...], as typed
+  std::vector<const Command*> levels_;  // gpusel, then each command named
   std::vector<Given> given_;
   std::vector<Sim> sims_;
   std::vector<std::string> program_;
