@@ -37,4 +37,10 @@ ProbeResult probe_cuda(const std::string& helper, bool unfiltered);
 // from there; empty when there is none (no probe: resolution refuses what only CUDA could tell).
 std::string default_probe_helper();
 
+// A `helper` for probe_cuda (and the probe_helper of resolve_gpus and acquire_gpus) that stands
+// for default_probe_helper(), looked for only if a probe runs: finding the helper costs a few
+// system calls, which a resolution that needs no probe (most) is spared. It names no file: it
+// holds a NUL byte, which no path can.
+const std::string& probe_helper_when_needed();
+
 GPUSEL_END_NAMESPACE

@@ -212,7 +212,7 @@ gpusel_status gpusel_resolve(const char* value, char* buf, size_t size, size_t* 
   return guarded([&] {
     const gpusel::GpuRequest request = gpusel::read_gpu_request(need(value, "value"));
     const gpusel::Resolution r = gpusel::resolve_gpus(request, gpusel::cuda_env_from_environment(),
-                                                      gpusel::default_probe_helper());
+                                                      gpusel::probe_helper_when_needed());
     if (resolved != nullptr) *resolved = r.resolved ? 1 : 0;
     return out_string(gpusel::detail::join_entries(r.gpus), buf, size, needed);
   });

@@ -110,11 +110,17 @@ bool wait_until(pid_t pid, int& status, std::chrono::steady_clock::time_point de
 
 using detail::parse_devices;
 
+const std::string& probe_helper_when_needed() {
+  static const std::string marker("\0when-needed", 12);
+  return marker;
+}
+
 #ifdef _WIN32
 // probe_cuda and default_probe_helper for Windows: the probe in a Job Object (process.hpp).
 #include "probe_win.inc"
 #else
-ProbeResult probe_cuda(const std::string& helper, bool unfiltered) {
+ProbeResult probe_cuda(const std::string& asked, bool unfiltered) {
+  const std::string helper = asked == probe_helper_when_needed() ? default_probe_helper() : asked;
   ProbeResult result;
   const double timeout = probe_timeout();  // a bad value is refused whether or not a probe runs
   if (helper.empty()) {

@@ -203,7 +203,7 @@ void set_assigned_gpu(std::string_view target) {
 
 void assign_gpu(std::string_view value) {
   Resolution r =
-      resolve_gpus(read_single_gpu(value), cuda_env_from_environment(), default_probe_helper());
+      resolve_gpus(read_single_gpu(value), cuda_env_from_environment(), probe_helper_when_needed());
   set_assigned_gpu(r.gpus.front());
 }
 
@@ -950,7 +950,7 @@ PlacementModel placement_model(std::optional<std::vector<std::string>> visible,
   }
   if (has_index(request)) {
     try {
-      m.resolved = resolve_gpus(*request, m.cuda, default_probe_helper()).gpus;
+      m.resolved = resolve_gpus(*request, m.cuda, probe_helper_when_needed()).gpus;
     } catch (const Error& e) {
       m.resolve_error = e.text();
       m.resolve_problem = e.problem();

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import unittest
 
-from support import BIN, CUDA_HOLD, INSTRUMENTED, Case, Holding, base_env, contexts, private_path
+from support import BIN, CUDA_HOLD, INSTRUMENTED, Case, Holding, base_env, contexts, private_path, sim_env
 
 GPUS = 1024
 LIMIT = 2000
@@ -95,6 +95,42 @@ class SyscallsTest(Case):
             self.assertEqual(len(h.ready), 1, "cuda_hold did not take its context")
             self.assertEqual(contexts(env), {next(iter(h.ready)): [0]})  # the usage entry is read
             self.check(env, "a context on GPU 0")
+
+
+def files_touched(cmd, env):
+    """The file system calls of one run (`strace -f -e trace=file`), one per line."""
+    out = private_path("strace-files.txt")
+    r = subprocess.run(["strace", "-f", "-e", "trace=file", "-o", out, *cmd], env=env, capture_output=True,
+                       text=True, timeout=300)
+    if r.returncode != 0:
+        raise AssertionError(f"{cmd} exited {r.returncode} under strace: {r.stderr[-2000:]}")
+    with open(out) as f:
+        return f.read()
+
+
+@unittest.skipUnless(shutil.which("strace"), "needs strace")
+@unittest.skipIf(INSTRUMENTED, "LeakSanitizer stops under ptrace")
+class ProbeHelperLookTest(Case):
+    """The CUDA probe's helper is looked for (its path found, beside the library or in libexec) only
+    when a probe runs: a resolution that NVML answers alone is spared the look (issue 34)."""
+
+    def setUp(self):
+        probe = subprocess.run(["strace", "-f", "-o", os.devnull, "true"], capture_output=True)
+        if probe.returncode != 0:
+            self.skipTest("strace cannot trace here: " + probe.stderr.decode()[-200:])
+
+    def test_not_looked_for_where_nvml_answers(self):
+        env = sim_env("dgx-h100", GPUSEL_LEASE_DIR=private_path("leases"))
+        for args in (["resolve", "--gpu", "0,1"], ["resolve", "--gpu", "free:2"], ["bind", "--gpu", "3"]):
+            with self.subTest(args=args):
+                touched = files_touched([BIN, *args], env)
+                self.assertEqual([line for line in touched.splitlines() if "gpusel-probe-cuda" in line], [])
+
+    def test_looked_for_and_run_where_only_cuda_can_tell(self):
+        # The mixed workstation under FASTEST_FIRST: "0" of CUDA_VISIBLE_DEVICES=0,2 is placed by asking CUDA.
+        env = sim_env("workstation-mixed", CUDA_VISIBLE_DEVICES="0,2", GPUSEL_LEASE_DIR=private_path("leases"))
+        touched = files_touched([BIN, "resolve", "--gpu", "0"], env)
+        self.assertRegex(touched, r'execve\("[^"]*gpusel-probe-cuda"')
 
 
 if __name__ == "__main__":

@@ -99,7 +99,7 @@ void refuse_amd_early(const BenchOptions& options) {
                                     [](const std::string& t) { return detail::amd_id_form(t); }))
     return;
   refuse_amd(options,
-             resolve_gpus(options.gpus, cuda_env_from_environment(), default_probe_helper()));
+             resolve_gpus(options.gpus, cuda_env_from_environment(), probe_helper_when_needed()));
 }
 
 }  // namespace

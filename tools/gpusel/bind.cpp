@@ -304,7 +304,7 @@ int amd_bind_and_run(const BindOptions& options, const AmdSnapshot& amd) {
   std::optional<LocalRank> rank;
   if (!options.gpu.empty()) {
     chosen = resolve_gpus(read_single_gpu(options.gpu), cuda_env_from_environment(),
-                          default_probe_helper())
+                          probe_helper_when_needed())
                  .gpus.front();
   } else {
     const HipDevices here = hip_devices_here(amd);

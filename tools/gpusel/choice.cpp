@@ -45,7 +45,7 @@ Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool l
     a.wait_seconds = *seconds;
   }
   a.on_wait = [](const std::string& what) { print_note(what); };
-  Acquisition got = acquire_gpus(gpus, cuda_env_from_environment(), default_probe_helper(), a);
+  Acquisition got = acquire_gpus(gpus, cuda_env_from_environment(), probe_helper_when_needed(), a);
   if (!got.why.empty() && !options.quiet)
     print_note("--gpu " + gpus.texts().front() + ": " + got.why);
   return got;
