@@ -9,6 +9,8 @@ resolve within 1.05x, bind within 1.10x).
   floor_bind UUID                   cuInit, enumerate UUIDs, retain the primary context, make it
                                     current (bench/floor_bind.c)
   gpusel bind --gpu 3               against floor_bind
+  floor_bind --index 3              floor_bind handed the nvidia-smi index as gpusel bind is: NVML init,
+                                    the handle of index 3 and its UUID first (shown beside, no target)
   bind_inprocess                    the worker API as a worker under `gpusel run` uses it
                                     (GPUSEL_GPU=UUID, bind_assigned_gpu) in a program of its own,
                                     against floor_bind
@@ -69,6 +71,7 @@ commands = {
     "gpusel resolve": [gpusel, "resolve", "--gpu", "0,1,2,3,4,5,6,7"],
     "floor_bind": [os.path.join(args.build, "bin", "floor_bind"), uuids[3]],
     "gpusel bind": [gpusel, "bind", "--gpu", "3"],
+    "floor_bind index": [os.path.join(args.build, "bin", "floor_bind"), "--index", "3"],
     # A worker under gpusel run gets its GPU's UUID in GPUSEL_GPU; the floor gets it as argument.
     "bind_inprocess": [os.path.join(args.build, "bin", "bind_inprocess")],
     "run 3 -- true": [gpusel, "run", "--quiet", "--gpu", "3", "--", "/bin/true"],
@@ -81,7 +84,8 @@ out = {name: subprocess.run(cmd, capture_output=True, text=True, env=envs[name],
        for name, cmd in commands.items()}
 if out["floor_nvml"].split() != uuids:
     sys.exit(f"floor_nvml disagrees: {out['floor_nvml']!r} vs {uuids}")
-if (out["floor_bind"].strip() != "3" or out["bind_inprocess"].strip() != "3" or out["run 3 -- bind"].strip() != "3"
+if (out["floor_bind"].strip() != "3" or out["floor_bind index"].strip() != "3"
+        or out["bind_inprocess"].strip() != "3" or out["run 3 -- bind"].strip() != "3"
         or uuids[3] not in out["gpusel bind"]):
     sys.exit(f"the binds disagree: {out}")
 
@@ -137,6 +141,8 @@ for ours, floor, target in pairs:
     else:
         line += "; the floor's median is not above /bin/true's: the machine is too loaded for that figure"
     print(line)
+print(f"  gpusel bind / floor_bind index: {med['gpusel bind'] / med['floor_bind index']:.2f}x on medians (no target: "
+      f"the floor handed the same index, which it turns into a UUID through NVML)")
 worker = med["run 3 -- bind"] - med["run 3 -- true"]
 if med["floor_bind"] > true:
     ratio = worker / (med["floor_bind"] - true)
@@ -162,3 +168,8 @@ if args.instructions:
         target = instruction_targets[ours]
         ratio = counts[ours] / counts[floor]
         print(f"  {ours} / {floor}: {ratio:.2f}x in instructions (target {target}x{', met' if ratio <= target else ', missed'})")
+    # What an index costs to turn into a UUID, which the floor is spared: gpusel bind against a floor
+    # handed the same index (no target of the issue's; shown so the two costs can be told apart).
+    print(f"  gpusel bind / floor_bind index: {counts['gpusel bind'] / counts['floor_bind index']:.2f}x in "
+          f"instructions ({(counts['floor_bind index'] - counts['floor_bind']) / 1e6:.2f} M of NVML to turn "
+          f"index 3 into its UUID, at the least)")
