@@ -11,7 +11,7 @@ import sys
 import tempfile
 import unittest
 
-from support import BIN, PYTHON_LOADS_LIBRARIES, SOURCE, Case, base_env, for_python, gpusel, sim_env, uuids
+from support import BIN, PYTHON_LOADS_LIBRARIES, SOURCE, Case, base_env, for_python, gpusel, private_path, sim_env, uuids
 
 DGX = uuids("dgx-h100")
 
@@ -78,11 +78,13 @@ class OptionalValueTest(Case):
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "list", "--watch=", "5"), 2, 'takes no argument "5"')
 
     def test_the_last_word_is_the_value_not_the_program(self):
-        # As anywhere else: the word after --wait is its value, so run still needs its program.
-        for value in ("30", "true"):
-            with self.subTest(value=value):
-                self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "1", "--wait", value), 2,
-                                     "COMMAND is required")
+        # As anywhere else: the word after --wait is its value, so run still needs its program; a
+        # word that is no duration is refused as one, with the line that runs it instead.
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "1", "--wait", "30"), 2,
+                             "COMMAND is required")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "1", "--wait", "true"), 2,
+                             '--wait "true" is not a duration',
+                             "put -- before it: gpusel --sim dgx-h100 run --gpu 1 --wait -- true")
 
     def test_a_value_that_is_no_duration_is_refused_by_wait_itself(self):
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "1", "--wait", "soon", "--", "true"), 2,
@@ -214,6 +216,32 @@ class TableReadingTest(Case):
         # A negative number is a value all the same: refused by the option, not as an option.
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--grace", "-1", "--", "true"), 2,
                              '--grace "-1" is not a number of seconds from 0 to 86400')
+
+    def test_a_word_after_wait_that_is_no_duration_is_refused_with_the_line_meant(self):
+        # `--wait python train.py`: python is read as the duration, and the program meant lost its
+        # name; refused before any program is looked for ("train.py" not found, it used to say).
+        for tail, line in ((["--wait", "python", "train.py"], "run --gpu 0 --wait -- python train.py"),
+                           (["--wait", "echo"], "run --gpu 0 --wait -- echo"),
+                           (["--wait", "python", "--quiet", "train.py"], "run --gpu 0 --wait --quiet -- python train.py"),
+                           (["--wait", "python", "--quiet", "--", "train.py"],
+                            "run --gpu 0 --wait --quiet -- python train.py")):
+            with self.subTest(tail=tail):
+                self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", *tail), 2,
+                                     f'--wait "{tail[1]}" is not a duration',
+                                     f"put -- before it: gpusel --sim dgx-h100 {line}")
+        # Durations are read as ever, and the line suggested runs as it says.
+        lease_dir = private_path("wait-leases")
+        for tail, printed in ((["--wait", "5", "echo", "hello"], "hello"), (["--wait", "inf", "echo", "hi"], "hi"),
+                              (["--wait", "90s", "echo", "x"], "x"), (["--wait", "--", "echo", "y"], "y")):
+            with self.subTest(tail=tail):
+                r = gpusel("--sim", "dgx-h100", "run", "--quiet", "--gpu", "0", *tail, GPUSEL_LEASE_DIR=lease_dir)
+                self.assertEqual((r.returncode, r.stdout.strip()), (0, printed), r.stderr)
+        # A word that is no duration with `--` after it was meant as one: --wait's own refusal.
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--wait", "banana", "--", "echo", "hello",
+                                    GPUSEL_LEASE_DIR=lease_dir), 2, '--wait "banana" is not a duration: give seconds')
+        # A suggested line for another slip moves --wait alone, leaving the program its first word.
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "1", "--wait", "echo", "hi"), 2,
+                             "write: gpusel --sim dgx-h100 run --gpu 0,1 --wait -- echo hi")
 
     def test_a_flag_takes_true_or_false_alone(self):
         self.assertFailsWith(gpusel("list", "--json=maybe"), 2, "--json is a flag", '(not "maybe")')

@@ -57,14 +57,16 @@ const Option* find_option(const Command& command, std::string_view name) {
   return nullptr;
 }
 
-// How many words the option `o` written as words[j] takes there: its name, and its value when
-// that is the next word (as read_option reads it).
+// How many words the option `o` written as words[j] takes there, in a command that runs a
+// program (run, bind): its name, and its value when that is the next word as read_option reads it
+// and check_maybe_values lets it stand (--wait's: a duration, or a word with `--` after it).
 std::size_t option_words(const Option* o, const std::vector<std::string>& words, std::size_t j) {
   if (o == nullptr || words[j].find('=') != std::string::npos || j + 1 >= words.size()) return 1;
   const std::string& next = words[j + 1];
   if (o->takes == Takes::Value) return 2;
   if (o->takes == Takes::MaybeValue && next != "--" &&
-      (!looks_like_option(next) || looks_like_number(next)))
+      (!looks_like_option(next) || looks_like_number(next)) &&
+      (detail::parse_duration(next) || (j + 2 < words.size() && words[j + 2] == "--")))
     return 2;
   return 1;
 }
@@ -308,6 +310,7 @@ CommandLine::Outcome CommandLine::parse(int argc, char** argv) {
     return Outcome::Exec;
   }
   if (problem_) throw bad_input(explain(*problem_));
+  check_maybe_values();
   check_whole();
   return Outcome::Run;
 }
@@ -392,6 +395,7 @@ void CommandLine::read_option(std::size_t& i) {
         g.value = text.empty() ? std::string(o->bare) : text;
       } else if (next_is_value) {
         g.value = words_[++i];
+        g.value_word = true;
       } else {
         g.value = std::string(o->bare);
       }
@@ -468,6 +472,46 @@ void CommandLine::check_sims() {
 
 // What only the whole line shows: a command that needs one of its own named, a required option
 // or positional missing, two options that exclude each other.
+// `run --gpu 0 --wait python train.py`: the word after --wait is its value, and "python" reads
+// as no duration, so the program meant lost its name ("train.py" would be looked for, or none
+// found). Refused before any program is looked for, with the line that waits as long as it takes
+// and runs it. (`--wait soon -- python`, where a duration was meant, is left to --wait's own
+// refusal; list's --watch is followed by no program.)
+void CommandLine::check_maybe_values() const {
+  const Command& here = leaf();
+  if (std::none_of(here.options.begin(), here.options.end(),
+                   [](const Option& o) { return o.takes == Takes::Words; })) {
+    return;
+  }
+  for (const Given& g : given_) {
+    if (g.option == nullptr || g.option->takes != Takes::MaybeValue || !g.value_word) continue;
+    const std::size_t v = g.word + 1;
+    if (detail::parse_duration(g.value) || (v + 1 < words_.size() && words_[v + 1] == "--")) {
+      continue;
+    }
+    std::vector<std::size_t> at;
+    const std::vector<std::string> words = kept(at);
+    // The value becomes the program's first word; gpusel's own options between it and the
+    // program stay before `--`.
+    const std::size_t program = program_word_ != kNone ? at[program_word_] : words.size();
+    const std::size_t options_end =
+        dashdash_ && program > 0 && words[program - 1] == "--" ? program - 1 : program;
+    std::vector<std::string> fixed(words.begin(),
+                                   words.begin() + static_cast<std::ptrdiff_t>(at[v]));
+    fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(at[v] + 1),
+                 words.begin() + static_cast<std::ptrdiff_t>(options_end));
+    fixed.push_back("--");
+    fixed.push_back(words[at[v]]);
+    fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(program), words.end());
+    const std::string name(g.option->name);
+    throw bad_input(name + " " + detail::quote_value(g.value) +
+                    " is not a duration (30, 90s, 15m, " + "2h), and the word after " + name +
+                    " is read as its value; to wait for as " + "long as it takes and run " +
+                    detail::quote_value(g.value) + ", put -- before it: " + prefix() + " " +
+                    join_words(fixed, 0, fixed.size()));
+  }
+}
+
 void CommandLine::check_whole() const {
   const Command& here = leaf();
   const std::string where = command_path(levels_.size() - 1);

@@ -94,6 +94,7 @@ class CommandLine {
     std::string value;
     std::size_t word = 0;       // its name's word (a positional's own)
     bool inline_value = false;  // --gpu=VALUE
+    bool value_word = false;    // its value is the next word (--wait 30)
   };
   struct Sim {
     std::string value;
@@ -114,6 +115,7 @@ class CommandLine {
   void check_sims();
   void check_gpu_slips() const;
   void check_whole() const;
+  void check_maybe_values() const;
   std::string explain(const Problem& p) const;
   // words_ without the --sim gpusel took (a suggested command line puts it first, in prefix());
   // at[i]: where words_[i] is in it, or would be.
