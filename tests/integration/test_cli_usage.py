@@ -44,6 +44,10 @@ class MisspeltTest(Case):
     def test_gpus_as_an_argument(self):
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "0,1"), 2,
                              "takes no argument", "gpusel --sim dgx-h100 resolve --gpu 0,1")
+        # A `--` before the stray GPU ends nothing once the GPU joins the list.
+        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--", "1")
+        self.assertFailsWith(r, 2, 'takes no argument "1"')
+        self.assertTrue(r.stderr.rstrip().endswith("use --gpu: gpusel --sim dgx-h100 resolve --gpu 0,1"), r.stderr)
 
 
 class HelpTest(Case):

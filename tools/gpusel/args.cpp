@@ -803,6 +803,8 @@ std::string CommandLine::explain(const Problem& p) const {
       fixed[k] = word;
       fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(k), "--gpu");
     }
+    // `resolve --gpu 0 -- 1`: the `--` that set the word apart ends nothing now.
+    if (!fixed.empty() && fixed.back() == "--") fixed.pop_back();
     return message + "; to name GPUs, use --gpu: " + prefix() + " " +
            join_words(fixed, 0, fixed.size());
   }
