@@ -32,8 +32,14 @@ static int uuid_of_index(const char* index, char* out, unsigned size) {
   nvml_handle_fn handle = (nvml_handle_fn)dlsym(lib, "nvmlDeviceGetHandleByIndex_v2");
   nvml_uuid_fn uuid = (nvml_uuid_fn)dlsym(lib, "nvmlDeviceGetUUID");
   void* dev = NULL;
-  if (!init || !handle || !uuid || init() != 0) return 1;
-  return handle((unsigned)strtoul(index, NULL, 10), &dev) != 0 || uuid(dev, out, size) != 0;
+  char* end = NULL;
+  const unsigned long n = strtoul(index, &end, 10);
+  if (*index == '\0' || *end != '\0') return fprintf(stderr, "floor_bind: index %s?\n", index), 2;
+  if (!init || !handle || !uuid || init() != 0)
+    return fprintf(stderr, "floor_bind: NVML did not start\n"), 1;
+  if (handle((unsigned)n, &dev) != 0 || uuid(dev, out, size) != 0)
+    return fprintf(stderr, "floor_bind: NVML has no GPU %lu\n", n), 1;
+  return 0;
 }
 
 int main(int argc, char** argv) {

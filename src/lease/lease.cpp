@@ -69,21 +69,17 @@ std::string mode_text(mode_t mode) {
 
 std::string user_name(uid_t uid) {
   // Asked again at every look at the queue, a waiter's wake included (the user database read
-  // and parsed each time): remembered for the process's life, a user's name being as fixed as
-  // its uid while a job runs.
-  static std::mutex mutex;
-  static std::map<uid_t, std::string> known;
-  {
-    const std::lock_guard<std::mutex> lock(mutex);
-    if (auto it = known.find(uid); it != known.end()) return it->second;
-  }
+  // and parsed each time): the names found are remembered, a user's name being as fixed as its
+  // uid while a job runs. Per thread: no lock for a fork to catch held; a failed look-up (a
+  // directory service's hiccup) is tried again next time.
+  thread_local std::map<uid_t, std::string> known;
+  if (auto it = known.find(uid); it != known.end()) return it->second;
   passwd pw{}, *found = nullptr;
   char buf[1024];
-  std::string name = getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr
-                         ? std::string(pw.pw_name)
-                         : "uid " + std::to_string(uid);
-  const std::lock_guard<std::mutex> lock(mutex);
-  return known.emplace(uid, std::move(name)).first->second;
+  if (getpwuid_r(uid, &pw, buf, sizeof buf, &found) == 0 && found != nullptr) {
+    return known.emplace(uid, pw.pw_name).first->second;
+  }
+  return "uid " + std::to_string(uid);
 }
 
 // The kernel's table of flock locks (/proc/locks): which process holds a lock on which file. Read

@@ -45,9 +45,12 @@ class MisspeltTest(Case):
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "resolve", "0,1"), 2,
                              "takes no argument", "gpusel --sim dgx-h100 resolve --gpu 0,1")
         # A `--` before the stray GPU ends nothing once the GPU joins the list.
-        r = gpusel("--sim", "dgx-h100", "resolve", "--gpu", "0", "--", "1")
-        self.assertFailsWith(r, 2, 'takes no argument "1"')
-        self.assertTrue(r.stderr.rstrip().endswith("use --gpu: gpusel --sim dgx-h100 resolve --gpu 0,1"), r.stderr)
+        for args, line in ((["--gpu", "0", "--", "1"], "resolve --gpu 0,1"), (["--", "1"], "resolve --gpu 1"),
+                           (["--gpu", "0", "1", "--"], "resolve --gpu 0,1")):
+            with self.subTest(args=args):
+                r = gpusel("--sim", "dgx-h100", "resolve", *args)
+                self.assertEqual(r.returncode, 2, r.stderr)
+                self.assertTrue(r.stderr.rstrip().endswith(f"gpusel --sim dgx-h100 {line}"), r.stderr)
 
 
 class HelpTest(Case):
@@ -222,30 +225,45 @@ class TableReadingTest(Case):
                              '--grace "-1" is not a number of seconds from 0 to 86400')
 
     def test_a_word_after_wait_that_is_no_duration_is_refused_with_the_line_meant(self):
-        # `--wait python train.py`: python is read as the duration, and the program meant lost its
-        # name; refused before any program is looked for ("train.py" not found, it used to say).
-        for tail, line in ((["--wait", "python", "train.py"], "run --gpu 0 --wait -- python train.py"),
+        # `--wait echo hi`: echo is read as the duration, and the program meant lost its name;
+        # refused before any program is looked for ("hi" not found, it used to say).
+        for tail, line in ((["--wait", "echo", "hi"], "run --gpu 0 --wait -- echo hi"),
                            (["--wait", "echo"], "run --gpu 0 --wait -- echo"),
-                           (["--wait", "python", "--quiet", "train.py"], "run --gpu 0 --wait --quiet -- python train.py"),
-                           (["--wait", "python", "--quiet", "--", "train.py"],
-                            "run --gpu 0 --wait --quiet -- python train.py")):
+                           (["--wait", "echo", "--quiet", "hi"], "run --gpu 0 --wait --quiet -- echo hi"),
+                           (["--wait", "echo", "--quiet", "--", "hi"], "run --gpu 0 --wait --quiet -- echo hi"),
+                           # An option after the program it left is the program's once the name is back.
+                           (["--wait", "echo", "hi", "--json"], "run --gpu 0 --wait -- echo hi --json")):
             with self.subTest(tail=tail):
                 self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", *tail), 2,
                                      f'--wait "{tail[1]}" is not a duration',
                                      f"put -- before it: gpusel --sim dgx-h100 {line}")
+        # What can only have been meant as a duration (a number, a word no program has, a word with `--`
+        # after it) is refused as one, before the program is looked for.
+        for word, rest in (("-5", ["echo", "hi"]), ("1x", ["no-such-program-anywhere"]),
+                           ("no-such-program-anywhere", ["echo", "hi"]), ("echo", ["--", "no-such-program-anywhere"])):
+            with self.subTest(word=word):
+                r = gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--wait", word, *rest)
+                self.assertFailsWith(r, 2, f'--wait "{word}" is not a duration: give seconds')
+                self.assertNotIn("put -- before it", r.stderr)
+        # An empty word (`--wait "$T"`, T unset) is neither a duration nor "alone" for certain.
+        for args in (["run", "--gpu", "0", "--wait", "", "echo", "hi"], ["resolve", "--gpu", "free:1", "--wait", ""],
+                     ["list", "--watch", ""]):
+            with self.subTest(args=args):
+                self.assertFailsWith(gpusel("--sim", "dgx-h100", *args), 2, "is given an empty value")
         # Durations are read as ever, and the line suggested runs as it says.
         lease_dir = private_path("wait-leases")
         for tail, printed in ((["--wait", "5", "echo", "hello"], "hello"), (["--wait", "inf", "echo", "hi"], "hi"),
-                              (["--wait", "90s", "echo", "x"], "x"), (["--wait", "--", "echo", "y"], "y")):
+                              (["--wait", "90s", "echo", "x"], "x"), (["--wait", "--", "echo", "y"], "y"),
+                              (["--wait", "--", "echo", "hi", "--json"], "hi --json")):
             with self.subTest(tail=tail):
                 r = gpusel("--sim", "dgx-h100", "run", "--quiet", "--gpu", "0", *tail, GPUSEL_LEASE_DIR=lease_dir)
                 self.assertEqual((r.returncode, r.stdout.strip()), (0, printed), r.stderr)
-        # A word that is no duration with `--` after it was meant as one: --wait's own refusal.
-        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "--wait", "banana", "--", "echo", "hello",
-                                    GPUSEL_LEASE_DIR=lease_dir), 2, '--wait "banana" is not a duration: give seconds')
-        # A suggested line for another slip moves --wait alone, leaving the program its first word.
+        # A suggested line for another slip moves --wait alone, leaving the program its first word, and
+        # keeps a number with --wait.
         self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "1", "--wait", "echo", "hi"), 2,
                              "write: gpusel --sim dgx-h100 run --gpu 0,1 --wait -- echo hi")
+        self.assertFailsWith(gpusel("--sim", "dgx-h100", "run", "--gpu", "0", "1", "--wait", "-5", "echo", "hi"), 2,
+                             "write: gpusel --sim dgx-h100 run --gpu 0,1 --wait -5 -- echo hi")
 
     def test_a_flag_takes_true_or_false_alone(self):
         self.assertFailsWith(gpusel("list", "--json=maybe"), 2, "--json is a flag", '(not "maybe")')

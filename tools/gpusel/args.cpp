@@ -57,16 +57,41 @@ const Option* find_option(const Command& command, std::string_view name) {
   return nullptr;
 }
 
+// Whether `name` is a program that PATH (or its own path) gives.
+bool names_a_program(const std::string& name) {
+#ifdef _WIN32
+  (void)name;
+  return true;  // looked up when run
+#else
+  try {
+    (void)program_path("run", name);
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+#endif
+}
+
+// Whether words[j + 1] is the value of --wait written as words[j] in `run` (a MaybeValue option
+// of a command that runs a program), as check_maybe_values lets it stand: a duration, or what
+// can only have been meant as one (a number, an empty word, a word with `--` after it, a word
+// that names no program), refused as such; not a program's name (`--wait python train.py`).
+bool reads_as_maybe_value(const std::vector<std::string>& words, std::size_t j) {
+  const std::string& next = words[j + 1];
+  if (next.empty() || detail::parse_duration(next) || looks_like_number(next)) return true;
+  if (j + 2 < words.size() && words[j + 2] == "--") return true;
+  return !names_a_program(next);
+}
+
 // How many words the option `o` written as words[j] takes there, in a command that runs a
-// program (run, bind): its name, and its value when that is the next word as read_option reads it
-// and check_maybe_values lets it stand (--wait's: a duration, or a word with `--` after it).
+// program (`run`): its name, and its value when that is the next word as read_option reads it
+// and check_maybe_values lets it stand.
 std::size_t option_words(const Option* o, const std::vector<std::string>& words, std::size_t j) {
   if (o == nullptr || words[j].find('=') != std::string::npos || j + 1 >= words.size()) return 1;
   const std::string& next = words[j + 1];
   if (o->takes == Takes::Value) return 2;
   if (o->takes == Takes::MaybeValue && next != "--" &&
-      (!looks_like_option(next) || looks_like_number(next)) &&
-      (detail::parse_duration(next) || (j + 2 < words.size() && words[j + 2] == "--")))
+      (!looks_like_option(next) || looks_like_number(next)) && reads_as_maybe_value(words, j))
     return 2;
   return 1;
 }
@@ -309,8 +334,10 @@ CommandLine::Outcome CommandLine::parse(int argc, char** argv) {
     }
     return Outcome::Exec;
   }
+  // A program's name taken as --wait's value is told first: the option after the program that
+  // it left (`--wait python3 train.py --json`) is the program's, once the name is back.
+  if (!problem_ || problem_->kind == Problem::Kind::AfterCommand) check_maybe_values();
   if (problem_) throw bad_input(explain(*problem_));
-  check_maybe_values();
   check_whole();
   return Outcome::Run;
 }
@@ -405,13 +432,16 @@ void CommandLine::read_option(std::size_t& i) {
       break;
   }
   // (A GPU list, SPEC or ENTRY, is read by the library, whose message for an empty one says more.)
-  if (o->takes == Takes::Value && g.value.empty() && !leaf().hidden && o->value != "SPEC" &&
-      o->value != "ENTRY") {
+  // `--wait "$T"` (a word of its own) likewise: neither a duration nor "alone" was meant for sure.
+  const bool maybe = o->takes == Takes::MaybeValue && g.value_word;
+  if ((o->takes == Takes::Value || maybe) && g.value.empty() && !leaf().hidden &&
+      o->value != "SPEC" && o->value != "ENTRY") {
     // `--lease-dir="$DIR"` with DIR unset: refused, never read as "not given" (that would pick
     // the default store, the default GPUs' limits...).
     note(Problem{Problem::Kind::Said, i, depth,
-                 name + " is given an empty value (as an unset shell variable gives); give it a " +
-                     std::string(o->value) + ", or leave " + name + " out"});
+                 name + " is given an empty value (as an unset shell variable gives); give it " +
+                     (maybe ? "its " : "a ") + std::string(o->value) + ", or " +
+                     (maybe ? "give " : "leave ") + name + (maybe ? " alone" : " out")});
     return;
   }
   if (o->completion == "choice" && !o->choices.empty()) {
@@ -470,13 +500,12 @@ void CommandLine::check_sims() {
   if (!sims_.empty()) sim_ = sims_.front().value;
 }
 
-// What only the whole line shows: a command that needs one of its own named, a required option
-// or positional missing, two options that exclude each other.
 // `run --gpu 0 --wait python train.py`: the word after --wait is its value, and "python" reads
 // as no duration, so the program meant lost its name ("train.py" would be looked for, or none
 // found). Refused before any program is looked for, with the line that waits as long as it takes
-// and runs it. (`--wait soon -- python`, where a duration was meant, is left to --wait's own
-// refusal; list's --watch is followed by no program.)
+// and runs it. A value that can only have been meant as a duration (reads_as_maybe_value) is
+// refused here as no duration, before the program is looked for too. (list's --watch is followed
+// by no program: list reads its value.)
 void CommandLine::check_maybe_values() const {
   const Command& here = leaf();
   if (std::none_of(here.options.begin(), here.options.end(),
@@ -485,33 +514,33 @@ void CommandLine::check_maybe_values() const {
   }
   for (const Given& g : given_) {
     if (g.option == nullptr || g.option->takes != Takes::MaybeValue || !g.value_word) continue;
-    const std::size_t v = g.word + 1;
-    if (detail::parse_duration(g.value) || (v + 1 < words_.size() && words_[v + 1] == "--")) {
-      continue;
-    }
+    if (detail::parse_duration(g.value)) continue;
+    const std::string name(g.option->name);
     std::vector<std::size_t> at;
     const std::vector<std::string> words = kept(at);
+    const std::size_t v = at[g.word + 1];
+    if (reads_as_maybe_value(words, at[g.word])) throw bad_input(not_a_duration(name, g.value));
     // The value becomes the program's first word; gpusel's own options between it and the
     // program stay before `--`.
     const std::size_t program = program_word_ != kNone ? at[program_word_] : words.size();
     const std::size_t options_end =
         dashdash_ && program > 0 && words[program - 1] == "--" ? program - 1 : program;
-    std::vector<std::string> fixed(words.begin(),
-                                   words.begin() + static_cast<std::ptrdiff_t>(at[v]));
-    fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(at[v] + 1),
+    std::vector<std::string> fixed(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(v));
+    fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(v + 1),
                  words.begin() + static_cast<std::ptrdiff_t>(options_end));
     fixed.push_back("--");
-    fixed.push_back(words[at[v]]);
+    fixed.push_back(words[v]);
     fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(program), words.end());
-    const std::string name(g.option->name);
     throw bad_input(name + " " + detail::quote_value(g.value) +
-                    " is not a duration (30, 90s, 15m, " + "2h), and the word after " + name +
-                    " is read as its value; to wait for as " + "long as it takes and run " +
+                    " is not a duration (30, 90s, 15m, 2h), and the word after " + name +
+                    " is read as its value; to wait for as long as it takes and run " +
                     detail::quote_value(g.value) + ", put -- before it: " + prefix() + " " +
                     join_words(fixed, 0, fixed.size()));
   }
 }
 
+// What only the whole line shows: a command that needs one of its own named, a required option
+// or positional missing, two options that exclude each other.
 void CommandLine::check_whole() const {
   const Command& here = leaf();
   const std::string where = command_path(levels_.size() - 1);
@@ -697,6 +726,9 @@ void CommandLine::check_gpu_slips() const {
     } else if (!dashdash_ && fixed[program] != "--") {
       fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(program), "--");
     }
+  } else if (std::none_of(leaf().options.begin(), leaf().options.end(), is_positional)) {
+    // `resolve --gpu 0 1 --`: a `--` ends nothing in a command that takes no positional.
+    fixed.erase(std::remove(fixed.begin(), fixed.end(), "--"), fixed.end());
   }
   throw bad_input(
       "--gpu " + split + ": GPUs are separated by commas, not blanks (the shell passed " +
@@ -803,8 +835,9 @@ std::string CommandLine::explain(const Problem& p) const {
       fixed[k] = word;
       fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(k), "--gpu");
     }
-    // `resolve --gpu 0 -- 1`: the `--` that set the word apart ends nothing now.
-    if (!fixed.empty() && fixed.back() == "--") fixed.pop_back();
+    // `resolve --gpu 0 -- 1`, `resolve -- 1`: a `--` that set the word apart ends nothing now
+    // (the command takes no positional).
+    fixed.erase(std::remove(fixed.begin(), fixed.end(), "--"), fixed.end());
     return message + "; to name GPUs, use --gpu: " + prefix() + " " +
            join_words(fixed, 0, fixed.size());
   }

@@ -21,6 +21,12 @@ ChoiceOptions read_choice_options(const CommandLine& line) {
   return o;
 }
 
+std::string not_a_duration(const std::string& option, const std::string& value) {
+  return option + " " + detail::quote_value(value) +
+         " is not a duration: give seconds (30, 1.5, 1e4) or 90s, 15m, 2h, 1d; " + option +
+         " alone waits for as long as it takes";
+}
+
 GpuRequest read_gpu_list(const CommandLine& line) {
   const std::optional<std::string> text = line.value("--gpu");
   return text ? read_gpu_request(*text, true) : GpuRequest{};
@@ -38,9 +44,7 @@ Acquisition acquire(const GpuRequest& gpus, const ChoiceOptions& options, bool l
   if (!options.wait_text.empty()) {
     const std::optional<double> seconds = detail::parse_duration(options.wait_text);
     if (!seconds) {
-      throw bad_input("--wait " + detail::quote_value(options.wait_text) +
-                      " is not a duration: give seconds (30, 1.5, 1e4) or 90s, 15m, 2h, 1d; "
-                      "--wait alone waits for as long as it takes");
+      throw bad_input(not_a_duration("--wait", options.wait_text));
     }
     a.wait_seconds = *seconds;
   }

@@ -118,6 +118,10 @@ inline std::string cuda_version_text(int v) {
 // in '.', '?' or '!' (so that "is the driver installed?" is not followed by ". ").
 std::string sentence(const std::string& text);
 
+// "--wait "soon" is not a duration: give seconds ...": what --wait says of a value it cannot read
+// (choice.cpp), the same whether the reader (args.cpp) or the command finds it.
+std::string not_a_duration(const std::string& option, const std::string& value);
+
 // "1 GPU", "2 GPUs": a count and a noun, in the plural unless the count is 1.
 std::string count_of(std::size_t n, const std::string& noun);
 
