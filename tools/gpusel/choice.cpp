@@ -21,12 +21,6 @@ ChoiceOptions read_choice_options(const CommandLine& line) {
   return o;
 }
 
-std::string not_a_duration(const std::string& option, const std::string& value) {
-  return option + " " + detail::quote_value(value) +
-         " is not a duration: give seconds (30, 1.5, 1e4) or 90s, 15m, 2h, 1d; " + option +
-         " alone waits for as long as it takes";
-}
-
 GpuRequest read_gpu_list(const CommandLine& line) {
   const std::optional<std::string> text = line.value("--gpu");
   return text ? read_gpu_request(*text, true) : GpuRequest{};

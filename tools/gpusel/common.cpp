@@ -339,6 +339,12 @@ std::optional<std::string> simulated_machine() {
   return fs::path(*path).stem().string();
 }
 
+std::string not_a_duration(const std::string& option, const std::string& value) {
+  return option + " " + detail::quote_value(value) +
+         " is not a duration: give seconds (30, 1.5, 1e4) or 90s, 15m, 2h, 1d; " + option +
+         " alone waits for as long as it takes";
+}
+
 std::string sentence(const std::string& text) {
   if (!text.empty() && (text.back() == '.' || text.back() == '?' || text.back() == '!'))
     return text + " ";
