@@ -2,7 +2,13 @@
 #include "text.hpp"
 
 #include <charconv>
+#include <clocale>
 #include <cstdio>
+#include <cstdlib>
+#include <limits>
+#ifndef _WIN32
+#include <locale.h>
+#endif
 
 namespace gpusel::detail {
 
@@ -124,22 +130,96 @@ std::optional<std::uint64_t> read_decimal(std::string_view digits, std::uint64_t
 }
 
 std::optional<double> read_plain_number(std::string_view text) noexcept {
-  bool dot = false, digit = false;
-  for (char c : text) {
-    if (c == '.' && !dot) {
-      dot = true;
-    } else if (c >= '0' && c <= '9') {
-      digit = true;
+  const std::optional<double> value = read_decimal_number(text, false);
+  if (!value || *value > std::numeric_limits<double>::max()) return std::nullopt;
+  return value;
+}
+
+namespace {
+
+// The powers of ten a double holds exactly.
+constexpr double kExactPowers[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+
+// What the short way below cannot round exactly (more than 19 significant digits, a mantissa
+// above 2^53, a power of ten past 1e22), read by the C library in the "C" locale.
+std::optional<double> read_decimal_slowly(std::string_view text, long power) noexcept {
+#ifdef _WIN32
+  double value = 0;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec == std::errc::result_out_of_range) {
+    return power > 0 ? std::numeric_limits<double>::infinity() : 0.0;
+  }
+  if (ec != std::errc() || ptr != text.data() + text.size()) return std::nullopt;
+  return value;
+#else
+  (void)power;
+  try {
+    const std::string copy(text);  // strtod reads up to a NUL
+    static const locale_t c_locale = newlocale(LC_ALL_MASK, "C", static_cast<locale_t>(0));
+    char* end = nullptr;
+    const double value = c_locale != static_cast<locale_t>(0)
+                             ? strtod_l(copy.c_str(), &end, c_locale)
+                             : std::strtod(copy.c_str(), &end);
+    if (end != copy.c_str() + copy.size()) return std::nullopt;
+    return value;  // out of range: HUGE_VAL (infinity), or 0 or a denormal
+  } catch (...) {
+    return std::nullopt;
+  }
+#endif
+}
+
+}  // namespace
+
+std::optional<double> read_decimal_number(std::string_view text, bool exponent) noexcept {
+  // The first 19 significant digits as an integer, and the power of ten that scales it.
+  std::uint64_t mantissa = 0;
+  int kept = 0;
+  long power = 0;
+  bool dropped = false;  // a nonzero digit past the 19th
+  bool digit = false;
+  std::size_t i = 0;
+  const auto take = [&](char c, bool fraction) {
+    digit = true;
+    const unsigned d = static_cast<unsigned>(c - '0');
+    if (mantissa == 0 && d == 0) {
+      if (fraction) --power;
+    } else if (kept < 19) {
+      mantissa = mantissa * 10 + d;
+      ++kept;
+      if (fraction) --power;
     } else {
-      return std::nullopt;
+      dropped = dropped || d != 0;
+      if (!fraction) ++power;
     }
+  };
+  for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) take(text[i], false);
+  if (i < text.size() && text[i] == '.') {
+    for (++i; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) take(text[i], true);
   }
   if (!digit) return std::nullopt;
-  double value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value, std::chars_format::fixed);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
+  if (exponent && i < text.size() && (text[i] == 'e' || text[i] == 'E')) {
+    ++i;
+    const bool negative = i < text.size() && text[i] == '-';
+    if (i < text.size() && (text[i] == '-' || text[i] == '+')) ++i;
+    const std::size_t start = i;
+    long e = 0;
+    for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
+      if (e < 1000000) e = e * 10 + (text[i] - '0');  // far past any double's range
+    }
+    if (i == start) return std::nullopt;
+    power += negative ? -e : e;
+  }
+  if (i != text.size()) return std::nullopt;
+  if (mantissa == 0) return 0.0;
+  // Exact: both the mantissa and the power of ten are doubles without rounding, so the one
+  // multiplication or division rounds once (in the default rounding mode, to nearest).
+  if (!dropped && mantissa <= (std::uint64_t{1} << 53) && power >= -22 && power <= 22) {
+    const double m = static_cast<double>(mantissa);
+    return power >= 0 ? m * kExactPowers[power] : m / kExactPowers[-power];
+  }
+  return read_decimal_slowly(text, power);
 }
 
 bool is_plain_file_name(std::string_view name) noexcept {

@@ -1,7 +1,7 @@
 // gpusel: the core's small text helpers (pure, no I/O, no locale): blanks, comma lists and decimal
-// numbers read with std::from_chars (quoting for messages is in gpusel_detail.hpp). The core's
-// interface to the layers that may use it (cmake/layers.cmake): never installed, not on the gpusel
-// command's include path.
+// numbers read by hand or with std::from_chars (quoting for messages is in gpusel_detail.hpp). The
+// core's interface to the layers that may use it (cmake/layers.cmake): never installed, not on the
+// gpusel command's include path.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,14 @@ std::optional<std::uint64_t> read_decimal(std::string_view digits,
 // A whole string as a non-negative decimal number with an optional fraction ("12", "1.5", "0.25",
 // ".5", "5."): no sign, no exponent, no blanks, independent of the locale; nullopt otherwise.
 std::optional<double> read_plain_number(std::string_view text) noexcept;
+
+// A whole string as a non-negative decimal number: digits with an optional fraction ("12", "1.5",
+// ".5", "5."), and with `exponent` an optional power of ten ("1e3", "2.5E-2"); no sign, no blanks,
+// no "inf" or "nan", independent of the locale; nullopt otherwise. Correctly rounded, as
+// std::from_chars is (whose floating-point reader would bring libm into every process that links
+// the core, for its rounding-mode calls); a value too large for a double is infinity, one too
+// small is 0 (or the nearest denormal).
+std::optional<double> read_decimal_number(std::string_view text, bool exponent) noexcept;
 
 // Whether `name` can be used as a file name as it is: 1 to 96 ASCII letters, digits and dashes
 // (what a GPU UUID holds). Lease files and the simulator's usage files are named by UUID.

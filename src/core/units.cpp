@@ -1,6 +1,5 @@
 #include "gpusel_detail.hpp"
 
-#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -113,16 +112,10 @@ std::optional<double> parse_duration(std::string_view text) {
     }
   }
   number = detail::trim_blanks(number);
-  // Digits first (from_chars would also take "inf", "nan" and a leading '-').
-  if (number.empty() || !((number[0] >= '0' && number[0] <= '9') || number[0] == '.')) {
-    return std::nullopt;
-  }
-  double value = 0;
-  const auto [end, ec] = std::from_chars(number.data(), number.data() + number.size(), value);
-  if (end != number.data() + number.size()) return std::nullopt;
-  if (ec == std::errc::result_out_of_range) return std::numeric_limits<double>::infinity();
-  if (ec != std::errc() || std::isnan(value) || value < 0) return std::nullopt;
-  return value * factor;
+  // (Too large a number is infinity, and too small a one 0.)
+  const std::optional<double> value = detail::read_decimal_number(number, true);
+  if (!value) return std::nullopt;
+  return *value * factor;
 }
 
 std::string format_seconds(double seconds) {

@@ -52,10 +52,8 @@ double probe_timeout() {
   const auto v = gpusel::detail::env_value("GPUSEL_PROBE_TIMEOUT");
   if (!v || v->empty()) return kDefaultProbeTimeout;
   const std::string_view text(*v);
-  double seconds = 0;
-  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), seconds);
-  if (ec != std::errc() || ptr != text.data() + text.size() || !(seconds > 0) ||
-      seconds > kMaxProbeTimeout) {
+  const double seconds = detail::read_decimal_number(text, true).value_or(0);
+  if (!(seconds > 0) || seconds > kMaxProbeTimeout) {
     throw bad_input(
         "GPUSEL_PROBE_TIMEOUT=" + detail::quote_value(text) +
             " is not a number of seconds above 0 and at most 3600 (how long gpusel waits "

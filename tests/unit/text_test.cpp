@@ -1,7 +1,13 @@
 // The core's text helpers (src/core/text.hpp): quoting, blanks, comma lists, decimal numbers.
 #include <gtest/gtest.h>
 
+#include <bit>
+#include <charconv>
 #include <clocale>
+#include <cstdint>
+#include <cstdlib>
+#include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -77,6 +83,97 @@ TEST(Text, ReadPlainNumberIgnoresTheLocale) {
     EXPECT_EQ(read_plain_number("1.5"), 1.5);
     EXPECT_EQ(read_plain_number("1,5"), std::nullopt);
     std::setlocale(LC_NUMERIC, "C");
+  }
+}
+
+// What std::from_chars makes of `text` where it reads the whole of it; nullopt otherwise, and
+// infinity or 0 for its range errors (which leave the value unset), as read_decimal_number gives.
+std::optional<double> from_chars_reading(const std::string& text, bool exponent) {
+  double value = -1;
+  const auto format = exponent ? std::chars_format::general : std::chars_format::fixed;
+  const auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value, format);
+  if (ptr != text.data() + text.size()) return std::nullopt;
+  if (ec == std::errc::result_out_of_range) {
+    // Too large or too small: the C library's reading tells which (these tests run in the "C"
+    // locale).
+    return std::strtod(text.c_str(), nullptr) > 1 ? std::numeric_limits<double>::infinity() : 0.0;
+  }
+  if (ec != std::errc()) return std::nullopt;
+  return value;
+}
+
+TEST(Text, ReadDecimalNumberRoundsAsFromCharsDoes) {
+  EXPECT_EQ(read_decimal_number("12", false), 12.0);
+  EXPECT_EQ(read_decimal_number("1.5e3", true), 1500.0);
+  EXPECT_EQ(read_decimal_number("1.e5", true), 1e5);
+  EXPECT_EQ(read_decimal_number("2.5E-2", true), 0.025);
+  EXPECT_EQ(read_decimal_number("1e5", false), std::nullopt);  // no exponent asked for
+  for (const char* bad : {"", ".", "e5", ".e5", "1e", "1e+", "1e-", "-1", "+1", "inf", "nan",
+                          "0x10", " 1", "1 ", "1.2.3", "1e5e5", "1,5"}) {
+    EXPECT_EQ(read_decimal_number(bad, true), std::nullopt) << bad;
+  }
+  EXPECT_EQ(read_decimal_number("1e400", true), std::numeric_limits<double>::infinity());
+  EXPECT_EQ(read_decimal_number("1e-400", true), 0.0);
+  EXPECT_EQ(read_decimal_number("4.9e-324", true), std::numeric_limits<double>::denorm_min());
+  // Where rounding is hard (halfway cases, past 2^53, past 19 digits, past 1e22, near the ends of
+  // the range) and a pseudo-random spread: the same double as std::from_chars, bit for bit.
+  std::vector<std::string> cases = {"9007199254740992",
+                                    "9007199254740993",
+                                    "9007199254740995",
+                                    "18446744073709551615",
+                                    "18446744073709551616",
+                                    "123456789012345678901234567890",
+                                    "0.1",
+                                    "0.3",
+                                    "1e22",
+                                    "1e23",
+                                    "8.98846567431158e307",
+                                    "1.7976931348623157e308",
+                                    "1.7976931348623158e308",
+                                    "1.7976931348623159e308",
+                                    "2.2250738585072011e-308",
+                                    "2.2250738585072014e-308",
+                                    "2.4703282292062327e-324",
+                                    "2.4703282292062328e-324",
+                                    "0.000000000000000000000000001",
+                                    "00000000000000000000000000001.5",
+                                    "1.00000000000000011102230246251565404236316680908203125",
+                                    "1.00000000000000011102230246251565404236316680908203124",
+                                    "1.00000000000000011102230246251565404236316680908203126",
+                                    "7.2057594037927933e16",
+                                    "123456.789e-3",
+                                    "3.14159265358979323846264338327950288",
+                                    "100000000000000000000000.0",
+                                    "0." + std::string(400, '0') + "1",
+                                    "1" + std::string(400, '0')};
+  std::uint64_t state = 0x9e3779b97f4a7c15u;
+  const auto next = [&state] {
+    state ^= state << 13;
+    state ^= state >> 7;
+    state ^= state << 17;
+    return state;
+  };
+  for (int i = 0; i < 20000; ++i) {
+    std::string text;
+    const int digits = 1 + static_cast<int>(next() % 25);
+    const int dot = static_cast<int>(next() % static_cast<std::uint64_t>(digits + 1));
+    for (int d = 0; d < digits; ++d) {
+      if (d == dot) text += '.';
+      text += static_cast<char>('0' + next() % 10);
+    }
+    if (next() % 2 != 0) text += "e" + std::to_string(static_cast<int>(next() % 700) - 350);
+    cases.push_back(text);
+  }
+  for (const std::string& text : cases) {
+    for (bool exponent : {false, true}) {
+      const std::optional<double> ours = read_decimal_number(text, exponent);
+      const std::optional<double> theirs = from_chars_reading(text, exponent);
+      ASSERT_EQ(ours.has_value(), theirs.has_value()) << text << (exponent ? " with" : " without");
+      if (ours) {
+        EXPECT_EQ(std::bit_cast<std::uint64_t>(*ours), std::bit_cast<std::uint64_t>(*theirs))
+            << text << ": " << *ours << " against " << *theirs;
+      }
+    }
   }
 }
 

@@ -70,7 +70,12 @@ TEST(Units, Durations) {
   EXPECT_TRUE(std::isinf(*gpusel::detail::parse_duration("inf")));
   EXPECT_TRUE(std::isinf(*gpusel::detail::parse_duration("Forever")));
   EXPECT_TRUE(std::isinf(*gpusel::detail::parse_duration("1e400")));  // beyond a double: for ever
-  for (const char* bad : {"", "-1", "nan", "soon", "1x", "s", "1 2", "+5", "--1", "0x10", "1e"}) {
+  // Below a double: no time at all (it read as "for ever" when std::from_chars's range error was
+  // taken for a number too large).
+  EXPECT_EQ(gpusel::detail::parse_duration("1e-400"), 0.0);
+  EXPECT_EQ(gpusel::detail::parse_duration("2.5E-1m"), 15.0);
+  for (const char* bad : {"", "-1", "nan", "soon", "1x", "s", "1 2", "+5", "--1", "0x10", "1e",
+                          "1e+", "e5", ".e5", "1e5.5"}) {
     EXPECT_FALSE(gpusel::detail::parse_duration(bad)) << bad;
   }
 }

@@ -20,7 +20,9 @@ namespace {
 
 std::string format_seconds(double s) {
   if (s < 60) return fmt::format("{:.0f} s", std::max(1.0, std::ceil(s)));
-  const long total = std::lround(s);
+  // Rounded by hand, not with std::lround: that one function made the command load libm at every
+  // start (docs/performance.md). Capped, so that no estimate (infinite, NaN) overflows the cast.
+  const long total = static_cast<long>((s < 1e9 ? s : 1e9) + 0.5);
   if (total < 3600) return fmt::format("{} min {:02} s", total / 60, total % 60);
   return fmt::format("{} h {:02} min", total / 3600, (total % 3600) / 60);
 }

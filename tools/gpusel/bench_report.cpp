@@ -106,7 +106,12 @@ std::string gpu_label(const nlohmann::json& row) {
 // A round axis maximum at or above `v`: 1, 2 or 5 times a power of ten.
 double nice_ceiling(double v) {
   if (!(v > 0)) return 1;
-  const double p = std::pow(10.0, std::floor(std::log10(v)));
+  if (!(v < 1e300)) return v;
+  // The power of ten at or below v, found by steps rather than with std::log10 and std::pow (which
+  // alone made the command load libm at every start: docs/performance.md).
+  double p = 1;
+  while (p * 10 <= v) p *= 10;
+  while (p > v) p /= 10;
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
     if (m * p >= v) return m * p;
   }
