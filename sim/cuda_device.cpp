@@ -7,10 +7,9 @@
 
 namespace gpusel::sim::cuda {
 
-namespace {
-
-bool parse_uuid(const std::string& text, CUuuid* out) {
+std::optional<CUuuid> uuid_bytes_of(const std::string& text) {
   // skip "GPU-" / "MIG-", then 32 hex digits with dashes
+  CUuuid out{};
   int n = 0;
   unsigned char byte = 0;
   for (std::size_t i = 4; i < text.size(); ++i) {
@@ -20,12 +19,21 @@ bool parse_uuid(const std::string& text, CUuuid* out) {
             : (c >= 'a' && c <= 'f') ? c - 'a' + 10
             : (c >= 'A' && c <= 'F') ? c - 'A' + 10
                                      : -1;
-    if (v < 0 || n >= 32) return false;
+    if (v < 0 || n >= 32) return std::nullopt;
     byte = static_cast<unsigned char>((byte << 4) | v);
-    if (n % 2 == 1) out->bytes[n / 2] = static_cast<char>(byte);
+    if (n % 2 == 1) out.bytes[n / 2] = static_cast<char>(byte);
     ++n;
   }
-  return n == 32;
+  if (n != 32) return std::nullopt;
+  return out;
+}
+
+namespace {
+
+CUresult copy_uuid(const std::optional<CUuuid>& bytes, CUuuid* uuid) {
+  if (!bytes) return CUDA_ERROR_UNKNOWN;
+  *uuid = *bytes;
+  return CUDA_SUCCESS;
 }
 
 }  // namespace
@@ -58,7 +66,7 @@ CUresult cuDeviceGetUuid(CUuuid* uuid, CUdevice dev) {
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
   const bool before_13 = state().loaded.machine().cuda_driver_version < 13000;
-  return parse_uuid(before_13 ? d->parent_uuid : d->uuid, uuid) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+  return copy_uuid(before_13 ? d->parent_bytes : d->uuid_bytes, uuid);
 }
 
 CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
@@ -66,7 +74,7 @@ CUresult cuDeviceGetUuid_v2(CUuuid* uuid, CUdevice dev) {
   Device* d = device(dev);
   if (d == nullptr) return CUDA_ERROR_INVALID_DEVICE;
   if (uuid == nullptr) return CUDA_ERROR_INVALID_VALUE;
-  return parse_uuid(d->uuid, uuid) ? CUDA_SUCCESS : CUDA_ERROR_UNKNOWN;
+  return copy_uuid(d->uuid_bytes, uuid);
 }
 
 CUresult cuDeviceTotalMem_v2(std::size_t* bytes, CUdevice dev) {

@@ -145,6 +145,8 @@ struct Device {
   std::string name;
   std::string uuid;         // MIG UUID for a MIG device
   std::string parent_uuid;  // the GPU's
+  // The two as cuDeviceGetUuid's bytes, read once at cuInit (nullopt: not a UUID's form).
+  std::optional<CUuuid> uuid_bytes, parent_bytes;
   std::uint64_t memory_total = 0;
   std::uint64_t memory_used = 0;
   int sm_count = 0;
@@ -211,6 +213,9 @@ bool alive(CUcontext c);
 bool known_context(CUcontext c);
 // The device of the calling thread's current context. Call with the mutex held.
 Device* current_device();
+
+// A UUID's 16 bytes ("GPU-" or "MIG-" and 32 hex digits with dashes); nullopt for anything else.
+std::optional<CUuuid> uuid_bytes_of(const std::string& text);
 
 // ---- cuda_device.cpp, cuda_attributes.cpp ----
 // Peer access between two enumerated devices.

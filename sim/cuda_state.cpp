@@ -70,6 +70,8 @@ CUresult initialise(State& s) {
       d.memory_total = mig.memory_total;
       d.sm_count = mig.sm_count;
     }
+    d.uuid_bytes = uuid_bytes_of(d.uuid);
+    d.parent_bytes = uuid_bytes_of(d.parent_uuid);
     s.devices.push_back(d);
   }
   for (std::size_t i = 0; i < s.devices.size(); ++i) {
