@@ -181,7 +181,7 @@ void precheck_pasted(std::string_view value) {
                 "lines with commas"),
         request_problem(value, "several-lines"));
   }
-  for (std::string_view piece : detail::split_commas(value)) {
+  detail::each_comma_piece(value, [](std::string_view piece) {
     piece = trim(piece);
     if (is_gpu_uuid(piece) && std::any_of(piece.begin(), piece.end(), is_blank)) {
       throw bad_input(detail::gpu_entry_words() + " " + detail::quote_value(piece) +
@@ -190,7 +190,8 @@ void precheck_pasted(std::string_view value) {
                                               "; `nvidia-smi -L` lists every GPU's UUID"),
                       entry_problem(piece, "blanks"));
     }
-  }
+    return true;
+  });
 }
 
 }  // namespace
@@ -212,10 +213,12 @@ GpuEntry read_entry(std::string_view piece) {
 std::vector<GpuEntry> read_entries(std::string_view value) {
   precheck_pasted(value);
   std::vector<GpuEntry> entries;
-  for (std::string_view piece : detail::split_commas(value)) {
+  entries.reserve(static_cast<std::size_t>(std::count(value.begin(), value.end(), ',')) + 1);
+  detail::each_comma_piece(value, [&entries](std::string_view piece) {
     piece = trim(piece);
     if (!piece.empty()) entries.push_back(read_entry(piece));
-  }
+    return true;
+  });
   if (entries.empty()) {
     throw bad_input(
         detail::gpu_request_words() + " " + detail::quote_value(value) +
@@ -234,20 +237,34 @@ std::vector<GpuEntry> read_entries(std::string_view value) {
           request_problem(value, "mixed-kinds"));
     }
   }
-  // Each entry once: `same_entry` is equality of these keys, so a set finds the first repeat in
-  // linear time (a quadratic scan took minutes over a megabyte of indices).
+  // Each entry once: `same_entry` is equality of these keys. The first repeat is found by
+  // comparing each key with those before it in a list of a machine's size, and with a hash set in
+  // a longer one (a quadratic scan took minutes over a megabyte of indices; a set costs a node
+  // allocation per entry, too much for the eight GPUs of every launch).
+  const auto twice = [&](std::size_t first, std::size_t repeat) {
+    return bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) +
+                         " names the same GPU twice (" + detail::quote_value(entries[first].text) +
+                         " and " + detail::quote_value(entries[repeat].text) +
+                         "); each rank needs a GPU of its own",
+                     request_problem(value, "same-gpu-twice"));
+  };
+  constexpr std::size_t kCompareEach = 64;
+  if (entries.size() <= kCompareEach) {
+    std::vector<std::string> keys;
+    keys.reserve(entries.size());
+    for (std::size_t i = 0; i < entries.size(); ++i) {
+      keys.push_back(entry_key(entries[i].text));
+      for (std::size_t j = 0; j < i; ++j) {
+        if (keys[j] == keys[i]) throw twice(j, i);
+      }
+    }
+    return entries;
+  }
   std::unordered_map<std::string, std::size_t> first;
   first.reserve(entries.size());
   for (std::size_t i = 0; i < entries.size(); ++i) {
     const auto [seen, fresh] = first.emplace(entry_key(entries[i].text), i);
-    if (!fresh) {
-      throw bad_input(detail::gpu_request_words() + " " + detail::quote_value(value) +
-                          " names the same GPU twice (" +
-                          detail::quote_value(entries[seen->second].text) + " and " +
-                          detail::quote_value(entries[i].text) +
-                          "); each rank needs a GPU of its own",
-                      request_problem(value, "same-gpu-twice"));
-    }
+    if (!fresh) throw twice(seen->second, i);
   }
   return entries;
 }

@@ -769,27 +769,29 @@ std::optional<Error> nvml_complete(std::vector<GpuInfo>& gpus,
                        std::move(moved));
       }
     }
+    if (part == detail::NvmlPart::Mig) {
+      // Read aside (the GPU stays as it was if the library is broken), without copying the rest.
+      GpuInfo mig_part;
+      mig_part.index = gpu.index;
+      if (std::string broken = read_mig(api, dev, mig_part); !broken.empty()) {
+        return failure(broken, Problem{ErrorCode::DriverBroken});
+      }
+      gpu.mig_enabled = mig_part.mig_enabled;
+      gpu.migs = std::move(mig_part.migs);
+      continue;
+    }
     GpuInfo fresh;
     fresh.index = gpu.index;
     fresh.uuid = gpu.uuid;
-    if (part == detail::NvmlPart::Mig) {
-      fresh = gpu;
-      fresh.mig_enabled = false;
-      fresh.migs.clear();
-      if (std::string broken = read_mig(api, dev, fresh); !broken.empty()) {
-        return failure(broken, Problem{ErrorCode::DriverBroken});
-      }
-    } else {
-      if (std::string broken = read_detail(api, dev, NvmlDetail::Full, fresh); !broken.empty()) {
-        return failure(broken, Problem{ErrorCode::DriverBroken});
-      }
-      fresh.memory_used = gpu.memory_used;
-      fresh.utilization = gpu.utilization;
-      fresh.processes = std::move(gpu.processes);
-      for (std::size_t r = 0; r < kGpuReadingCount; ++r) {  // the usage readings, as read
-        if (gpu_reading_spec(static_cast<GpuReading>(r)).when == FieldRead::Usage)
-          fresh.readings[r] = gpu.readings[r];
-      }
+    if (std::string broken = read_detail(api, dev, NvmlDetail::Full, fresh); !broken.empty()) {
+      return failure(broken, Problem{ErrorCode::DriverBroken});
+    }
+    fresh.memory_used = gpu.memory_used;
+    fresh.utilization = gpu.utilization;
+    fresh.processes = std::move(gpu.processes);
+    for (std::size_t r = 0; r < kGpuReadingCount; ++r) {  // the usage readings, as read
+      if (gpu_reading_spec(static_cast<GpuReading>(r)).when == FieldRead::Usage)
+        fresh.readings[r] = gpu.readings[r];
     }
     gpu = std::move(fresh);
   }

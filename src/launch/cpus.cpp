@@ -81,7 +81,9 @@ std::vector<int> own_cpus() {
   CPU_ZERO(&set);
   std::vector<int> out;
   if (sched_getaffinity(0, sizeof set, &set) != 0) return out;
-  for (int c = 0; c < CPU_SETSIZE; ++c) {
+  // Up to the last CPU in the set, not all 1,024 the set can hold.
+  const std::size_t count = static_cast<std::size_t>(CPU_COUNT(&set));
+  for (int c = 0; c < CPU_SETSIZE && out.size() < count; ++c) {
     if (CPU_ISSET(c, &set)) out.push_back(c);
   }
   return out;

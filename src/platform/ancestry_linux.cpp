@@ -6,6 +6,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -17,6 +18,38 @@ namespace gpusel::detail {
 std::optional<std::string> env_value(const char* name) {
   const char* v = std::getenv(name);
   return v == nullptr ? std::nullopt : std::optional<std::string>(v);
+}
+
+std::vector<std::optional<std::string>> env_values(std::span<const char* const> names) {
+  std::vector<std::optional<std::string>> values(names.size());
+  // The names by their first two bytes (a 6-bit hash of them), so that most of the environment is
+  // passed over after one look-up; a name past the 64th, or shorter than two bytes, alone.
+  const auto slot = [](const char* text) {
+    return (static_cast<unsigned char>(text[0]) * 7u + static_cast<unsigned char>(text[1])) & 63u;
+  };
+  std::uint64_t by_start[64] = {};
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    if (i < 64 && names[i][0] != '\0' && names[i][1] != '\0') {
+      by_start[slot(names[i])] |= std::uint64_t{1} << i;
+    } else {
+      values[i] = env_value(names[i]);
+    }
+  }
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    const char* text = *entry;
+    if (text[0] == '\0') continue;
+    std::uint64_t& candidates = by_start[slot(text)];
+    for (std::uint64_t left = candidates; left != 0; left &= left - 1) {
+      const auto i = static_cast<std::size_t>(__builtin_ctzll(left));
+      const char* name = names[i];
+      std::size_t k = 0;
+      while (name[k] != '\0' && text[k] == name[k]) ++k;
+      if (name[k] != '\0' || text[k] != '=') continue;
+      values[i] = std::string(text + k + 1);
+      candidates &= ~(std::uint64_t{1} << i);  // the first one set counts, as for getenv
+    }
+  }
+  return values;
 }
 
 // The file NAME of process `pid` in /proc, whole (at most `limit` bytes); nullopt when it cannot be

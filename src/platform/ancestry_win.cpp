@@ -13,6 +13,13 @@ std::optional<std::string> env_value(const char* name) {
   return v ? std::optional<std::string>(win::narrow(*v)) : std::nullopt;
 }
 
+std::vector<std::optional<std::string>> env_values(std::span<const char* const> names) {
+  std::vector<std::optional<std::string>> values;
+  values.reserve(names.size());
+  for (const char* name : names) values.push_back(env_value(name));
+  return values;
+}
+
 std::optional<std::map<std::string, std::string>> initial_environment(int) {
   return std::nullopt;
 }

@@ -2,6 +2,7 @@
 #include "gpusel/worker.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cctype>
 #include <cstdio>
@@ -790,34 +791,63 @@ GPUSEL_END_NAMESPACE
 namespace gpusel::detail {
 
 detail::LauncherView launcher_view() {
+  // Every variable read below, in one pass over the environment (env_values).
+  constexpr std::size_t kRanks = std::size(detail::kRankVariables);
+  enum Extra : std::size_t {
+    kOuter = 2 * kRanks,
+    kLocalId,
+    kJobId,
+    kStepId,
+    kStepIdOld,
+    kNodeId,
+    kGpusPerTask,
+    kStepGpus,
+    kGpusOnNode,
+    kNames
+  };
+  std::array<const char*, kNames> names{};
+  for (std::size_t k = 0; k < kRanks; ++k) {
+    names[k] = detail::kRankVariables[k].name;
+    // (A launcher without a size variable: its name again, its value unused.)
+    const char* size = detail::kRankVariables[k].size_name;
+    names[kRanks + k] = size != nullptr ? size : detail::kRankVariables[k].name;
+  }
+  names[kOuter] = detail::kRunOuterVariable;
+  names[kLocalId] = "SLURM_LOCALID";
+  names[kJobId] = "SLURM_JOB_ID";
+  names[kStepId] = "SLURM_STEP_ID";
+  names[kStepIdOld] = "SLURM_STEPID";
+  names[kNodeId] = "SLURM_NODEID";
+  names[kGpusPerTask] = "SLURM_GPUS_PER_TASK";
+  names[kStepGpus] = "SLURM_STEP_GPUS";
+  names[kGpusOnNode] = "SLURM_GPUS_ON_NODE";
+  std::vector<std::optional<std::string>> values = detail::env_values(names);
+
   detail::LauncherView view;
-  for (const detail::RankVariable& v : detail::kRankVariables) {
-    auto value = env_string(v.name);
-    if (!value) continue;
+  for (std::size_t k = 0; k < kRanks; ++k) {
+    if (!values[k]) continue;
     detail::RankCandidate c;
-    c.variable = v.name;
-    c.value = *value;
-    if (v.size_name != nullptr) c.size_value = env_string(v.size_name);
+    c.variable = detail::kRankVariables[k].name;
+    c.value = std::move(*values[k]);
+    if (detail::kRankVariables[k].size_name != nullptr) c.size_value = values[kRanks + k];
     view.candidates.push_back(std::move(c));
   }
   // A worker of gpusel run: the launchers around run do not count, run's LOCAL_RANK does.
-  if (auto outer = env_string(detail::kRunOuterVariable))
-    detail::set_aside_outer_ranks(view, *outer);
+  if (const auto& outer = values[kOuter]) detail::set_aside_outer_ranks(view, *outer);
   // sbatch's batch step (the job script) has SLURM_LOCALID=0 but no step of its own; a task
   // that srun starts has SLURM_STEP_ID.
-  if (env_string("SLURM_LOCALID") && env_string("SLURM_JOB_ID")) {
-    const auto step =
-        env_string("SLURM_STEP_ID") ? env_string("SLURM_STEP_ID") : env_string("SLURM_STEPID");
+  if (values[kLocalId] && values[kJobId]) {
+    const auto& step = values[kStepId] ? values[kStepId] : values[kStepIdOld];
     view.slurm_batch_step = !step || *step == "batch" || *step == "4294967294";
   }
-  if (auto node = env_string("SLURM_NODEID"))
+  if (const auto& node = values[kNodeId])
     view.slurm_node_id = detail::read_rank_number(*node).value_or(0);
   // srun --gpus-per-task: SLURM_GPUS_PER_TASK where Slurm exports it; else (Slurm 22.05 does not,
   // to tasks) a task whose own GPUs (SLURM_STEP_GPUS) are fewer than the step's on this node
   // (SLURM_GPUS_ON_NODE).
-  if (auto per_task = env_string("SLURM_GPUS_PER_TASK"); per_task && !per_task->empty()) {
+  if (const auto& per_task = values[kGpusPerTask]; per_task && !per_task->empty()) {
     view.slurm_gpus_per_task = true;
-  } else if (auto step = env_string("SLURM_STEP_GPUS"), on_node = env_string("SLURM_GPUS_ON_NODE");
+  } else if (const auto& step = values[kStepGpus], &on_node = values[kGpusOnNode];
              step && on_node && !step->empty()) {
     const auto own = static_cast<int>(std::count(step->begin(), step->end(), ',') + 1);
     const std::optional<int> total = detail::read_rank_number(detail::trim_blanks(*on_node));
@@ -889,8 +919,9 @@ namespace {
 // What both models read the same way: the variables, the launchers, Slurm's task.
 PlacementModel environment_model(std::optional<std::vector<std::string>> visible) {
   PlacementModel m;
-  for (const char* name : kPlacementVariables) {
-    if (auto value = env_string(name)) m.vars[name] = *value;
+  const std::vector<std::optional<std::string>> values = detail::env_values(kPlacementVariables);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i]) m.vars[kPlacementVariables[i]] = *values[i];
   }
   m.cuda = cuda_env_from_environment();
   m.launchers = launcher_view();

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "ancestry.hpp"
+#include "env.hpp"
 #include "gpusel_detail.hpp"
 
 #ifndef _WIN32
@@ -130,6 +131,46 @@ TEST(ProcessStat, TellsParentGroupStartStateAndOwner) {
   ASSERT_TRUE(shell.end());
   EXPECT_FALSE(detail::process_stat(shell.pid).has_value());  // ended and reaped
   EXPECT_EQ(detail::parent_of(shell.pid), 0);
+}
+// Several variables read in one pass are what env_value (getenv) reads one by one: set, unset,
+// empty, a name that begins another's, names not in upper case, a name asked for twice, and an
+// environment holding one name twice (the first counts, as for getenv).
+TEST(Environment, ValuesInOnePassAreGetenvs) {
+  setenv("GPUSEL_TEST_ONE_PASS", "a=b", 1);
+  setenv("GPUSEL_TEST_ONE_PASS_LONGER", "2", 1);
+  setenv("GPUSEL_TEST_EMPTY", "", 1);
+  setenv("gpusel_test_lower", "lower", 1);
+  setenv("_GPUSEL_TEST", "underscore", 1);
+  unsetenv("GPUSEL_TEST_UNSET");
+  const std::vector<const char*> names = {
+      "GPUSEL_TEST_ONE_PASS", "GPUSEL_TEST_ONE_PASS_LONGER", "GPUSEL_TEST_ONE",
+      "GPUSEL_TEST_EMPTY",    "GPUSEL_TEST_UNSET",           "gpusel_test_lower",
+      "_GPUSEL_TEST",         "GPUSEL_TEST_ONE_PASS",        "PATH"};
+  const std::vector<std::optional<std::string>> values = detail::env_values(names);
+  ASSERT_EQ(values.size(), names.size());
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    EXPECT_EQ(values[i], detail::env_value(names[i])) << names[i];
+  }
+  EXPECT_EQ(values[0], "a=b");
+  EXPECT_EQ(values[3], "");
+  EXPECT_EQ(values[4], std::nullopt);
+  EXPECT_EQ(values[7], "a=b");
+  char first[] = "GPUSEL_TEST_TWICE=first";
+  char second[] = "GPUSEL_TEST_TWICE=second";
+  char odd[] = "GPUSEL_TEST_NO_EQUALS";
+  char* twice[] = {odd, first, second, nullptr};
+  char** saved = environ;
+  environ = twice;
+  const std::vector<const char*> asked = {"GPUSEL_TEST_TWICE", "GPUSEL_TEST_NO_EQUALS"};
+  const std::vector<std::optional<std::string>> read = detail::env_values(asked);
+  const std::optional<std::string> one = detail::env_value("GPUSEL_TEST_TWICE");
+  environ = saved;
+  EXPECT_EQ(read[0], "first");
+  EXPECT_EQ(one, "first");
+  EXPECT_EQ(read[1], std::nullopt);
+  for (const char* name : {"GPUSEL_TEST_ONE_PASS", "GPUSEL_TEST_ONE_PASS_LONGER",
+                           "GPUSEL_TEST_EMPTY", "gpusel_test_lower", "_GPUSEL_TEST"})
+    unsetenv(name);
 }
 #else
 TEST(ProcessArgs, AreNotReadOnWindows) {

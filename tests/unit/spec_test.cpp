@@ -91,6 +91,16 @@ TEST(Spec, RejectsTheSameGpuTwice) {
   }
   // Different prefixes are not provably the same GPU here; resolution decides.
   EXPECT_EQ(parse_gpu_spec("GPU-ab,GPU-abc").size(), 2u);
+  // The first repeat is named, with the entry it repeats, whether the list is compared entry by
+  // entry (up to 64) or through a hash set (longer).
+  for (int count : {8, 63, 64, 65, 300}) {
+    std::string value;
+    for (int i = 0; i < count; ++i) value += std::to_string(i) + ",";
+    value += "07,3,07";
+    std::string msg = bad_input_message([&] { parse_gpu_spec(value); });
+    EXPECT_NE(msg.find("names the same GPU twice (\"7\" and \"07\")"), std::string::npos)
+        << count << ": " << msg.substr(0, 80);
+  }
 }
 
 TEST(Spec, SingleGpu) {

@@ -18,8 +18,13 @@ namespace {
 
 constexpr std::size_t kNone = static_cast<std::size_t>(-1);
 
+// `--`, the end of options (compared by hand: std::string's == with a C string is a call).
+bool is_dashdash(std::string_view word) {
+  return word.size() == 2 && word[0] == '-' && word[1] == '-';
+}
+
 bool looks_like_option(const std::string& word) {
-  return word.size() > 1 && word[0] == '-' && word != "--";
+  return word.size() > 1 && word[0] == '-' && !is_dashdash(word);
 }
 
 // A word that reads as a number ("-1", "-.5"), which an option may take as its value.
@@ -79,7 +84,7 @@ bool names_a_program(const std::string& name) {
 bool reads_as_maybe_value(const std::vector<std::string>& words, std::size_t j) {
   const std::string& next = words[j + 1];
   if (next.empty() || detail::parse_duration(next) || looks_like_number(next)) return true;
-  if (j + 2 < words.size() && words[j + 2] == "--") return true;
+  if (j + 2 < words.size() && is_dashdash(words[j + 2])) return true;
   return !names_a_program(next);
 }
 
@@ -90,7 +95,7 @@ std::size_t option_words(const Option* o, const std::vector<std::string>& words,
   if (o == nullptr || words[j].find('=') != std::string::npos || j + 1 >= words.size()) return 1;
   const std::string& next = words[j + 1];
   if (o->takes == Takes::Value) return 2;
-  if (o->takes == Takes::MaybeValue && next != "--" &&
+  if (o->takes == Takes::MaybeValue && !is_dashdash(next) &&
       (!looks_like_option(next) || looks_like_number(next)) && reads_as_maybe_value(words, j))
     return 2;
   return 1;
@@ -295,7 +300,7 @@ CommandLine::Outcome CommandLine::parse(int argc, char** argv) {
       program_.push_back(word);
       continue;
     }
-    if (word == "--") {
+    if (is_dashdash(word)) {
       // The end of gpusel's options: what follows fills the positionals (`sim exec -- MACHINE
       // COMMAND`), then is the program's.
       options_ended = true;
@@ -357,10 +362,10 @@ void CommandLine::read_option(std::size_t& i) {
   // an option's value, nor one of this command's options (`--gpu --json` lacks its value, `--grace
   // -inf` has one).
   const std::string* next = i + 1 < words_.size() ? &words_[i + 1] : nullptr;
-  const bool next_is_value =
-      next != nullptr && *next != "--" && (!looks_like_option(*next) || looks_like_number(*next));
+  const bool next_is_value = next != nullptr && !is_dashdash(*next) &&
+                             (!looks_like_option(*next) || looks_like_number(*next));
   const bool next_is_option_value =
-      next != nullptr && *next != "--" &&
+      next != nullptr && !is_dashdash(*next) &&
       (!looks_like_option(*next) || !names_an_option(leaf(), *next, depth == 0));
   if (name == "-h" || name == "--help") {
     help_ = true;
@@ -524,7 +529,7 @@ void CommandLine::check_maybe_values() const {
     // program stay before `--`.
     const std::size_t program = program_word_ != kNone ? at[program_word_] : words.size();
     const std::size_t options_end =
-        dashdash_ && program > 0 && words[program - 1] == "--" ? program - 1 : program;
+        dashdash_ && program > 0 && is_dashdash(words[program - 1]) ? program - 1 : program;
     std::vector<std::string> fixed(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(v));
     fixed.insert(fixed.end(), words.begin() + static_cast<std::ptrdiff_t>(v + 1),
                  words.begin() + static_cast<std::ptrdiff_t>(options_end));
@@ -560,7 +565,7 @@ void CommandLine::check_whole() const {
         const std::vector<std::string> typed = kept(at);
         example = "; put it after --, as in `" + prefix() + " " +
                   join_words(typed, 0, typed.size()) +
-                  (!typed.empty() && typed.back() == "--" ? "" : " --") + " python3 train.py`";
+                  (!typed.empty() && is_dashdash(typed.back()) ? "" : " --") + " python3 train.py`";
       }
       throw bad_input("`" + where + "`: " + std::string(o.name) + " is required" +
                       (o.help.empty() ? std::string() : ": " + std::string(o.help)) + example +
@@ -650,12 +655,12 @@ void CommandLine::check_gpu_slips() const {
       program_word_ != kNone && !dashdash_ ? at[program_word_] : kNone;
   const std::size_t v = at[gpu->word] + (gpu->inline_value ? 0 : 1);
   const bool inline_value = gpu->inline_value;
-  std::vector<std::string> fixed = words;
-  const std::string leaf_name(leaf().name);
+  const std::string_view leaf_name(leaf().name);
   const bool runs_program = leaf_name == "run";
 
   std::string_view name, rest;
   if (is_assignment(value, name, rest)) {
+    std::vector<std::string> fixed = words;  // the line as it should have been
     fixed[v] = inline_value ? "--gpu=" + std::string(rest) : std::string(rest);
     if (runs_program && command_start != kNone)
       fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(command_start), "--");
@@ -697,9 +702,9 @@ void CommandLine::check_gpu_slips() const {
     for (const char* f : {"--share", "--quiet"}) {
       if (flag(f)) per_worker += std::string(" ") + f;
     }
-    if (end < words.size() && words[end] == "--" && end + 1 < words.size()) {
+    if (end < words.size() && is_dashdash(words[end]) && end + 1 < words.size()) {
       per_worker += " -- " + join_words(words, end + 1, words.size());
-    } else if (end < words.size() && !looks_like_option(words[end]) && words[end] != "--") {
+    } else if (end < words.size() && !looks_like_option(words[end]) && !is_dashdash(words[end])) {
       per_worker += " -- " + join_words(words, end, words.size());
     }
     throw bad_input(
@@ -709,13 +714,14 @@ void CommandLine::check_gpu_slips() const {
             prefix() + " run --gpu " + merged + " -- " + per_worker,
         about(Subject::GpuRequest, {{"request", split}, {"reason", "split-by-shell"}}));
   }
+  std::vector<std::string> fixed = words;
   fixed.erase(fixed.begin() + static_cast<std::ptrdiff_t>(v + 1),
               fixed.begin() + static_cast<std::ptrdiff_t>(end));
   fixed[v] = inline_value ? "--gpu=" + merged : merged;
   if (runs_program) {
     // The program, if any, goes after -- (and after run's own options that follow the GPUs).
     std::size_t program = v + 1;
-    while (program < fixed.size() && fixed[program] != "--" &&
+    while (program < fixed.size() && !is_dashdash(fixed[program]) &&
            names_an_option(leaf(), fixed[program], false)) {
       const Option* o = find_option(leaf(), fixed[program].substr(0, fixed[program].find('=')));
       program += option_words(o, fixed, program);
@@ -723,7 +729,7 @@ void CommandLine::check_gpu_slips() const {
     if (program >= fixed.size()) {
       fixed.push_back("--");
       fixed.push_back("COMMAND");
-    } else if (!dashdash_ && fixed[program] != "--") {
+    } else if (!dashdash_ && !is_dashdash(fixed[program])) {
       fixed.insert(fixed.begin() + static_cast<std::ptrdiff_t>(program), "--");
     }
   } else if (std::none_of(leaf().options.begin(), leaf().options.end(), is_positional)) {

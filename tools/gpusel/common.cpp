@@ -336,7 +336,19 @@ std::vector<std::optional<GpuInfo>> resolved_in_full(const Resolution& r) {
 std::optional<std::string> simulated_machine() {
   auto path = env_value("GPUSEL_SIM_MACHINE");
   if (!path || path->empty()) return std::nullopt;
-  return fs::path(*path).stem().string();
+  // The file name without its last extension, as std::filesystem's stem() gives it ("dgx-h100"
+  // of ".../dgx-h100.toml"; ".hidden" stays whole), without building a path.
+  std::string_view name(*path);
+#ifdef _WIN32
+  const std::size_t slash = name.find_last_of("/\\");
+#else
+  const std::size_t slash = name.rfind('/');
+#endif
+  if (slash != std::string_view::npos) name.remove_prefix(slash + 1);
+  if (name == "." || name == "..") return std::string(name);
+  if (const std::size_t dot = name.rfind('.'); dot != std::string_view::npos && dot > 0)
+    name = name.substr(0, dot);
+  return std::string(name);
 }
 
 std::string not_a_duration(const std::string& option, const std::string& value) {

@@ -66,7 +66,10 @@ int run_resolve(const ResolveOptions& options) {
   } else if (options.format == "env") {
     to_stdout() << "GPUSEL_GPUS=" << env_word(detail::join_entries(out)) << "\n";
   } else {
-    for (const std::string& u : out) to_stdout() << u << "\n";
+    std::string lines;               // one write, not two per GPU
+    lines.reserve(out.size() * 41);  // a UUID and its line's end
+    for (const std::string& u : out) lines.append(u).push_back('\n');
+    to_stdout() << lines;
   }
   return 0;
 }
