@@ -163,13 +163,13 @@ if args.instructions:
     counts = {name: instructions(name) for name in commands if name != "/bin/true" and not name.startswith("run ")}
     print("instructions per whole process (valgrind --tool=callgrind)")
     for name, n in counts.items():
-        print(f"  {name:<16} {n / 1e6:6.2f} M")
+        print(f"  {name:<16} {n / 1e6:6.3f} M")
     for ours, floor, _ in pairs:
         target = instruction_targets[ours]
         ratio = counts[ours] / counts[floor]
-        print(f"  {ours} / {floor}: {ratio:.2f}x in instructions (target {target}x{', met' if ratio <= target else ', missed'})")
+        print(f"  {ours} / {floor}: {ratio:.3f}x in instructions (target {target}x{', met' if ratio <= target else ', missed'})")
     # What an index costs to turn into a UUID, which the floor is spared: gpusel bind against a floor
     # handed the same index (no target of the issue's; shown so the two costs can be told apart).
-    print(f"  gpusel bind / floor_bind index: {counts['gpusel bind'] / counts['floor_bind index']:.2f}x in "
+    print(f"  gpusel bind / floor_bind index: {counts['gpusel bind'] / counts['floor_bind index']:.3f}x in "
           f"instructions ({(counts['floor_bind index'] - counts['floor_bind']) / 1e6:.2f} M of NVML to turn "
           f"index 3 into its UUID, at the least)")
