@@ -178,6 +178,7 @@ std::optional<double> read_decimal_number(std::string_view text, bool exponent) 
   int kept = 0;
   long power = 0;
   bool dropped = false;  // a nonzero digit past the 19th
+  bool capped = false;   // an exponent too long to add up (read by the C library)
   bool digit = false;
   std::size_t i = 0;
   const auto take = [&](char c, bool fraction) {
@@ -206,13 +207,18 @@ std::optional<double> read_decimal_number(std::string_view text, bool exponent) 
     const std::size_t start = i;
     long e = 0;
     for (; i < text.size() && text[i] >= '0' && text[i] <= '9'; ++i) {
-      if (e < 1000000) e = e * 10 + (text[i] - '0');  // far past any double's range
+      if (e < 1000000) {
+        e = e * 10 + (text[i] - '0');  // past any double's range: the C library reads it
+      } else {
+        capped = true;
+      }
     }
     if (i == start) return std::nullopt;
     power += negative ? -e : e;
   }
   if (i != text.size()) return std::nullopt;
   if (mantissa == 0) return 0.0;
+  if (capped) return read_decimal_slowly(text, power);
   // Exact: both the mantissa and the power of ten are doubles without rounding, so the one
   // multiplication or division rounds once (in the default rounding mode, to nearest).
   if (!dropped && mantissa <= (std::uint64_t{1} << 53) && power >= -22 && power <= 22) {

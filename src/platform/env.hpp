@@ -18,7 +18,8 @@ std::optional<std::string> env_value(const char* name);
 // The values of several variables, as env_value reads each: values[i] is names[i]'s (the same
 // size). On Linux one pass over the environment, however many names (getenv walks the whole
 // environment once per name: 17 of them cost a worker's bind 6,500 instructions with 37
-// variables set, and a Slurm job's environment holds a hundred); at most 64 names.
+// variables set, and a Slurm job's environment holds a hundred); names past the 64th are looked
+// up one by one.
 std::vector<std::optional<std::string>> env_values(std::span<const char* const> names);
 
 }  // namespace gpusel::detail

@@ -340,7 +340,7 @@ std::optional<std::string> simulated_machine() {
   // of ".../dgx-h100.toml"; ".hidden" stays whole), without building a path.
   std::string_view name(*path);
 #ifdef _WIN32
-  const std::size_t slash = name.find_last_of("/\\");
+  const std::size_t slash = name.find_last_of("/\\:");  // and a drive's colon: C:name.toml
 #else
   const std::size_t slash = name.rfind('/');
 #endif
