@@ -256,8 +256,17 @@ std::string quote_value(std::string_view value) {
 }
 
 std::string printable(std::string_view text) {
+  // Plain ASCII, as almost every name and UUID is, in one copy (a character at a time cost a
+  // bind's report 2,000 instructions).
+  std::size_t plain = 0;
+  while (plain < text.size() && static_cast<unsigned char>(text[plain]) >= 0x20 &&
+         static_cast<unsigned char>(text[plain]) < 0x7f)
+    ++plain;
+  if (plain == text.size()) return std::string(text);
   std::string out;
   out.reserve(text.size());
+  out.append(text.substr(0, plain));
+  text.remove_prefix(plain);
   auto escape = [&](unsigned char c) {
     static constexpr char kHex[] = "0123456789abcdef";
     out += "\\x";

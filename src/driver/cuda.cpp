@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
 #include "cuda_abi.hpp"
 #include "cuda_api.hpp"
@@ -243,7 +244,62 @@ std::string format_uuid(const unsigned char b[16], const char* prefix) {
   return out;
 }
 
+namespace {
+
+// The hex digits of `text` from `at` up to `stop` as a number (1 to 8 of them); nullopt
+// otherwise. `at` is left past them.
+std::optional<unsigned> hex_field(const std::string& text, std::size_t& at, char stop) {
+  unsigned value = 0;
+  const std::size_t start = at;
+  for (; at < text.size() && text[at] != stop; ++at) {
+    const char c = text[at];
+    const int digit = (c >= '0' && c <= '9')   ? c - '0'
+                      : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                      : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                               : -1;
+    if (digit < 0 || at - start >= 8) return std::nullopt;
+    value = value * 16 + static_cast<unsigned>(digit);
+  }
+  if (at == start) return std::nullopt;
+  return value;
+}
+
+void append_hex(std::string& out, unsigned value, int width) {
+  char digits[8];
+  int n = 0;
+  do {
+    digits[n++] = "0123456789ABCDEF"[value & 0xf];
+    value >>= 4;
+  } while (value != 0);
+  for (int pad = n; pad < width; ++pad) out.push_back('0');
+  while (n > 0) out.push_back(digits[--n]);
+}
+
+}  // namespace
+
 std::string normalise_bus_id(const std::string& bus) {
+  // The driver's own form (hex fields, no blanks or signs) read by hand: sscanf and snprintf cost
+  // each bind's report 4,000 instructions. Anything else as sscanf reads it.
+  std::size_t at = 0;
+  const std::optional<unsigned> fd = hex_field(bus, at, ':');
+  const std::optional<unsigned> fb =
+      fd && at < bus.size() ? hex_field(bus, ++at, ':') : std::nullopt;
+  const std::optional<unsigned> fs =
+      fb && at < bus.size() ? hex_field(bus, ++at, '.') : std::nullopt;
+  const std::optional<unsigned> ff =
+      fs && at < bus.size() ? hex_field(bus, ++at, '\0') : std::nullopt;
+  if (ff && at == bus.size()) {
+    std::string out;
+    out.reserve(16);
+    append_hex(out, *fd, 8);
+    out.push_back(':');
+    append_hex(out, *fb, 2);
+    out.push_back(':');
+    append_hex(out, *fs, 2);
+    out.push_back('.');
+    append_hex(out, *ff, 1);
+    return out;
+  }
   unsigned domain = 0, b = 0, d = 0, f = 0;
   if (std::sscanf(bus.c_str(), "%x:%x:%x.%x", &domain, &b, &d, &f) != 4) return bus;
   char out[32];

@@ -85,12 +85,12 @@ std::string describe(const Assignment& a) {
 // The CUDA ordinal of a published UUID among this process's visible devices.
 int ordinal_of(const std::string& uuid, const std::vector<CudaHandle>& devices) {
   std::vector<int> hits;
-  std::string seen;
   for (const CudaHandle& d : devices) {
-    seen += (seen.empty() ? "" : ", ") + d.uuid;
     if (detail::starts_with_ci(d.uuid, uuid)) hits.push_back(d.ordinal);
   }
   if (hits.size() == 1) return hits.front();
+  std::string seen;  // for the message only
+  for (const CudaHandle& d : devices) seen += (seen.empty() ? "" : ", ") + d.uuid;
   const std::string preset = detail::describe_preset(cuda_env_from_environment());
   if (hits.empty()) {
     throw bad_input("GPU " + uuid + " is not visible to CUDA in this process (" + preset +
@@ -142,9 +142,12 @@ std::optional<LocalRank> local_rank() {
 }
 
 bool sharing_asked() {
+  static constexpr const char* kNames[] = {"GPUSEL_SHARE", "SLURM_NTASKS_PER_GPU",
+                                           "SLURM_NTASKS_PER_TRES"};
+  const std::vector<std::optional<std::string>> values = detail::env_values(kNames);
   std::map<std::string, std::string> vars;
-  for (const char* name : {"GPUSEL_SHARE", "SLURM_NTASKS_PER_GPU", "SLURM_NTASKS_PER_TRES"}) {
-    if (auto value = env_string(name)) vars[name] = *value;
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    if (values[i]) vars[kNames[i]] = *values[i];
   }
   return detail::sharing_in(vars);
 }

@@ -5,6 +5,7 @@
 #include <charconv>
 #include <clocale>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <limits>
 #include <optional>
@@ -24,6 +25,16 @@ TEST(Text, QuoteValueEscapesQuotesBackslashesAndControlCharacters) {
   EXPECT_EQ(detail::quote_value("a\"b\\c"), "\"a\\\"b\\\\c\"");
   EXPECT_EQ(detail::quote_value(std::string_view("a\nb\x7f\0", 5)), "\"a\\x0ab\\x7f\\x00\"");
   EXPECT_EQ(detail::quote_value("\xc3\xa9"), "\"\xc3\xa9\"");  // UTF-8 passes through
+}
+
+TEST(Text, PrintableEscapesControlsAndBrokenUtf8Only) {
+  EXPECT_EQ(detail::printable(""), "");
+  EXPECT_EQ(detail::printable("GPU-4ba71ab7 NVIDIA H100 (80 GiB)"),
+            "GPU-4ba71ab7 NVIDIA H100 (80 GiB)");
+  EXPECT_EQ(detail::printable("ab\x1b[31mcd"), "ab\\x1b[31mcd");  // the text before kept
+  EXPECT_EQ(detail::printable("abc\x7f"), "abc\\x7f");
+  EXPECT_EQ(detail::printable("h\xc3\xa9llo\n"), "h\xc3\xa9llo\\x0a");
+  EXPECT_EQ(detail::printable("x\xff\xc3"), "x\\xff\\xc3");
 }
 
 TEST(Text, TrimBlanksStripsTheCLocaleSpaces) {
@@ -187,6 +198,34 @@ TEST(Text, FormatUuidWritesCudasBytesAsNvidiaSmiDoes) {
   EXPECT_EQ(gpusel::detail::format_uuid(bytes, "MIG-"), "MIG-4ba71ab7-ac05-04a5-6cc6-be1805fdf179");
   const unsigned char ends[16] = {0x00, 0x01, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xf0, 0xff};
   EXPECT_EQ(gpusel::detail::format_uuid(ends, ""), "00010000-0000-0000-0000-00000000f0ff");
+}
+
+// A PCI address in NVML's form, as sscanf and snprintf made it before it was read by hand.
+std::string bus_id_by_stdio(const std::string& bus) {
+  unsigned domain = 0, b = 0, d = 0, f = 0;
+  if (std::sscanf(bus.c_str(), "%x:%x:%x.%x", &domain, &b, &d, &f) != 4) return bus;
+  char out[64];
+  std::snprintf(out, sizeof out, "%08X:%02X:%02X.%X", domain, b, d, f);
+  return out;
+}
+
+TEST(Text, NormaliseBusIdIsNvmlsForm) {
+  EXPECT_EQ(gpusel::detail::normalise_bus_id("0000:18:00.0"), "00000000:18:00.0");
+  EXPECT_EQ(gpusel::detail::normalise_bus_id("0001:ab:1f.7"), "00000001:AB:1F.7");
+  for (const std::string bus : {"0000:18:00.0",    "00000000:5D:00.0",
+                                "0:0:0.0",         "ffff:ff:1f.7",
+                                "0001:AB:cd.E",    "12345678:00:00.0",
+                                "0000:100:00.0",   "0000:18:00.10",
+                                "0000:18:00",      "0000:18:00.",
+                                "0000::00.0",      ":18:00.0",
+                                "garbage",         "",
+                                " 0000:18:00.0",   "0000:18:00.0 ",
+                                "0000:18:00.0x",   "0x0:18:00.0",
+                                "+1:2:3.4",        "0000:18:00:0",
+                                "0000.18:00.0",    "g:1:2.3",
+                                "FFFFFFFF:FF:FF.F"}) {
+    EXPECT_EQ(gpusel::detail::normalise_bus_id(bus), bus_id_by_stdio(bus)) << bus;
+  }
 }
 
 TEST(Text, AmdIdFormIsGpuAndUpToSixteenCharactersWithoutADash) {
