@@ -1,8 +1,6 @@
 // Internal: the loaded CUDA driver's function table, shared by the loader and the worker side.
 #pragma once
 
-#include <atomic>
-#include <cstddef>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -14,53 +12,9 @@
 
 namespace gpusel::detail {
 
-// An optional CUDA function, looked up on its first use: `bind` and the workers call a few of the
-// 36 optional functions of cuda.def (the rest are the bandwidth benchmark's), and each look-up
-// costs about 800 instructions of every start. Callable from any thread: two first calls may both
-// look it up, and find the same address. Used as the plain pointer it stands for: called, or
-// compared with nullptr (which looks it up).
-template <typename Fn>
-class LazyCudaFunction {
- public:
-  LazyCudaFunction() = default;
-  // Copied only while the loader builds its table, before any thread shares it.
-  LazyCudaFunction(const LazyCudaFunction& other)
-      : handle_(other.handle_),
-        name_(other.name_),
-        fn_(other.fn_.load(std::memory_order_relaxed)),
-        looked_(other.looked_.load(std::memory_order_relaxed)) {}
-  LazyCudaFunction& operator=(const LazyCudaFunction&) = delete;
-  void bind(void* handle, const char* name) {
-    handle_ = handle;
-    name_ = name;
-  }
-  Fn get() const {
-    if (looked_.load(std::memory_order_acquire)) return fn_.load(std::memory_order_relaxed);
-    Fn fn = handle_ == nullptr ? nullptr : reinterpret_cast<Fn>(find_symbol(handle_, name_));
-    fn_.store(fn, std::memory_order_relaxed);
-    looked_.store(true, std::memory_order_release);
-    return fn;
-  }
-  bool operator==(std::nullptr_t) const { return get() == nullptr; }
-  template <typename... Args>
-  CUresult operator()(Args... args) const {
-    return get()(args...);
-  }
-
- private:
-  void* handle_ = nullptr;  // set when the library is opened, before the table is shared
-  const char* name_ = "";
-  mutable std::atomic<Fn> fn_{nullptr};
-  mutable std::atomic<bool> looked_{false};
-};
-
-// Required functions are looked up when the library is opened (a missing one makes CUDA
-// unavailable); optional ones on first use.
-template <bool Required, typename Fn>
-using CudaFunction = std::conditional_t<Required, Fn, LazyCudaFunction<Fn>>;
-
 struct CudaApi {
-#define GPUSEL_CUDA(api, symbol, required, params) CudaFunction<required, CUresult(*) params> api{};
+#define GPUSEL_CUDA(api, symbol, required, params) \
+  DriverFunction<required, CUresult(*) params> api{};
 #include "cuda.def"
 #undef GPUSEL_CUDA
 };

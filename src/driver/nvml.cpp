@@ -22,49 +22,13 @@
 
 GPUSEL_BEGIN_NAMESPACE
 
-using detail::note_missing;
 using detail::open_driver_library;
 
 namespace {
 
-// An optional NVML function, looked up on its first use: a command that reads only UUIDs looks up
-// the 5 functions it calls, not the 35 of nvml.def (each dlsym costs about 800 instructions).
-// Used only with nvml_mutex held (every NVML call is), which serialises the look-up.
-template <typename Fn>
-class LazySymbol {
- public:
-  void bind(void* handle, const char* name) {
-    handle_ = handle;
-    name_ = name;
-  }
-  Fn get() const {
-    if (!looked_) {
-      fn_ = reinterpret_cast<Fn>(detail::find_symbol(handle_, name_));
-      looked_ = true;
-    }
-    return fn_;
-  }
-  explicit operator bool() const { return get() != nullptr; }
-  bool operator==(std::nullptr_t) const { return get() == nullptr; }
-  template <typename... Args>
-  auto operator()(Args... args) const {
-    return get()(args...);
-  }
-
- private:
-  void* handle_ = nullptr;
-  const char* name_ = "";
-  mutable Fn fn_ = nullptr;
-  mutable bool looked_ = false;
-};
-
-// Required functions are looked up when the library is opened (a missing one makes NVML
-// unavailable); optional ones when first called.
-template <bool Required, typename Fn>
-using NvmlFunction = std::conditional_t<Required, Fn, LazySymbol<Fn>>;
-
 struct NvmlApi {
-#define GPUSEL_NVML(name, required, ret, params) NvmlFunction<required, ret(*) params> name{};
+#define GPUSEL_NVML(name, required, ret, params) \
+  detail::DriverFunction<required, ret(*) params> name{};
 #include "nvml.def"
 #undef GPUSEL_NVML
 };
@@ -86,16 +50,8 @@ NvmlLibrary open_library() {
     return lib;
   }
   std::string missing;
-  auto bind = [&](auto& fn, const char* name, bool required) {
-    if constexpr (std::is_pointer_v<std::remove_reference_t<decltype(fn)>>) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(
-          detail::find_symbol(handle, name));
-      if (required && fn == nullptr) note_missing(missing, name);
-    } else {
-      fn.bind(handle, name);
-    }
-  };
-#define GPUSEL_NVML(name, required, ret, params) bind(lib.api.name, #name, required);
+#define GPUSEL_NVML(name, required, ret, params) \
+  detail::bind_driver_function(lib.api.name, handle, #name, required, missing);
 #include "nvml.def"
 #undef GPUSEL_NVML
   if (!missing.empty()) {
