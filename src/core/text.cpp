@@ -2,7 +2,6 @@
 #include "text.hpp"
 
 #include <charconv>
-#include <clocale>
 #include <cstdio>
 #include <cstdlib>
 #include <limits>

@@ -27,6 +27,14 @@ constexpr char ascii_lower(char c) noexcept {
   return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + ('a' - 'A')) : c;
 }
 
+// The value of an ASCII hexadecimal digit (either case); -1 for any other byte.
+constexpr int hex_digit(char c) noexcept {
+  return (c >= '0' && c <= '9')   ? c - '0'
+         : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+         : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                  : -1;
+}
+
 // A number of seconds for a message: "1", "0.5", "2.25" (at most 3 decimals, no trailing zeros),
 // never std::to_string's "1.000000".
 std::string seconds_text(double seconds);

@@ -14,6 +14,7 @@
 #include "env.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel_detail.hpp"
+#include "text.hpp"
 
 namespace gpusel::detail {
 namespace {
@@ -42,15 +43,8 @@ CudaLibrary open_library() {
   }
   lib.path = path;
   std::string missing;
-  auto bind = [&](auto& fn, const char* symbol, bool required) {
-    if constexpr (std::is_pointer_v<std::remove_reference_t<decltype(fn)>>) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(find_symbol(handle, symbol));
-      if (required && fn == nullptr) note_missing(missing, symbol);
-    } else {
-      fn.bind(handle, symbol);
-    }
-  };
-#define GPUSEL_CUDA(name, symbol, required, params) bind(lib.api.name, #symbol, required);
+#define GPUSEL_CUDA(name, symbol, required, params) \
+  bind_driver_function(lib.api.name, handle, #symbol, required, missing);
 #include "cuda.def"
 #undef GPUSEL_CUDA
   if (!missing.empty()) {
@@ -252,11 +246,7 @@ std::optional<unsigned> hex_field(const std::string& text, std::size_t& at, char
   unsigned value = 0;
   const std::size_t start = at;
   for (; at < text.size() && text[at] != stop; ++at) {
-    const char c = text[at];
-    const int digit = (c >= '0' && c <= '9')   ? c - '0'
-                      : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                      : (c >= 'A' && c <= 'F') ? c - 'A' + 10
-                                               : -1;
+    const int digit = hex_digit(text[at]);
     if (digit < 0 || at - start >= 8) return std::nullopt;
     value = value * 16 + static_cast<unsigned>(digit);
   }
@@ -280,24 +270,27 @@ void append_hex(std::string& out, unsigned value, int width) {
 std::string normalise_bus_id(const std::string& bus) {
   // The driver's own form (hex fields, no blanks or signs) read by hand: sscanf and snprintf cost
   // each bind's report 4,000 instructions. Anything else as sscanf reads it.
+  // Four fields: domain, bus and device before ':', ':' and '.', the function to the end.
+  static constexpr char kEnds[] = {':', ':', '.', '\0'};
+  unsigned field[4] = {};
   std::size_t at = 0;
-  const std::optional<unsigned> fd = hex_field(bus, at, ':');
-  const std::optional<unsigned> fb =
-      fd && at < bus.size() ? hex_field(bus, ++at, ':') : std::nullopt;
-  const std::optional<unsigned> fs =
-      fb && at < bus.size() ? hex_field(bus, ++at, '.') : std::nullopt;
-  const std::optional<unsigned> ff =
-      fs && at < bus.size() ? hex_field(bus, ++at, '\0') : std::nullopt;
-  if (ff && at == bus.size()) {
+  bool plain = true;
+  for (int k = 0; k < 4 && plain; ++k) {
+    const std::optional<unsigned> v = hex_field(bus, at, kEnds[k]);
+    plain = v.has_value() && (k == 3 ? at == bus.size() : at < bus.size());
+    if (plain) field[k] = *v;
+    ++at;  // past the field's end
+  }
+  if (plain) {
     std::string out;
     out.reserve(16);
-    append_hex(out, *fd, 8);
+    append_hex(out, field[0], 8);
     out.push_back(':');
-    append_hex(out, *fb, 2);
+    append_hex(out, field[1], 2);
     out.push_back(':');
-    append_hex(out, *fs, 2);
+    append_hex(out, field[2], 2);
     out.push_back('.');
-    append_hex(out, *ff, 1);
+    append_hex(out, field[3], 1);
     return out;
   }
   unsigned domain = 0, b = 0, d = 0, f = 0;
