@@ -11,12 +11,16 @@ def sim_environment(gpusel, machine, base=None):
     """`base` (default: this process's environment) is also the environment `sim env` runs in, so
     a GPUSEL_SIM_ROOT there picks the simulator. Without a GPUSEL_LEASE_DIR of its own, a script
     leases in a private folder removed at its exit, never in the machine's store (the user's, or
-    root's shared /var/lib/gpusel/leases)."""
+    root's shared /var/lib/gpusel/leases); without a GPUSEL_SIM_STATE_DIR, the simulated GPUs'
+    usage lives in another such folder, not in the simulator's default /tmp/gpusel-sim-UID, which
+    would outlive the script."""
     env = dict(os.environ if base is None else base)
-    if not env.get("GPUSEL_LEASE_DIR"):
-        leases = tempfile.mkdtemp(prefix="gpusel-bench-leases-")  # mode 0700
-        atexit.register(shutil.rmtree, leases, True)
-        env["GPUSEL_LEASE_DIR"] = leases
+    for variable, prefix in (("GPUSEL_LEASE_DIR", "gpusel-bench-leases-"),
+                             ("GPUSEL_SIM_STATE_DIR", "gpusel-bench-sim-state-")):
+        if not env.get(variable):
+            folder = tempfile.mkdtemp(prefix=prefix)  # mode 0700
+            atexit.register(shutil.rmtree, folder, True)
+            env[variable] = folder
     out = subprocess.run([gpusel, "sim", "env", machine], capture_output=True, text=True, check=True,
                          env=env).stdout
     for line in out.splitlines():
