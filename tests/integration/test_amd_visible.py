@@ -29,8 +29,12 @@ import tomllib
 
 import test_amd_list
 from support import (BIN, BUILD, PYTHON_LOADS_LIBRARIES, SIM_ROOT, SOURCE, Case, base_env, contexts, for_python, gpusel,
-                     gpusel_json, sim_env)
+                     gpusel_json, private_dir, sim_env)
 from support import MACHINES as MACHINE_FILES
+
+# The ROCm libraries the HIP programs load leave folders in $TMPDIR (comgr-*, hip_kernel-*): this
+# test process's own, removed at its exit, for every program it starts.
+os.environ["TMPDIR"] = private_dir("rocm-tmp-")
 
 EXTRAS = os.path.join(BUILD, "extras")
 PACKAGES = ("libhsa-runtime64-1", "libhsa-runtime-dev", "libhsakmt-dev", "libamdhip64-5", "libamd-comgr2",
@@ -168,7 +172,7 @@ class AmdVisibilityTest(Case):
     def run_client(self, program, uids, rocr=None, hip=None, cuda=None):
         """The ids the program prints, in order; "refused" when the runtime does not start."""
         env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "LD_LIBRARY_PATH": self.library_path,
-               "GPUSEL_TEST_AMD_GPUS": ",".join(uids)}
+               "GPUSEL_TEST_AMD_GPUS": ",".join(uids), "TMPDIR": os.environ["TMPDIR"]}
         for name, value in (("ROCR", rocr), ("HIP", hip), ("CUDA", cuda)):
             if value is not None:
                 env[name + "_VISIBLE_DEVICES"] = value

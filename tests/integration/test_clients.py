@@ -89,8 +89,10 @@ class BlenderTest(Case):
         shutil.rmtree(cls.tmp, ignore_errors=True)
 
     def cycles(self, name, **env):
+        # Its home and its temporary files (its sound library's runtime folder among them) in the
+        # test's own folder, never the machine's /tmp.
         r = run_client(["blender", "-b", "--factory-startup", "--python", self.script], name,
-                       HOME=self.tmp, **env)
+                       HOME=self.tmp, TMPDIR=self.tmp, **env)
         lines = [l for l in r.stdout.splitlines() if l.startswith("CYCLES ")]
         self.assertEqual(len(lines), 1, r.stdout + r.stderr)
         return json.loads(lines[0][len("CYCLES "):])

@@ -17,7 +17,7 @@ import subprocess
 import tempfile
 import unittest
 
-from support import Case, uuids
+from support import Case, private_dir, uuids
 
 BUILD = os.environ.get("GPUSEL_BUILD_DIR", "build")
 CACHE = os.path.join(BUILD, "deb-test")
@@ -131,8 +131,10 @@ class DebianPackageTest(Case):
 
     def test_lintian_is_clean(self):
         # What a Debian maintainer checks first: no error and no warning (lintian's own profile).
+        # (Its temporary files in this test's own folder, not the machine's /tmp, which it left them in.)
         r = subprocess.run(["lintian", "--tag-display-limit", "0", "--fail-on", "error,warning", *self.debs],
-                           capture_output=True, text=True, timeout=600)
+                           capture_output=True, text=True, timeout=600,
+                           env=dict(os.environ, TMPDIR=private_dir("lintian-")))
         tags = [line for line in r.stdout.splitlines() if line[:2] in ("E:", "W:")]
         self.assertEqual(tags, [], r.stdout + r.stderr)
         self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
