@@ -8,7 +8,7 @@ list(TRANSFORM GPUSEL_LAUNCH_SOURCES REPLACE "^src/launch/launch\\.cpp$" "src/la
 list(TRANSFORM GPUSEL_LEASE_SOURCES REPLACE "^src/lease/lease\\.cpp$" "src/lease/lease_win.cpp")
 list(REMOVE_ITEM GPUSEL_LEASE_SOURCES src/lease/job_record.cpp)  # Linux's lock table
 set(GPUSEL_PLATFORM_SOURCES src/platform/ancestry_win.cpp src/platform/process_win.cpp src/platform/win.cpp
-  src/platform/shell.cpp src/platform/kfd_topology.cpp)
+  src/platform/shell.cpp src/platform/kfd_topology.cpp src/platform/file_text.cpp)
 
 # Everything is Unicode (the -W functions), and windows.h stays small.
 add_compile_definitions(UNICODE _UNICODE WIN32_LEAN_AND_MEAN NOMINMAX _WIN32_WINNT=0x0A00)

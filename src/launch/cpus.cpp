@@ -7,8 +7,8 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
 
+#include "file_text.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel_detail.hpp"
@@ -17,10 +17,7 @@ GPUSEL_BEGIN_NAMESPACE
 namespace {
 
 std::string read_line(const std::string& path) {
-  std::ifstream in(path);
-  std::string line;
-  std::getline(in, line);
-  return line;
+  return detail::read_first_line(path).value_or("");
 }
 
 std::string node_cpulist(const std::string& node) {

@@ -14,14 +14,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <optional>
-#include <sstream>
 
 #include "ancestry.hpp"
+#include "file_text.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/launch.hpp"
 #include "gpusel/resolution.hpp"
@@ -86,10 +86,19 @@ std::optional<std::vector<pid_t>> listed_children() {
   if (DIR* tasks = opendir("/proc/self/task")) {
     while (dirent* t = readdir(tasks)) {
       if (t->d_name[0] == '.') continue;
-      std::ifstream in(std::string("/proc/self/task/") + t->d_name + "/children");
-      if (!in) continue;
+      const std::optional<std::string> text =
+          detail::read_file_text(std::string("/proc/self/task/") + t->d_name + "/children");
+      if (!text) continue;
       listed = true;
-      for (long pid = 0; in >> pid;) out.push_back(static_cast<pid_t>(pid));
+      // "123 456 ": the pids, blank-separated.
+      std::size_t at = 0;
+      for (std::string_view word; !(word = detail::next_word(*text, at)).empty();) {
+        long pid = 0;
+        const char* end = word.data() + word.size();
+        const auto [ptr, ec] = std::from_chars(word.data(), end, pid);
+        if (ec != std::errc() || ptr != end) break;
+        out.push_back(static_cast<pid_t>(pid));
+      }
     }
     closedir(tasks);
   }

@@ -9,14 +9,15 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
-#include <sstream>
 
 #include "ancestry.hpp"
 #include "file_lock.hpp"
+#include "file_text.hpp"
 #include "gpusel_detail.hpp"
 
 namespace gpusel::detail {
@@ -166,16 +167,22 @@ std::optional<JobRecord> read_record(int dir, const std::string& name, uid_t nam
   r.owner = st.st_uid;
   r.dev = st.st_dev;
   r.ino = st.st_ino;
-  std::istringstream lines(text.substr(std::strlen(kRecordHead)));
-  const auto group = [](long g) { return g > 0 && g < (1L << 22); };
-  for (std::string line; std::getline(lines, line);) {
-    if (line.rfind("groups", 0) == 0) {
-      std::istringstream words(line.substr(6));
-      for (long g = 0; words >> g && r.groups.size() < kMaxGroups;) {
-        if (group(g)) r.groups.push_back(static_cast<int>(g));
+  const std::string_view body = std::string_view(text).substr(std::strlen(kRecordHead));
+  std::size_t at = 0;
+  while (const std::optional<std::string_view> line = detail::next_line(body, at)) {
+    if (line->substr(0, 6) == "groups") {
+      // Decimal group ids, blank-separated; the list ends at the first word that is not one.
+      std::size_t word_at = 6;
+      while (r.groups.size() < kMaxGroups) {
+        const std::string_view word = detail::next_word(*line, word_at);
+        long g = 0;
+        const char* end = word.data() + word.size();
+        const auto [ptr, ec] = std::from_chars(word.data(), end, g);
+        if (word.empty() || ec != std::errc() || ptr != end) break;
+        if (g > 0 && g < (1L << 22)) r.groups.push_back(static_cast<int>(g));
       }
-    } else if (line.rfind("command ", 0) == 0) {
-      r.command = line.substr(8);
+    } else if (line->substr(0, 8) == "command ") {
+      r.command = std::string(line->substr(8));
     }
   }
   return r;

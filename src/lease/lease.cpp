@@ -18,11 +18,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
-#include <sstream>
 #include <thread>
 #include <tuple>
 
@@ -30,6 +28,7 @@
 #include "dir_watch.hpp"
 #include "env.hpp"
 #include "file_lock.hpp"
+#include "file_text.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/lease.hpp"
 #include "gpusel_detail.hpp"
@@ -95,19 +94,24 @@ std::optional<dev_t> mount_device(const std::string& dir) {
   if (real == nullptr) return std::nullopt;
   const std::string path = real;
   std::free(real);
-  std::ifstream in("/proc/self/mountinfo");
+  const std::string table = detail::read_file_text("/proc/self/mountinfo").value_or("");
   std::optional<dev_t> best;
   std::size_t best_length = 0;
   // "36 35 98:0 /mnt1 /mnt/parent rw,noatime master:1 - ext3 /dev/root rw": the 3rd field is
   // the device, the 5th the mount point (blanks and backslashes written as \ooo).
-  for (std::string line; std::getline(in, line);) {
-    std::istringstream words(line);
-    std::string id, parent, device, root, point;
-    if (!(words >> id >> parent >> device >> root >> point)) continue;
+  std::size_t at = 0;
+  while (const std::optional<std::string_view> line = detail::next_line(table, at)) {
+    std::size_t word_at = 0;
+    std::string_view fields[5];
+    for (std::string_view& f : fields) f = detail::next_word(*line, word_at);
+    if (fields[4].empty()) continue;
+    const std::string device(fields[2]);
+    const std::string_view point = fields[4];
     std::string mount;
     for (std::size_t i = 0; i < point.size(); ++i) {
       if (point[i] == '\\' && i + 3 < point.size()) {
-        mount += static_cast<char>(std::strtol(point.substr(i + 1, 3).c_str(), nullptr, 8));
+        mount +=
+            static_cast<char>(std::strtol(std::string(point.substr(i + 1, 3)).c_str(), nullptr, 8));
         i += 3;
       } else {
         mount += point[i];
@@ -1853,10 +1857,17 @@ LeaseHolder process_details(int pid) {
   // Start time, from the clock ticks after boot at which it started.
   const std::optional<ProcessStat> stat_fields = process_stat(pid);
   const unsigned long long ticks = stat_fields ? stat_fields->start : 0;
-  std::ifstream uptime_file("/proc/uptime");
-  double uptime = 0;
+  // "/proc/uptime": "350735.47 234388.90", seconds since boot and idle; the whole seconds do.
+  const std::string uptime_text = detail::read_first_line("/proc/uptime").value_or("");
+  unsigned long long uptime = 0;
+  const bool have_uptime = !uptime_text.empty() && uptime_text[0] >= '0' && uptime_text[0] <= '9';
+  for (std::size_t i = 0; have_uptime && i < uptime_text.size() && uptime_text[i] >= '0' &&
+                          uptime_text[i] <= '9' && uptime < (1ull << 50);
+       ++i) {
+    uptime = uptime * 10 + static_cast<unsigned long long>(uptime_text[i] - '0');
+  }
   const long hz = sysconf(_SC_CLK_TCK);
-  if (ticks > 0 && hz > 0 && (uptime_file >> uptime)) {
+  if (ticks > 0 && hz > 0 && have_uptime) {
     const std::time_t started =
         std::time(nullptr) - static_cast<std::time_t>(uptime) +
         static_cast<std::time_t>(ticks / static_cast<unsigned long long>(hz));

@@ -6,10 +6,9 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "env.hpp"
+#include "file_text.hpp"
 
 #ifndef _WIN32
 #include <fcntl.h>
@@ -35,9 +34,9 @@ std::optional<std::uint64_t> read_number(const std::string& text) {
 }
 
 std::optional<std::string> first_line(const std::filesystem::path& file) {
-  std::ifstream in(file);
-  std::string line;
-  if (!in || !std::getline(in, line)) return std::nullopt;
+  std::optional<std::string> read = read_first_line(file.string());
+  if (!read) return std::nullopt;
+  std::string line = std::move(*read);
   while (!line.empty() && (line.back() == '\r' || line.back() == ' ')) line.pop_back();
   return line;
 }
@@ -48,8 +47,9 @@ std::optional<std::string> unreadable(const std::filesystem::path& file) {
   const auto status = std::filesystem::status(file, ec);
   if (ec) return file.string() + " cannot be read: " + ec.message();
   if (!std::filesystem::is_regular_file(status)) return file.string() + " is not a file";
-  std::ifstream in(file);
-  if (!in) return file.string() + " cannot be read: " + std::strerror(errno);
+  if (!read_file_text(file.string(), 0)) {  // opened only
+    return file.string() + " cannot be read: " + std::strerror(errno);
+  }
   return std::nullopt;
 }
 
@@ -86,17 +86,18 @@ std::optional<std::vector<KfdGpuNode>> read_kfd_gpu_nodes(const std::string& fol
     const auto id = read_number(*gpu_id);
     if (!id) return unknown(id_file.string() + " gives no number");
     if (*id == 0) continue;  // a CPU node
-    std::ifstream in(properties);
-    if (!in)
+    const std::optional<std::string> text = read_file_text(properties.string());
+    if (!text)
       return unknown(unreadable(properties).value_or(properties.string() + " cannot be read"));
     KfdGpuNode g;
     g.node = n;
     bool located = false;
-    std::string line;
-    while (std::getline(in, line)) {
-      std::istringstream words(line);
-      std::string name, value;
-      if (!(words >> name >> value)) continue;
+    std::size_t at = 0;
+    while (const std::optional<std::string_view> line = next_line(*text, at)) {
+      std::size_t word_at = 0;
+      const std::string name(next_word(*line, word_at));
+      const std::string value(next_word(*line, word_at));
+      if (value.empty()) continue;
       const auto v = read_number(value);
       if (!v || *v > 0xffffffffu) {
         if (name == "location_id" || name == "domain")  // an address unread

@@ -29,10 +29,10 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <sstream>
 #include <thread>
 
 #include "env.hpp"
+#include "file_text.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/spec.hpp"
 #include "gpusel_detail.hpp"
@@ -77,12 +77,6 @@ void read_child_failure(const std::string& text, ProbeResult& result) {
   if (!detail::parse_failure(text, result.reason, result.problem)) {
     fail(result, ErrorCode::ProbeFailed, "the CUDA probe failed");
   }
-}
-
-std::string seconds_text(double seconds) {
-  std::ostringstream out;
-  out << seconds;
-  return out.str();
 }
 
 #ifndef _WIN32
@@ -194,7 +188,7 @@ ProbeResult probe_cuda(const std::string& asked, bool unfiltered) {
     fail(result, too_much ? ErrorCode::ProbeFailed : ErrorCode::ProbeTimedOut,
          too_much
              ? "the CUDA probe printed more than " + std::to_string(kMaxProbeOutput >> 20) + " MiB"
-             : "the CUDA probe did not answer within " + seconds_text(timeout) +
+             : "the CUDA probe did not answer within " + detail::seconds_text(timeout) +
                    " s (cuInit hung?)");
     if (!reaped) result.reason += "; it could not be stopped (process " + std::to_string(pid) + ")";
     return result;
@@ -287,13 +281,15 @@ bool parse_number(const std::string& field, T& value) {
 }  // namespace
 
 std::string serialise_devices(const std::vector<gpusel::CudaDevice>& devices) {
-  std::ostringstream out;
+  std::string out;
   for (const gpusel::CudaDevice& d : devices) {
-    out << d.cuda_ordinal << '\t' << field_safe(d.uuid) << '\t' << field_safe(d.parent_uuid) << '\t'
-        << field_safe(d.pci_bus_id) << '\t' << d.memory_total_bytes << '\t' << d.cc_major << '\t'
-        << d.cc_minor << '\t' << d.sm_count << '\t' << field_safe(d.name) << '\n';
+    out += std::to_string(d.cuda_ordinal) + '\t' + field_safe(d.uuid) + '\t' +
+           field_safe(d.parent_uuid) + '\t' + field_safe(d.pci_bus_id) + '\t' +
+           std::to_string(d.memory_total_bytes) + '\t' + std::to_string(d.cc_major) + '\t' +
+           std::to_string(d.cc_minor) + '\t' + std::to_string(d.sm_count) + '\t' +
+           field_safe(d.name) + '\n';
   }
-  return out.str();
+  return out;
 }
 
 std::string serialise_failure(const std::string& message, const Problem& problem) {
@@ -326,9 +322,9 @@ bool parse_failure(const std::string& text, std::string& message, Problem& probl
 
 std::optional<std::vector<gpusel::CudaDevice>> parse_devices(const std::string& text) {
   std::vector<gpusel::CudaDevice> out;
-  std::istringstream in(text);
-  std::string line;
-  while (std::getline(in, line)) {
+  std::size_t at = 0;
+  while (const std::optional<std::string_view> next = detail::next_line(text, at)) {
+    const std::string line(*next);
     std::vector<std::string> f;
     std::size_t start = 0;
     for (std::size_t tab; (tab = line.find('\t', start)) != std::string::npos; start = tab + 1) {

@@ -2,11 +2,11 @@
 
 #include <cstdlib>
 #include <filesystem>
-#include <iterator>
 #ifdef _WIN32
 #include <random>
 #endif
 
+#include "file_text.hpp"
 #include "gpusel/error.hpp"
 
 namespace gpusel::cli::bench {
@@ -47,21 +47,21 @@ TempFolder::~TempFolder() {
 }
 
 void write_report(const std::string& folder, const std::string& gpu, const WorkerReport& report) {
-  std::ofstream(report_file(folder, gpu)) << encode(report);
+  // (A report that cannot be written is missed by the parent, which says the worker left none.)
+  detail::write_file_text(report_file(folder, gpu), encode(report));
 }
 
 EventWriter::EventWriter(const std::string& folder, const std::string& gpu)
-    : out_(events_file(folder, gpu), std::ios::app) {}
+    : path_(events_file(folder, gpu)) {}
 
 void EventWriter::write(const WorkerEvent& event) {
-  out_ << encode(event) << "\n" << std::flush;
+  detail::write_file_text(path_, encode(event) + "\n", true);
 }
 
 std::optional<WorkerReport> read_report(const std::string& folder, const std::string& gpu) {
-  std::ifstream in(report_file(folder, gpu));
-  if (!in) return std::nullopt;
-  const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  return decode_report(text);
+  const std::optional<std::string> text = detail::read_file_text(report_file(folder, gpu));
+  if (!text) return std::nullopt;
+  return decode_report(*text);
 }
 
 EventReader::EventReader(const std::string& folder, const std::string& gpu)
@@ -69,14 +69,13 @@ EventReader::EventReader(const std::string& folder, const std::string& gpu)
 
 std::vector<WorkerEvent> EventReader::read_new() {
   std::vector<WorkerEvent> out;
-  std::ifstream in(path_, std::ios::binary);
-  if (!in) return out;
-  in.seekg(static_cast<std::streamoff>(offset_));
-  std::string line;
-  while (std::getline(in, line)) {
-    if (in.eof()) break;  // a line still being written
-    offset_ += line.size() + 1;
-    if (auto e = decode_event(line)) out.push_back(std::move(*e));
+  const std::optional<std::string> text =
+      detail::read_file_text(path_, std::size_t{64} << 20, offset_);
+  if (!text) return out;
+  // Whole lines only: one without its '\n' is still being written.
+  for (std::size_t at = 0, end; (end = text->find('\n', at)) != std::string::npos; at = end + 1) {
+    offset_ += end - at + 1;
+    if (auto e = decode_event(text->substr(at, end - at))) out.push_back(std::move(*e));
   }
   return out;
 }

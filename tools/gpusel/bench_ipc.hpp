@@ -6,7 +6,6 @@
 #pragma once
 
 #include <cstdint>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,10 +33,10 @@ void write_report(const std::string& folder, const std::string& gpu, const Worke
 class EventWriter {
  public:
   EventWriter(const std::string& folder, const std::string& gpu);
-  void write(const WorkerEvent& event);  // a whole line, flushed
+  void write(const WorkerEvent& event);  // a whole line, appended at once
 
  private:
-  std::ofstream out_;
+  std::string path_;
 };
 
 // In the parent: the report, or nullopt when the worker left none (it died, or said why on

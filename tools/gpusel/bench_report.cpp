@@ -14,12 +14,12 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <functional>
 #include <map>
 #include <vector>
 
 #include "common.hpp"
+#include "file_text.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel_detail.hpp"
@@ -333,10 +333,7 @@ void write_output(const std::string& option, const std::string& path, const std:
     to_stdout() << text << flushed;
     return;
   }
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << text;
-  out.close();
-  if (!out) {
+  if (!detail::write_file_text(path, text)) {
     throw failure(option + ": cannot write " + detail::quote_value(path) + " (" +
                   std::strerror(errno) + ")");
   }

@@ -3,14 +3,15 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <fstream>
 #include <map>
-#include <sstream>
+#include <optional>
+#include <string_view>
 #include <utility>
 #include <vector>
 
 #include "args.hpp"
 #include "common.hpp"
+#include "file_text.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/resolution.hpp"
 #include "gpusel/version.h"
@@ -18,6 +19,28 @@
 
 namespace gpusel::cli {
 namespace {
+
+// A generated text, built as `out << a << b`: a string, not a C++ string stream (the command
+// uses none: they bring the C++ locale tables, relocated at every start; docs/performance.md).
+class Text {
+ public:
+  Text& operator<<(std::string_view part) {
+    text_ += part;
+    return *this;
+  }
+  Text& operator<<(char c) {
+    text_ += c;
+    return *this;
+  }
+  Text& operator<<(std::size_t n) {
+    text_ += std::to_string(n);
+    return *this;
+  }
+  const std::string& str() const { return text_; }
+
+ private:
+  std::string text_;
+};
 
 std::string join_with(const std::vector<std::string>& words, const std::string& separator) {
   std::string out;
@@ -218,7 +241,7 @@ std::string roff(const std::string& text) {
 }
 
 std::string man_commands(const std::vector<Cmd>& cmds) {
-  std::ostringstream m;
+  Text m;
   for (const Cmd& c : cmds) {
     if (c.path.empty()) {
       m << ".SS \"gpusel\"\nOptions before the command (\\fB\\-\\-sim\\fR also after it).\n";
@@ -288,7 +311,7 @@ std::string value_kind(const Opt& o) {
 
 // Tables for the bash template (declare -gA: the file may be sourced inside a function).
 std::string bash_tables(const std::vector<Cmd>& cmds) {
-  std::ostringstream b;
+  Text b;
   b << "declare -gA _gpusel_sub=(";
   for (const Cmd& c : cmds)
     b << " [" << detail::shell_quote(c.table_key())
@@ -339,7 +362,7 @@ std::string zsh_escape(const std::string& text) {
 std::string zsh_function(const Cmd& c) {
   std::string name = "_gpusel_cmd";
   for (const std::string& p : c.path) name += "_" + p;
-  std::ostringstream z;
+  Text z;
   z << name << "() {\n  local curcontext=\"$curcontext\" state line\n  typeset -A opt_args\n"
     << "  _arguments -C -s \\\n";
   if (!c.path.empty())
@@ -425,7 +448,7 @@ std::string zsh_functions(const std::vector<Cmd>& cmds) {
 }
 
 std::string fish_lines(const std::vector<Cmd>& cmds) {
-  std::ostringstream f;
+  Text f;
   // The walker's tables: subcommands per path, options that take a value, positionals.
   f << "function __gpusel_subcommands\n    switch \"$argv[1]\"\n";
   for (const Cmd& c : cmds) {
@@ -499,11 +522,9 @@ std::string fish_lines(const std::vector<Cmd>& cmds) {
 }
 
 std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw failure("cannot read the template " + detail::quote_value(path));
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
+  std::optional<std::string> text = detail::read_file_text(path);
+  if (!text) throw failure("cannot read the template " + detail::quote_value(path));
+  return std::move(*text);
 }
 
 void replace_marker(std::string& text, const std::string& marker, const std::string& value) {
@@ -571,9 +592,9 @@ int run_interface(const Command& root, const InterfaceOptions& options) {
     to_stdout() << text;
     return 0;
   }
-  std::ofstream out(options.output, std::ios::binary);
-  out << text;
-  if (!out.flush()) throw failure("cannot write " + detail::quote_value(options.output));
+  if (!detail::write_file_text(options.output, text)) {
+    throw failure("cannot write " + detail::quote_value(options.output));
+  }
   return 0;
 }
 

@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "file_text.hpp"
 #include "gpusel/amd.hpp"
 #include "gpusel/error.hpp"
 #include "gpusel/nvml.hpp"
@@ -26,7 +27,6 @@
 #include <cctype>
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #endif
 
 namespace gpusel::cli {
@@ -73,9 +73,7 @@ std::string mig_minors_text() {
 }
 
 void write_file(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-  if (!out.flush()) cannot("write " + path, errno);
+  if (!detail::write_file_text(path, text)) cannot("write " + path, errno);
 }
 
 void make_dir(const std::string& path) {
