@@ -172,7 +172,7 @@ PlacementProblem why(const Context& c, const GrantedGpus& g, const std::string& 
 }
 
 std::optional<Context> context_of(const PlacementModel& m) {
-  if (!m.cuda.visible_devices) return std::nullopt;
+  if (!slurm_grant_checked(m.cuda)) return std::nullopt;
   Context c{m, {}, false, std::nullopt, var(m.vars, "SLURMD_NODENAME"), std::nullopt};
   std::optional<Grant> grant;
   if (m.slurm_task) {
@@ -194,6 +194,12 @@ std::optional<Context> context_of(const PlacementModel& m) {
 }
 
 }  // namespace
+
+// Slurm's grant is read against CUDA_VISIBLE_DEVICES, which Slurm sets to it: without the
+// variable there is nothing to compare.
+bool slurm_grant_checked(const CudaEnv& cuda) {
+  return cuda.visible_devices.has_value();
+}
 
 std::optional<PlacementProblem> slurm_placement_problem(const PlacementModel& m,
                                                         const std::string& chosen) {

@@ -364,6 +364,9 @@ Error placement_error(const PlacementProblem& p);
 
 // Slurm's GPUs on this node against a device this process binds (`chosen`, a UUID), for an
 // assignment made in code, which skips the rest of the analysis; nullopt when fine or unknown.
+// Nothing is judged where slurm_grant_checked(model.cuda) is false: a caller may then skip
+// building the model.
+bool slurm_grant_checked(const CudaEnv& cuda);
 std::optional<PlacementProblem> slurm_placement_problem(const PlacementModel& model,
                                                         const std::string& chosen);
 

@@ -20,35 +20,44 @@ std::optional<std::string> env_value(const char* name) {
   return v == nullptr ? std::nullopt : std::optional<std::string>(v);
 }
 
-std::vector<std::optional<std::string>> env_values(std::span<const char* const> names) {
-  std::vector<std::optional<std::string>> values(names.size());
-  // The names by their first two bytes (a 6-bit hash of them), so that most of the environment is
-  // passed over after one look-up; a name past the 64th, or shorter than two bytes, alone.
-  const auto slot = [](const char* text) {
-    return (static_cast<unsigned char>(text[0]) * 7u + static_cast<unsigned char>(text[1])) & 63u;
-  };
-  std::uint64_t by_start[64] = {};
-  for (std::size_t i = 0; i < names.size(); ++i) {
-    if (i < 64 && names[i][0] != '\0' && names[i][1] != '\0') {
-      by_start[slot(names[i])] |= std::uint64_t{1} << i;
-    } else {
-      values[i] = env_value(names[i]);
-    }
+void read_env_values(const char* const* names, std::size_t count, const std::uint64_t* by_slot,
+                     std::uint64_t indexed, std::optional<std::string>* values) {
+  const std::uint64_t all = count >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << count) - 1;
+  for (std::uint64_t alone = all & ~indexed; alone != 0; alone &= alone - 1) {
+    const auto i = static_cast<std::size_t>(__builtin_ctzll(alone));
+    values[i] = env_value(names[i]);
   }
-  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+  for (std::size_t i = 64; i < count; ++i) values[i] = env_value(names[i]);
+  // The indexed names not found yet (the first value set counts, as for getenv).
+  std::uint64_t left_to_find = indexed & all;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr && left_to_find != 0;
+       ++entry) {
     const char* text = *entry;
-    if (text[0] == '\0') continue;
-    std::uint64_t& candidates = by_start[slot(text)];
-    for (std::uint64_t left = candidates; left != 0; left &= left - 1) {
-      const auto i = static_cast<std::size_t>(__builtin_ctzll(left));
+    if (text[0] == '\0' || text[1] == '\0') continue;  // no name of two bytes or more
+    for (std::uint64_t candidates = by_slot[env_slot(text)] & left_to_find; candidates != 0;
+         candidates &= candidates - 1) {
+      const auto i = static_cast<std::size_t>(__builtin_ctzll(candidates));
       const char* name = names[i];
       std::size_t k = 0;
       while (name[k] != '\0' && text[k] == name[k]) ++k;
       if (name[k] != '\0' || text[k] != '=') continue;
       values[i] = std::string(text + k + 1);
-      candidates &= ~(std::uint64_t{1} << i);  // the first one set counts, as for getenv
+      left_to_find &= ~(std::uint64_t{1} << i);
     }
   }
+}
+
+std::vector<std::optional<std::string>> env_values(std::span<const char* const> names) {
+  std::vector<std::optional<std::string>> values(names.size());
+  std::uint64_t by_slot[kEnvSlots] = {};
+  std::uint64_t indexed = 0;
+  for (std::size_t i = 0; i < names.size() && i < 64; ++i) {
+    if (names[i][0] != '\0' && names[i][1] != '\0') {
+      by_slot[env_slot(names[i])] |= std::uint64_t{1} << i;
+      indexed |= std::uint64_t{1} << i;
+    }
+  }
+  read_env_values(names.data(), names.size(), by_slot, indexed, values.data());
   return values;
 }
 

@@ -13,10 +13,15 @@ std::optional<std::string> env_value(const char* name) {
   return v ? std::optional<std::string>(win::narrow(*v)) : std::nullopt;
 }
 
+// One look-up a name (the C runtime's environ is not the Win32 environment: env.hpp).
+void read_env_values(const char* const* names, std::size_t count, const std::uint64_t*,
+                     std::uint64_t, std::optional<std::string>* values) {
+  for (std::size_t i = 0; i < count; ++i) values[i] = env_value(names[i]);
+}
+
 std::vector<std::optional<std::string>> env_values(std::span<const char* const> names) {
-  std::vector<std::optional<std::string>> values;
-  values.reserve(names.size());
-  for (const char* name : names) values.push_back(env_value(name));
+  std::vector<std::optional<std::string>> values(names.size());
+  read_env_values(names.data(), names.size(), nullptr, 0, values.data());
   return values;
 }
 

@@ -142,12 +142,12 @@ std::optional<LocalRank> local_rank() {
 }
 
 bool sharing_asked() {
-  static constexpr const char* kNames[] = {"GPUSEL_SHARE", "SLURM_NTASKS_PER_GPU",
-                                           "SLURM_NTASKS_PER_TRES"};
-  const std::vector<std::optional<std::string>> values = detail::env_values(kNames);
+  static constexpr detail::EnvNames<3> kNames(
+      std::array<const char*, 3>{"GPUSEL_SHARE", "SLURM_NTASKS_PER_GPU", "SLURM_NTASKS_PER_TRES"});
+  const auto values = detail::env_values(kNames);
   std::map<std::string, std::string> vars;
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (values[i]) vars[kNames[i]] = *values[i];
+    if (values[i]) vars[kNames.names[i]] = *values[i];
   }
   return detail::sharing_in(vars);
 }
@@ -470,6 +470,8 @@ int published_ordinal(const Assignment& a, const std::vector<CudaHandle>& device
                     detail::reader_text("); run `gpusel list` to see them",
                                         "); gpusel_list_gpus (or `gpusel list`) shows them"));
   }
+  // (The model reads the whole environment and may ask NVML: only where it can find something.)
+  if (!detail::slurm_grant_checked(cuda_env_from_environment())) return ordinal;
   const CudaHandle& chosen = devices[static_cast<std::size_t>(ordinal)];
   if (const auto p =
           detail::slurm_placement_problem(detail::placement_model(uuids_of(devices)), chosen.uuid))
@@ -808,23 +810,26 @@ detail::LauncherView launcher_view() {
     kGpusOnNode,
     kNames
   };
-  std::array<const char*, kNames> names{};
-  for (std::size_t k = 0; k < kRanks; ++k) {
-    names[k] = detail::kRankVariables[k].name;
-    // (A launcher without a size variable: its name again, its value unused.)
-    const char* size = detail::kRankVariables[k].size_name;
-    names[kRanks + k] = size != nullptr ? size : detail::kRankVariables[k].name;
-  }
-  names[kOuter] = detail::kRunOuterVariable;
-  names[kLocalId] = "SLURM_LOCALID";
-  names[kJobId] = "SLURM_JOB_ID";
-  names[kStepId] = "SLURM_STEP_ID";
-  names[kStepIdOld] = "SLURM_STEPID";
-  names[kNodeId] = "SLURM_NODEID";
-  names[kGpusPerTask] = "SLURM_GPUS_PER_TASK";
-  names[kStepGpus] = "SLURM_STEP_GPUS";
-  names[kGpusOnNode] = "SLURM_GPUS_ON_NODE";
-  std::vector<std::optional<std::string>> values = detail::env_values(names);
+  static constexpr detail::EnvNames<kNames> kList = [] {
+    std::array<const char*, kNames> names{};
+    for (std::size_t k = 0; k < kRanks; ++k) {
+      names[k] = detail::kRankVariables[k].name;
+      // (A launcher without a size variable: its name again, its value unused.)
+      const char* size = detail::kRankVariables[k].size_name;
+      names[kRanks + k] = size != nullptr ? size : detail::kRankVariables[k].name;
+    }
+    names[kOuter] = detail::kRunOuterVariable;
+    names[kLocalId] = "SLURM_LOCALID";
+    names[kJobId] = "SLURM_JOB_ID";
+    names[kStepId] = "SLURM_STEP_ID";
+    names[kStepIdOld] = "SLURM_STEPID";
+    names[kNodeId] = "SLURM_NODEID";
+    names[kGpusPerTask] = "SLURM_GPUS_PER_TASK";
+    names[kStepGpus] = "SLURM_STEP_GPUS";
+    names[kGpusOnNode] = "SLURM_GPUS_ON_NODE";
+    return detail::EnvNames<kNames>(names);
+  }();
+  auto values = detail::env_values(kList);
 
   detail::LauncherView view;
   for (std::size_t k = 0; k < kRanks; ++k) {
@@ -922,9 +927,11 @@ namespace {
 // What both models read the same way: the variables, the launchers, Slurm's task.
 PlacementModel environment_model(std::optional<std::vector<std::string>> visible) {
   PlacementModel m;
-  const std::vector<std::optional<std::string>> values = detail::env_values(kPlacementVariables);
+  static constexpr detail::EnvNames<std::size(kPlacementVariables)> kNames(
+      std::to_array(kPlacementVariables));
+  auto values = detail::env_values(kNames);
   for (std::size_t i = 0; i < values.size(); ++i) {
-    if (values[i]) m.vars[kPlacementVariables[i]] = *values[i];
+    if (values[i]) m.vars[kPlacementVariables[i]] = std::move(*values[i]);
   }
   m.cuda = cuda_env_from_environment();
   m.launchers = launcher_view();

@@ -2,12 +2,16 @@
 // and its /proc/PID/stat (src/platform/ancestry.hpp).
 #include <gtest/gtest.h>
 
+#include <array>
+#include <cerrno>
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "ancestry.hpp"
 #include "env.hpp"
+#include "file_text.hpp"
 #include "gpusel_detail.hpp"
 
 #ifndef _WIN32
@@ -164,12 +168,55 @@ TEST(Environment, ValuesInOnePassAreGetenvs) {
   const std::vector<const char*> asked = {"GPUSEL_TEST_TWICE", "GPUSEL_TEST_NO_EQUALS"};
   const std::vector<std::optional<std::string>> read = detail::env_values(asked);
   const std::optional<std::string> one = detail::env_value("GPUSEL_TEST_TWICE");
+  static constexpr detail::EnvNames<2> kAsked(
+      std::array<const char*, 2>{"GPUSEL_TEST_TWICE", "GPUSEL_TEST_NO_EQUALS"});
+  const auto read_fixed = detail::env_values(kAsked);
   environ = saved;
   EXPECT_EQ(read[0], "first");
   EXPECT_EQ(one, "first");
   EXPECT_EQ(read[1], std::nullopt);
+  EXPECT_EQ(read_fixed[0], "first");
+  EXPECT_EQ(read_fixed[1], std::nullopt);
   for (const char* name : {"GPUSEL_TEST_ONE_PASS", "GPUSEL_TEST_ONE_PASS_LONGER",
                            "GPUSEL_TEST_EMPTY", "gpusel_test_lower", "_GPUSEL_TEST"})
+    unsetenv(name);
+}
+
+// A list indexed at compile time reads as getenv does: names of one and two bytes (one looked
+// up alone, the other hashed on its terminating NUL), an empty name, a name asked twice, names
+// sharing their first three bytes, and past the 64th name (looked up alone).
+TEST(Environment, FixedListsAreGetenvs) {
+  setenv("G", "one", 1);
+  setenv("GP", "two", 1);
+  setenv("GPUSEL_TEST_FIXED_A", "a", 1);
+  setenv("GPUSEL_TEST_FIXED_B", "", 1);
+  unsetenv("GPUSEL_TEST_FIXED_C");
+  static constexpr detail::EnvNames<7> kNames(std::array<const char*, 7>{
+      "G", "GP", "", "GPUSEL_TEST_FIXED_A", "GPUSEL_TEST_FIXED_B", "GPUSEL_TEST_FIXED_C", "GP"});
+  static_assert((kNames.indexed & 1u) == 0 && (kNames.indexed >> 1 & 1u) == 1);
+  const auto values = detail::env_values(kNames);
+  for (std::size_t i = 0; i < values.size(); ++i) {
+    EXPECT_EQ(values[i], detail::env_value(kNames.names[i])) << '"' << kNames.names[i] << '"';
+  }
+  EXPECT_EQ(values[0], "one");
+  EXPECT_EQ(values[1], "two");
+  EXPECT_EQ(values[4], "");
+  EXPECT_EQ(values[5], std::nullopt);
+  EXPECT_EQ(values[6], "two");
+  std::array<const char*, 70> many{};
+  std::vector<std::string> storage;
+  for (std::size_t i = 0; i < many.size(); ++i)
+    storage.push_back("GPUSEL_TEST_MANY_" + std::to_string(i));
+  for (std::size_t i = 0; i < many.size(); ++i) many[i] = storage[i].c_str();
+  setenv("GPUSEL_TEST_MANY_3", "3", 1);
+  setenv("GPUSEL_TEST_MANY_68", "68", 1);
+  const detail::EnvNames<70> list(many);
+  const auto got = detail::env_values(list);
+  for (std::size_t i = 0; i < many.size(); ++i) EXPECT_EQ(got[i], detail::env_value(many[i])) << i;
+  EXPECT_EQ(got[3], "3");
+  EXPECT_EQ(got[68], "68");
+  for (const char* name : {"G", "GP", "GPUSEL_TEST_FIXED_A", "GPUSEL_TEST_FIXED_B",
+                           "GPUSEL_TEST_MANY_3", "GPUSEL_TEST_MANY_68"})
     unsetenv(name);
 }
 #else
@@ -178,3 +225,39 @@ TEST(ProcessArgs, AreNotReadOnWindows) {
   EXPECT_FALSE(detail::process_stat(detail::current_pid()).has_value());
 }
 #endif
+
+// Whole files through stdio (file_text.hpp): what the library and the command read and write
+// instead of C++ streams.
+TEST(FileText, ReadsWritesAndSplits) {
+  const std::string path =
+      testing::TempDir() + "gpusel-file-text-" + std::to_string(detail::current_pid()) + ".txt";
+  ASSERT_TRUE(detail::write_file_text(path, "first line\nsecond\tword  \nno break"));
+  EXPECT_EQ(detail::read_file_text(path), "first line\nsecond\tword  \nno break");
+  EXPECT_EQ(detail::read_file_text(path, 5), "first");
+  EXPECT_EQ(detail::read_file_text(path, 6, 11), "second");
+  EXPECT_EQ(detail::read_file_text(path, 100, 1000), "");  // past the end: nothing, no error
+  EXPECT_EQ(detail::read_first_line(path), "first line");
+  ASSERT_TRUE(detail::write_file_text(path, "\nmore", true));
+  const std::optional<std::string> text = detail::read_file_text(path);
+  ASSERT_TRUE(text.has_value());
+  std::vector<std::string> lines;
+  std::size_t at = 0;
+  while (const std::optional<std::string_view> line = detail::next_line(*text, at))
+    lines.emplace_back(*line);
+  EXPECT_EQ(lines, (std::vector<std::string>{"first line", "second\tword  ", "no break", "more"}));
+  std::vector<std::string> words;
+  at = 0;
+  for (std::string_view w; !(w = detail::next_word(*text, at)).empty();) words.emplace_back(w);
+  EXPECT_EQ(words,
+            (std::vector<std::string>{"first", "line", "second", "word", "no", "break", "more"}));
+  ASSERT_TRUE(detail::write_file_text(path, ""));
+  EXPECT_EQ(detail::read_file_text(path), "");
+  EXPECT_EQ(detail::read_first_line(path), std::nullopt);  // an empty file has no line
+  std::remove(path.c_str());
+  errno = 0;
+  EXPECT_EQ(detail::read_file_text(path), std::nullopt);
+  EXPECT_EQ(errno, ENOENT);
+  EXPECT_EQ(detail::read_first_line(path), std::nullopt);
+  EXPECT_FALSE(detail::write_file_text(testing::TempDir() + "no-such-folder-gpusel/x", "x"));
+  EXPECT_EQ(errno, ENOENT);
+}
