@@ -1,6 +1,7 @@
 // The core's text helpers: see text.hpp.
 #include "text.hpp"
 
+#include <array>
 #include <charconv>
 #include <cstdio>
 #include <cstdlib>
@@ -228,11 +229,18 @@ std::optional<double> read_decimal_number(std::string_view text, bool exponent) 
 }
 
 bool is_plain_file_name(std::string_view name) noexcept {
+  // One look-up a byte: every claim checks a UUID or two.
+  static constexpr auto kPlain = [] {
+    std::array<bool, 256> plain{};
+    for (int c = 0; c < 256; ++c) {
+      plain[static_cast<std::size_t>(c)] =
+          (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
+    }
+    return plain;
+  }();
   if (name.empty() || name.size() > 96) return false;
   for (char c : name) {
-    const bool ok =
-        (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-';
-    if (!ok) return false;
+    if (!kPlain[static_cast<unsigned char>(c)]) return false;
   }
   return true;
 }

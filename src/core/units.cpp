@@ -173,19 +173,36 @@ std::string format_cpu_list(const std::vector<int>& cpus) {
 
 std::string format_bytes(std::uint64_t bytes) {
   static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(bytes);
   int u = 0;
-  while (v >= 1024.0 && u < 4) {
-    v /= 1024.0;
-    ++u;
+  while (u < 4 && bytes >> (10 * (u + 1)) != 0) ++u;
+  char buf[48];
+  if (bytes >= (std::uint64_t{1} << 53)) {
+    // Past a double's exact integers: as printf rounds the double (no memory is this large).
+    double v = static_cast<double>(bytes);
+    for (int k = 0; k < u; ++k) v /= 1024.0;  // exact (no libm: std::ldexp would load it)
+    std::snprintf(buf, sizeof buf, v == std::floor(v) ? "%.0f %s" : "%.1f %s", v, kNames[u]);
+    return buf;
   }
-  char buf[32];
-  if (v == std::floor(v)) {
-    std::snprintf(buf, sizeof buf, "%.0f %s", v, kNames[u]);
+  // bytes / 1024^u, exactly, to one decimal, rounded as printf rounds (half to even): by hand, a
+  // bind's report cost 2,400 instructions in snprintf's floating-point formatting.
+  const unsigned shift = 10u * static_cast<unsigned>(u);
+  std::uint64_t whole = bytes >> shift;
+  const std::uint64_t rest = bytes - (whole << shift);
+  std::string out;
+  if (rest == 0) {
+    out = std::to_string(whole);
   } else {
-    std::snprintf(buf, sizeof buf, "%.1f %s", v, kNames[u]);
+    const std::uint64_t scaled = rest * 10;  // < 10 * 2^40
+    std::uint64_t tenth = scaled >> shift;
+    const std::uint64_t left = scaled - (tenth << shift), half = std::uint64_t{1} << (shift - 1);
+    if (left > half || (left == half && tenth % 2 == 1)) ++tenth;
+    if (tenth == 10) {
+      ++whole;
+      tenth = 0;
+    }
+    out = std::to_string(whole) + "." + static_cast<char>('0' + tenth);
   }
-  return buf;
+  return out + " " + kNames[u];
 }
 
 }  // namespace gpusel::detail

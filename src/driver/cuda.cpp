@@ -154,7 +154,7 @@ std::vector<CudaHandle> cuda_device_handles() {
     CUuuid uuid{};
     check(api, api.cuDeviceGetUuid(&uuid, h.device), "cuDeviceGetUuid_v2");
     const auto* raw = reinterpret_cast<const unsigned char*>(uuid.bytes);
-    h.uuid = h.parent_uuid = detail::format_uuid(raw);
+    h.uuid = detail::format_uuid(raw);
     CUuuid parent{};
     if (v1_gives_parent && api.cuDeviceGetUuidV1(&parent, h.device) == CUDA_SUCCESS &&
         std::memcmp(parent.bytes, uuid.bytes, sizeof uuid.bytes) != 0) {
@@ -172,7 +172,7 @@ CudaDevice cuda_device(const CudaHandle& h) {
   CudaDevice d;
   d.cuda_ordinal = h.ordinal;
   d.uuid = h.uuid;
-  d.parent_uuid = h.parent_uuid;
+  d.parent_uuid = h.parent_uuid.empty() ? h.uuid : h.parent_uuid;
   char name[256] = {};
   check(api, api.cuDeviceGetName(name, sizeof name, dev), "cuDeviceGetName");
   d.name = read_string(name);
@@ -233,8 +233,11 @@ std::string format_uuid(const unsigned char b[16], const char* prefix) {
     text[n++] = kHex[b[i] >> 4];
     text[n++] = kHex[b[i] & 0xf];
   }
-  std::string out(prefix);
-  out.append(text, n);
+  // One string made at its full length (a prefix copied, then the rest appended, reallocated).
+  const std::size_t p = std::strlen(prefix);
+  std::string out(p + n, '\0');
+  std::memcpy(out.data(), prefix, p);
+  std::memcpy(out.data() + p, text, n);
   return out;
 }
 

@@ -42,7 +42,7 @@ struct CudaHandle {
   int ordinal = 0;
   CUdevice device = 0;
   std::string uuid;         // GPU-... or MIG-...
-  std::string parent_uuid;  // the whole GPU's
+  std::string parent_uuid;  // the whole GPU's, for a MIG device; empty when it is `uuid`
 };
 
 // The visible devices, UUIDs only (cuInit first). Throws Error(Failure) as cuda_devices() does.

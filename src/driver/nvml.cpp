@@ -2,6 +2,7 @@
 #include "gpusel/nvml.hpp"
 
 #include <algorithm>
+#include <array>
 #include <bit>
 #include <cstddef>
 #include <cstdlib>
@@ -87,7 +88,12 @@ Session session;
 struct Enumerated {
   int pid = 0;
   std::vector<nvmlDevice_t> handles;
-  std::vector<std::string> uuids;
+  // NUL-terminated, in NVML's own buffer size (a vector of strings cost every enumeration an
+  // allocation a GPU); empty where the GPU had none, or one too long to keep.
+  std::vector<std::array<char, abi::kNvmlUuidBuffer>> uuids;
+  bool same_uuid(std::size_t index, const std::string& uuid) const {
+    return index < uuids.size() && uuids[index][0] != '\0' && uuid == uuids[index].data();
+  }
 };
 Enumerated enumerated;
 
@@ -450,7 +456,8 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
   // A GPU NVML cannot read (lost, or any per-device error) keeps its index and says why; the
   // others are still enumerated, so an index never drifts onto a neighbouring card.
   for (unsigned i = 0; i < count; ++i) {
-    GpuInfo gpu;
+    // Filled in place (reserved above): GpuInfo is large, and a move a GPU cost 200 instructions.
+    GpuInfo& gpu = snap.gpus.emplace_back();
     gpu.index = i;
     nvmlDevice_t dev = nullptr;
     rc = api.nvmlDeviceGetHandleByIndex_v2(i, &dev);
@@ -465,7 +472,6 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
         gpu.problem = Problem{ErrorCode::DriverBroken, call, rc};
         gpu.problem.subject = Subject::Gpu;
         gpu.problem.fields = {{"index", std::to_string(i)}};
-        snap.gpus.push_back(std::move(gpu));
         continue;
       }
     }
@@ -477,7 +483,6 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
                   call, rc};
       gpu.problem.subject = Subject::Gpu;
       gpu.problem.fields = {{"index", std::to_string(i)}};
-      snap.gpus.push_back(std::move(gpu));
       continue;
     }
     if (what.topology && what.detail != NvmlDetail::Full) read_pci(api, dev, gpu);
@@ -488,14 +493,18 @@ void enumerate(const NvmlApi& api, const NvmlQuery& what, NvmlSnapshot& snap) {
       return;
     }
     if (what.usage) read_usage(api, dev, gpu);
-    snap.gpus.push_back(std::move(gpu));
     handles[i] = dev;
   }
   enumerated.pid = detail::current_pid();
-  enumerated.handles = handles;
-  enumerated.uuids.clear();
-  for (const GpuInfo& g : snap.gpus) enumerated.uuids.push_back(g.uuid);
+  enumerated.uuids.assign(snap.gpus.size(), {});
+  for (std::size_t i = 0; i < snap.gpus.size(); ++i) {
+    const std::string& uuid = snap.gpus[i].uuid;
+    if (uuid.size() < abi::kNvmlUuidBuffer) {
+      std::memcpy(enumerated.uuids[i].data(), uuid.c_str(), uuid.size() + 1);
+    }
+  }
   if (what.topology) snap.links = Topology(std::make_shared<NvmlTopology>(api, handles, snap.gpus));
+  enumerated.handles = std::move(handles);
   if (what.detail != NvmlDetail::Full) {
     snap.available = true;
     return;
@@ -694,7 +703,7 @@ std::optional<Error> nvml_complete(std::vector<GpuInfo>& gpus,
     nvmlDevice_t dev = nullptr;
     nvmlReturn_t rc = NVML_ERROR_NOT_FOUND;
     if (was_open && enumerated.pid == session.pid && gpu.index < enumerated.handles.size() &&
-        enumerated.uuids[gpu.index] == gpu.uuid && enumerated.handles[gpu.index] != nullptr) {
+        enumerated.same_uuid(gpu.index, gpu.uuid) && enumerated.handles[gpu.index] != nullptr) {
       dev = enumerated.handles[gpu.index];  // this session's enumeration found it there
       rc = NVML_SUCCESS;
     }

@@ -1,7 +1,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "gpusel_detail.hpp"
 
@@ -55,6 +59,55 @@ TEST(Units, FormatBytes) {
   EXPECT_EQ(detail::format_bytes(80ull << 30), "80 GiB");
   EXPECT_EQ(detail::format_bytes(512), "512 B");
   EXPECT_EQ(detail::format_bytes(23034ull << 20), "22.5 GiB");
+}
+
+// The whole and one decimal are worked out in integers; printf, on the exact double, is the
+// reference: every unit, the ties that round to even (0.25 -> 0.2, 0.75 -> 0.8), 9.95 and
+// 1023.95 rounding up to a new whole, and values past 2^53.
+TEST(Units, FormatBytesRoundsAsPrintfDoes) {
+  const auto reference = [](std::uint64_t bytes) {
+    static constexpr const char* kNames[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+    double v = static_cast<double>(bytes);
+    int u = 0;
+    while (v >= 1024.0 && u < 4) {
+      v /= 1024.0;
+      ++u;
+    }
+    char buf[64];
+    std::snprintf(buf, sizeof buf, v == std::floor(v) ? "%.0f %s" : "%.1f %s", v, kNames[u]);
+    return std::string(buf);
+  };
+  std::vector<std::uint64_t> cases = {0,
+                                      1,
+                                      1023,
+                                      1024,
+                                      1025,
+                                      1024 + 256,
+                                      1024 + 768,
+                                      (10ull << 10) - 51,
+                                      (1024ull << 10) - 1,
+                                      (1ull << 40) * 1023 + (1ull << 40) * 95 / 100,
+                                      (1ull << 53) - 1,
+                                      1ull << 53,
+                                      (1ull << 53) + 1,
+                                      ~0ull};
+  std::uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (int i = 0; i < 20000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    cases.push_back(x >> (x % 64));  // every size class
+  }
+  for (int unit = 0; unit <= 4; ++unit) {
+    for (std::uint64_t whole : {1ull, 9ull, 512ull, 1023ull}) {
+      for (std::uint64_t twentieth = 0; twentieth < 20; ++twentieth) {
+        const std::uint64_t one = 1ull << (10 * unit);
+        cases.push_back(whole * one + one * twentieth / 20);
+      }
+    }
+  }
+  for (std::uint64_t bytes : cases)
+    EXPECT_EQ(detail::format_bytes(bytes), reference(bytes)) << bytes;
 }
 
 TEST(Units, Durations) {
