@@ -176,6 +176,21 @@ class StartUpWorkTest(Case):
                 needed = set(re.findall(r"\(NEEDED\)\s+Shared library: \[([^]]+)\]", out))
                 self.assertEqual(needed - {"libc.so.6", "ld-linux-x86-64.so.2"}, set(), out)
 
+    def test_the_command_carries_no_cpp_locale_machinery(self):
+        # Any C++ file or string stream, or fmt with std::locale, links in the C++ runtime's locale
+        # set-up, whose ~1,400 vtable and typeinfo pointers the loader relocates at every start
+        # (docs/performance.md). Read from the symbol table, which the build keeps.
+        for program in (BIN, os.path.join(os.path.dirname(os.path.dirname(BIN)), "libexec", "gpusel",
+                                          "gpusel-probe-cuda")):
+            with self.subTest(program=program):
+                out = subprocess.run(["nm", "--defined-only", program], capture_output=True, text=True,
+                                     check=True).stdout
+                if not out.strip():
+                    self.skipTest(f"{program} has no symbol table")
+                names = [line.split()[-1] for line in out.splitlines() if line.strip()]
+                found = [n for n in names if n.startswith(("_ZNSt6locale", "_ZNSt8ios_base"))]
+                self.assertEqual(found, [], "the program links the C++ locale machinery")
+
     def test_optional_driver_functions_are_looked_up_when_first_called(self):
         env = sim_env("dgx-h100", GPUSEL_LEASE_DIR=private_path("leases"))
         looked = first_looked_in([BIN, "bind", "--gpu", "3"], env)
