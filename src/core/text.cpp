@@ -98,6 +98,26 @@ std::string seconds_text(double seconds) {
   return out;
 }
 
+std::string general_number(double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", value);
+  // "%g" writes digits, a sign, an exponent ("e-07"), "inf" or "nan", and the locale's decimal
+  // point (one byte or several, never a letter or digit), which becomes '.'.
+  std::string out;
+  bool in_point = false;
+  for (const char* c = buf; *c != '\0'; ++c) {
+    const bool plain = (*c >= '0' && *c <= '9') || (*c >= 'a' && *c <= 'z') ||
+                       (*c >= 'A' && *c <= 'Z') || *c == '-' || *c == '+';
+    if (plain) {
+      out += *c;
+    } else if (!in_point) {
+      out += '.';
+    }
+    in_point = !plain;
+  }
+  return out;
+}
+
 bool all_digits(std::string_view s) noexcept {
   if (s.empty()) return false;
   for (char c : s) {

@@ -39,6 +39,10 @@ constexpr int hex_digit(char c) noexcept {
 // never std::to_string's "1.000000".
 std::string seconds_text(double seconds);
 
+// A number as printf's "%g" writes it in the C locale, six significant digits ("0.0004",
+// "1234.57", "20", "1e-07"), whatever decimal point the host program's LC_NUMERIC has.
+std::string general_number(double value);
+
 // True when `s` is one or more ASCII decimal digits and nothing else.
 bool all_digits(std::string_view s) noexcept;
 

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cstdio>
+#include <cstring>
 
 namespace gpusel::detail {
 
@@ -42,20 +43,22 @@ std::optional<std::string> read_file_text(const std::string& path, std::size_t l
 std::optional<std::string> read_first_line(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (f == nullptr) return std::nullopt;
+  // Read in blocks up to the first '\n' (a NUL byte is part of the line, as for std::getline).
   std::string line;
   char buf[4096];
   bool ok = true, any = false;
   for (;;) {
-    if (std::fgets(buf, sizeof buf, f) == nullptr) {
+    const std::size_t got = std::fread(buf, 1, sizeof buf, f);
+    if (got == 0) {
       ok = std::ferror(f) == 0 && any;
       break;
     }
     any = true;
-    line += buf;
-    if (!line.empty() && line.back() == '\n') {
-      line.pop_back();
+    if (const void* end = std::memchr(buf, '\n', got); end != nullptr) {
+      line.append(buf, static_cast<std::size_t>(static_cast<const char*>(end) - buf));
       break;
     }
+    line.append(buf, got);
   }
   const int error = errno;
   std::fclose(f);

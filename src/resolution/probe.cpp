@@ -188,7 +188,7 @@ ProbeResult probe_cuda(const std::string& asked, bool unfiltered) {
     fail(result, too_much ? ErrorCode::ProbeFailed : ErrorCode::ProbeTimedOut,
          too_much
              ? "the CUDA probe printed more than " + std::to_string(kMaxProbeOutput >> 20) + " MiB"
-             : "the CUDA probe did not answer within " + detail::seconds_text(timeout) +
+             : "the CUDA probe did not answer within " + detail::general_number(timeout) +
                    " s (cuInit hung?)");
     if (!reaped) result.reason += "; it could not be stopped (process " + std::to_string(pid) + ")";
     return result;

@@ -131,11 +131,11 @@ class HostileDriverTest(Case):
 
     # ---- 3. a CUDA probe that never answers ----------------------------------------------------
 
-    def hung_probe(self, *args, **extra):
-        """Runs gpusel with cuInit hanging and a 1 s probe deadline; checks that the child that hung
-        is gone afterwards."""
+    def hung_probe(self, *args, timeout="1", **extra):
+        """Runs gpusel with cuInit hanging and a 1 s probe deadline (or `timeout`); checks that the
+        child that hung is gone afterwards."""
         pidfile = os.path.join(self.dir, "probe.pid")
-        r = self.run_gpusel(*args, fault="cuinit_hang", GPUSEL_PROBE_TIMEOUT="1", GPUSEL_FAULT_PIDFILE=pidfile,
+        r = self.run_gpusel(*args, fault="cuinit_hang", GPUSEL_PROBE_TIMEOUT=timeout, GPUSEL_FAULT_PIDFILE=pidfile,
                             **extra)
         self.assertLess(r.seconds, 15, r.stderr)
         self.assertTrue(os.path.exists(pidfile), "the probe never reached cuInit")
@@ -156,6 +156,11 @@ class HostileDriverTest(Case):
         r = self.hung_probe("resolve", "--gpu", "0", nvml=os.path.join(self.dir, "none.so"))
         self.assertFailed(r, 1, "the CUDA probe did not answer within 1 s (cuInit hung?)")
         self.assertEqual(r.stdout, "")
+
+    def test_a_short_deadline_is_said_as_given(self):
+        # Six significant digits, as printf's %g: not rounded to milliseconds ("0.063").
+        r = self.hung_probe("resolve", "--gpu", "0", timeout="0.0625", nvml=os.path.join(self.dir, "none.so"))
+        self.assertFailed(r, 1, "the CUDA probe did not answer within 0.0625 s (cuInit hung?)")
 
     def test_hung_cuinit_times_out_for_list_probe(self):
         r = self.hung_probe("list", "--probe", "--json", nvml=SIM_NVML, GPUSEL_SIM_MACHINE="workstation-mixed")

@@ -250,6 +250,16 @@ TEST(FileText, ReadsWritesAndSplits) {
   for (std::string_view w; !(w = detail::next_word(*text, at)).empty();) words.emplace_back(w);
   EXPECT_EQ(words,
             (std::vector<std::string>{"first", "line", "second", "word", "no", "break", "more"}));
+  // A NUL byte is part of its line, as for std::getline.
+  ASSERT_TRUE(detail::write_file_text(path, std::string("a\0b\nc\n", 6)));
+  EXPECT_EQ(detail::read_first_line(path), std::string("a\0b", 3));
+  ASSERT_TRUE(detail::write_file_text(path, std::string("\0\nzz\n", 5)));
+  EXPECT_EQ(detail::read_first_line(path), std::string(1, '\0'));
+  ASSERT_TRUE(detail::write_file_text(path, "\nsecond\n"));
+  EXPECT_EQ(detail::read_first_line(path), "");  // an empty first line is a line
+  std::string long_line(10000, 'x');
+  ASSERT_TRUE(detail::write_file_text(path, long_line + "\nnext"));
+  EXPECT_EQ(detail::read_first_line(path), long_line);  // past one block
   ASSERT_TRUE(detail::write_file_text(path, ""));
   EXPECT_EQ(detail::read_file_text(path), "");
   EXPECT_EQ(detail::read_first_line(path), std::nullopt);  // an empty file has no line

@@ -37,6 +37,22 @@ TEST(Text, PrintableEscapesControlsAndBrokenUtf8Only) {
   EXPECT_EQ(detail::printable("x\xff\xc3"), "x\\xff\\xc3");
 }
 
+// A probe timeout's message says the value given, to printf's six significant digits.
+TEST(Text, GeneralNumberIsPrintfsG) {
+  EXPECT_EQ(detail::general_number(20), "20");
+  EXPECT_EQ(detail::general_number(0.5), "0.5");
+  EXPECT_EQ(detail::general_number(0.0004), "0.0004");
+  EXPECT_EQ(detail::general_number(1e-7), "1e-07");
+  EXPECT_EQ(detail::general_number(1234.5678), "1234.57");
+  EXPECT_EQ(detail::general_number(3600), "3600");
+  EXPECT_EQ(detail::general_number(-2.25), "-2.25");
+  for (double v : {1.0, 0.1, 123456.0, 1234567.0, 9.999995e-5}) {
+    char expected[64];
+    std::snprintf(expected, sizeof expected, "%g", v);
+    EXPECT_EQ(detail::general_number(v), expected) << v;
+  }
+}
+
 TEST(Text, TrimBlanksStripsTheCLocaleSpaces) {
   EXPECT_EQ(trim_blanks(" \t\n\v\f\r0,1 \r\n"), "0,1");
   EXPECT_EQ(trim_blanks("   "), "");
