@@ -6,6 +6,17 @@
 #include <cstring>
 
 namespace gpusel::detail {
+namespace {
+
+// Closes `f` after a read; `ok`, with errno kept from the failure where it is false.
+bool closed_after(std::FILE* f, bool ok) {
+  const int error = errno;
+  std::fclose(f);
+  if (!ok) errno = error;
+  return ok;
+}
+
+}  // namespace
 
 std::optional<std::string> read_file_text(const std::string& path, std::size_t limit,
                                           std::uint64_t offset) {
@@ -31,12 +42,7 @@ std::optional<std::string> read_file_text(const std::string& path, std::size_t l
       break;
     }
   }
-  const int error = errno;
-  std::fclose(f);
-  if (!ok) {
-    errno = error;
-    return std::nullopt;
-  }
+  if (!closed_after(f, ok)) return std::nullopt;
   return text;
 }
 
@@ -60,12 +66,7 @@ std::optional<std::string> read_first_line(const std::string& path) {
     }
     line.append(buf, got);
   }
-  const int error = errno;
-  std::fclose(f);
-  if (!ok) {
-    errno = error;
-    return std::nullopt;
-  }
+  if (!closed_after(f, ok)) return std::nullopt;
   return line;
 }
 
