@@ -28,8 +28,13 @@ if(GPUSEL_BUILD_TESTS AND GPUSEL_CROSS_GTEST_SOURCE)
 endif()
 
 # Every .exe the build or ctest runs (GoogleTest's discovery included) runs under wine in one
-# prefix of this build's own, made on first use (about 7 s), without wine's debug chatter.
+# prefix of this build's own, made on first use (about 7 s), without wine's debug chatter. Wine's
+# server keeps its socket folder in TMPDIR (Debian's wine: TMPDIR/wine-XXXXXX, its name kept in
+# the prefix), and each wine program looks for it in its own TMPDIR: every one of them gets this
+# build's folder, so that none is left in the machine's /tmp.
 if(GPUSEL_WINE)
-  set(CMAKE_CROSSCOMPILING_EMULATOR env WINEPREFIX=${CMAKE_BINARY_DIR}/wineprefix WINEDEBUG=-all
-    ${GPUSEL_WINE})
+  set(GPUSEL_WINE_TMPDIR ${CMAKE_BINARY_DIR}/wine-tmp)
+  file(MAKE_DIRECTORY ${GPUSEL_WINE_TMPDIR})
+  set(CMAKE_CROSSCOMPILING_EMULATOR env WINEPREFIX=${CMAKE_BINARY_DIR}/wineprefix
+    TMPDIR=${GPUSEL_WINE_TMPDIR} WINEDEBUG=-all ${GPUSEL_WINE})
 endif()
