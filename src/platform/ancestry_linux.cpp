@@ -12,6 +12,7 @@
 
 #include "ancestry.hpp"
 #include "env.hpp"
+#include "file_text.hpp"
 
 namespace gpusel::detail {
 
@@ -62,28 +63,11 @@ std::vector<std::optional<std::string>> env_values(std::span<const char* const> 
 }
 
 // The file NAME of process `pid` in /proc, whole (at most `limit` bytes); nullopt when it cannot be
-// read. Read with read(2), never an iostream: a process that ends between the open and the read
-// makes read fail with ESRCH, which libstdc++'s stream buffer throws as an exception.
+// read. Read with read(2) (read_file_text), never an iostream: a process that ends between the
+// open and the read makes read fail with ESRCH, which libstdc++'s stream buffer throws as an
+// exception.
 std::optional<std::string> process_file(int pid, const char* name, std::size_t limit) {
-  const std::string path = "/proc/" + std::to_string(pid) + "/" + name;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return std::nullopt;
-  std::string text;
-  char buf[16384];
-  for (ssize_t n; (n = read(fd, buf, sizeof buf)) != 0;) {
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      close(fd);
-      return std::nullopt;
-    }
-    text.append(buf, static_cast<std::size_t>(n));
-    if (text.size() >= limit) {
-      text.resize(limit);
-      break;
-    }
-  }
-  close(fd);
-  return text;
+  return read_file_text("/proc/" + std::to_string(pid) + "/" + name, limit);
 }
 
 std::vector<std::string> process_args(int pid, std::size_t limit) {

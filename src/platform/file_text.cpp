@@ -1,6 +1,11 @@
 // Whole files through C stdio (file_text.hpp), on Linux and Windows alike.
 #include "file_text.hpp"
 
+#ifndef _WIN32
+#include <fcntl.h>
+#include <unistd.h>
+#endif
+
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -8,65 +13,100 @@
 namespace gpusel::detail {
 namespace {
 
-// Closes `f` after a read; `ok`, with errno kept from the failure where it is false.
-bool closed_after(std::FILE* f, bool ok) {
-  const int error = errno;
-  std::fclose(f);
-  if (!ok) errno = error;
-  return ok;
-}
+// A file open for reading: read(2) on POSIX (no FILE or stdio buffer to allocate, and a /proc
+// file's error, ESRCH for a process that has ended, comes back from the read), stdio on Windows.
+class InFile {
+ public:
+  explicit InFile(const std::string& path) {
+#ifdef _WIN32
+    f_ = std::fopen(path.c_str(), "rb");
+#else
+    fd_ = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+#endif
+  }
+  ~InFile() {
+    const int error = errno;  // a failed read's, kept for the caller
+#ifdef _WIN32
+    if (f_ != nullptr) std::fclose(f_);
+#else
+    if (fd_ >= 0) close(fd_);
+#endif
+    errno = error;
+  }
+  InFile(const InFile&) = delete;
+  InFile& operator=(const InFile&) = delete;
+  bool is_open() const {
+#ifdef _WIN32
+    return f_ != nullptr;
+#else
+    return fd_ >= 0;
+#endif
+  }
+  // Past the end is no error: the reads then find nothing.
+  bool seek(std::uint64_t offset) {
+#ifdef _WIN32
+    return _fseeki64(f_, static_cast<long long>(offset), SEEK_SET) == 0;
+#else
+    return lseek(fd_, static_cast<off_t>(offset), SEEK_SET) >= 0;
+#endif
+  }
+  // Up to `size` bytes into `buf`: how many (0 at the end), or -1 when the read fails.
+  long long read(char* buf, std::size_t size) {
+#ifdef _WIN32
+    const std::size_t got = std::fread(buf, 1, size, f_);
+    return got == 0 && std::ferror(f_) != 0 ? -1 : static_cast<long long>(got);
+#else
+    for (;;) {
+      const ssize_t got = ::read(fd_, buf, size);
+      if (got >= 0 || errno != EINTR) return got;
+    }
+#endif
+  }
+
+ private:
+#ifdef _WIN32
+  std::FILE* f_ = nullptr;
+#else
+  int fd_ = -1;
+#endif
+};
 
 }  // namespace
 
 std::optional<std::string> read_file_text(const std::string& path, std::size_t limit,
                                           std::uint64_t offset) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return std::nullopt;
+  InFile in(path);
+  if (!in.is_open() || (offset > 0 && !in.seek(offset))) return std::nullopt;
   std::string text;
-  bool ok = true;
-  if (offset > 0) {
-    // Past the end is not an error for fseek: the read below then finds nothing.
-#ifdef _WIN32
-    ok = _fseeki64(f, static_cast<long long>(offset), SEEK_SET) == 0;
-#else
-    ok = fseeko(f, static_cast<off_t>(offset), SEEK_SET) == 0;
-#endif
-  }
   char buf[16384];
-  while (ok && text.size() < limit) {
-    const std::size_t want = limit - text.size() < sizeof buf ? limit - text.size() : sizeof buf;
-    const std::size_t got = std::fread(buf, 1, want, f);
-    text.append(buf, got);
-    if (got < want) {
-      ok = std::ferror(f) == 0;
-      break;
-    }
+  while (text.size() < limit) {
+    const long long got = in.read(buf, sizeof buf);
+    if (got < 0) return std::nullopt;
+    if (got == 0) break;
+    text.append(buf, static_cast<std::size_t>(got));
   }
-  if (!closed_after(f, ok)) return std::nullopt;
+  if (text.size() > limit) text.resize(limit);
   return text;
 }
 
 std::optional<std::string> read_first_line(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (f == nullptr) return std::nullopt;
+  InFile in(path);
+  if (!in.is_open()) return std::nullopt;
   // Read in blocks up to the first '\n' (a NUL byte is part of the line, as for std::getline).
   std::string line;
   char buf[4096];
-  bool ok = true, any = false;
-  for (;;) {
-    const std::size_t got = std::fread(buf, 1, sizeof buf, f);
-    if (got == 0) {
-      ok = std::ferror(f) == 0 && any;
-      break;
-    }
+  for (bool any = false;;) {
+    const long long got = in.read(buf, sizeof buf);
+    if (got < 0 || (got == 0 && !any)) return std::nullopt;  // an error, or an empty file
+    if (got == 0) break;
     any = true;
-    if (const void* end = std::memchr(buf, '\n', got); end != nullptr) {
+    const auto size = static_cast<std::size_t>(got);
+    if (const void* end = std::memchr(buf, '\n', size); end != nullptr) {
       line.append(buf, static_cast<std::size_t>(static_cast<const char*>(end) - buf));
       break;
     }
-    line.append(buf, got);
+    line.append(buf, size);
   }
-  if (!closed_after(f, ok)) return std::nullopt;
   return line;
 }
 

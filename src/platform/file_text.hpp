@@ -1,6 +1,7 @@
-// Internal: a whole file read or written in one call, through C stdio. The library and the
-// command use no C++ file or string streams: any of them brings libstdc++'s locale machinery
-// into the program, whose tables the loader relocates at every start (docs/performance.md).
+// Internal: a whole file read or written in one call (read(2) on POSIX, C stdio on Windows and
+// for writing). The library and the command use no C++ file or string streams: any of them
+// brings libstdc++'s locale machinery into the program, whose tables the loader relocates at
+// every start (docs/performance.md).
 #pragma once
 
 #include <cstddef>
