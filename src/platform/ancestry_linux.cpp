@@ -48,20 +48,6 @@ void read_env_values(const char* const* names, std::size_t count, const std::uin
   }
 }
 
-std::vector<std::optional<std::string>> env_values(std::span<const char* const> names) {
-  std::vector<std::optional<std::string>> values(names.size());
-  std::uint64_t by_slot[kEnvSlots] = {};
-  std::uint64_t indexed = 0;
-  for (std::size_t i = 0; i < names.size() && i < 64; ++i) {
-    if (names[i][0] != '\0' && names[i][1] != '\0') {
-      by_slot[env_slot(names[i])] |= std::uint64_t{1} << i;
-      indexed |= std::uint64_t{1} << i;
-    }
-  }
-  read_env_values(names.data(), names.size(), by_slot, indexed, values.data());
-  return values;
-}
-
 // The file NAME of process `pid` in /proc, whole (at most `limit` bytes); nullopt when it cannot be
 // read. Read with read(2) (read_file_text), never an iostream: a process that ends between the
 // open and the read makes read fail with ESRCH, which libstdc++'s stream buffer throws as an

@@ -19,12 +19,6 @@ void read_env_values(const char* const* names, std::size_t count, const std::uin
   for (std::size_t i = 0; i < count; ++i) values[i] = env_value(names[i]);
 }
 
-std::vector<std::optional<std::string>> env_values(std::span<const char* const> names) {
-  std::vector<std::optional<std::string>> values(names.size());
-  read_env_values(names.data(), names.size(), nullptr, 0, values.data());
-  return values;
-}
-
 std::optional<std::map<std::string, std::string>> initial_environment(int) {
   return std::nullopt;
 }

@@ -9,9 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
-#include <span>
 #include <string>
-#include <vector>
 
 namespace gpusel::detail {
 
@@ -63,8 +61,5 @@ std::array<std::optional<std::string>, N> env_values(const EnvNames<N>& list) {
   read_env_values(list.names.data(), N, list.by_slot.data(), list.indexed, values.data());
   return values;
 }
-
-// The same for names known only at run time (the index is built at each call).
-std::vector<std::optional<std::string>> env_values(std::span<const char* const> names);
 
 }  // namespace gpusel::detail
