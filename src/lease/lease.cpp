@@ -1859,17 +1859,13 @@ LeaseHolder process_details(int pid) {
   const unsigned long long ticks = stat_fields ? stat_fields->start : 0;
   // "/proc/uptime": "350735.47 234388.90", seconds since boot and idle; the whole seconds do.
   const std::string uptime_text = detail::read_first_line("/proc/uptime").value_or("");
-  unsigned long long uptime = 0;
-  const bool have_uptime = !uptime_text.empty() && uptime_text[0] >= '0' && uptime_text[0] <= '9';
-  for (std::size_t i = 0; have_uptime && i < uptime_text.size() && uptime_text[i] >= '0' &&
-                          uptime_text[i] <= '9' && uptime < (1ull << 50);
-       ++i) {
-    uptime = uptime * 10 + static_cast<unsigned long long>(uptime_text[i] - '0');
-  }
+  const std::optional<std::uint64_t> uptime = detail::read_decimal(
+      std::string_view(uptime_text).substr(0, uptime_text.find_first_not_of("0123456789")),
+      std::uint64_t{1} << 50);
   const long hz = sysconf(_SC_CLK_TCK);
-  if (ticks > 0 && hz > 0 && have_uptime) {
+  if (ticks > 0 && hz > 0 && uptime) {
     const std::time_t started =
-        std::time(nullptr) - static_cast<std::time_t>(uptime) +
+        std::time(nullptr) - static_cast<std::time_t>(*uptime) +
         static_cast<std::time_t>(ticks / static_cast<unsigned long long>(hz));
     std::tm tm{};
     char text[32];
