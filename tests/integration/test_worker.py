@@ -117,6 +117,20 @@ class BindTest(Case):
         self.assertEqual((j["rank_variable"], j["rank"], j["uuid"]), ("OMPI_COMM_WORLD_LOCAL_RANK", 1, DGX[5]))
         self.assertIn('LOCAL_RANK="0"', j["ignored"][0])
 
+    def test_a_gpu_given_in_code_is_checked_against_slurms_grant(self):
+        # `bind --gpu` assigns in code and skips the rest of the analysis, but not Slurm's grant on
+        # this node: the step was given nvidia-smi GPU 2 (SLURM_STEP_GPUS), CUDA sees 2 and 3.
+        step = dict(SLURM_JOB_ID="7", SLURM_STEP_ID="0", SLURM_LOCALID="0", SLURM_STEP_GPUS="2",
+                    SLURMD_NODENAME="n1")
+        j = bind("dgx-h100", "--gpu", "0", CUDA_VISIBLE_DEVICES="2,3", **step)
+        self.assertEqual((j["uuid"], j["cuda_ordinal"]), (DGX[2], 0))
+        self.assertFailsWith(bind_fails("dgx-h100", "--gpu", "1", CUDA_VISIBLE_DEVICES="2,3", **step), 2,
+                             "nvidia-smi 3", "which Slurm did not give it", "SLURM_STEP_GPUS")
+        # Without CUDA_VISIBLE_DEVICES there is no grant to read it against (and no model is
+        # built): the GPU asked for is bound.
+        j = bind("dgx-h100", "--gpu", "3", **step)
+        self.assertEqual(j["uuid"], DGX[3])
+
     def test_launcher_rank_without_gpusel_variables(self):
         # Step 4: visible device k for local rank k, within the scheduler's preset.
         j = bind("dgx-h100", SLURM_LOCALID="1", SLURM_JOB_ID="7", SLURM_STEP_ID="0", CUDA_VISIBLE_DEVICES="2,3")
